@@ -1,0 +1,336 @@
+"""How energy is obtained: meters behind one small interface with named windows.
+
+``meter.begin_window(name)`` ... ``meter.end_window(name) -> Measurement``. Every :class:`Measurement` says
+which meter produced it (``source``) and whether its energy was read from a hardware counter
+(``measured=True``: NVML, RAPL) or computed from a power model (``measured=False``: CodeCarbon's TDP x load
+and RAM-size models). The two are never mixed silently: the record keeps both labels.
+
+Implementations:
+
+* :class:`NvmlMeter` -- the GPU's cumulative energy counter (mJ), one meter per rank on its own device.
+* :class:`CodeCarbonMeter` -- CodeCarbon's offline tracker; node scope (owned by one rank per node), and it
+  says per component (cpu/gpu/ram) whether it read a counter or estimated.
+* :class:`NullMeter` -- time only, no energy (ranks that do not own a node meter; ``meter='none'``).
+* :class:`ReplayMeter` -- returns measurements recorded earlier by :class:`RecordingMeter`, so real
+  measurements become test fixtures.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+NVML_MIN_WINDOW_S = 1.0  # the NVML energy counter advances about every 100 ms: shorter windows quantise
+
+
+class MeterError(RuntimeError):
+    """A meter cannot be used here; the message says why and what to do instead."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One window. Energies in joules, one entry per metered unit (a GPU, or a whole node)."""
+
+    name: str
+    time_s: float
+    energy_j: tuple[float, ...] | None  # None: this meter measures time only
+    units: tuple[str, ...]  # what each energy entry covers, e.g. ("cuda:0",) or ("node:host1",)
+    source: str  # e.g. "nvml", "codecarbon[cpu=cpu_load,ram=ram_model]", "replay:nvml"
+    measured: bool  # True only when every joule came from a hardware counter
+    components: dict = field(default_factory=dict)  # per-component joules and method, where known
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def total_energy_j(self) -> float | None:
+        return None if self.energy_j is None else float(sum(self.energy_j))
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Measurement":
+        d = dict(d)
+        for key in ("energy_j", "units", "warnings"):
+            if d.get(key) is not None:
+                d[key] = tuple(d[key])
+        return cls(**d)
+
+
+class Meter:
+    """Base class: times windows; subclasses add energy. ``sync`` runs at both edges of a window."""
+
+    source = "none"
+    measured = False
+    scope = "none"  # "device", "node" or "none"
+
+    def __init__(self, sync: Callable[[], None] | None = None, clock: Callable[[], float] = time.perf_counter):
+        self._sync = sync or (lambda: None)
+        self._clock = clock
+        self._open: dict[str, float] = {}
+
+    def begin_window(self, name: str) -> None:
+        if name in self._open:
+            raise MeterError(f"window {name!r} is already open")
+        self._sync()
+        self._begin_energy(name)
+        self._open[name] = self._clock()
+
+    def end_window(self, name: str) -> Measurement:
+        if name not in self._open:
+            raise MeterError(f"window {name!r} was never begun")
+        self._sync()
+        elapsed = self._clock() - self._open.pop(name)
+        return self._end_energy(name, elapsed)
+
+    def describe(self) -> dict:
+        return {"source": self.source, "measured": self.measured, "scope": self.scope}
+
+    def close(self) -> None:
+        pass
+
+    # hooks
+    def _begin_energy(self, name: str) -> None:
+        pass
+
+    def _end_energy(self, name: str, elapsed_s: float) -> Measurement:
+        return Measurement(name, elapsed_s, None, (), self.source, False)
+
+
+class NullMeter(Meter):
+    """Time only."""
+
+
+# ----------------------------------------------------------------------------------------------- NVML
+def nvml_energy_counter(torch_device_index: int) -> tuple[Callable[[], float], str]:
+    """A reader of the cumulative board energy (mJ) of the GPU torch calls ``cuda:<index>``, and its name.
+
+    NVML numbers GPUs physically while CUDA_VISIBLE_DEVICES renumbers them for torch, so the NVML handle
+    is matched on the device UUID.
+    """
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound on machines without a driver
+        raise MeterError(f"NVML is not available ({exc}); use meter='codecarbon' or meter='none'") from exc
+    import torch
+
+    uuid = str(torch.cuda.get_device_properties(torch_device_index).uuid)
+    handle = None
+    for i in range(pynvml.nvmlDeviceGetCount()):
+        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        nv_uuid = pynvml.nvmlDeviceGetUUID(h)
+        nv_uuid = nv_uuid.decode() if isinstance(nv_uuid, bytes) else nv_uuid
+        if nv_uuid.removeprefix("GPU-") == uuid.removeprefix("GPU-"):
+            handle = h
+            break
+    if handle is None:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(torch_device_index)
+    name = pynvml.nvmlDeviceGetName(handle)
+    name = name.decode() if isinstance(name, bytes) else name
+    try:
+        pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    except pynvml.NVMLError as exc:
+        raise MeterError(
+            f"{name} has no NVML energy counter ({exc}; it needs Volta or newer); use meter='codecarbon'"
+        ) from exc
+    return (lambda: float(pynvml.nvmlDeviceGetTotalEnergyConsumption(handle))), name
+
+
+class NvmlMeter(Meter):
+    """Energy of one GPU from its NVML counter: (counter at end - counter at begin) / 1000 J.
+
+    ``counter`` returns cumulative millijoules; by default the real NVML counter of ``device_index``.
+    """
+
+    source = "nvml"
+    measured = True
+    scope = "device"
+
+    def __init__(self, device_index: int = 0, sync=None, counter: Callable[[], float] | None = None, clock=time.perf_counter):
+        super().__init__(sync, clock)
+        if counter is None:
+            counter, self.device_name = nvml_energy_counter(device_index)
+        else:
+            self.device_name = "unknown"
+        self._counter = counter
+        self._unit = f"cuda:{device_index}"
+        self._start_mj: dict[str, float] = {}
+
+    def _begin_energy(self, name):
+        self._start_mj[name] = self._counter()
+
+    def _end_energy(self, name, elapsed_s):
+        delta_mj = self._counter() - self._start_mj.pop(name)
+        if delta_mj < 0:
+            raise MeterError(f"NVML energy counter went backwards by {-delta_mj} mJ in window {name!r}")
+        warnings = ()
+        if elapsed_s < NVML_MIN_WINDOW_S:
+            warnings = (f"window of {elapsed_s:.3f} s is shorter than the NVML counter resolution (~0.1 s) "
+                        f"allows to measure well; use windows >= {NVML_MIN_WINDOW_S} s",)
+        return Measurement(name, elapsed_s, (delta_mj / 1000.0,), (self._unit,), self.source, True,
+                           {"gpu": {"energy_j": delta_mj / 1000.0, "method": "nvml counter"}}, warnings)
+
+    def describe(self):
+        return {**super().describe(), "device": self.device_name, "unit": self._unit}
+
+
+# ----------------------------------------------------------------------------------------- CodeCarbon
+_COUNTER_CPU_MODES = {"intel_rapl", "intel_power_gadget", "windows_emi"}
+
+
+class CodeCarbonMeter(Meter):
+    """CodeCarbon's offline tracker with one task per window; node scope.
+
+    Own exactly one per node (local rank 0): every tracker sees the whole machine, so one per rank would
+    count the node several times. Whether its energy is measured depends on what CodeCarbon found: RAPL
+    for the CPU and NVML for GPUs are counters; its CPU TDP x load model and RAM model are estimates.
+    """
+
+    scope = "node"
+
+    def __init__(self, country: str = "USA", sync=None, node: str | None = None, clock=time.perf_counter):
+        super().__init__(sync, clock)
+        import logging
+        import socket
+
+        from codecarbon import OfflineEmissionsTracker
+
+        logging.getLogger("codecarbon").setLevel(logging.ERROR)
+
+        self._tracker = OfflineEmissionsTracker(
+            country_iso_code=country, save_to_file=False, log_level="error", measure_power_secs=3600,
+            tracking_mode="machine", allow_multiple_runs=True,
+        )
+        # The first task initialises hardware detection (~1-2 s): do it here, outside any measured window.
+        self._tracker.start_task("init")
+        self._tracker.stop_task()
+        self.component_methods = self._component_methods()
+        self.measured = all(m["measured"] for m in self.component_methods.values())
+        parts = ",".join(f"{k}={v['method']}" for k, v in sorted(self.component_methods.items()))
+        self.source = f"codecarbon[{parts}]"
+        self._unit = f"node:{node or socket.gethostname()}"
+
+    def _component_methods(self) -> dict:
+        out = {}
+        for hw in self._tracker._hardware:
+            kind = type(hw).__name__
+            if kind == "CPU":
+                mode = getattr(hw, "_mode", "unknown")
+                out["cpu"] = {"method": mode, "measured": mode in _COUNTER_CPU_MODES}
+            elif kind == "GPU":
+                out["gpu"] = {"method": "nvml", "measured": True}
+            elif kind == "RAM":
+                out["ram"] = {"method": "ram_model", "measured": False}
+            else:
+                out[kind.lower()] = {"method": repr(hw), "measured": False}
+        return out
+
+    def _begin_energy(self, name):
+        self._tracker.start_task(name)
+
+    def _end_energy(self, name, elapsed_s):
+        data = self._tracker.stop_task(name)
+        kwh_to_j = 3.6e6
+        comps = {}
+        for comp, attr in (("cpu", "cpu_energy"), ("gpu", "gpu_energy"), ("ram", "ram_energy")):
+            if comp in self.component_methods:
+                comps[comp] = {"energy_j": float(getattr(data, attr)) * kwh_to_j,
+                               "method": self.component_methods[comp]["method"],
+                               "measured": self.component_methods[comp]["measured"]}
+        total = float(data.energy_consumed) * kwh_to_j
+        return Measurement(name, elapsed_s, (total,), (self._unit,), self.source, self.measured, comps)
+
+    def describe(self):
+        return {**super().describe(), "components": self.component_methods, "unit": self._unit}
+
+    def close(self):
+        try:
+            self._tracker.stop()
+        except Exception:
+            pass
+
+
+# ------------------------------------------------------------------------------------ record & replay
+class RecordingMeter(Meter):
+    """Wraps a meter and appends every measurement it returns to a JSONL log (for replay)."""
+
+    def __init__(self, inner: Meter, log_path: str | Path):
+        self.inner, self.log_path = inner, Path(log_path)
+        self.source, self.measured, self.scope = inner.source, inner.measured, inner.scope
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def begin_window(self, name):
+        self.inner.begin_window(name)
+
+    def end_window(self, name):
+        m = self.inner.end_window(name)
+        with self.log_path.open("a") as f:
+            f.write(json.dumps(m.to_json()) + "\n")
+        return m
+
+    def describe(self):
+        return {**self.inner.describe(), "recorded_to": str(self.log_path)}
+
+    def close(self):
+        self.inner.close()
+
+
+class ReplayMeter(Meter):
+    """Plays back a recorded log: the n-th ``end_window`` returns the n-th recorded measurement.
+
+    Window names must match the recording, so a replay exercises the caller's exact sequence of windows.
+    The source is prefixed with ``replay:`` and keeps the original measured/estimated label.
+    """
+
+    def __init__(self, log_path: str | Path):
+        lines = Path(log_path).read_text().splitlines()
+        self._queue = [Measurement.from_json(json.loads(line)) for line in lines if line.strip()]
+        if not self._queue:
+            raise MeterError(f"replay log {log_path} holds no measurements")
+        first = self._queue[0]
+        self.source, self.measured = f"replay:{first.source}", first.measured
+        self.scope = "device" if first.units and first.units[0].startswith("cuda") else "node"
+        self._open: set[str] = set()
+
+    def begin_window(self, name):
+        if name in self._open:
+            raise MeterError(f"window {name!r} is already open")
+        self._open.add(name)
+
+    def end_window(self, name):
+        if name not in self._open:
+            raise MeterError(f"window {name!r} was never begun")
+        self._open.discard(name)
+        if not self._queue:
+            raise MeterError("replay log exhausted: the caller measured more windows than were recorded")
+        m = self._queue.pop(0)
+        if m.name != name:
+            raise MeterError(f"replay expected window {m.name!r} but the caller ended {name!r}")
+        return Measurement(m.name, m.time_s, m.energy_j, m.units, f"replay:{m.source}", m.measured,
+                           m.components, m.warnings)
+
+    @property
+    def remaining(self) -> int:
+        return len(self._queue)
+
+
+# ------------------------------------------------------------------------------------------- factory
+def make_meter(kind: str, device_type: str, device_index: int, owns_node: bool, country: str, sync=None) -> Meter:
+    """The meter a rank uses for a run.
+
+    ``auto``: NVML on CUDA (one per rank, its own GPU), CodeCarbon on CPU (one per node). A rank that does
+    not own the node's CodeCarbon meter times windows with a NullMeter.
+    """
+    if kind == "auto":
+        kind = "nvml" if device_type == "cuda" else "codecarbon"
+    if kind == "nvml":
+        if device_type != "cuda":
+            raise MeterError("meter='nvml' needs device='cuda'; on CPU use meter='codecarbon' or 'none'")
+        return NvmlMeter(device_index, sync=sync)
+    if kind == "codecarbon":
+        return CodeCarbonMeter(country, sync=sync) if owns_node else NullMeter(sync)
+    return NullMeter(sync)

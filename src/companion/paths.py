@@ -1,0 +1,42 @@
+"""Every path the project reads or writes, in one place."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+PROFILES_DIR = PACKAGE_DIR / "profiles"
+RESOURCES_DIR = PACKAGE_DIR / "resources"
+
+
+def repo_root() -> Path:
+    """The checkout this package lives in (editable install), else the working directory.
+
+    ``COMPANION_ROOT`` overrides it, e.g. to write run records outside the checkout.
+    """
+    env = os.environ.get("COMPANION_ROOT")
+    if env:
+        return Path(env).resolve()
+    candidate = PACKAGE_DIR.parent.parent
+    if (candidate / "pyproject.toml").is_file():
+        return candidate
+    return Path.cwd()
+
+
+def data_dir() -> Path:
+    return repo_root() / "data"
+
+
+def runs_dir(profile: str) -> Path:
+    """Where ``companion sweep --profile NAME`` writes its run records by default."""
+    return data_dir() / "runs" / profile
+
+
+def reference_dir(device: str) -> Path:
+    """Committed reference records measured on a named device (e.g. ``H100``)."""
+    return data_dir() / "reference" / device
+
+
+def build_dir() -> Path:
+    return repo_root() / "build"

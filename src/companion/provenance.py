@@ -1,0 +1,114 @@
+"""Where a record came from: code version, packages, hardware, time."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import socket
+import subprocess
+from functools import lru_cache
+from importlib import metadata
+
+from companion.paths import repo_root
+
+PACKAGES = ("companion", "torch", "transformers", "accelerate", "codecarbon", "nvidia-ml-py", "numpy")
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def git_state() -> dict:
+    """Commit SHA and whether tracked code differs from it (None when not in a git checkout)."""
+    root = repo_root()
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+
+    try:
+        sha = git("rev-parse", "HEAD")
+        if sha.returncode != 0:
+            return {"sha": None, "dirty": None}
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "pyproject.toml")
+        return {"sha": sha.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.TimeoutExpired):
+        return {"sha": None, "dirty": None}
+
+
+def package_versions() -> dict:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def hardware(device_type: str) -> dict:
+    import torch
+
+    info = {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+        "torch_threads": torch.get_num_threads(),
+    }
+    if device_type == "cuda" and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        info.update(
+            gpu=props.name,
+            gpu_count=torch.cuda.device_count(),
+            gpu_memory_bytes=props.total_memory,
+            cuda=torch.version.cuda,
+        )
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            drv = pynvml.nvmlSystemGetDriverVersion()
+            info["driver"] = drv.decode() if isinstance(drv, bytes) else drv
+        except Exception:
+            info["driver"] = None
+    return info
+
+
+@lru_cache(maxsize=2)
+def static_provenance(device_type: str) -> dict:
+    """The parts that do not change between runs of one launch."""
+    return {"git": git_state(), "packages": package_versions(), "hardware": hardware(device_type)}
+
+
+def device_tag(device_type: str) -> str:
+    """Short hardware name for run IDs: 'cpu', or the GPU model such as 'H100', 'A100', 'L4'."""
+    if device_type == "cpu":
+        return "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cuda"
+    return short_gpu_name(torch.cuda.get_device_name(0))
+
+
+def short_gpu_name(full: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'H100'; 'Tesla V100-SXM2-16GB' -> 'V100'; 'Quadro RTX 8000' -> 'RTX8000'."""
+    words = full.replace("NVIDIA", "").replace("Tesla", "").replace("Quadro", "").split()
+    if not words:
+        return "cuda"
+    if words[0] in ("RTX", "GeForce") and len(words) > 1:
+        return "".join(w for w in words[:2] if w != "GeForce").replace("-", "")
+    return words[0].split("-")[0]

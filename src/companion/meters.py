@@ -202,7 +202,7 @@ class CodeCarbonMeter(Meter):
         logging.getLogger("codecarbon").setLevel(logging.ERROR)
 
         self._tracker = OfflineEmissionsTracker(
-            country_iso_code=country, save_to_file=False, log_level="error", measure_power_secs=3600,
+            country_iso_code=country, output_methods=[], log_level="error", measure_power_secs=3600,
             tracking_mode="machine", allow_multiple_runs=True,
         )
         # The first task initialises hardware detection (~1-2 s): do it here, outside any measured window.
@@ -213,6 +213,7 @@ class CodeCarbonMeter(Meter):
         parts = ",".join(f"{k}={v['method']}" for k, v in sorted(self.component_methods.items()))
         self.source = f"codecarbon[{parts}]"
         self._unit = f"node:{node or socket.gethostname()}"
+        self._task_seq = 0
 
     def _component_methods(self) -> dict:
         out = {}
@@ -230,10 +231,14 @@ class CodeCarbonMeter(Meter):
         return out
 
     def _begin_energy(self, name):
-        self._tracker.start_task(name)
+        # CodeCarbon renames a task whose name it has seen before and then loses track of it: give every
+        # window a unique task name.
+        self._task_seq += 1
+        self._task = f"{name}#{self._task_seq}"
+        self._tracker.start_task(self._task)
 
     def _end_energy(self, name, elapsed_s):
-        data = self._tracker.stop_task(name)
+        data = self._tracker.stop_task(self._task)
         kwh_to_j = 3.6e6
         comps = {}
         for comp, attr in (("cpu", "cpu_energy"), ("gpu", "gpu_energy"), ("ram", "ram_energy")):

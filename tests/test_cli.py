@@ -1,0 +1,53 @@
+"""Bad input: one line naming the field and the fix, a non-zero exit, no record written."""
+
+import pytest
+
+from companion.cli import main
+from conftest import companion_cmd
+
+SMALL = ["--layers", "1", "--hidden", "32", "--heads", "2", "--vocab", "256", "--seq-len", "16"]
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["run", "--hidden", "130", "--heads", "4"], "hidden=130 is not divisible by heads=4"),
+        (["run", *SMALL, "--tp", "4"], "heads=2 is not divisible by tp=4"),
+        (["run", *SMALL, "--tp", "2"], "world size 1 != tp*dp"),
+        (["run", *SMALL, "--seq-len", "1024", "--max-positions", "512"], "seq_len=1024 is above max_positions=512"),
+        (["run", "--checkpoint", "/no/such/checkpoint"], "checkpoint='/no/such/checkpoint' does not exist"),
+        (["sweep", "--profile", "no-such-profile"], "unknown profile 'no-such-profile'"),
+        (["run", "--plan", "/no/such/plan.json"], "does not exist"),
+    ],
+)
+def test_bad_input(tmp_path, capsys, argv, expected):
+    out = tmp_path / "records"
+    argv = argv + (["--out", str(out)] if argv[0] in ("run", "sweep") else [])
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and expected in err and "\n" not in err
+    assert not out.exists() or not list(out.glob("*.json"))
+
+
+def test_malformed_profile_from_the_shell(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("groups:\n  - vary: {layers: [1, 2}\n")
+    res = companion_cmd("sweep", "--profile", str(bad), "--out", str(tmp_path / "out"))
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bad.yaml is malformed YAML at line 2" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_help_explains_each_subcommand(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    for sub in ("run", "sweep", "profiles"):
+        assert sub in text
+
+
+def test_profiles_listing(capsys):
+    assert main(["profiles"]) == 0
+    out = capsys.readouterr().out
+    assert "cpu" in out and "gpu-node" in out and "ws4" in out

@@ -1,0 +1,78 @@
+"""Meter overhead: step time with the meter running / without it, interleaved in one process.
+
+    python benchmarks/meter_overhead.py                      # CPU: CodeCarbon meter, tiny BERT
+    python benchmarks/meter_overhead.py --device cuda        # GPU: NVML meter, BERT-base bf16
+
+Windows alternate metered / unmetered (ABAB...) so that drift (thermal, other load) hits both alike. The
+ratio of median per-step times is the overhead (target <= 1.01). Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+
+import torch
+
+from companion.config import build_run
+from companion.data import SyntheticTask, collate
+from companion.meters import NullMeter, make_meter
+from companion.model import build_model
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--pairs", type=int, default=8, help="metered/unmetered window pairs")
+    ap.add_argument("--window-s", type=float, default=1.0, help="target window length, seconds")
+    args = ap.parse_args()
+    cuda = args.device == "cuda"
+    shape = ({"layers": 12, "hidden": 768, "heads": 12, "vocab": 30522, "seq_len": 512, "batch_size": 32}
+             if cuda else {"layers": 2, "hidden": 128, "heads": 4, "seq_len": 128, "batch_size": 8})
+    cfg = build_run({**shape, "device": args.device, "precision": "bf16" if cuda else "fp32"})
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    meter = make_meter("auto", args.device, 0, True, "USA", sync=sync if cuda else None)
+    bare = NullMeter(sync if cuda else None)
+    torch.manual_seed(0)
+    model = build_model(cfg.model).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    batch = {k: v.to(device) for k, v in collate(SyntheticTask(cfg.data, cfg.model.vocab, 2, 0).global_batch(0)).tensors.items()}
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if cuda else contextlib.nullcontext
+
+    def step():
+        with autocast():
+            loss = model(**batch).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(5):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        step()
+    sync()
+    steps = max(1, round(args.window_s / ((time.perf_counter() - t0) / 3)))
+    per_step = {"metered": [], "bare": []}
+    for k in range(args.pairs):
+        order = [("metered", meter), ("bare", bare)] if k % 2 == 0 else [("bare", bare), ("metered", meter)]
+        for label, m in order:
+            m.begin_window(f"{label}{k}")
+            for _ in range(steps):
+                step()
+            per_step[label].append(m.end_window(f"{label}{k}").time_s / steps)
+    meter.close()
+    med = {k: statistics.median(v) for k, v in per_step.items()}
+    print(f"device: {args.device}, meter: {meter.source} (measured={meter.measured})")
+    print(f"config: {cfg.run_id}; {args.pairs} window pairs of {steps} steps")
+    print(f"median step time with meter:    {med['metered'] * 1e3:.3f} ms")
+    print(f"median step time without meter: {med['bare'] * 1e3:.3f} ms")
+    print(f"overhead ratio (with / without): {med['metered'] / med['bare']:.4f}  (target <= 1.01)")
+
+
+if __name__ == "__main__":
+    main()

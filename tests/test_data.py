@@ -2,9 +2,8 @@ import numpy as np
 import pytest
 
 from companion.config import ConfigError, DataConfig, LengthDist
-from companion.data import (MARKERS_PER_CLASS, FIRST_CONTENT_ID, SyntheticTask, TextFileTask, collate,
-                            read_text_file, sample_lengths, shard)
-from companion.train import token_counts
+from companion.data import (FIRST_CONTENT_ID, MARKERS_PER_CLASS, SyntheticTask, TextFileTask, collate,
+                            expected_token_counts, read_text_file, sample_lengths, shard, token_counts)
 
 
 def test_length_distributions():
@@ -27,8 +26,20 @@ def test_dynamic_padding_counts_real_and_padded_tokens():
     assert batch.real_tokens == sum(lengths) == int(batch.tensors["attention_mask"].sum())
     assert batch.padded_tokens == 4 * padded_len
     # Over dp shards each shard pads on its own: never more padding than one global pad.
-    real, padded = token_counts(examples, dp=2, pad_multiple=8, max_len=64)
-    assert real == sum(lengths) and padded <= 4 * padded_len
+    counts = token_counts(examples, dp=2, pad_multiple=8, max_len=64)
+    assert counts.real == sum(lengths) and counts.padded <= 4 * padded_len
+    one = token_counts(lengths, dp=1, pad_multiple=8, max_len=64)
+    assert one.padded == 4 * padded_len and one.attention_pairs == 4 * padded_len**2
+
+
+def test_expected_token_counts():
+    fixed = expected_token_counts(DataConfig(seq_len=128, batch_size=8))
+    assert (fixed.real, fixed.padded, fixed.attention_pairs) == (1024, 1024, 8 * 128**2)
+    hist = DataConfig(seq_len=128, batch_size=8, lengths=LengthDist(kind="histogram", bins=((16, 0.9), (128, 0.1))))
+    c = expected_token_counts(hist)
+    # P(no long example in 8) = 0.9^8 = 0.43: padded length is 16 then, else 128
+    assert c.padded == pytest.approx(8 * (0.43 * 16 + 0.57 * 128), rel=0.08)
+    assert c.real == pytest.approx(8 * (0.9 * 16 + 0.1 * 128), rel=0.08)
 
 
 def test_shards_are_disjoint_and_cover_the_batch():

@@ -3,6 +3,7 @@
     companion run ...          one configuration (also under torchrun: ``torchrun -m companion.train``)
     companion sweep --profile  a named grid of runs, resumable; or --emit torchrun|slurm for a cluster
     companion profiles         the profiles and how many runs each holds
+    companion predict ...      a planned fine-tune's energy, time and CO2, with intervals, before running it
 """
 
 from __future__ import annotations
@@ -50,6 +51,29 @@ def _cmd_profiles(_: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_predict(args: argparse.Namespace) -> int:
+    import json
+
+    from companion.fit import FittedModel
+    from companion.predict import find_fit, format_prediction, make_plan, predict
+
+    plan = make_plan(model=args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, ffn=args.ffn,
+                     vocab=args.vocab, max_positions=args.max_positions, seq_len=args.seq_len,
+                     lengths=args.lengths, batch_size=args.batch_size, tokens=args.tokens, examples=args.examples,
+                     epochs=args.epochs, tp=args.tp, dp=args.dp, device=args.device, devices=args.devices,
+                     precision=args.precision, country=args.country)
+    fitted = FittedModel.load(args.fit or find_fit(plan.device_name))
+    result = predict(plan, fitted, law=args.law, level=args.level)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(format_prediction(result))
+    if args.json:
+        for w in result["warnings"]:
+            print(f"warning: {w}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="companion", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -70,6 +94,31 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node for --emit (default 8)")
     sw.add_argument("--device-name", help="hardware tag in run IDs, e.g. H100 (default: detected)")
     sub.add_parser("profiles", help="list the profiles")
+    pr = sub.add_parser("predict", help="predict a planned fine-tune's energy, time and CO2 (with intervals)",
+                        description="Predict energy (kWh), time (h) and CO2 (kg) of a planned fine-tune from a "
+                                    "law fitted on runs of the same device type (data/derived/<profile>/fit.json).")
+    pr.add_argument("--model", help="named size: bert-tiny, bert-mini, bert-small, bert-medium, bert-base, bert-large")
+    for name in ("layers", "hidden", "heads"):
+        pr.add_argument(f"--{name}", type=int, help="architecture (instead of --model)")
+    pr.add_argument("--ffn", type=int, default=0, help="FFN width (default 4*hidden)")
+    pr.add_argument("--vocab", type=int, default=30522)
+    pr.add_argument("--max-positions", type=int, default=512)
+    pr.add_argument("--seq-len", type=int, default=128, help="longest (padded) sequence, tokens")
+    pr.add_argument("--lengths", help="length distribution: fixed | uniform:MIN | hist:LEN=W,...")
+    pr.add_argument("--batch-size", type=int, default=32, help="sequences per optimizer step (global)")
+    pr.add_argument("--tokens", type=float, help="real tokens to train on (instead of --examples)")
+    pr.add_argument("--examples", type=float, help="training examples (with --epochs)")
+    pr.add_argument("--epochs", type=float, default=1.0)
+    pr.add_argument("--tp", type=int, default=1)
+    pr.add_argument("--dp", type=int, default=1)
+    pr.add_argument("--device", default="cpu", help="device type from the hardware table (cpu, A100, H100, ...)")
+    pr.add_argument("--devices", type=int, help="device count (must equal tp*dp)")
+    pr.add_argument("--precision", choices=["fp32", "bf16"])
+    pr.add_argument("--country", default="USA", help="ISO alpha-3 code for the carbon intensity")
+    pr.add_argument("--law", default="roofline_power_law", help="roofline_power_law (default) or energy_roofline")
+    pr.add_argument("--level", type=float, default=0.9, help="prediction-interval level (default 0.9)")
+    pr.add_argument("--fit", type=Path, help="fit artifact (default: the one for --device under data/derived/)")
+    pr.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 
@@ -79,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_run(argv[1:])
     args = build_parser().parse_args(argv)
     try:
-        return {"sweep": _cmd_sweep, "profiles": _cmd_profiles}[args.command](args)
+        return {"sweep": _cmd_sweep, "profiles": _cmd_profiles, "predict": _cmd_predict}[args.command](args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

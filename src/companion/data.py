@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from companion.config import ConfigError, DataConfig, LengthDist
 
@@ -40,7 +39,7 @@ class Example:
 class Batch:
     """One rank's tensors plus token accounting for that rank's shard."""
 
-    tensors: dict[str, torch.Tensor]  # input_ids, attention_mask, labels
+    tensors: dict[str, "torch.Tensor"]  # noqa: F821  # input_ids, attention_mask, labels
     real_tokens: int  # tokens that are not padding
     padded_tokens: int  # sequences x padded length: what the model computes on
 
@@ -151,6 +150,8 @@ def make_task(cfg: DataConfig, vocab: int, num_labels: int, seed: int, checkpoin
 
 def collate(examples: list[Example], pad_id: int = PAD_ID, pad_multiple: int = 8, max_len: int | None = None) -> Batch:
     """Pad to the longest example (rounded up to ``pad_multiple``, capped at ``max_len``)."""
+    import torch
+
     longest = max(len(e.input_ids) for e in examples)
     padded_len = -(-longest // pad_multiple) * pad_multiple
     if max_len is not None:
@@ -172,3 +173,45 @@ def shard(examples: list[Example], dp_rank: int, dp: int) -> list[Example]:
     """The ``dp_rank``-th of ``dp`` equal contiguous slices of the global batch."""
     per = len(examples) // dp
     return examples[dp_rank * per : (dp_rank + 1) * per]
+
+
+def padded_length(longest: int, pad_multiple: int, max_len: int) -> int:
+    """Length a batch whose longest example has ``longest`` tokens is padded to."""
+    return min(-(-longest // pad_multiple) * pad_multiple, max_len)
+
+
+@dataclass(frozen=True)
+class TokenCounts:
+    """Token accounting of one global batch (all data-parallel shards, each padded on its own)."""
+
+    real: int  # tokens that are not padding
+    padded: int  # sum over shards of sequences x padded length: the tokens the model computes on
+    attention_pairs: int  # sum over shards of sequences x padded length^2: query-key pairs per head dim
+
+
+def token_counts(lengths, dp: int, pad_multiple: int, max_len: int) -> TokenCounts:
+    """Counts for a global batch given its examples' lengths (or Examples), split over ``dp`` shards."""
+    lengths = [x if isinstance(x, (int, np.integer)) else len(x.input_ids) for x in lengths]
+    per = len(lengths) // dp
+    real = padded = pairs = 0
+    for r in range(dp):
+        part = lengths[r * per : (r + 1) * per]
+        s = padded_length(max(part), pad_multiple, max_len)
+        real += sum(part)
+        padded += len(part) * s
+        pairs += len(part) * s * s
+    return TokenCounts(int(real), int(padded), int(pairs))
+
+
+def expected_token_counts(cfg: DataConfig, dp: int = 1, batches: int = 256, seed: int = 0) -> TokenCounts:
+    """Mean counts per step under a length distribution (Monte Carlo over ``batches`` global batches)."""
+    if cfg.lengths.kind == "fixed":
+        return token_counts([cfg.seq_len] * cfg.batch_size, dp, cfg.pad_multiple, cfg.seq_len)
+    rng = np.random.default_rng(seed)
+    total = np.zeros(3)
+    for _ in range(batches):
+        c = token_counts(sample_lengths(cfg.lengths, cfg.seq_len, cfg.batch_size, rng).tolist(), dp,
+                         cfg.pad_multiple, cfg.seq_len)
+        total += (c.real, c.padded, c.attention_pairs)
+    mean = total / batches
+    return TokenCounts(*(int(round(x)) for x in mean))

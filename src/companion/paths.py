@@ -33,6 +33,11 @@ def runs_dir(profile: str) -> Path:
     return data_dir() / "runs" / profile
 
 
+def derived_dir(profile: str) -> Path:
+    """Analysis artifacts of a profile: runs.csv, proxies.csv, fit.json, validation.json, explore.csv."""
+    return data_dir() / "derived" / profile
+
+
 def reference_dir(device: str) -> Path:
     """Committed reference records measured on a named device (e.g. ``H100``)."""
     return data_dir() / "reference" / device

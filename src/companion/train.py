@@ -30,25 +30,13 @@ import torch
 from companion import parallel, stats
 from companion.carbon import carbon_intensity
 from companion.config import ConfigError, RunConfig, build_run
-from companion.data import Example, collate, make_task, shard
+from companion.data import collate, make_task, shard, token_counts
 from companion.meters import Meter, make_meter
 from companion.model import build_model, parameter_count
 from companion.provenance import static_provenance, utc_now
 from companion.records import SCHEMA_VERSION, RecordExists, existing_status, write_record
 
 POOL_BATCHES = 16  # distinct pre-collated batches cycled through; host data prep stays out of the step
-
-
-# ------------------------------------------------------------------------------------ token accounting
-def token_counts(examples: list[Example], dp: int, pad_multiple: int, max_len: int) -> tuple[int, int]:
-    """(real, padded) tokens of one global batch, each data-parallel shard padded on its own."""
-    real = padded = 0
-    for r in range(dp):
-        part = shard(examples, r, dp)
-        lengths = [len(e.input_ids) for e in part]
-        real += sum(lengths)
-        padded += len(part) * min(-(-max(lengths) // pad_multiple) * pad_multiple, max_len)
-    return real, padded
 
 
 # -------------------------------------------------------------------------------------------- one run
@@ -193,8 +181,9 @@ def _peak_memory(device) -> dict:
 def _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_energy, measured_s, stop_reason,
                curve, measured_tokens, per_rank) -> dict:
     t = stats.summarize(win_time)
-    real = [r for r, _ in measured_tokens]
-    padded = [p for _, p in measured_tokens]
+    real = [c.real for c in measured_tokens]
+    padded = [c.padded for c in measured_tokens]
+    pairs = [c.attention_pairs for c in measured_tokens]
     steps = len(measured_tokens)
     mean_step = t["mean"]
     metered = [(r["rank"], x) for r in per_rank for x in r["measurements"] if x["energy_j"] is not None]
@@ -255,6 +244,7 @@ def _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_ener
         "tokens": {
             "real_per_step": sum(real) / steps,
             "padded_per_step": sum(padded) / steps,
+            "attention_pairs_per_step": sum(pairs) / steps,
             "padding_fraction": 1 - sum(real) / sum(padded),
             "real_measured": sum(real),
             "padded_measured": sum(padded),

@@ -1,0 +1,134 @@
+"""The speedup-based hardware-efficiency factor eta(p) = T_1 / (p * T_p).
+
+Measured per configuration from run records, and modelled per (device, mode) with the universal
+scalability law (USL) eta(p) = 1 / (1 + sigma (p - 1) + kappa p (p - 1)), sigma, kappa >= 0, so that
+degrees never measured can be predicted, with bootstrap uncertainty. With a single measured degree only
+sigma is identifiable (kappa is fixed at 0). A 2-D layout without its own fit uses eta_tp(t) * eta_fsdp(d).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+
+# Columns that identify "the same fine-tune" apart from its layout.
+CONFIG_KEY = ["device_name", "precision", "layers", "hidden", "heads", "ffn", "seq_len", "lengths", "batch_size"]
+
+
+def measured_eta(runs: pd.DataFrame) -> pd.DataFrame:
+    """Add ``eta`` and ``eta_reference`` to each run: T_ref * p_ref / (p * T_p) within its configuration.
+
+    The reference is the single-device run (p = 1) when it exists; otherwise the smallest degree measured
+    for that configuration and mode, and ``eta_reference`` says so.
+    """
+    out = runs.copy()
+    out["eta"] = np.nan
+    out["eta_reference"] = ""
+    for _, group in out.groupby(CONFIG_KEY, dropna=False):
+        single = group[group.world_size == 1]
+        for mode, rows in group[group.world_size > 1].groupby("mode"):
+            if len(single):
+                ref_p, ref_t, label = 1, single.step_s.iloc[0], "p=1"
+            else:
+                ref = rows.loc[rows.world_size.idxmin()]
+                ref_p, ref_t = int(ref.world_size), ref.step_s
+                label = f"p={ref_p} ({mode}; no single-device run)"
+            out.loc[rows.index, "eta"] = ref_p * ref_t / (rows.world_size * rows.step_s)
+            out.loc[rows.index, "eta_reference"] = label
+        out.loc[single.index, "eta"] = 1.0
+        out.loc[single.index, "eta_reference"] = "p=1"
+    return out
+
+
+def usl_eta(p, sigma: float, kappa: float):
+    p = np.asarray(p, dtype=float)
+    return 1.0 / (1.0 + sigma * (p - 1) + kappa * p * (p - 1))
+
+
+def _fit_usl_points(p: np.ndarray, eta: np.ndarray) -> tuple[float, float]:
+    """Non-negative least squares on the linear form 1/eta - 1 = sigma (p-1) + kappa p (p-1).
+
+    kappa is fixed at 0 when fewer than two degrees above 1 were measured (it is not identifiable).
+    """
+    keep = (p > 1) & np.isfinite(eta) & (eta > 0)
+    p, eta = p[keep], eta[keep]
+    if len(p) == 0:
+        return 0.0, 0.0
+    A = np.column_stack([p - 1, p * (p - 1)]) if len(np.unique(p)) >= 2 else (p - 1)[:, None]
+    coef, _ = nnls(A, 1.0 / eta - 1.0)
+    return float(coef[0]), float(coef[1]) if len(coef) > 1 else 0.0
+
+
+@dataclass
+class UslFit:
+    device_name: str
+    mode: str
+    sigma: float
+    kappa: float
+    degrees: list[int]  # distinct p > 1 it was fitted on
+    n_points: int
+    boot: np.ndarray = field(repr=False, default_factory=lambda: np.zeros((0, 2)))  # (B, 2) sigma, kappa
+
+    def eta(self, p) -> np.ndarray:
+        return usl_eta(p, self.sigma, self.kappa)
+
+    def eta_interval(self, p, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+        if not len(self.boot):
+            e = self.eta(p)
+            return e, e
+        draws = np.stack([usl_eta(p, s, k) for s, k in self.boot])
+        a = (1 - level) / 2
+        return np.quantile(draws, a, axis=0), np.quantile(draws, 1 - a, axis=0)
+
+    def to_json(self) -> dict:
+        lo, hi = (np.quantile(self.boot, [0.05, 0.95], axis=0) if len(self.boot) else (None, None))
+        return {
+            "device_name": self.device_name, "mode": self.mode, "sigma": self.sigma, "kappa": self.kappa,
+            "degrees": self.degrees, "n_points": self.n_points,
+            "sigma_ci90": None if lo is None else [float(lo[0]), float(hi[0])],
+            "kappa_ci90": None if lo is None else [float(lo[1]), float(hi[1])],
+            "boot": self.boot.tolist(),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "UslFit":
+        return cls(d["device_name"], d["mode"], d["sigma"], d["kappa"], d["degrees"], d["n_points"],
+                   np.asarray(d.get("boot", []), dtype=float).reshape(-1, 2))
+
+
+def fit_usl(runs: pd.DataFrame, n_boot: int = 200, seed: int = 0) -> dict[tuple[str, str], UslFit]:
+    """One USL fit per (device, mode) over runs with measured eta; bootstrap resamples configurations."""
+    rng = np.random.default_rng(seed)
+    fits = {}
+    data = runs[(runs.world_size > 1) & runs.eta.notna()]
+    for (device, mode), rows in data.groupby(["device_name", "mode"]):
+        p, eta = rows.world_size.to_numpy(float), rows.eta.to_numpy(float)
+        sigma, kappa = _fit_usl_points(p, eta)
+        boot = np.array([_fit_usl_points(p[i], eta[i]) for i in (rng.integers(0, len(p), len(p)) for _ in range(n_boot))])
+        fits[(device, mode)] = UslFit(device, mode, sigma, kappa, sorted(int(x) for x in np.unique(p)), len(p), boot)
+    return fits
+
+
+def predict_eta(fits: dict, device: str, mode: str, tp, dp) -> np.ndarray:
+    """eta for layouts from the fits: its own mode's fit, else (2-D) the TP fit times the FSDP fit.
+
+    A mode with no fit at all predicts eta = 1 (no parallel loss), which the caller should flag.
+    """
+    tp, dp = np.asarray(tp, dtype=float), np.asarray(dp, dtype=float)
+    p = tp * dp
+    if mode == "single":
+        return np.ones_like(p)
+    if (device, mode) in fits:
+        return fits[(device, mode)].eta(p)
+    if mode == "2d":
+        return predict_eta(fits, device, "tp", tp, 1) * predict_eta(fits, device, "fsdp", 1, dp)
+    return np.ones_like(p)
+
+
+def has_eta_model(fits: dict, device: str, mode: str) -> bool:
+    if mode == "single" or (device, mode) in fits:
+        return True
+    return mode == "2d" and (device, "tp") in fits and (device, "fsdp") in fits

@@ -8,9 +8,24 @@ BIN     := $(VENV)/bin
 PROFILE ?= cpu
 STAMP   := $(VENV)/.setup-done
 RUNS    := data/runs/$(PROFILE)
+DERIVED := data/derived/$(PROFILE)
+GEN     := book/generated
+NBBUILD := build/notebooks
+HTML    := _build/html/index.html
+# a profile is a name under src/companion/profiles/ or a path to a .yaml file
+PROFILE_FILE := $(or $(wildcard src/companion/profiles/$(PROFILE).yaml),$(wildcard $(PROFILE)))
+PKG     = $(wildcard src/companion/*.py)
+
+# One stage = one notebook: jupytext source -> papermill (the only executor) -> book/generated/.
+define stage
+	@mkdir -p $(NBBUILD) $(GEN)
+	$(BIN)/jupytext --quiet --to ipynb notebooks/$(1).py -o $(NBBUILD)/$(1).ipynb
+	$(BIN)/papermill --cwd $(CURDIR) -k python3 --no-progress-bar $(NBBUILD)/$(1).ipynb $(GEN)/$(1).ipynb \
+		-f params/$(1).yaml -p profile $(PROFILE)
+endef
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test sweep reproduce emit benchmark clean
+.PHONY: help setup test sweep analysis fit validate figures book reproduce emit benchmark clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_.\/$$()-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -40,7 +55,51 @@ emit: setup ## write multi-node torchrun and SLURM launch scripts for PROFILE un
 benchmark: setup ## print the meter's overhead (step time with / without the meter, one process)
 	$(PY) benchmarks/meter_overhead.py
 
-reproduce: sweep ## the whole companion for PROFILE (default cpu)
+# ---- stages: each target is the artifact its notebook writes; editing a later stage never re-runs training
+$(DERIVED)/runs.csv: $(STAMP) $(PROFILE_FILE) notebooks/01_runs.py params/01_runs.yaml
+	$(call stage,01_runs)
 
-clean: ## remove build outputs (never run records)
-	rm -rf build _build book/generated .pytest_cache
+$(DERIVED)/proxies.csv: $(DERIVED)/runs.csv notebooks/02_proxies.py params/02_proxies.yaml \
+		src/companion/proxies.py src/companion/tables.py src/companion/hardware.py src/companion/efficiency.py \
+		src/companion/resources/hardware.yaml src/companion/opcount.py
+	$(call stage,02_proxies)
+
+$(DERIVED)/fit.json: $(DERIVED)/proxies.csv notebooks/03_fit.py params/03_fit.yaml \
+		src/companion/laws.py src/companion/efficiency.py src/companion/fit.py src/companion/figures.py
+	$(call stage,03_fit)
+
+$(DERIVED)/validation.json: $(DERIVED)/proxies.csv notebooks/04_validation.py params/04_validation.yaml \
+		params/03_fit.yaml src/companion/validation.py src/companion/laws.py src/companion/efficiency.py \
+		src/companion/fit.py src/companion/figures.py
+	$(call stage,04_validation)
+
+$(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_predict.yaml src/companion/predict.py
+	$(call stage,05_predict)
+
+ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/fit.json $(DERIVED)/validation.json $(DERIVED)/explore.csv
+
+analysis: $(ARTIFACTS) ## run every stage whose inputs changed (sweep -> proxies -> fit -> validation -> predict)
+fit: $(DERIVED)/fit.json ## the fit stage (and what it needs)
+validate: $(DERIVED)/validation.json ## the validation stage (and what it needs)
+
+figures: $(ARTIFACTS) ## export every figure as SVG and PNG under build/figures/PROFILE/
+	$(PY) -m companion.export_figures --profile $(PROFILE) --out build/figures/$(PROFILE)
+
+# ---- the book: offline assets, then Jupyter Book 1 over the executed notebooks (warnings are errors)
+book/_static/vega-bundle.js: $(STAMP)
+	$(PY) -m companion.book_assets vega $@
+
+book/_extra/mathjax/tex-svg-full.js: $(STAMP)
+	$(PY) -m companion.book_assets mathjax $@
+
+$(HTML): $(ARTIFACTS) _config.yml book/_toc.yml $(wildcard book/*.md) book/references.bib \
+		book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-full.js
+	$(BIN)/jupyter-book build book/ --path-output . -W -n --keep-going --quiet
+	@echo "book: $(CURDIR)/$(HTML)"
+
+book: $(HTML) ## build the browsable book into _build/html/
+
+reproduce: $(HTML) ## the whole companion for PROFILE (default cpu): set-up, sweep, analysis, book
+
+clean: ## remove build outputs and derived artifacts (never run records)
+	rm -rf build _build book/generated book/_static/vega-bundle.js book/_extra .pytest_cache data/derived

@@ -100,9 +100,15 @@ class EnergyRoofline(Law):
         eps_f, eps_q, p0 = res.x / scale
         return np.array([eps_f, eps_q, p0, u, v])
 
+    def decompose(self, X, theta) -> pd.DataFrame:
+        """The three parts of predicted energy per step (J): compute, memory, static."""
+        return pd.DataFrame({"compute_j": theta[0] * X.flops_per_step.to_numpy(float),
+                             "memory_j": theta[1] * X.bytes_per_step.to_numpy(float),
+                             "static_j": theta[2] * self._time(X, theta[3], theta[4]) * X.metered_units.to_numpy(float)},
+                            index=X.index)
+
     def predict(self, X, theta):
-        static = self._time(X, theta[3], theta[4]) * X.metered_units.to_numpy(float)
-        return theta[0] * X.flops_per_step.to_numpy(float) + theta[1] * X.bytes_per_step.to_numpy(float) + theta[2] * static
+        return self.decompose(X, theta).sum(axis=1).to_numpy(float)
 
 
 class TokensLinear(Law):

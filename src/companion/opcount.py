@@ -34,3 +34,29 @@ def count_step_bytes(model: torch.nn.Module, batch: dict, optimizer: torch.optim
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     return counter.bytes
+
+
+def byte_model_check(configs: list[list[int]], seed: int = 0):
+    """Analytic bytes per step vs the op-level count, for (layers, hidden, heads, seq_len, batch) configs."""
+    import pandas as pd
+
+    from companion.config import ModelConfig
+    from companion.model import build_model
+    from companion.proxies import StepShape, bytes_per_step
+
+    rows = []
+    for layers, hidden, heads, seq, batch in configs:
+        cfg = ModelConfig(layers=layers, hidden=hidden, heads=heads, vocab=2048, max_positions=512)
+        torch.manual_seed(seed)
+        model = build_model(cfg)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        ids = torch.randint(3, cfg.vocab, (batch, seq))
+        batch_t = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.zeros(batch, dtype=torch.long)}
+        count_step_bytes(model, batch_t, opt)  # first step allocates the AdamW state: not a steady step
+        counted = count_step_bytes(model, batch_t, opt)
+        shape = StepShape(layers, hidden, heads, 4 * hidden, cfg.vocab, cfg.max_positions, 2, batch, batch * seq,
+                          batch * seq * seq)
+        analytic = bytes_per_step(shape)
+        rows.append({"config": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch}", "analytic_bytes": analytic,
+                     "op_level_bytes": counted, "ratio": counted / analytic})
+    return pd.DataFrame(rows)

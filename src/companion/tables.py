@@ -62,7 +62,8 @@ def proxies_frame(runs: pd.DataFrame, measured_roofs: dict | None = None) -> pd.
             padded_tokens=row.padded_tokens, attention_pairs=row.attention_pairs, tp=row.tp, dp=row.dp,
             precision=row.precision, fused_attention=row.attn == "sdpa")
         p = proxies.step_proxies(shape)
-        assert p["parameters"] == row.parameters, "proxy parameter count disagrees with the model's"
+        if p.pop("parameters") != row.parameters:
+            raise AssertionError(f"{row.run_id}: the proxies' parameter count disagrees with the model's")
         roofs = (measured_roofs or {}).get(row.device_name)
         peak = hardware.peak_flops_per_s(row.device_name, row.precision, roofs)
         bw = hardware.bandwidth_bytes_per_s(row.device_name, roofs)

@@ -10,7 +10,6 @@ STAMP   := $(VENV)/.setup-done
 RUNS    := data/runs/$(PROFILE)
 DERIVED := data/derived/$(PROFILE)
 GEN     := book/generated
-NBBUILD := build/notebooks
 HTML    := _build/html/index.html
 # a profile is a name under src/companion/profiles/ or a path to a .yaml file
 PROFILE_FILE := $(or $(wildcard src/companion/profiles/$(PROFILE).yaml),$(wildcard $(PROFILE)))
@@ -18,14 +17,11 @@ PKG     = $(wildcard src/companion/*.py)
 
 # One stage = one notebook: jupytext source -> papermill (the only executor) -> book/generated/.
 define stage
-	@mkdir -p $(NBBUILD) $(GEN)
-	$(BIN)/jupytext --quiet --to ipynb notebooks/$(1).py -o $(NBBUILD)/$(1).ipynb
-	$(BIN)/papermill --cwd $(CURDIR) -k python3 --no-progress-bar $(NBBUILD)/$(1).ipynb $(GEN)/$(1).ipynb \
-		-f params/$(1).yaml -p profile $(PROFILE)
+	$(PY) -m companion.stages run $(1) --profile $(PROFILE) --out $(GEN)
 endef
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test sweep analysis fit validate figures book reproduce emit benchmark clean
+.PHONY: help setup setup-browser test sweep analysis fit validate figures book reproduce emit benchmark clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_.\/$$()-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -42,7 +38,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install the package with its test and book extras (idempotent)
 
-test: setup ## run the test suite (CPU, gloo, several ranks)
+setup-browser: ## install Debian's chromium for the book check, when missing (needs root or sudo)
+	@command -v chromium >/dev/null || { SUDO=$$(command -v sudo || true); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+test: setup setup-browser book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-full.js ## run the test suite (CPU, gloo, several ranks; builds the ci book and checks it in Chromium)
 	$(PY) -m pytest -q
 
 sweep: setup ## run (or resume) the sweep of PROFILE, writing data/runs/PROFILE/*.json
@@ -94,7 +94,7 @@ book/_extra/mathjax/tex-svg-full.js: $(STAMP)
 
 $(HTML): $(ARTIFACTS) _config.yml book/_toc.yml $(wildcard book/*.md) book/references.bib \
 		book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-full.js
-	$(BIN)/jupyter-book build book/ --path-output . -W -n --keep-going --quiet
+	$(PY) -m companion.stages book --src book --out .
 	@echo "book: $(CURDIR)/$(HTML)"
 
 book: $(HTML) ## build the browsable book into _build/html/

@@ -26,3 +26,13 @@ def companion_cmd(*args: str, timeout: float = 600, cwd=None, **kw) -> subproces
     exe = shutil.which("companion") or None
     cmd = [exe, *args] if exe else [sys.executable, "-m", "companion.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, **kw)
+
+
+@pytest.fixture(scope="session")
+def ci_root(tmp_path_factory):
+    """A data root (COMPANION_ROOT) holding the records of one `companion sweep --profile ci`."""
+    root = tmp_path_factory.mktemp("ci-root")
+    env = {**os.environ, "COMPANION_ROOT": str(root)}
+    res = companion_cmd("sweep", "--profile", "ci", "--quiet", timeout=400, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return root, res

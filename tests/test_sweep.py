@@ -18,11 +18,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def ci_sweep(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ci")
-    res = companion_cmd("sweep", "--profile", "ci", "--out", str(out), "--quiet", timeout=400)
-    assert res.returncode == 0, res.stdout + res.stderr
-    return out, res
+def ci_sweep(ci_root):
+    root, res = ci_root
+    return root / "data" / "runs" / "ci", res
 
 
 def test_ci_sweep_every_record_ok(ci_sweep):

@@ -10,7 +10,7 @@ import subprocess
 from functools import lru_cache
 from importlib import metadata
 
-from companion.paths import repo_root
+from companion.paths import PACKAGE_DIR
 
 PACKAGES = ("companion", "torch", "transformers", "accelerate", "codecarbon", "nvidia-ml-py", "numpy")
 
@@ -21,7 +21,7 @@ def utc_now() -> str:
 
 def git_state() -> dict:
     """Commit SHA and whether tracked code differs from it (None when not in a git checkout)."""
-    root = repo_root()
+    root = PACKAGE_DIR.parent.parent  # the checkout the code runs from, wherever data is written
 
     def git(*args):
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)

@@ -25,3 +25,25 @@ def test_environment_yml_pins_match_pyproject():
 def test_ci_calls_the_readme_test_command():
     assert "make test" in (ROOT / "README.md").read_text()
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
+
+
+def test_notebooks_are_thin_stage_shells():
+    assert [p.stem for p in NOTEBOOKS] == ["01_runs", "02_proxies", "03_fit", "04_validation", "05_predict"]
+    for nb in NOTEBOOKS:
+        text = nb.read_text()
+        assert text.count('tags=["parameters"]') == 1, nb.name
+        assert not re.search(r"^\s*(def|class) ", text, re.M), f"{nb.name} defines functions; move them to companion"
+        assert "to_csv(out" in text or "write_json(" in text, f"{nb.name} writes no artifact"
+        assert (ROOT / "params" / f"{nb.stem}.yaml").is_file()
+
+
+def test_table_of_contents_matches_sources():
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    files = [ch["file"] for part in toc["parts"] for ch in part["chapters"]]
+    assert [f for f in files if f.startswith("generated/")] == [f"generated/{p.stem}" for p in NOTEBOOKS]
+    for f in files:
+        if not f.startswith("generated/"):
+            assert (ROOT / "book" / f"{f}.md").is_file(), f

@@ -19,7 +19,8 @@
 
 # %% tags=["parameters"]
 profile = "cpu"
-device = "cpu"
+device = None  # default: the device the profile's runs were measured on
+vocab = None  # default: the vocabulary size of the profile's runs
 models = ["bert-tiny", "bert-mini"]
 seq_lens = [64, 128, 256]
 batch_size = 8
@@ -37,11 +38,14 @@ from companion.fit import FittedModel
 from companion.predict import make_plan, predict
 
 fitted = FittedModel.load(paths.derived_dir(profile) / "fit.json")
+runs = pd.read_csv(paths.derived_dir(profile) / "runs.csv")
+device = device or fitted.artifact["device_name"]
+vocab = vocab or int(runs.vocab.mode().iloc[0])
 rows = []
 for model in models:
     for seq in seq_lens:
         plan = make_plan(model=model, seq_len=seq, batch_size=batch_size, examples=examples, epochs=epochs,
-                         device=device, country=country, vocab=4096)
+                         device=device, country=country, vocab=vocab)
         p = predict(plan, fitted, law=law)
         rows.append({"model": model, "seq_len": seq, "steps": p["steps"], "energy_kwh": p["energy_kwh"],
                      "energy_kwh_lo": p["energy_kwh_interval"][0], "energy_kwh_hi": p["energy_kwh_interval"][1],

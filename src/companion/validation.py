@@ -99,3 +99,33 @@ def verdict(summary: pd.DataFrame, law: str = "roofline_power_law", target_mape:
     return {"law": law, "mape_pct": mape, "best_baseline": best, "best_baseline_mape_pct": float(pooled[best]),
             "meets_target": mape <= target_mape, "beats_half_best_baseline": mape <= 0.5 * float(pooled[best]),
             "pooled_mape_pct": {k: float(v) for k, v in pooled.items()}}
+
+
+def explain(v: dict, df: pd.DataFrame) -> str:
+    """A plain-language account of the verdict, with the figures that explain it (markdown)."""
+    kinds = sorted({"measured" if m else "estimated" for m in df.energy_measured})
+    head = (f"The paper's law reaches a pooled held-out MAPE of **{v['mape_pct']:.1f} %** against a target of "
+            f"5 %, and the best baseline that predicts before running ({v['best_baseline']}) reaches "
+            f"**{v['best_baseline_mape_pct']:.1f} %**. ")
+    if v["meets_target"] and v["beats_half_best_baseline"]:
+        return head + "The law meets both criteria on these runs."
+    reasons = []
+    if "estimated" in kinds:
+        after = v["pooled_mape_pct"].get("tdp_time")
+        reasons.append("the energy here is **estimated** by a power model, not measured: it is close to a constant "
+                       "power times wall time" + (f" (a fitted power times each run's *measured* time is within "
+                                                  f"{after:.1f} %)" if after is not None else "")
+                       + ", so the law is really asked to predict time")
+    mfu = df.mfu[df.world_size == 1]
+    if len(mfu) and mfu.max() / max(mfu.min(), 1e-12) > 2:
+        reasons.append(f"time per FLOP is not a function of FLOPs and bytes alone on this device: single-device "
+                       f"model FLOP utilisation ranges from {mfu.min() * 100:.1f} % to {mfu.max() * 100:.1f} %, "
+                       f"while log FLOPs and log bytes are {np.corrcoef(np.log(df.flops_per_step), np.log(df.bytes_per_step))[0, 1]:.2f} correlated")
+    par = df[df.world_size > 1]
+    if len(par) and par.eta.min() < 0.5:
+        reasons.append(f"parallel runs lose most of their speed (measured η from {par.eta.min():.2f} to "
+                       f"{par.eta.max():.2f}), so a held-out degree rests on extrapolating a USL curve fitted "
+                       f"on {par.world_size.nunique() - 1} other degree(s)")
+    if len(df) < 30:
+        reasons.append(f"there are only {len(df)} runs")
+    return head + "It does not meet both criteria on these runs, because " + "; ".join(reasons or ["of the data above"]) + "."

@@ -34,6 +34,7 @@ runs = pd.read_csv(paths.derived_dir(profile) / "runs.csv")
 devices_measured = [d for d in set(runs.device_name) if hardware.device_spec(d)["bandwidth_tbs"] == "measure"]
 roofs = {d: hardware.measure_cpu_roofs() for d in devices_measured}
 df = tables.proxies_frame(runs, roofs)
+glue("energy_label", figures.energy_label(df), display=False)
 for d, r in roofs.items():
     print(f"{d}: measured roofs {r['peak_flops_per_s']:.3g} FLOP/s, {r['bandwidth_bytes_per_s']:.3g} B/s ({r['method']})")
 
@@ -68,6 +69,8 @@ figures.energy_vs_flops(df)
 
 # %% [markdown]
 # ## The measured efficiency factor
+#
+# Energies on this page: {glue:text}`energy_label`.
 #
 # η(p) compares a p-rank run with the single-device run of the same configuration. Where a
 # configuration has no single-device run, the smallest measured degree is the reference, and

@@ -40,6 +40,7 @@ from companion.laws import LAWS
 
 figures.use_offline_renderer()
 df = pd.read_csv(paths.derived_dir(profile) / "proxies.csv")
+glue("energy_label", figures.energy_label(df), display=False)
 artifact = fit_all(df, laws=laws, n_boot=n_boot, seed=seed)
 fitted = FittedModel(artifact)
 
@@ -55,6 +56,8 @@ figures.eta_curves(df, artifact["usl"])
 
 # %% [markdown]
 # ## Coefficients with 90 % bootstrap intervals
+#
+# Fitted to {glue:text}`energy_label`.
 
 # %%
 coef = fitted.coefficient_table()

@@ -37,6 +37,7 @@ from IPython.display import Markdown
 
 figures.use_offline_renderer()
 df = pd.read_csv(paths.derived_dir(profile) / "proxies.csv")
+glue("energy_label", figures.energy_label(df), display=False)
 summary, pred = validate(df, laws=laws, n_boot=n_boot, level=level, seed=seed)
 v = verdict(summary, target_mape=target_mape_pct)
 
@@ -44,7 +45,8 @@ v = verdict(summary, target_mape=target_mape_pct)
 # ## The table
 #
 # MAPE, median and maximum absolute percentage error, R² in log space and the coverage of the
-# 90 % prediction intervals, for every law on the same held-out groups. `tdp_time` reads each held-out
+# 90 % prediction intervals, for every law on the same held-out groups. Energies in this table:
+# {glue:text}`energy_label`. `tdp_time` reads each held-out
 # run's *measured* time, so it is an after-the-fact estimate, not a prediction made before running.
 
 # %%

@@ -66,3 +66,15 @@ def test_histogram_lengths_roundtrip_through_dict():
     cfg = build_run({"seq_len": 64, "lengths": {"kind": "histogram", "bins": [[16, 1], [64, 3]]}})
     assert RunConfig.from_dict(cfg.to_dict()) == cfg
     assert "s64h2" in cfg.run_id
+
+
+@pytest.mark.parametrize("full, tag", [
+    ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H200", "H200"), ("NVIDIA A100-SXM4-80GB", "A100"),
+    ("Tesla V100-SXM2-16GB", "V100"), ("NVIDIA L4", "L4"), ("Quadro RTX 8000", "RTX8000"),
+])
+def test_gpu_tags_match_the_hardware_table(full, tag):
+    from companion.hardware import device_spec
+    from companion.provenance import short_gpu_name
+
+    assert short_gpu_name(full) == tag
+    assert device_spec(tag)["tdp_w"] > 0

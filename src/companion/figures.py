@@ -19,6 +19,7 @@ import pandas as pd
 WIDTH, HEIGHT = 520, 320
 MODE_ORDER = ["single", "tp", "fsdp", "2d"]
 MODE_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#b279a2"]
+MODE_SCALE = alt.Scale(domain=MODE_ORDER, range=MODE_COLORS)  # the same colour per layout everywhere
 
 
 # ------------------------------------------------------------------------------------------ rendering
@@ -84,8 +85,8 @@ def _title(text: str, df: pd.DataFrame) -> alt.TitleParams:
 
 
 def _mode_color(legend_sel):
-    return alt.condition(legend_sel, alt.Color("mode:N", sort=MODE_ORDER, scale=alt.Scale(domain=MODE_ORDER),
-                                               title="layout"), alt.value("#ddd"))
+    return alt.condition(legend_sel, alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout"),
+                         alt.value("#ddd"))
 
 
 # -------------------------------------------------------------------------------------------- figures
@@ -140,12 +141,13 @@ def eta_curves(df: pd.DataFrame, usl: list[dict]) -> alt.Chart:
         lo, hi = fit.eta_interval(p)
         curves.append(pd.DataFrame({"p": p, "eta": fit.eta(p), "lo": lo, "hi": hi, "mode": u["mode"]}))
     curves = pd.concat(curves) if curves else pd.DataFrame(columns=["p", "eta", "lo", "hi", "mode"])
-    color = alt.Color("mode:N", sort=MODE_ORDER, scale=alt.Scale(domain=MODE_ORDER), title="layout")
+    color = alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout")
+    quiet = alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, legend=None)
     sel = alt.selection_point(fields=["mode"], bind="legend")
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
-    band = alt.Chart(curves).mark_area(opacity=0.15).encode(x="p:Q", y="lo:Q", y2="hi:Q", color=color)
+    band = alt.Chart(curves).mark_area(opacity=0.15).encode(x="p:Q", y="lo:Q", y2="hi:Q", color=quiet)
     line = alt.Chart(curves).mark_line().encode(x=alt.X("p:Q", title="degree p (ranks)"),
-                                                 y=alt.Y("eta:Q", title="η(p) = T₁ / (p·T_p)"), color=color, opacity=opacity)
+                                                 y=alt.Y("eta:Q", title="η(p) = T₁ / (p·T_p)"), color=quiet, opacity=opacity)
     pts = alt.Chart(meas).mark_point(size=80, filled=True).encode(
         x="world_size:Q", y="eta:Q", color=color, opacity=opacity,
         tooltip=["run_id", alt.Tooltip("eta:Q", format=".3f"), "eta_reference"]).add_params(sel)
@@ -178,7 +180,7 @@ def residuals_by_group(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt.Ch
     p = pred[pred.law == law].assign(error_pct=lambda d: (d.predicted_j / d.measured_j - 1) * 100)
     return alt.Chart(p, title=_title(f"Held-out error by group: {law}", df)).mark_tick(thickness=2, size=14).encode(
         x=alt.X("error_pct:Q", title="prediction error (%)"), y=alt.Y("fold:N", title=None),
-        color=alt.Color("mode:N", sort=MODE_ORDER, scale=alt.Scale(domain=MODE_ORDER)),
+        color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE),
         row=alt.Row("split:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")),
         tooltip=["run_id", alt.Tooltip("error_pct:Q", format=".1f")]).properties(width=WIDTH - 80).resolve_scale(y="independent")
 

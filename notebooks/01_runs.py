@@ -23,7 +23,6 @@ profile = "cpu"  # ci, cpu, gpu-1, gpu-node, or a profile .yaml path
 run_sweep = True  # False: only tabulate records already on disk (e.g. records copied from a cluster)
 
 # %%
-import pandas as pd
 from myst_nb import glue
 
 from companion import figures, paths, profiles, sweep, tables
@@ -47,7 +46,8 @@ if run_sweep:
 
 # %%
 records = load_records(records_dir)
-runs = tables.runs_frame([r for r in records if r["run_id"] in {c.run_id for c in prof.runs}])
+in_profile = {c.run_id for c in prof.runs}  # the folder may also hold records of an earlier grid
+runs = tables.runs_frame([r for r in records if r["run_id"] in in_profile])
 failed = [r for r in records if r.get("status") == "failed"]
 glue("n_runs", len(runs), display=False)
 glue("n_failed", len(failed), display=False)

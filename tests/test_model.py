@@ -1,4 +1,3 @@
-import pytest
 import torch
 
 from companion.config import ModelConfig, build_run

@@ -31,6 +31,7 @@ def fit_path(tmp_path_factory):
                              "mode": mode, "tp": tp, "dp": dp, "world_size": p, "metered_units": p, "layers": layers,
                              "hidden": hidden, "heads": heads, "ffn": 4 * hidden, "seq_len": seq, "lengths": "fixed",
                              "batch_size": 32, "padded_tokens": 32 * seq, "energy_measured": True, "energy_source": "nvml",
+                             "energy_scope": "device",
                              "peak_flops_per_s": 989e12, "bandwidth_bytes_per_s": 3.35e12,
                              "step_s": prox["flops_per_step"] / 4e14 / (p * usl_eta(p, 0.05 if tp > 1 else 0.02, 0.01))})
     df = measured_eta(pd.DataFrame(rows))

@@ -104,6 +104,7 @@ class TextFileTask:
         ]
         self.pad_id = self.tokenizer.pad_token_id or 0
         self.cfg, self.seed = cfg, seed
+        self._orders: dict[int, np.ndarray] = {}
 
     def global_batch(self, step: int) -> list[Example]:
         """Epoch-wise shuffled, deterministic in (seed, epoch); the last partial batch wraps around."""
@@ -111,8 +112,9 @@ class TextFileTask:
         out = []
         for i in range(step * b, (step + 1) * b):
             epoch, pos = divmod(i, n)
-            order = np.random.default_rng([self.seed, epoch]).permutation(n)
-            out.append(self.examples[order[pos]])
+            if epoch not in self._orders:
+                self._orders[epoch] = np.random.default_rng([self.seed, epoch]).permutation(n)
+            out.append(self.examples[self._orders[epoch][pos]])
         return out
 
 

@@ -100,7 +100,7 @@ class UslFit:
 
 
 def fit_usl(runs: pd.DataFrame, n_boot: int = 200, seed: int = 0) -> dict[tuple[str, str], UslFit]:
-    """One USL fit per (device, mode) over runs with measured eta; bootstrap resamples configurations."""
+    """One USL fit per (device, mode) over runs with measured eta; the bootstrap resamples measured points."""
     rng = np.random.default_rng(seed)
     fits = {}
     data = runs[(runs.world_size > 1) & runs.eta.notna()]

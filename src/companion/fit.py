@@ -59,6 +59,8 @@ def fit_all(df: pd.DataFrame, laws=None, n_boot: int = 200, seed: int = 0) -> di
         "device_name": devices[0],
         "energy_kind": kind,
         "energy_source": sorted(set(df.energy_source)),
+        # "device": one meter per GPU; "node": one meter per node shared by its ranks (e.g. CPU ranks)
+        "energy_scope": _one(df.energy_scope, "energy scopes"),
         "n_runs": len(df),
         "usl": [f.to_json() for f in usl.values()],
         "energy_laws": energy,
@@ -68,6 +70,13 @@ def fit_all(df: pd.DataFrame, laws=None, n_boot: int = 200, seed: int = 0) -> di
         "bandwidth_bytes_per_s": float(df.bandwidth_bytes_per_s.iloc[0]),
         "precision": sorted(set(df.precision)),
     }
+
+
+def _one(values: pd.Series, what: str):
+    distinct = sorted(set(values))
+    if len(distinct) != 1:
+        raise ConfigError(f"these runs mix {what} ({', '.join(map(str, distinct))}); fit them separately")
+    return distinct[0]
 
 
 def write_json(path: Path, obj: dict) -> Path:

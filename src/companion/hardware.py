@@ -49,14 +49,6 @@ def bandwidth_bytes_per_s(device: str, measured: dict | None = None) -> float:
     return float(value) * 1e12
 
 
-def power_bounds_w(device: str) -> tuple[float, float]:
-    """(lower, upper) bounds for a fitted static power per device: idle (or hot idle) .. TDP, where known."""
-    spec = device_spec(device)
-    low = spec.get("idle_w") or 0.0
-    high = spec.get("tdp_w") or float("inf")
-    return float(low), float(high)
-
-
 def measure_cpu_roofs(seconds: float = 1.0) -> dict:
     """This CPU's attainable fp32 matmul FLOP/s and copy bandwidth, measured (best of several tries)."""
     import torch

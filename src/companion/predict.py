@@ -131,9 +131,8 @@ def plan_frame(plan: Plan, fitted: FittedModel) -> pd.DataFrame:
         "tp": plan.tp, "dp": plan.dp, "world_size": plan.tp * plan.dp, "padded_tokens": tokens.padded,
         "real_tokens": tokens.real, "peak_flops_per_s": art["peak_flops_per_s"],
         "bandwidth_bytes_per_s": art["bandwidth_bytes_per_s"],
-        # GPUs are metered one by one; CPU ranks of one node share one node meter
-        "metered_units": 1 if hardware.device_spec(plan.device_name).get("bandwidth_tbs") == "measure"
-        else plan.tp * plan.dp,
+        # as the fitted runs were metered: one unit per GPU, or one per node shared by its ranks
+        "metered_units": plan.tp * plan.dp if art["energy_scope"] == "device" else 1,
     }
     return design_matrix(pd.DataFrame([row]), fitted.usl)
 

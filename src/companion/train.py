@@ -150,7 +150,6 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         {"rank": env.rank, "measurements": [x.to_json() for x in own], "peak_memory": peak, "meter": meter.describe()}
     )
     measured_tokens = [pool_tokens[i % POOL_BATCHES] for i in range(unmeasured_steps, step_index[0])]
-    del model, optimizer, pool
     return _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_energy, measured_s,
                       stop_reason, curve, measured_tokens, per_rank)
 

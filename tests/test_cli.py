@@ -29,6 +29,18 @@ def test_bad_input(tmp_path, capsys, argv, expected):
     assert not out.exists() or not list(out.glob("*.json"))
 
 
+def test_emitting_gpu_launch_scripts_without_a_gpu_needs_the_device_name(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: its name is detected")
+    assert main(["sweep", "--profile", "gpu-node", "--emit", "slurm", "--emit-dir", str(tmp_path)]) == 2
+    assert "pass --device-name" in capsys.readouterr().err
+    assert main(["sweep", "--profile", "gpu-node", "--emit", "slurm", "--emit-dir", str(tmp_path),
+                 "--device-name", "H100", "--gpus-per-node", "8"]) == 0
+    assert "@H100-bf16" in (tmp_path / "plans" / "gpu-node-ws8.json").read_text()
+
+
 def test_malformed_profile_from_the_shell(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("groups:\n  - vary: {layers: [1, 2}\n")

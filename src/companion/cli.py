@@ -28,6 +28,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     profile = load_profile(args.profile, device_name=args.device_name)
     out_dir = args.out or runs_dir(profile.name)
+    if args.emit and profile.device == "cuda" and args.device_name is None and profile.runs[0].device_name == "cuda":
+        raise ConfigError(f"no GPU is visible here to name the hardware of profile {profile.name!r}'s runs; "
+                          "pass --device-name with the cluster's GPU type, e.g. --device-name H100")
     if args.emit:
         emit_dir = args.emit_dir or build_dir() / "launch" / profile.name
         for path in emit_launch(profile, args.emit, emit_dir, out_dir, gpus_per_node=args.gpus_per_node):

@@ -378,13 +378,9 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
-        d = dict(d)
-        data = dict(d.get("data", {}))
-        if "lengths" in data:
-            data["lengths"] = LengthDist(**_as_length_kwargs(data["lengths"]))
         return cls(
             model=ModelConfig(**d.get("model", {})),
-            data=DataConfig(**data),
+            data=DataConfig(**d.get("data", {})),  # converts a lengths dict itself
             layout=Layout(**d.get("layout", {})),
             protocol=Protocol(**d.get("protocol", {})),
             **{k: v for k, v in d.items() if k not in ("model", "data", "layout", "protocol")},
@@ -425,12 +421,9 @@ def build_run(flat: dict[str, Any]) -> RunConfig:
         model = ModelConfig.from_checkpoint(ckpt, **model_kw)
     else:
         model = ModelConfig(**model_kw)
-    data_kw = pick(DATA_FIELDS)
-    if isinstance(data_kw.get("lengths"), dict):
-        data_kw["lengths"] = LengthDist(**_as_length_kwargs(data_kw["lengths"]))
     return RunConfig(
         model=model,
-        data=DataConfig(**data_kw),
+        data=DataConfig(**pick(DATA_FIELDS)),
         layout=Layout(**pick(LAYOUT_FIELDS)),
         protocol=Protocol(**pick(PROTOCOL_FIELDS)),
         **pick(RUN_FIELDS),

@@ -27,6 +27,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares, lsq_linear, nnls
 
+from companion.config import ConfigError
+
 
 @dataclass(frozen=True)
 class Law:
@@ -170,8 +172,6 @@ TIME_LAW = "roofline_power_law"
 
 
 def get_law(name: str) -> Law:
-    from companion.config import ConfigError
-
     if name not in LAWS:
         raise ConfigError(f"law {name!r} is unknown; use one of {', '.join(LAWS)}")
     return LAWS[name]

@@ -33,7 +33,6 @@ from myst_nb import glue
 from companion import figures, paths
 from companion.fit import write_json
 from companion.validation import SPLITS, explain, validate, verdict
-from IPython.display import Markdown
 
 figures.use_offline_renderer()
 df = pd.read_csv(paths.derived_dir(profile) / "proxies.csv")
@@ -75,10 +74,10 @@ figures.residuals_by_group(pred, df, "roofline_power_law")
 # %% [markdown]
 # ## Verdict
 #
-# {glue:md}`verdict_text`
+# {glue:text}`verdict_text`
 
 # %%
-glue("verdict_text", Markdown(explain(v, df)), display=False)
+glue("verdict_text", explain(v, df), display=False)
 print(f"paper's law, pooled held-out MAPE: {v['mape_pct']:.1f} % (target {target_mape_pct} %)")
 print(f"best pre-run baseline: {v['best_baseline']} at {v['best_baseline_mape_pct']:.1f} %")
 print("meets the target" if v["meets_target"] else "does NOT meet the target",

@@ -102,18 +102,18 @@ def verdict(summary: pd.DataFrame, law: str = "roofline_power_law", target_mape:
 
 
 def explain(v: dict, df: pd.DataFrame) -> str:
-    """A plain-language account of the verdict, with the figures that explain it (markdown)."""
+    """A plain-language account of the verdict, with the figures that explain it (plain text)."""
     kinds = sorted({"measured" if m else "estimated" for m in df.energy_measured})
-    head = (f"The paper's law reaches a pooled held-out MAPE of **{v['mape_pct']:.1f} %** against a target of "
+    head = (f"The paper's law reaches a pooled held-out MAPE of {v['mape_pct']:.1f} % against a target of "
             f"5 %, and the best baseline that predicts before running ({v['best_baseline']}) reaches "
-            f"**{v['best_baseline_mape_pct']:.1f} %**. ")
+            f"{v['best_baseline_mape_pct']:.1f} %. ")
     if v["meets_target"] and v["beats_half_best_baseline"]:
         return head + "The law meets both criteria on these runs."
     reasons = []
     if "estimated" in kinds:
         after = v["pooled_mape_pct"].get("tdp_time")
-        reasons.append("the energy here is **estimated** by a power model, not measured: it is close to a constant "
-                       "power times wall time" + (f" (a fitted power times each run's *measured* time is within "
+        reasons.append("the energy here is estimated by a power model, not measured: it is close to a constant "
+                       "power times wall time" + (f" (a fitted power times each run's measured time is within "
                                                   f"{after:.1f} %)" if after is not None else "")
                        + ", so the law is really asked to predict time")
     mfu = df.mfu[df.world_size == 1]

@@ -155,3 +155,18 @@ def test_metrics_and_verdict():
     ])
     v = verdict(summary)
     assert v["best_baseline"] == "flops_power_law" and v["meets_target"] and v["beats_half_best_baseline"]
+
+
+def test_explain_names_the_reasons_from_the_data():
+    from companion.validation import explain
+
+    df = pd.DataFrame({"energy_measured": [False] * 4, "world_size": [1, 1, 2, 4], "mfu": [0.05, 0.4, 0.1, 0.05],
+                       "eta": [1.0, 1.0, 0.3, 0.1], "flops_per_step": [1e9, 1e10, 1e10, 1e10],
+                       "bytes_per_step": [1e8, 1e9, 1e9, 1e9]})
+    bad = {"mape_pct": 30.0, "best_baseline": "flops_power_law", "best_baseline_mape_pct": 28.0, "meets_target": False,
+           "beats_half_best_baseline": False, "pooled_mape_pct": {"tdp_time": 6.0}}
+    text = explain(bad, df)
+    assert "does not meet" in text and "estimated by a power model" in text and "5.0 % to 40.0 %" in text
+    assert "η from 0.10 to 0.30" in text and "only 4 runs" in text
+    good = {**bad, "mape_pct": 4.0, "meets_target": True, "beats_half_best_baseline": True}
+    assert explain(good, df.assign(energy_measured=True)).endswith("meets both criteria on these runs.")

@@ -130,3 +130,11 @@ def test_nvml_meter_on_a_real_gpu():
     m = meter.end_window("matmul")
     assert m.measured and m.time_s > 0.5
     assert 20.0 < m.total_energy_j / m.time_s < 1500.0  # mean board power within physical bounds
+
+
+def test_counter_mean_power_is_an_average_of_the_counter():
+    from companion.meters import counter_mean_power
+
+    c = SteppedCounter(power_w=142.0)
+    out = counter_mean_power(c.read_mj, 10.0, clock=c.clock, sleep=lambda s: setattr(c, "t", c.t + s))
+    assert out["time_s"] == pytest.approx(10.0) and out["mean_power_w"] == pytest.approx(142.0)

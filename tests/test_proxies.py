@@ -72,3 +72,9 @@ def test_roofline():
     assert arithmetic_intensity(1e12, 1e10) == 100
     assert roofline_time_s(1e12, 1e9, peak_flops_per_s=1e12, bandwidth_bytes_per_s=1e9) == 1.0
     assert roofline_time_s(1e12, 1e10, peak_flops_per_s=1e12, bandwidth_bytes_per_s=1e9) == 10.0
+
+
+def test_mfu():
+    from companion.proxies import mfu
+
+    assert mfu(989e12 * 0.5, 1.0, 989e12) == pytest.approx(0.5)

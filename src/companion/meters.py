@@ -323,6 +323,16 @@ class ReplayMeter(Meter):
         return len(self._queue)
 
 
+def counter_mean_power(read_mj: Callable[[], float], seconds: float, clock=time.perf_counter, sleep=time.sleep) -> dict:
+    """Mean power over a window from a cumulative millijoule counter, (E_end - E_start) / t: an average of the
+    counter, never a single power sample (NVML's power readings cover only part of the time on A100/H100)."""
+    e0, t0 = read_mj(), clock()
+    sleep(seconds)
+    e1, t1 = read_mj(), clock()
+    energy_j = (e1 - e0) / 1000.0
+    return {"energy_j": energy_j, "time_s": t1 - t0, "mean_power_w": energy_j / (t1 - t0)}
+
+
 # ------------------------------------------------------------------------------------------- factory
 def make_meter(kind: str, device_type: str, device_index: int, owns_node: bool, country: str, sync=None) -> Meter:
     """The meter a rank uses for a run.

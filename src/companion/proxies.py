@@ -154,6 +154,11 @@ def attainable_flops_per_s(intensity: float, peak_flops_per_s: float, bandwidth_
     return min(peak_flops_per_s, intensity * bandwidth_bytes_per_s)
 
 
+def mfu(flops_per_rank_: float, step_s: float, peak_flops_per_s: float) -> float:
+    """Model FLOP utilisation: useful FLOP/s each rank achieves over its device's dense peak."""
+    return flops_per_rank_ / step_s / peak_flops_per_s
+
+
 def step_proxies(s: StepShape) -> dict:
     """Every proxy of one step, as a flat dict (units in the keys)."""
     f, q = flops_per_step(s), bytes_per_step(s)

@@ -72,7 +72,7 @@ def proxies_frame(runs: pd.DataFrame, measured_roofs: dict | None = None) -> pd.
         p["ridge_flops_per_byte"] = peak / bw
         p["roofline_time_s"] = proxies.roofline_time_s(p["flops_per_step"], p["bytes_per_step"], peak, bw)
         p["achieved_flops_per_s"] = p["flops_per_step"] / row.step_s
-        p["mfu"] = p["flops_per_rank"] / row.step_s / peak
+        p["mfu"] = proxies.mfu(p["flops_per_rank"], row.step_s, peak)
         p["flops_per_j"] = p["flops_per_step"] / row.energy_per_step_j if row.energy_per_step_j else None
         records.append(p)
     return pd.concat([out.reset_index(drop=True), pd.DataFrame(records)], axis=1)

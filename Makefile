@@ -95,6 +95,7 @@ book/_extra/mathjax/tex-svg-full.js: $(STAMP)
 $(HTML): $(ARTIFACTS) _config.yml book/_toc.yml $(wildcard book/*.md) book/references.bib \
 		book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-full.js
 	$(PY) -m companion.stages book --src book --out .
+	@touch $@  # Sphinx leaves unchanged pages untouched; the target must still be newer than its inputs
 	@echo "book: $(CURDIR)/$(HTML)"
 
 book: $(HTML) ## build the browsable book into _build/html/

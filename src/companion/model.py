@@ -42,6 +42,7 @@ def build_model(cfg: ModelConfig):
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()  # "newly initialised classifier" is expected for fine-tuning
+    hf_logging.disable_progress_bar()  # one bar per checkpoint load would flood sweep logs
     common = dict(
         num_labels=cfg.num_labels,
         hidden_dropout_prob=cfg.dropout,

@@ -3,14 +3,14 @@
     python benchmarks/meter_overhead.py                      # CPU: CodeCarbon meter, tiny BERT
     python benchmarks/meter_overhead.py --device cuda        # GPU: NVML meter, BERT-base bf16
 
-Windows alternate metered / unmetered (ABAB...) so that drift (thermal, other load) hits both alike. The
-ratio of median per-step times is the overhead (target <= 1.01). Prints figures; asserts nothing.
+Three arms are interleaved in rotating order: the meter, no meter, and no meter again. The first ratio is
+the overhead (target <= 1.01); the second (no meter / no meter, an A/A control) is the noise floor of the
+machine, the resolution of the first. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import time
 
@@ -20,12 +20,13 @@ from companion.config import build_run
 from companion.data import SyntheticTask, collate
 from companion.meters import NullMeter, make_meter
 from companion.model import build_model
+from companion.train import single_device_step
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--pairs", type=int, default=8, help="metered/unmetered window pairs")
+    ap.add_argument("--rounds", type=int, default=16, help="rounds of (meter, no meter, no meter) windows")
     ap.add_argument("--window-s", type=float, default=1.0, help="target window length, seconds")
     args = ap.parse_args()
     cuda = args.device == "cuda"
@@ -40,14 +41,7 @@ def main() -> None:
     model = build_model(cfg.model).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     batch = {k: v.to(device) for k, v in collate(SyntheticTask(cfg.data, cfg.model.vocab, 2, 0).global_batch(0)).tensors.items()}
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if cuda else contextlib.nullcontext
-
-    def step():
-        with autocast():
-            loss = model(**batch).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    step = single_device_step(model, opt, batch, bf16=cuda)
 
     for _ in range(5):
         step()
@@ -57,10 +51,11 @@ def main() -> None:
         step()
     sync()
     steps = max(1, round(args.window_s / ((time.perf_counter() - t0) / 3)))
-    per_step = {"metered": [], "bare": []}
-    for k in range(args.pairs):
-        order = [("metered", meter), ("bare", bare)] if k % 2 == 0 else [("bare", bare), ("metered", meter)]
-        for label, m in order:
+    control = NullMeter(sync if cuda else None)
+    arms = [("metered", meter), ("bare", bare), ("control", control)]
+    per_step = {label: [] for label, _ in arms}
+    for k in range(args.rounds):
+        for label, m in arms[k % 3:] + arms[: k % 3]:  # rotate the order: no arm always runs first
             m.begin_window(f"{label}{k}")
             for _ in range(steps):
                 step()
@@ -68,10 +63,11 @@ def main() -> None:
     meter.close()
     med = {k: statistics.median(v) for k, v in per_step.items()}
     print(f"device: {args.device}, meter: {meter.source} (measured={meter.measured})")
-    print(f"config: {cfg.run_id}; {args.pairs} window pairs of {steps} steps")
+    print(f"config: {cfg.run_id}; {args.rounds} rounds of 3 windows of {steps} steps")
     print(f"median step time with meter:    {med['metered'] * 1e3:.3f} ms")
     print(f"median step time without meter: {med['bare'] * 1e3:.3f} ms")
     print(f"overhead ratio (with / without): {med['metered'] / med['bare']:.4f}  (target <= 1.01)")
+    print(f"noise floor (A/A, without / without): {med['control'] / med['bare']:.4f}")
 
 
 if __name__ == "__main__":

@@ -154,6 +154,21 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
                       stop_reason, curve, measured_tokens, per_rank)
 
 
+def single_device_step(model, optimizer, batch: dict, bf16: bool):
+    """A training step on one device for benchmarks: forward (bf16 autocast if asked), backward, AdamW."""
+    autocast = (lambda: torch.autocast(batch["input_ids"].device.type, dtype=torch.bfloat16)) if bf16 \
+        else contextlib.nullcontext
+
+    def step() -> None:
+        with autocast():
+            loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
 def _agree_max(value: float, device) -> float:
     t = torch.tensor([value], dtype=torch.float64, device=device)
     parallel.all_reduce_(t, op=torch.distributed.ReduceOp.MAX)

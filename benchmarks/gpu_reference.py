@@ -44,7 +44,7 @@ def main() -> None:
     from companion.meters import CodeCarbonMeter, NvmlMeter
     from companion.model import build_model
     from companion.provenance import device_tag, static_provenance, utc_now
-    from companion.train import single_device_step
+    from companion.train import make_train_step
 
     device = torch.device("cuda", 0)
     ballast = torch.empty(int(8 * 2**30), dtype=torch.uint8, device=device)  # 8 GiB held, no kernels
@@ -60,7 +60,8 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     batch = {k: v.to(device) for k, v in collate(SyntheticTask(cfg.data, cfg.model.vocab, 2, 0).global_batch(0)).tensors.items()}
 
-    step = single_device_step(model, opt, batch, bf16=True)
+    train_step = make_train_step(model, opt, bf16_autocast=True)
+    step = lambda: train_step(batch)  # noqa: E731
 
     for _ in range(10):
         step()

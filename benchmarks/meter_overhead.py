@@ -20,7 +20,7 @@ from companion.config import build_run
 from companion.data import SyntheticTask, collate
 from companion.meters import NullMeter, make_meter
 from companion.model import build_model
-from companion.train import single_device_step
+from companion.train import make_train_step
 
 
 def main() -> None:
@@ -41,7 +41,8 @@ def main() -> None:
     model = build_model(cfg.model).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     batch = {k: v.to(device) for k, v in collate(SyntheticTask(cfg.data, cfg.model.vocab, 2, 0).global_batch(0)).tensors.items()}
-    step = single_device_step(model, opt, batch, bf16=cuda)
+    train_step = make_train_step(model, opt, bf16_autocast=cuda)
+    step = lambda: train_step(batch)  # noqa: E731
 
     for _ in range(5):
         step()

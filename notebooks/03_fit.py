@@ -35,7 +35,8 @@ import pandas as pd
 from myst_nb import glue
 
 from companion import figures, paths
-from companion.fit import FittedModel, design_matrix, fit_all, write_json
+from companion.fit import FittedModel, design_matrix, fit_all
+from companion.records import write_json
 from companion.laws import LAWS
 
 figures.use_offline_renderer()

@@ -31,7 +31,7 @@ import pandas as pd
 from myst_nb import glue
 
 from companion import figures, paths
-from companion.fit import write_json
+from companion.records import write_json
 from companion.validation import SPLITS, explain, validate, verdict
 
 figures.use_offline_renderer()

@@ -8,7 +8,8 @@ import pytest
 
 from companion.config import ConfigError
 from companion.efficiency import measured_eta, usl_eta
-from companion.fit import FittedModel, fit_all, write_json
+from companion.fit import FittedModel, fit_all
+from companion.records import write_json
 from companion.laws import LAWS
 from companion.predict import find_fit, make_plan, predict
 from companion.proxies import StepShape, step_proxies

@@ -155,9 +155,7 @@ def collate(examples: list[Example], pad_id: int = PAD_ID, pad_multiple: int = 8
     import torch
 
     longest = max(len(e.input_ids) for e in examples)
-    padded_len = -(-longest // pad_multiple) * pad_multiple
-    if max_len is not None:
-        padded_len = min(padded_len, max_len)
+    padded_len = padded_length(longest, pad_multiple, max_len if max_len is not None else longest + pad_multiple)
     ids = torch.full((len(examples), padded_len), pad_id, dtype=torch.long)
     mask = torch.zeros((len(examples), padded_len), dtype=torch.long)
     for i, e in enumerate(examples):
@@ -171,7 +169,7 @@ def collate(examples: list[Example], pad_id: int = PAD_ID, pad_multiple: int = 8
     )
 
 
-def shard(examples: list[Example], dp_rank: int, dp: int) -> list[Example]:
+def shard(examples: list, dp_rank: int, dp: int) -> list:
     """The ``dp_rank``-th of ``dp`` equal contiguous slices of the global batch."""
     per = len(examples) // dp
     return examples[dp_rank * per : (dp_rank + 1) * per]
@@ -194,10 +192,9 @@ class TokenCounts:
 def token_counts(lengths, dp: int, pad_multiple: int, max_len: int) -> TokenCounts:
     """Counts for a global batch given its examples' lengths (or Examples), split over ``dp`` shards."""
     lengths = [x if isinstance(x, (int, np.integer)) else len(x.input_ids) for x in lengths]
-    per = len(lengths) // dp
     real = padded = pairs = 0
     for r in range(dp):
-        part = lengths[r * per : (r + 1) * per]
+        part = shard(lengths, r, dp)
         s = padded_length(max(part), pad_multiple, max_len)
         real += sum(part)
         padded += len(part) * s

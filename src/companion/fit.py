@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from companion import hardware
@@ -47,16 +46,14 @@ def design_matrix(df: pd.DataFrame, usl: dict) -> pd.DataFrame:
 def fit_all(df: pd.DataFrame, laws=None, n_boot: int = 200, seed: int = 0) -> dict:
     """Fit USL per (device, mode), then every law for energy and the time law; return the artifact."""
     laws = list(laws or LAWS)
-    devices = sorted(set(df.device_name))
-    if len(devices) != 1:
-        raise ConfigError(f"runs from several devices ({', '.join(devices)}); fit one device at a time")
+    device = _one(df.device_name, "devices")
     kind = energy_kind(df)
     usl = fit_usl(df, n_boot=n_boot, seed=seed)
     X = design_matrix(df, usl)
     energy = {name: fit_law(name, X, "energy_per_step_j", n_boot, seed).to_json() for name in laws}
     time = fit_law(TIME_LAW, X, "step_s", n_boot, seed).to_json()
     return {
-        "device_name": devices[0],
+        "device_name": device,
         "energy_kind": kind,
         "energy_source": sorted(set(df.energy_source)),
         # "device": one meter per GPU; "node": one meter per node shared by its ranks (e.g. CPU ranks)
@@ -77,25 +74,6 @@ def _one(values: pd.Series, what: str):
     if len(distinct) != 1:
         raise ConfigError(f"these runs mix {what} ({', '.join(map(str, distinct))}); fit them separately")
     return distinct[0]
-
-
-def write_json(path: Path, obj: dict) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=_jsonable))
-    tmp.replace(path)
-    return path
-
-
-def _jsonable(x):
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating,)):
-        return float(x)
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    raise TypeError(type(x))
 
 
 class FittedModel:

@@ -48,6 +48,23 @@ def write_record(out_dir: Path, record: dict) -> Path:
     return final
 
 
+def write_json(path: Path, obj: dict) -> Path:
+    """Atomically write (or replace) a JSON file that is *not* a run record: a plan or an artifact."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=_jsonable))
+    os.replace(tmp, path)
+    return path
+
+
+def _jsonable(x):
+    """numpy scalars and arrays, as JSON."""
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    raise TypeError(f"{type(x).__name__} is not JSON serialisable")
+
+
 def read_record(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -23,7 +22,7 @@ from pathlib import Path
 from companion.config import ConfigError, RunConfig
 from companion.profiles import Profile
 from companion.provenance import utc_now
-from companion.records import existing_status, record_path, set_aside_failed, write_record
+from companion.records import existing_status, record_path, set_aside_failed, write_json, write_record
 from companion.train import make_record
 
 POLL_S = 0.5
@@ -50,11 +49,7 @@ def worker_command(plan_path: Path, out_dir: Path, world_size: int) -> list[str]
 
 
 def write_plan(path: Path, profile: str, runs: list[RunConfig]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"profile": profile, "runs": [r.to_dict() for r in runs]}, indent=1))
-    os.replace(tmp, path)
-    return path
+    return write_json(path, {"profile": profile, "runs": [r.to_dict() for r in runs]})
 
 
 def _die_with_parent() -> None:

@@ -81,22 +81,14 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         pool.append({k: v.to(device, non_blocking=True) for k, v in batch.tensors.items()})
 
     # bf16: FSDP's mixed-precision policy when sharded, autocast otherwise.
-    use_autocast = cfg.precision == "bf16" and cfg.layout.dp == 1
-    autocast = (
-        (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if use_autocast else contextlib.nullcontext
-    )
+    step = make_train_step(model, optimizer, bf16_autocast=cfg.precision == "bf16" and cfg.layout.dp == 1)
     losses: list[torch.Tensor] = []
     step_index = [0]
 
     def train_step() -> None:
         batch = pool[step_index[0] % POOL_BATCHES]
         step_index[0] += 1
-        with autocast():
-            loss = model(**batch).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(loss.detach())  # stays on device: no host sync inside the loop
+        losses.append(step(batch))  # stays on device: no host sync inside the loop
 
     # ---- warm-up, then calibrate the window length from the warm-up's steady steps
     for _ in range(proto.warmup_steps):
@@ -154,17 +146,18 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
                       stop_reason, curve, measured_tokens, per_rank)
 
 
-def single_device_step(model, optimizer, batch: dict, bf16: bool):
-    """A training step on one device for benchmarks: forward (bf16 autocast if asked), backward, AdamW."""
-    autocast = (lambda: torch.autocast(batch["input_ids"].device.type, dtype=torch.bfloat16)) if bf16 \
-        else contextlib.nullcontext
+def make_train_step(model, optimizer, bf16_autocast: bool):
+    """``step(batch) -> detached loss``: forward (under bf16 autocast if asked), backward, optimizer step."""
 
-    def step() -> None:
-        with autocast():
+    def step(batch: dict) -> torch.Tensor:
+        ctx = (torch.autocast(batch["input_ids"].device.type, dtype=torch.bfloat16) if bf16_autocast
+               else contextlib.nullcontext())
+        with ctx:
             loss = model(**batch).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
 
     return step
 

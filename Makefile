@@ -11,13 +11,14 @@ RUNS    := data/runs/$(PROFILE)
 DERIVED := data/derived/$(PROFILE)
 GEN     := book/generated
 HTML    := _build/html/index.html
-# a profile is a name under src/companion/profiles/ or a path to a .yaml file
-PROFILE_FILE := $(or $(wildcard src/companion/profiles/$(PROFILE).yaml),$(wildcard $(PROFILE)))
-PKG     = $(wildcard src/companion/*.py)
+# a profile is a name under src/companion/runs/profiles/ or a path to a .yaml file
+PROFILE_FILE := $(or $(wildcard src/companion/runs/profiles/$(PROFILE).yaml),$(wildcard $(PROFILE)))
+E       := src/companion/energy
+R       := src/companion/report
 
 # One stage = one notebook: jupytext source -> papermill (the only executor) -> book/generated/.
 define stage
-	$(PY) -m companion.stages run $(1) --profile $(PROFILE) --out $(GEN)
+	$(PY) -m companion.report.stages run $(1) --profile $(PROFILE) --out $(GEN)
 endef
 
 .DEFAULT_GOAL := help
@@ -60,20 +61,18 @@ $(DERIVED)/runs.csv: $(STAMP) $(PROFILE_FILE) notebooks/01_runs.py params/01_run
 	$(call stage,01_runs)
 
 $(DERIVED)/proxies.csv: $(DERIVED)/runs.csv notebooks/02_proxies.py params/02_proxies.yaml \
-		src/companion/proxies.py src/companion/tables.py src/companion/hardware.py src/companion/efficiency.py \
-		src/companion/resources/hardware.yaml src/companion/opcount.py
+		$(E)/proxies.py $(E)/tables.py $(E)/hardware.py $(E)/efficiency.py $(E)/resources/hardware.yaml $(E)/opcount.py
 	$(call stage,02_proxies)
 
 $(DERIVED)/fit.json: $(DERIVED)/proxies.csv notebooks/03_fit.py params/03_fit.yaml \
-		src/companion/laws.py src/companion/efficiency.py src/companion/fit.py src/companion/figures.py
+		$(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(R)/figures.py
 	$(call stage,03_fit)
 
 $(DERIVED)/validation.json: $(DERIVED)/proxies.csv notebooks/04_validation.py params/04_validation.yaml \
-		params/03_fit.yaml src/companion/validation.py src/companion/laws.py src/companion/efficiency.py \
-		src/companion/fit.py src/companion/figures.py
+		params/03_fit.yaml $(E)/validation.py $(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(R)/figures.py
 	$(call stage,04_validation)
 
-$(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_predict.yaml src/companion/predict.py
+$(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_predict.yaml $(E)/predict.py
 	$(call stage,05_predict)
 
 ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/fit.json $(DERIVED)/validation.json $(DERIVED)/explore.csv
@@ -83,18 +82,18 @@ fit: $(DERIVED)/fit.json ## the fit stage (and what it needs)
 validate: $(DERIVED)/validation.json ## the validation stage (and what it needs)
 
 figures: $(ARTIFACTS) ## export every figure as SVG and PNG under build/figures/PROFILE/
-	$(PY) -m companion.export_figures --profile $(PROFILE) --out build/figures/$(PROFILE)
+	$(PY) -m companion.report.export_figures --profile $(PROFILE) --out build/figures/$(PROFILE)
 
 # ---- the book: offline assets, then Jupyter Book 1 over the executed notebooks (warnings are errors)
 book/_static/vega-bundle.js: $(STAMP)
-	$(PY) -m companion.book_assets vega $@
+	$(PY) -m companion.report.book_assets vega $@
 
 book/_extra/mathjax/tex-svg-full.js: $(STAMP)
-	$(PY) -m companion.book_assets mathjax $@
+	$(PY) -m companion.report.book_assets mathjax $@
 
 $(HTML): $(ARTIFACTS) _config.yml book/_toc.yml $(wildcard book/*.md) book/references.bib \
 		book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-full.js
-	$(PY) -m companion.stages book --src book --out .
+	$(PY) -m companion.report.stages book --src book --out .
 	@touch $@  # Sphinx leaves unchanged pages untouched; the target must still be newer than its inputs
 	@echo "book: $(CURDIR)/$(HTML)"
 

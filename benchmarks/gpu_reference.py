@@ -30,21 +30,21 @@ def main() -> None:
     ap.add_argument("--window-steps", type=int, default=50)
     args = ap.parse_args()
 
-    from companion.meters import counter_mean_power
-    from companion.proxies import mfu
+    from companion.runs.meters import counter_mean_power
+    from companion.energy.proxies import mfu
 
     read = _nvml_reader(0)
     idle = counter_mean_power(read, args.idle_s)  # before this process creates a CUDA context
 
     import torch
 
-    from companion import hardware, proxies
-    from companion.config import build_run
-    from companion.data import SyntheticTask, collate
-    from companion.meters import CodeCarbonMeter, NvmlMeter
-    from companion.model import build_model
-    from companion.provenance import device_tag, static_provenance, utc_now
-    from companion.train import make_train_step
+    from companion.energy import hardware, proxies
+    from companion.runs.config import build_run
+    from companion.runs.data import SyntheticTask, collate
+    from companion.runs.meters import CodeCarbonMeter, NvmlMeter
+    from companion.runs.model import build_model
+    from companion.runs.provenance import device_tag, static_provenance, utc_now
+    from companion.runs.train import make_train_step
 
     device = torch.device("cuda", 0)
     ballast = torch.empty(int(8 * 2**30), dtype=torch.uint8, device=device)  # 8 GiB held, no kernels

@@ -16,11 +16,11 @@ import time
 
 import torch
 
-from companion.config import build_run
-from companion.data import SyntheticTask, collate
-from companion.meters import NullMeter, make_meter
-from companion.model import build_model
-from companion.train import make_train_step
+from companion.runs.config import build_run
+from companion.runs.data import SyntheticTask, collate
+from companion.runs.meters import NullMeter, make_meter
+from companion.runs.model import build_model
+from companion.runs.train import make_train_step
 
 
 def main() -> None:

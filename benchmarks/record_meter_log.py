@@ -3,7 +3,7 @@
     python benchmarks/record_meter_log.py --meter codecarbon --out tests/fixtures/meter_logs/codecarbon_cpu.jsonl
     python benchmarks/record_meter_log.py --meter nvml --device cuda --out data/reference/H100/nvml_windows.jsonl
 
-Each line is one window as ``companion.meters.Measurement`` JSON, with its source and measured/estimated label.
+Each line is one window as ``companion.runs.meters.Measurement`` JSON, with its source and measured/estimated label.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import argparse
 
 import torch
 
-from companion.config import build_run
-from companion.meters import RecordingMeter, make_meter
-from companion.model import build_model
-from companion.data import SyntheticTask, collate
+from companion.runs.config import build_run
+from companion.runs.meters import RecordingMeter, make_meter
+from companion.runs.model import build_model
+from companion.runs.data import SyntheticTask, collate
 
 
 def main() -> None:

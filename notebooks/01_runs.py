@@ -25,8 +25,14 @@ run_sweep = True  # False: only tabulate records already on disk (e.g. records c
 # %%
 from myst_nb import glue
 
-from companion import figures, paths, profiles, sweep, tables
-from companion.records import load_records
+from companion import paths
+
+from companion.energy import tables
+
+from companion.report import figures
+
+from companion.runs import profiles, sweep
+from companion.runs.records import load_records
 
 figures.use_offline_renderer()
 prof = profiles.load_profile(profile)

@@ -15,7 +15,7 @@
 #
 # For every run we compute three lightweight proxies from its configuration and its measured token
 # counts: **compute** (FLOPs per step), **memory traffic** (bytes per step, all ranks) and the
-# **efficiency factor** η(p) = T₁ / (p·T_p). The formulas live in `companion.proxies`, each in one place,
+# **efficiency factor** η(p) = T₁ / (p·T_p). The formulas live in `companion.energy.proxies`, each in one place,
 # and are tested against independent counts (`FlopCounterMode`, `numel()`).
 
 # %% tags=["parameters"]
@@ -26,8 +26,12 @@ check_configs = [[2, 128, 4, 128, 8], [4, 256, 8, 64, 8], [1, 64, 2, 256, 4]]  #
 import pandas as pd
 from myst_nb import glue
 
-from companion import figures, hardware, paths, tables
-from companion.opcount import byte_model_check
+from companion import paths
+
+from companion.energy import hardware, tables
+
+from companion.report import figures
+from companion.energy.opcount import byte_model_check
 
 figures.use_offline_renderer()
 runs = pd.read_csv(paths.derived_dir(profile) / "runs.csv")
@@ -41,7 +45,7 @@ for d, r in roofs.items():
 # %% [markdown]
 # ## Memory traffic: which model, and how it compares
 #
-# We use the analytic model of `companion.proxies` (weights, gradients, AdamW state and stored
+# We use the analytic model of `companion.energy.proxies` (weights, gradients, AdamW state and stored
 # activations). An op-level count — the bytes every ATen op reads and writes, with no fusion and no cache
 # reuse — is an upper bound on real DRAM traffic. Their ratio on a few configurations:
 

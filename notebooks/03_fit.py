@@ -17,7 +17,7 @@
 #
 # * η(p) per layout mode with the universal scalability law, η(p) = 1 / (1 + σ(p−1) + κ·p(p−1)), so that
 #   degrees never measured can be predicted;
-# * the laws, each a small named model (`companion.laws`): the paper's roofline-inspired power law
+# * the laws, each a small named model (`companion.energy.laws`): the paper's roofline-inspired power law
 #   $E = c\,F^{\alpha} Q^{\beta} / \eta(p)$, an energy roofline
 #   $E = \varepsilon_F F + \varepsilon_Q Q + P_0\,T$, and three baselines.
 #
@@ -34,10 +34,12 @@ seed = 0
 import pandas as pd
 from myst_nb import glue
 
-from companion import figures, paths
-from companion.fit import FittedModel, design_matrix, fit_all
-from companion.records import write_json
-from companion.laws import LAWS
+from companion import paths
+
+from companion.report import figures
+from companion.energy.fit import FittedModel, design_matrix, fit_all
+from companion.runs.records import write_json
+from companion.energy.laws import LAWS
 
 figures.use_offline_renderer()
 df = pd.read_csv(paths.derived_dir(profile) / "proxies.csv")

@@ -30,9 +30,11 @@ target_mape_pct = 5.0
 import pandas as pd
 from myst_nb import glue
 
-from companion import figures, paths
-from companion.records import write_json
-from companion.validation import SPLITS, explain, validate, verdict
+from companion import paths
+
+from companion.report import figures
+from companion.runs.records import write_json
+from companion.energy.validation import SPLITS, explain, validate, verdict
 
 figures.use_offline_renderer()
 df = pd.read_csv(paths.derived_dir(profile) / "proxies.csv")

@@ -34,8 +34,8 @@ import pandas as pd
 from myst_nb import glue
 
 from companion import paths
-from companion.fit import FittedModel
-from companion.predict import make_plan, predict
+from companion.energy.fit import FittedModel
+from companion.energy.predict import make_plan, predict
 
 fitted = FittedModel.load(paths.derived_dir(profile) / "fit.json")
 runs = pd.read_csv(paths.derived_dir(profile) / "runs.csv")

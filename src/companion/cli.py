@@ -1,6 +1,6 @@
 """The ``companion`` command.
 
-    companion run ...          one configuration (also under torchrun: ``torchrun -m companion.train``)
+    companion run ...          one configuration (also under torchrun: ``torchrun -m companion.runs.train``)
     companion sweep --profile  a named grid of runs, resumable; or --emit torchrun|slurm for a cluster
     companion profiles         the profiles and how many runs each holds
     companion predict ...      a planned fine-tune's energy, time and CO2, with intervals, before running it
@@ -12,19 +12,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from companion.config import ConfigError
+from companion.errors import ConfigError
 
 
 def _cmd_run(argv: list[str]) -> int:
-    from companion import train
+    from companion.runs import train
 
     return train.main(argv)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from companion.paths import build_dir, runs_dir
-    from companion.profiles import load_profile
-    from companion.sweep import emit_launch, run_sweep
+    from companion.runs.profiles import load_profile
+    from companion.runs.sweep import emit_launch, run_sweep
 
     profile = load_profile(args.profile, device_name=args.device_name)
     out_dir = args.out or runs_dir(profile.name)
@@ -45,7 +45,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_profiles(_: argparse.Namespace) -> int:
-    from companion.profiles import available_profiles, load_profile
+    from companion.runs.profiles import available_profiles, load_profile
 
     for name in available_profiles():
         p = load_profile(name, device_name="GPU" if name.startswith("gpu") else None)
@@ -57,8 +57,8 @@ def _cmd_profiles(_: argparse.Namespace) -> int:
 def _cmd_predict(args: argparse.Namespace) -> int:
     import json
 
-    from companion.fit import FittedModel
-    from companion.predict import find_fit, format_prediction, make_plan, predict
+    from companion.energy.fit import FittedModel
+    from companion.energy.predict import find_fit, format_prediction, make_plan, predict
 
     plan = make_plan(model=args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, ffn=args.ffn,
                      vocab=args.vocab, max_positions=args.max_positions, seq_len=args.seq_len,

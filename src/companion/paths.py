@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-PROFILES_DIR = PACKAGE_DIR / "profiles"
-RESOURCES_DIR = PACKAGE_DIR / "resources"
+PROFILES_DIR = PACKAGE_DIR / "runs" / "profiles"
+RESOURCES_DIR = PACKAGE_DIR / "energy" / "resources"
 
 
 def repo_root() -> Path:

@@ -1,0 +1,73 @@
+"""The device table: peak FLOP/s per precision, bandwidth, power. Peak numbers come from here only."""
+
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+
+import yaml
+
+from companion.errors import ConfigError
+from companion.paths import RESOURCES_DIR
+
+
+@lru_cache(maxsize=1)
+def device_table() -> dict:
+    return yaml.safe_load((RESOURCES_DIR / "hardware.yaml").read_text())["devices"]
+
+
+def device_spec(device: str) -> dict:
+    """The table entry of a device tag ('cpu', 'H100', ...); a clear error for unknown devices."""
+    table = device_table()
+    if device not in table:
+        raise ConfigError(f"device {device!r} is not in the hardware table; use one of {', '.join(table)}")
+    return table[device]
+
+
+def peak_flops_per_s(device: str, precision: str, measured: dict | None = None) -> float:
+    """Dense peak FLOP/s of a device at a precision. bf16 falls back to fp16 tensor cores where a device
+    has no bf16 (V100, RTX 8000). For 'measure' entries the caller passes the measured roofs."""
+    spec = device_spec(device)
+    value = spec.get(f"{precision}_tflops")
+    if value is None and precision == "bf16":
+        value = spec.get("fp16_tflops")
+    if value == "measure":
+        if not measured:
+            raise ConfigError(f"device {device!r} has measured roofs; pass the measurement")
+        return measured["peak_flops_per_s"]
+    if value is None:
+        raise ConfigError(f"device {device!r} has no {precision} peak in the hardware table")
+    return float(value) * 1e12
+
+
+def bandwidth_bytes_per_s(device: str, measured: dict | None = None) -> float:
+    value = device_spec(device)["bandwidth_tbs"]
+    if value == "measure":
+        if not measured:
+            raise ConfigError(f"device {device!r} has measured roofs; pass the measurement")
+        return measured["bandwidth_bytes_per_s"]
+    return float(value) * 1e12
+
+
+def measure_cpu_roofs(seconds: float = 1.0) -> dict:
+    """This CPU's attainable fp32 matmul FLOP/s and copy bandwidth, measured (best of several tries)."""
+    import torch
+
+    n = 1024
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    best_flops = 0.0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        a @ b
+        best_flops = max(best_flops, 2 * n**3 / (time.perf_counter() - t0))
+    src = torch.empty(64 * 2**20 // 4)  # 64 MiB, far beyond the caches
+    dst = torch.empty_like(src)
+    best_bw = 0.0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        best_bw = max(best_bw, 2 * src.numel() * 4 / (time.perf_counter() - t0))
+    return {"peak_flops_per_s": best_flops, "bandwidth_bytes_per_s": best_bw,
+            "method": "best of repeated 1024^3 fp32 matmuls and 64 MiB copies", "threads": torch.get_num_threads()}

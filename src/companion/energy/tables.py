@@ -1,0 +1,78 @@
+"""Tidy frames from run records: one row per finished run, proxies and measured eta added."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from companion.energy import hardware, proxies
+from companion.energy.efficiency import measured_eta
+from companion.runs.records import load_records
+
+
+def run_row(rec: dict) -> dict:
+    c, t, tok, e = rec["config"], rec["time"], rec["tokens"], rec["energy"]
+    m, d, lay = c["model"], c["data"], c["layout"]
+    lengths = d["lengths"]
+    tag = {"fixed": "fixed", "uniform": f"uniform>={lengths['min_len']}",
+           "histogram": "hist:" + ",".join(f"{int(n)}" for n, _ in lengths["bins"])}[lengths["kind"]]
+    return {
+        "run_id": rec["run_id"], "profile": rec["profile"], "device": c["device"], "device_name": c["device_name"],
+        "precision": c["precision"], "mode": c["mode"], "tp": lay["tp"], "dp": lay["dp"],
+        "world_size": c["world_size"], "layers": m["layers"], "hidden": m["hidden"], "heads": m["heads"],
+        "ffn": m["ffn"] or 4 * m["hidden"], "vocab": m["vocab"], "max_positions": m["max_positions"],
+        "num_labels": m["num_labels"], "attn": m["attn"], "seq_len": d["seq_len"], "lengths": tag, "batch_size": d["batch_size"],
+        "parameters": rec["model"]["parameters"],
+        "real_tokens": tok["real_per_step"], "padded_tokens": tok["padded_per_step"],
+        "attention_pairs": tok.get("attention_pairs_per_step"),
+        "step_s": t["step_mean_s"], "step_ci95_rel": t["step_ci95_rel"], "steps_measured": t["steps_measured"],
+        "converged": t["converged"],
+        "energy_per_step_j": e.get("per_step_mean_j"), "energy_ci95_rel": e.get("per_step_ci95_rel"),
+        "energy_measured": bool(e["measured"]), "energy_source": e["source"] if isinstance(e["source"], str)
+        else "+".join(e["source"]), "energy_scope": e["scope"],
+        "metered_units": len(e.get("per_unit_j") or {}) or None, "mean_power_w": e.get("mean_power_w"),
+        "co2_per_step_kg": (e["carbon"]["co2_kg"] / t["steps_measured"]) if e.get("carbon") else None,
+        "samples_per_s": tok["samples_per_s"], "peak_memory_bytes": rec["memory"]["peak_bytes_max_rank"],
+        "loss_first": rec["loss"]["first"], "loss_last": rec["loss"]["last"],
+    }
+
+
+def runs_frame(records: list[dict]) -> pd.DataFrame:
+    """Finished runs as a frame (failed runs are left out; count them from the records)."""
+    rows = [run_row(r) for r in records if r.get("status") == "ok"]
+    return pd.DataFrame(rows).sort_values("run_id").reset_index(drop=True) if rows else pd.DataFrame()
+
+
+def load_runs(folder: Path) -> pd.DataFrame:
+    return runs_frame(load_records(Path(folder)))
+
+
+def proxies_frame(runs: pd.DataFrame, measured_roofs: dict | None = None) -> pd.DataFrame:
+    """Add FLOPs, bytes, communication, arithmetic intensity, roofline position and measured eta.
+
+    ``measured_roofs`` maps device names whose table entry says 'measure' (the CPU) to measured roofs.
+    """
+    out = measured_eta(runs)
+    records = []
+    for _, row in out.iterrows():
+        shape = proxies.StepShape(
+            layers=row.layers, hidden=row.hidden, heads=row.heads, ffn=row.ffn, vocab=row.vocab,
+            max_positions=row.max_positions, num_labels=row.num_labels, sequences=row.batch_size,
+            padded_tokens=row.padded_tokens, attention_pairs=row.attention_pairs, tp=row.tp, dp=row.dp,
+            precision=row.precision, fused_attention=row.attn == "sdpa")
+        p = proxies.step_proxies(shape)
+        if p.pop("parameters") != row.parameters:
+            raise AssertionError(f"{row.run_id}: the proxies' parameter count disagrees with the model's")
+        roofs = (measured_roofs or {}).get(row.device_name)
+        peak = hardware.peak_flops_per_s(row.device_name, row.precision, roofs)
+        bw = hardware.bandwidth_bytes_per_s(row.device_name, roofs)
+        p["peak_flops_per_s"] = peak
+        p["bandwidth_bytes_per_s"] = bw
+        p["ridge_flops_per_byte"] = peak / bw
+        p["roofline_time_s"] = proxies.roofline_time_s(p["flops_per_step"], p["bytes_per_step"], peak, bw)
+        p["achieved_flops_per_s"] = p["flops_per_step"] / row.step_s
+        p["mfu"] = proxies.mfu(p["flops_per_rank"], row.step_s, peak)
+        p["flops_per_j"] = p["flops_per_step"] / row.energy_per_step_j if row.energy_per_step_j else None
+        records.append(p)
+    return pd.concat([out.reset_index(drop=True), pd.DataFrame(records)], axis=1)

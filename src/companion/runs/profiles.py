@@ -1,0 +1,157 @@
+"""Named sweeps: a profile file is a grid of run configurations.
+
+A profile is YAML (``src/companion/profiles/<name>.yaml``, or any path)::
+
+    description: what this sweep is for
+    device: cpu                 # cpu | cuda
+    precision: fp32             # default fp32 on cpu, bf16 on cuda
+    base: {layers: 2, hidden: 128, heads: 4, seq_len: 128, batch_size: 8, warmup_steps: 3}
+    groups:
+      - name: depth-width
+        vary: {layers: [1, 2, 4]}                 # cartesian product ...
+        zip: {hidden: [64, 128, 256], heads: [2, 4, 8]}   # ... times lists varied together
+        set: {seq_len: 64}                        # fixed overrides for this group
+        layouts: [tp1-dp1, tp2-dp1, tp1-dp2]
+
+Every field name is a flat config field (see ``companion.runs.config``). The whole grid is validated when the
+profile is loaded, so a bad grid fails before anything runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from companion.errors import ConfigError
+from companion.runs.config import Layout, RunConfig, build_run
+from companion.paths import PROFILES_DIR
+
+TOP_LEVEL_KEYS = {"description", "device", "device_name", "precision", "meter", "country", "seed", "base", "groups"}
+GROUP_KEYS = {"name", "vary", "zip", "set", "layouts"}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    path: Path
+    device: str
+    runs: tuple[RunConfig, ...]
+    groups: dict[str, tuple[str, ...]]  # group name -> run ids
+
+    def by_world_size(self, runs=None) -> dict[int, list[RunConfig]]:
+        """Runs grouped by world size, smallest first: one launch per world size."""
+        out: dict[int, list[RunConfig]] = {}
+        for r in runs if runs is not None else self.runs:
+            out.setdefault(r.layout.world_size, []).append(r)
+        return dict(sorted(out.items()))
+
+
+def available_profiles() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(PROFILES_DIR.glob("*.yaml"))}
+
+
+def profile_path(name_or_path: str) -> Path:
+    profiles = available_profiles()
+    if name_or_path in profiles:
+        return profiles[name_or_path]
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return path
+    raise ConfigError(
+        f"unknown profile {name_or_path!r}; use one of {', '.join(profiles)} or the path of a profile .yaml file"
+    )
+
+
+def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
+    """Read, expand and validate a profile. ``device_name`` tags the run IDs (detected when None)."""
+    path = profile_path(name_or_path)
+    where = f"profile {path.name}"
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where} is malformed YAML{at}: {problem}; fix the file's syntax") from None
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where} must be a mapping with keys {', '.join(sorted(TOP_LEVEL_KEYS))}")
+    unknown = sorted(set(spec) - TOP_LEVEL_KEYS)
+    if unknown:
+        raise ConfigError(f"{where} has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(TOP_LEVEL_KEYS))}")
+    groups = spec.get("groups")
+    if not isinstance(groups, list) or not groups:
+        raise ConfigError(f"{where} needs a non-empty 'groups' list; see companion/profiles/cpu.yaml for an example")
+    base = _mapping(spec.get("base", {}), f"{where}: base")
+
+    device = spec.get("device", "cpu")
+    if device_name is None:
+        device_name = spec.get("device_name")
+    if device_name is None:
+        from companion.runs.provenance import device_tag
+
+        device_name = device_tag(device)
+    run_level = {"device": device, "device_name": device_name,
+                 "precision": spec.get("precision", "bf16" if device == "cuda" else "fp32")}
+    for key in ("meter", "country", "seed"):
+        if key in spec:
+            run_level[key] = spec[key]
+
+    runs: dict[str, RunConfig] = {}
+    group_ids: dict[str, tuple[str, ...]] = {}
+    for gi, group in enumerate(groups):
+        gwhere = f"{where}: groups[{gi}]"
+        group = _mapping(group, gwhere)
+        bad = sorted(set(group) - GROUP_KEYS)
+        if bad:
+            raise ConfigError(f"{gwhere} has unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(GROUP_KEYS))}")
+        name = str(group.get("name", f"group{gi}"))
+        ids = []
+        for flat in _expand(group, gwhere):
+            try:
+                cfg = build_run({**base, **run_level, **flat})
+            except ConfigError as exc:
+                raise ConfigError(f"{gwhere} ({name}), run {_short(flat)}: {exc}") from None
+            except TypeError as exc:
+                raise ConfigError(f"{gwhere} ({name}): {exc}; check the field types") from None
+            runs.setdefault(cfg.run_id, cfg)
+            ids.append(cfg.run_id)
+        group_ids[name] = tuple(ids)
+    return Profile(path.stem, str(spec.get("description", "")), path, device, tuple(runs.values()), group_ids)
+
+
+def _mapping(value, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a mapping of field: value, got {type(value).__name__}")
+    return value
+
+
+def _expand(group: dict, where: str) -> list[dict]:
+    """The flat field dicts of one group: product(vary) x zip rows x layouts, with set applied."""
+    vary = _mapping(group.get("vary", {}), f"{where}.vary")
+    zipped = _mapping(group.get("zip", {}), f"{where}.zip")
+    fixed = _mapping(group.get("set", {}), f"{where}.set")
+    for key, values in {**vary, **zipped}.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}: '{key}' must be a non-empty list of values, e.g. {key}: [1, 2]")
+    lengths = {len(v) for v in zipped.values()}
+    if len(lengths) > 1:
+        raise ConfigError(f"{where}.zip lists have different lengths {sorted(lengths)}; give them equal lengths")
+    zip_rows = [dict(zip(zipped, row)) for row in zip(*zipped.values())] if zipped else [{}]
+    layouts = group.get("layouts", ["tp1-dp1"])
+    if not isinstance(layouts, list) or not layouts:
+        raise ConfigError(f"{where}.layouts must be a non-empty list such as [tp1-dp1, tp2-dp1]")
+    parsed = [Layout.parse(x) if isinstance(x, str) else Layout(**_mapping(x, f"{where}.layouts")) for x in layouts]
+    out = []
+    for combo in itertools.product(*vary.values()):
+        for zrow in zip_rows:
+            for lay in parsed:
+                out.append({**fixed, **dict(zip(vary, combo)), **zrow, "tp": lay.tp, "dp": lay.dp})
+    return out
+
+
+def _short(flat: dict) -> str:
+    return "{" + ", ".join(f"{k}={v}" for k, v in flat.items() if not isinstance(v, dict)) + "}"

@@ -1,0 +1,271 @@
+"""Run a profile's sweep: one launch per world size, resumable, with a progress bar.
+
+* Finished runs (a record exists) are skipped, so re-running a sweep resumes it. Failed records are kept;
+  ``retry_failed`` moves them to ``failed/`` (never deleting them) and runs those configurations again.
+* Each world size is one launch (plain ``python -m companion.runs.train`` for one rank, ``torchrun`` otherwise)
+  that loops over its configurations. If a launch dies (a crash, a kill, a hang past the process-group
+  timeout), the first configuration without a record was in flight: it gets a ``failed`` record, and the
+  rest are launched again.
+* ``emit_launch`` writes the same plans with multi-node torchrun commands and SLURM array scripts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from companion.errors import ConfigError
+from companion.runs.config import RunConfig
+from companion.runs.profiles import Profile
+from companion.runs.provenance import utc_now
+from companion.runs.records import existing_status, record_path, set_aside_failed, write_json, write_record
+from companion.runs.train import make_record
+
+POLL_S = 0.5
+
+
+@dataclass
+class SweepResult:
+    out_dir: Path
+    total: int
+    skipped: int = 0
+    ok: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (f"{self.total} runs in {self.out_dir}: {len(self.ok)} ok, {len(self.failed)} failed, "
+                f"{self.skipped} already done")
+
+
+def worker_command(plan_path: Path, out_dir: Path, world_size: int) -> list[str]:
+    train = ["-m", "companion.runs.train", "--plan", str(plan_path), "--out", str(out_dir)]
+    if world_size == 1:
+        return [sys.executable, *train]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world_size}", *train]
+
+
+def write_plan(path: Path, profile: str, runs: list[RunConfig]) -> Path:
+    return write_json(path, {"profile": profile, "runs": [r.to_dict() for r in runs]})
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the sweep process dies, so a killed sweep leaves no orphans."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def run_sweep(profile: Profile, out_dir: Path, retry_failed: bool = False, progress: bool = True) -> SweepResult:
+    if profile.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                f"profile {profile.name!r} needs a CUDA GPU and none is visible; run it on a GPU machine, or "
+                "write cluster launch scripts with --emit torchrun|slurm"
+            )
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = SweepResult(out_dir, len(profile.runs))
+    pending = []
+    for run in profile.runs:
+        status = existing_status(out_dir, run.run_id)
+        if status == "failed" and retry_failed:
+            set_aside_failed(out_dir, run.run_id, utc_now().replace(":", ""))
+            status = None
+        if status is None:
+            pending.append(run)
+        else:
+            result.skipped += 1
+    bar = _progress_bar(len(pending), enabled=progress)
+    if result.skipped and progress:
+        bar.write(f"{result.skipped} of {result.total} runs already have records in {out_dir}: skipped")
+    try:
+        for world_size, runs in profile.by_world_size(pending).items():
+            _launch_until_done(profile.name, runs, world_size, out_dir, bar)
+    finally:
+        bar.close()
+    for run in pending:
+        status = existing_status(out_dir, run.run_id)
+        (result.ok if status == "ok" else result.failed).append(run.run_id)
+    return result
+
+
+def _launch_until_done(profile: str, runs: list[RunConfig], world_size: int, out_dir: Path, bar) -> None:
+    todo = list(runs)
+    log_path = out_dir / "logs" / f"ws{world_size}.log"
+    log_path.parent.mkdir(exist_ok=True)
+    while todo:
+        plan = write_plan(out_dir / ".plans" / f"ws{world_size}.json", profile, todo)
+        cmd = worker_command(plan, out_dir, world_size)
+        with log_path.open("a") as log:
+            log.write(f"\n=== {utc_now()} {' '.join(cmd)}\n")
+            log.flush()
+            start = log_path.stat().st_size
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            rc = _follow(proc, todo, out_dir, bar, log_path, start)
+        missing = [r for r in todo if not record_path(out_dir, r.run_id).exists()]
+        if not missing:
+            return
+        # The launch ended early: the first run without a record was in flight when it did.
+        in_flight = missing[0]
+        tail = log_path.read_text()[-3000:]
+        error = {
+            "type": "LaunchFailed",
+            "message": f"the worker launch exited with code {rc} while this run was in flight "
+                       f"(see {log_path})",
+            "oom": "out of memory" in tail.lower(),
+            "traceback": tail,
+        }
+        write_record(out_dir, make_record(in_flight, profile, "failed", None, error, utc_now(),
+                                          {"world_size": world_size, "exit_code": rc}))
+        bar.write(f"{in_flight.run_id} FAILED: launch exited with code {rc}; see {log_path}")
+        bar.update(1)
+        todo = missing[1:]
+
+
+def _follow(proc, runs, out_dir: Path, bar, log_path: Path, offset: int) -> int:
+    """Wait for the launch, advancing the bar as records appear and echoing the worker's run lines."""
+    seen = {r.run_id for r in runs if record_path(out_dir, r.run_id).exists()}
+    stop = threading.Event()
+
+    def echo():
+        pos = offset
+        while not stop.is_set():
+            pos = _echo_new_lines(log_path, pos, bar)
+            new = {r.run_id for r in runs if r.run_id not in seen and record_path(out_dir, r.run_id).exists()}
+            if new:
+                seen.update(new)
+                bar.update(len(new))
+            stop.wait(POLL_S)
+        _echo_new_lines(log_path, pos, bar)
+
+    thread = threading.Thread(target=echo, daemon=True)
+    thread.start()
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+    finally:
+        stop.set()
+        thread.join()
+    new = {r.run_id for r in runs if r.run_id not in seen and record_path(out_dir, r.run_id).exists()}
+    bar.update(len(new))
+    return rc
+
+
+def _echo_new_lines(path: Path, pos: int, bar) -> int:
+    with path.open() as f:
+        f.seek(pos)
+        chunk = f.read()
+    complete = chunk[: chunk.rfind("\n") + 1]
+    for line in complete.splitlines():
+        if line.startswith(("[", "error:")) and not line.startswith("[codecarbon"):
+            bar.write(line)
+    return pos + len(complete.encode())
+
+
+def _progress_bar(total: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="run", desc="sweep", disable=not enabled, dynamic_ncols=True,
+                bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed}<{remaining} ETA")
+
+
+# --------------------------------------------------------------------------------- cluster scripts
+def emit_launch(profile: Profile, kind: str, emit_dir: Path, out_dir: Path, gpus_per_node: int = 8,
+                port: int = 29500) -> list[Path]:
+    """Write per-world-size plans and launch scripts for several nodes; return the files written.
+
+    ``torchrun``: ``launch-torchrun.sh``, one multi-node rendezvous command per world size, to run on every
+    node with MASTER_ADDR and NODE_RANK set. ``slurm``: one array script per node count whose tasks are
+    the world sizes needing that many nodes; each task starts torchrun once per node with ``srun``.
+    """
+    if kind not in ("torchrun", "slurm"):
+        raise ConfigError(f"--emit {kind!r} is unknown; use torchrun or slurm")
+    if gpus_per_node < 1:
+        raise ConfigError("--gpus-per-node must be at least 1")
+    emit_dir = Path(emit_dir)
+    groups = profile.by_world_size()
+    plans: dict[int, Path] = {}
+    for ws, runs in groups.items():
+        if ws > gpus_per_node and ws % gpus_per_node:
+            raise ConfigError(
+                f"world size {ws} does not fill whole nodes of {gpus_per_node} GPUs; "
+                "change --gpus-per-node or the profile's layouts"
+            )
+        plans[ws] = write_plan(emit_dir / "plans" / f"{profile.name}-ws{ws}.json", profile.name, runs)
+    written = list(plans.values())
+    shape = {ws: (max(1, ws // gpus_per_node), min(ws, gpus_per_node)) for ws in plans}  # (nodes, procs/node)
+    out = str(out_dir)
+    if kind == "torchrun":
+        lines = [
+            "#!/usr/bin/env bash",
+            f"# Launch commands for profile '{profile.name}' ({len(profile.runs)} runs). Run this script on every",
+            "# node of the job with the same MASTER_ADDR and this node's NODE_RANK (0 on the master).",
+            "# Records go to a folder all nodes share; re-running skips finished runs.",
+            "set -euo pipefail",
+            ': "${MASTER_ADDR:?set MASTER_ADDR to the first node\'s address}"',
+            ': "${NODE_RANK:?set NODE_RANK to this node\'s index, 0..NNODES-1}"',
+            f"MASTER_PORT=${{MASTER_PORT:-{port}}}",
+            "",
+        ]
+        for ws, plan in plans.items():
+            nodes, nproc = shape[ws]
+            guard = "" if nodes > 1 else 'if [ "$NODE_RANK" = 0 ]; then '
+            end = "" if nodes > 1 else "; fi"
+            lines.append(f"# world size {ws}: {len(groups[ws])} runs on {nodes} node(s) x {nproc} GPU(s)")
+            lines.append(
+                f"{guard}torchrun --nnodes={nodes} --nproc-per-node={nproc} --node-rank=$NODE_RANK "
+                f"--rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT --rdzv-id={profile.name}-ws{ws} "
+                f"-m companion.runs.train --plan {plan} --out {out}{end}"
+            )
+        script = emit_dir / "launch-torchrun.sh"
+        script.write_text("\n".join(lines) + "\n")
+        script.chmod(0o755)
+        return written + [script]
+    by_nodes: dict[int, list[int]] = {}
+    for ws in plans:
+        by_nodes.setdefault(shape[ws][0], []).append(ws)
+    for nodes, sizes in by_nodes.items():
+        plan_list = " ".join(str(plans[ws]) for ws in sizes)
+        nproc_list = " ".join(str(shape[ws][1]) for ws in sizes)
+        text = f"""#!/bin/bash
+# SLURM array for profile '{profile.name}': world sizes {sizes} on {nodes} node(s) each.
+# Submit with: sbatch {emit_dir / f'slurm-{profile.name}-n{nodes}.sbatch'}
+#SBATCH --job-name=companion-{profile.name}-n{nodes}
+#SBATCH --nodes={nodes}
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node={gpus_per_node}
+#SBATCH --exclusive
+#SBATCH --array=0-{len(sizes) - 1}
+#SBATCH --output=slurm-%x-%A_%a.out
+set -euo pipefail
+PLANS=({plan_list})
+NPROCS=({nproc_list})
+PLAN=${{PLANS[$SLURM_ARRAY_TASK_ID]}}
+NPROC=${{NPROCS[$SLURM_ARRAY_TASK_ID]}}
+MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+srun --kill-on-bad-exit=1 torchrun --nnodes={nodes} --nproc-per-node=$NPROC \\
+    --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:{port} --rdzv-id=$SLURM_JOB_ID-$SLURM_ARRAY_TASK_ID \\
+    -m companion.runs.train --plan $PLAN --out {out}
+"""
+        path = emit_dir / f"slurm-{profile.name}-n{nodes}.sbatch"
+        path.write_text(text)
+        written.append(path)
+    return written
+

@@ -1,0 +1,48 @@
+"""The book end to end on the `ci` profile: papermill stages, Jupyter Book with -W, headless Chromium."""
+
+import os
+import shutil
+
+import pytest
+
+from companion.report import stages
+from companion.report.book_check import check_book
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def built_book(ci_root, tmp_path_factory):
+    root, _ = ci_root
+    os.environ["COMPANION_ROOT"] = str(root)  # stages write data/derived/ci under the temporary root
+    try:
+        src = stages.assemble_book(tmp_path_factory.mktemp("book") / "book")
+        for name in ("_static/vega-bundle.js", "_extra/mathjax/tex-svg-full.js"):
+            if not (src / name).exists():
+                pytest.fail(f"book/{name} is missing: `make book` (or make test) creates it")
+        for stage in stages.STAGES:
+            stages.run_stage(stage, "ci", src / "generated")
+        index = stages.build_book(src, src.parent / "out")
+    finally:
+        del os.environ["COMPANION_ROOT"]
+    return root, index
+
+
+def test_every_stage_writes_its_artifact(built_book):
+    root, _ = built_book
+    derived = root / "data" / "derived" / "ci"
+    for name in ("runs.csv", "proxies.csv", "fit.json", "validation.json", "explore.csv"):
+        assert (derived / name).stat().st_size > 0, name
+
+
+def test_book_pages_draw_offline_in_chromium(built_book):
+    if not shutil.which("chromium"):
+        pytest.fail("Debian's chromium is missing: `make setup-browser` installs it (make test does)")
+    _, index = built_book
+    reports = check_book(index.parent)
+    pages = {r.page: r for r in reports}
+    assert {"intro.html", "02_proxies.html", "03_fit.html", "04_validation.html"} <= set(pages)
+    assert sum(r.charts_expected for r in reports) >= 8  # every interactive figure of the book
+    bad = [r for r in reports if not r.ok]
+    assert not bad, bad
+    assert pages["intro.html"].math_typeset  # local MathJax

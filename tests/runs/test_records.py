@@ -1,0 +1,32 @@
+import json
+import os
+
+import pytest
+
+from companion.runs.records import RecordExists, existing_status, load_records, set_aside_failed, write_record
+
+
+def test_records_are_atomic_and_never_overwritten(tmp_path):
+    path = write_record(tmp_path, {"run_id": "r1", "status": "ok", "x": 1})
+    assert json.loads(path.read_text())["x"] == 1
+    with pytest.raises(RecordExists):
+        write_record(tmp_path, {"run_id": "r1", "status": "ok", "x": 2})
+    assert json.loads(path.read_text())["x"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["r1.json"]  # no temporary file left behind
+
+
+def test_status_and_retry_keeps_the_failed_record(tmp_path):
+    write_record(tmp_path, {"run_id": "a", "status": "ok"})
+    write_record(tmp_path, {"run_id": "b", "status": "failed"})
+    assert existing_status(tmp_path, "a") == "ok" and existing_status(tmp_path, "b") == "failed"
+    assert existing_status(tmp_path, "c") is None
+    kept = set_aside_failed(tmp_path, "b", "20260101T000000")
+    assert kept.is_file() and existing_status(tmp_path, "b") is None
+    assert [r["run_id"] for r in load_records(tmp_path)] == ["a"]
+    write_record(tmp_path, {"run_id": "b", "status": "ok"})
+    assert existing_status(tmp_path, "b") == "ok"
+
+
+def test_a_stale_temporary_file_is_not_a_record(tmp_path):
+    (tmp_path / f".r9.{os.getpid() + 1}.tmp").write_text("{partial")
+    assert load_records(tmp_path) == [] and existing_status(tmp_path, "r9") is None

@@ -1,0 +1,134 @@
+"""Sweeps through the real launcher: torchrun with gloo and several ranks, resume, kill, emit."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from companion.runs.profiles import load_profile
+from companion.runs.records import load_records
+from companion.runs.sweep import emit_launch
+from conftest import companion_cmd
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def ci_sweep(ci_root):
+    root, res = ci_root
+    return root / "data" / "runs" / "ci", res
+
+
+def test_ci_sweep_every_record_ok(ci_sweep):
+    out, res = ci_sweep
+    records = load_records(out)
+    assert len(records) == len(load_profile("ci").runs) == 5
+    assert all(r["status"] == "ok" for r in records), [r["error"] for r in records]
+    assert "5 ok, 0 failed" in res.stdout
+    modes = {r["config"]["mode"]: r for r in records if r["config"]["model"]["layers"] == 2}
+    assert set(modes) == {"single", "tp", "fsdp", "2d"}
+    for r in records:  # every record says where its energy came from, and that it is an estimate here
+        assert r["energy"]["measured"] is False and r["energy"]["source"].startswith("codecarbon[")
+        assert r["provenance"]["launch"]["world_size"] == r["config"]["world_size"]
+
+
+def test_parallel_layouts_match_the_single_process_loss_curve(ci_sweep):
+    out, _ = ci_sweep
+    by_mode = {r["config"]["mode"]: r["loss"]["curve"] for r in load_records(out) if r["config"]["model"]["layers"] == 2}
+    reference = by_mode.pop("single")
+    assert len(reference) == 12 and max(reference) - min(reference) > 0.01  # the weights do move
+    for mode, curve in by_mode.items():
+        assert curve == pytest.approx(reference, abs=2e-5, rel=0), mode
+
+
+def test_tokens_are_counted_on_every_layout(ci_sweep):
+    out, _ = ci_sweep
+    for r in load_records(out):
+        assert r["tokens"]["padded_per_step"] == 8 * 32  # global batch x padded length, whatever the layout
+
+
+def test_rerunning_a_finished_sweep_skips_every_run(ci_sweep):
+    out, _ = ci_sweep
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
+    res = companion_cmd("sweep", "--profile", "ci", "--out", str(out), "--quiet", timeout=120)
+    assert res.returncode == 0 and "0 ok, 0 failed, 5 already done" in res.stdout
+    assert before == {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
+
+
+PROFILE = """
+description: a few one-rank runs for resume tests
+device: cpu
+base: {{layers: 1, hidden: 32, heads: 2, vocab: 256, max_positions: 64, seq_len: 16, batch_size: 4, meter: none,
+        warmup_steps: 1, window_steps: 2, min_windows: 2, max_steps: 4, target_rel_ci: 0.0, {extra}}}
+groups:
+  - vary: {{seed: [0, 1, 2, 3, 4, 5]}}
+"""
+
+
+def test_killing_a_sweep_loses_only_the_run_in_flight(tmp_path):
+    profile = tmp_path / "resume.yaml"
+    # max_time_s is not reached: the sleep-free runs are short, the kill lands between or inside them
+    profile.write_text(PROFILE.format(extra="max_time_s: 30.0"))
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "companion.cli", "sweep", "--profile", str(profile), "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(out.glob("*.json"))) < 2:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole process group, as a dead terminal or a scheduler would
+    proc.wait()
+    done = sorted(out.glob("*.json"))
+    assert 2 <= len(done) < 6, "the kill should land mid-sweep"
+    for p in done:  # everything on disk is a complete, valid record
+        assert json.loads(p.read_text())["status"] == "ok"
+    first = {p.name: p.read_bytes() for p in done}
+    res = companion_cmd("sweep", "--profile", str(profile), "--out", str(out), "--quiet", timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert f"{6 - len(done)} ok, 0 failed, {len(done)} already done" in res.stdout
+    assert all(out.joinpath(name).read_bytes() == data for name, data in first.items())  # never rewritten
+    assert len(load_records(out, status="ok")) == 6
+
+
+def test_a_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path, fixtures, minilm_path):
+    profile = tmp_path / "fail.yaml"
+    profile.write_text(f"""
+device: cpu
+base: {{layers: 1, hidden: 32, heads: 2, vocab: 256, max_positions: 64, seq_len: 16, batch_size: 4, meter: none,
+        warmup_steps: 1, window_steps: 2, min_windows: 2, max_steps: 4, target_rel_ci: 0.0}}
+groups:
+  - vary: {{seed: [0, 1]}}
+  - set: {{source: "{fixtures / 'reviews.csv'}", tokenizer: "{minilm_path}"}}
+""")
+    out = tmp_path / "runs"
+    res = companion_cmd("sweep", "--profile", str(profile), "--out", str(out), "--quiet", timeout=300)
+    assert res.returncode == 1 and "2 ok, 1 failed" in res.stdout
+    failed = load_records(out, status="failed")
+    assert len(failed) == 1 and "vocab >= 30522" in failed[0]["error"]["message"]
+    # --retry-failed runs it again and keeps the first failure beside it
+    res = companion_cmd("sweep", "--profile", str(profile), "--out", str(out), "--quiet", "--retry-failed", timeout=300)
+    assert res.returncode == 1 and len(list((out / "failed").glob("*.json"))) == 1
+
+
+def test_emit_torchrun_and_slurm(tmp_path):
+    profile = load_profile("gpu-node", device_name="H100")
+    files = emit_launch(profile, "torchrun", tmp_path / "t", tmp_path / "records", gpus_per_node=4)
+    script = (tmp_path / "t" / "launch-torchrun.sh").read_text()
+    assert "--nnodes=2 --nproc-per-node=4" in script  # world size 8 over two 4-GPU nodes
+    assert "--rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT" in script
+    assert 'if [ "$NODE_RANK" = 0 ]; then torchrun --nnodes=1 --nproc-per-node=2' in script
+    plans = [f for f in files if f.suffix == ".json"]
+    assert sum(len(json.loads(p.read_text())["runs"]) for p in plans) == len(profile.runs)
+    emit_launch(profile, "slurm", tmp_path / "s", tmp_path / "records", gpus_per_node=4)
+    two_nodes = (tmp_path / "s" / "slurm-gpu-node-n2.sbatch").read_text()
+    assert "#SBATCH --nodes=2" in two_nodes and "#SBATCH --array=0-0" in two_nodes
+    assert "srun --kill-on-bad-exit=1 torchrun --nnodes=2" in two_nodes
+    one_node = (tmp_path / "s" / "slurm-gpu-node-n1.sbatch").read_text()
+    assert "#SBATCH --array=0-2" in one_node and "NPROCS=(1 2 4)" in one_node
+    res = subprocess.run(["bash", "-n", str(tmp_path / "t" / "launch-torchrun.sh")], capture_output=True)
+    assert res.returncode == 0, res.stderr
+    res = subprocess.run(["bash", "-n", str(tmp_path / "s" / "slurm-gpu-node-n2.sbatch")], capture_output=True)
+    assert res.returncode == 0, res.stderr

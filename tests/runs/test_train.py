@@ -1,0 +1,77 @@
+"""The runner in this process (one rank): records, failures, learning, world-size checks."""
+
+import pytest
+
+from companion.errors import ConfigError
+from companion.runs.config import build_run
+from companion.runs.records import load_records
+from companion.runs.train import main as train_main, run_plan
+
+FIXED = {"warmup_steps": 1, "window_steps": 2, "min_windows": 2, "max_steps": 4, "target_rel_ci": 0.0}
+TINY = {"layers": 1, "hidden": 32, "heads": 2, "vocab": 256, "max_positions": 64, "seq_len": 16, "batch_size": 4}
+
+
+def test_record_has_every_documented_field(tmp_path):
+    cfg = build_run({**TINY, **FIXED, "meter": "codecarbon"})
+    assert run_plan([cfg], tmp_path, "unit") == 0
+    (rec,) = load_records(tmp_path)
+    assert rec["run_id"] == cfg.run_id and rec["status"] == "ok" and rec["error"] is None
+    c = rec["config"]
+    assert c["model"]["layers"] == 1 and c["data"]["seq_len"] == 16 and c["layout"] == {"tp": 1, "dp": 1}
+    assert c["world_size"] == 1 and c["device_name"] == "cpu"
+    t = rec["time"]
+    assert t["steps_measured"] == 4 and t["windows"] == 2 and t["step_median_s"] > 0
+    assert t["step_ci95_halfwidth_s"] is not None and t["stop_reason"] == "max_steps"
+    assert rec["tokens"]["padded_per_step"] == 4 * 16 and rec["tokens"]["real_per_step"] == 64
+    e = rec["energy"]
+    assert e["measured"] is False and e["source"].startswith("codecarbon[") and e["total_j"] > 0
+    assert e["per_rank_j"] == {"0": pytest.approx(e["total_j"])} and e["carbon"]["co2_kg"] > 0
+    assert len(rec["loss"]["curve"]) == rec["loss"]["unmeasured_steps"] + 4
+    p = rec["provenance"]
+    assert {"git", "packages", "hardware", "seed", "started_at", "finished_at"} <= set(p)
+    assert p["packages"]["torch"].startswith("2.13.0")
+    assert rec["memory"]["peak_bytes_max_rank"] > 0
+
+
+def test_a_failing_run_becomes_a_failed_record_and_the_plan_goes_on(tmp_path, fixtures, minilm_path):
+    ok1 = build_run({**TINY, **FIXED, "meter": "none"})
+    # Valid on paper, fails when the tokenizer is loaded: its 30522 tokens do not fit vocab=256.
+    bad = build_run({**TINY, **FIXED, "meter": "none", "source": str(fixtures / "reviews.jsonl"),
+                     "tokenizer": str(minilm_path)})
+    ok2 = build_run({**TINY, **FIXED, "meter": "none", "seed": 1})
+    assert run_plan([ok1, bad, ok2], tmp_path, "unit") == 1
+    status = {r["run_id"]: r for r in load_records(tmp_path)}
+    assert status[ok1.run_id]["status"] == "ok" and status[ok2.run_id]["status"] == "ok"
+    failed = status[bad.run_id]
+    assert failed["status"] == "failed" and "vocab >= 30522" in failed["error"]["message"]
+    assert failed["error"]["oom"] is False and "time" not in failed
+    # Running the plan again writes nothing new: finished runs are skipped, records never overwritten.
+    before = {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("*.json")}
+    assert run_plan([ok1, bad, ok2], tmp_path, "unit") == 0
+    assert before == {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("*.json")}
+
+
+def test_the_synthetic_task_is_learned(tmp_path):
+    cfg = build_run({**TINY, "seq_len": 32, "batch_size": 16, "dropout": 0.0, "lr": 3e-3, "meter": "none",
+                     "warmup_steps": 0, "window_steps": 10, "min_windows": 2, "max_steps": 60, "target_rel_ci": 0.0})
+    run_plan([cfg], tmp_path, "unit")
+    curve = load_records(tmp_path)[0]["loss"]["curve"]
+    first, last = sum(curve[:10]) / 10, sum(curve[-10:]) / 10
+    assert first > 0.6 and last < first - 0.3, (first, last)
+
+
+def test_world_size_must_equal_tp_times_dp(tmp_path):
+    with pytest.raises(ConfigError, match=r"world size 1 != tp\*dp = 2\*1 = 2; launch with torchrun --nproc-per-node 2"):
+        run_plan([build_run({**TINY, "tp": 2})], tmp_path, "unit")
+    assert not list(tmp_path.glob("*.json"))
+
+
+def test_command_line_single_run(tmp_path, capsys):
+    rc = train_main(["--layers", "1", "--hidden", "32", "--heads", "2", "--vocab", "256", "--seq-len", "16",
+                     "--batch-size", "4", "--lengths", "uniform:8", "--meter", "none", "--warmup-steps", "1",
+                     "--window-steps", "2", "--min-windows", "2", "--max-steps", "4", "--out", str(tmp_path)])
+    assert rc == 0
+    (rec,) = load_records(tmp_path)
+    assert rec["config"]["data"]["lengths"]["kind"] == "uniform" and "s16u8" in rec["run_id"]
+    assert rec["tokens"]["real_per_step"] < rec["tokens"]["padded_per_step"]
+    assert "ok" in capsys.readouterr().out

@@ -10,7 +10,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
+import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,19 @@ def _positive_int(name: str, value: Any) -> None:
     _require(
         isinstance(value, int) and not isinstance(value, bool) and value >= 1,
         f"{name}={value!r} must be a positive integer; set {name} to 1 or more",
+    )
+
+
+def _integer(name: str, value: Any, example: str = "0") -> None:
+    _require(isinstance(value, int) and not isinstance(value, bool),
+             f"{name}={value!r} must be an integer; set {name} to e.g. {example}")
+
+
+def _number(name: str, value: Any, example: str) -> None:
+    """A finite int or float (not a string, not a bool, not NaN or infinity)."""
+    _require(
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
+        f"{name}={value!r} must be a finite number; set {name} to e.g. {example}",
     )
 
 
@@ -49,9 +65,10 @@ class ModelConfig:
         for name in ("layers", "hidden", "heads", "vocab", "max_positions", "num_labels"):
             _positive_int(name, getattr(self, name))
         _require(
-            isinstance(self.ffn, int) and self.ffn >= 0,
+            isinstance(self.ffn, int) and not isinstance(self.ffn, bool) and self.ffn >= 0,
             f"ffn={self.ffn!r} must be 0 (meaning 4*hidden) or a positive integer",
         )
+        _number("dropout", self.dropout, "0.1")
         _require(
             self.hidden % self.heads == 0,
             f"hidden={self.hidden} is not divisible by heads={self.heads}; "
@@ -61,10 +78,11 @@ class ModelConfig:
             0.0 <= self.dropout < 1.0, f"dropout={self.dropout!r} must lie in [0, 1); use e.g. 0.1"
         )
         _require(
-            self.attn in ("sdpa", "eager"),
+            isinstance(self.attn, str) and self.attn in ("sdpa", "eager"),
             f"attn={self.attn!r} is not an attention kernel; use 'sdpa' or 'eager'",
         )
         if self.checkpoint is not None:
+            _require(isinstance(self.checkpoint, str), f"checkpoint={self.checkpoint!r} must be a directory path")
             path = Path(self.checkpoint)
             _require(
                 (path / "config.json").is_file(),
@@ -120,18 +138,25 @@ class LengthDist:
 
     def __post_init__(self) -> None:
         _require(
-            self.kind in LENGTH_KINDS,
+            isinstance(self.kind, str) and self.kind in LENGTH_KINDS,
             f"lengths.kind={self.kind!r} is unknown; use one of {', '.join(LENGTH_KINDS)}",
         )
         if self.kind == "histogram":
-            object.__setattr__(self, "bins", tuple((int(n), float(w)) for n, w in self.bins))
+            try:
+                bins = tuple((int(n), float(w)) for n, w in self.bins)
+                _require(all(isinstance(n, int) or float(n).is_integer() for n, _ in self.bins), "")
+            except (TypeError, ValueError, ConfigError):
+                raise ConfigError(f"lengths.bins={self.bins!r} must be a list of [length, weight] pairs of "
+                                  "numbers, e.g. [[64, 0.5], [128, 0.5]]") from None
+            object.__setattr__(self, "bins", bins)
             _require(
-                len(self.bins) > 0 and all(n >= 2 and w >= 0 for n, w in self.bins)
+                len(self.bins) > 0 and all(n >= 2 and math.isfinite(w) and w >= 0 for n, w in self.bins)
                 and sum(w for _, w in self.bins) > 0,
                 "lengths.bins must be a non-empty list of [length>=2, weight>=0] pairs with a "
                 "positive total weight, e.g. [[64, 0.5], [128, 0.5]]",
             )
         if self.kind == "uniform":
+            _integer("lengths.min_len", self.min_len, "8")
             _require(self.min_len >= 2, f"lengths.min_len={self.min_len} must be at least 2")
 
     def max_len(self, seq_len: int) -> int:
@@ -163,7 +188,16 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.lengths, dict):
+            unknown = sorted(set(self.lengths) - {"kind", "min_len", "bins"})
+            _require(not unknown, f"lengths has unknown key(s) {', '.join(map(str, unknown))}; use kind, min_len, bins")
             object.__setattr__(self, "lengths", LengthDist(**_as_length_kwargs(self.lengths)))
+        _require(isinstance(self.lengths, LengthDist),
+                 f"lengths={self.lengths!r} must be a mapping such as {{kind: uniform, min_len: 16}}")
+        for name in ("source", "text_field", "label_field"):
+            _require(isinstance(getattr(self, name), str) and getattr(self, name),
+                     f"{name}={getattr(self, name)!r} must be a non-empty string")
+        _require(self.tokenizer is None or isinstance(self.tokenizer, str),
+                 f"tokenizer={self.tokenizer!r} must be a directory path")
         _positive_int("seq_len", self.seq_len)
         _positive_int("batch_size", self.batch_size)
         _positive_int("pad_multiple", self.pad_multiple)
@@ -211,7 +245,12 @@ def parse_lengths(text: str) -> LengthDist:
 def _as_length_kwargs(d: dict) -> dict:
     d = dict(d)
     if "bins" in d:
-        d["bins"] = tuple(tuple(b) for b in d["bins"])
+        try:
+            d["bins"] = tuple(tuple(b) for b in d["bins"])
+            _require(all(len(b) == 2 for b in d["bins"]), "")
+        except (TypeError, ConfigError):
+            raise ConfigError(f"lengths.bins={d['bins']!r} must be a list of [length, weight] pairs, "
+                              "e.g. [[64, 0.5], [128, 0.5]]") from None
     return d
 
 
@@ -282,6 +321,10 @@ class Protocol:
     max_time_s: float = 60.0  # cap on measured wall time, seconds
 
     def __post_init__(self) -> None:
+        for name in ("warmup_steps", "window_steps", "min_windows", "max_steps"):
+            _integer(name, getattr(self, name), str(getattr(Protocol, name)))
+        for name in ("min_window_s", "target_rel_ci", "max_time_s"):
+            _number(name, getattr(self, name), str(getattr(Protocol, name)))
         _require(self.warmup_steps >= 0, f"warmup_steps={self.warmup_steps} must be >= 0")
         _require(self.window_steps >= 0, f"window_steps={self.window_steps} must be >= 0")
         _positive_int("min_windows", self.min_windows)
@@ -316,12 +359,23 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         m, d, lay = self.model, self.data, self.layout
-        _require(self.device in DEVICES, f"device={self.device!r} is unknown; use 'cpu' or 'cuda'")
+        _require(isinstance(self.device, str) and self.device in DEVICES,
+                 f"device={self.device!r} is unknown; use 'cpu' or 'cuda'")
+        _require(isinstance(self.device_name, str) and bool(self.device_name),
+                 f"device_name={self.device_name!r} must be a hardware tag such as 'cpu' or 'H100'")
         _require(
-            self.precision in PRECISIONS,
+            isinstance(self.precision, str) and self.precision in PRECISIONS,
             f"precision={self.precision!r} is unknown; use one of {', '.join(PRECISIONS)}",
         )
-        _require(self.meter in METERS, f"meter={self.meter!r} is unknown; use one of {', '.join(METERS)}")
+        _require(isinstance(self.meter, str) and self.meter in METERS,
+                 f"meter={self.meter!r} is unknown; use one of {', '.join(METERS)}")
+        _require(
+            not (self.meter == "nvml" and self.device != "cuda"),
+            f"meter='nvml' reads a GPU's counter and needs device='cuda' (device={self.device!r}); "
+            "on CPU use meter: codecarbon, auto or none",
+        )
+        _number("lr", self.lr, "1e-4")
+        _integer("seed", self.seed, "0")
         _require(
             m.heads % lay.tp == 0,
             f"heads={m.heads} is not divisible by tp={lay.tp}; pick tp among the divisors of {m.heads}",
@@ -347,6 +401,12 @@ class RunConfig:
             f"country={self.country!r} must be an ISO 3166-1 alpha-3 code such as 'USA' or 'FRA'",
         )
         object.__setattr__(self, "country", self.country.upper())
+        known = known_countries()
+        _require(
+            known is None or self.country in known,
+            f"country={self.country!r} has no carbon intensity in CodeCarbon's table; "
+            "use an ISO 3166-1 alpha-3 code such as USA, FRA or DEU",
+        )
 
     # -- naming -------------------------------------------------------------------------------------
     @property
@@ -365,6 +425,7 @@ class RunConfig:
         return f"{readable}.{self.digest()[:6]}"
 
     def digest(self) -> str:
+        """sha256 of every input; a text source's *content* hash is one of them (see :func:`source_sha256`)."""
         blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -372,17 +433,55 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["data"]["lengths"]["bins"] = [list(b) for b in self.data.lengths.bins]
+        if self.data.source != "synthetic":  # synthetic runs keep the digests (and run ids) they always had
+            out["data"]["source_sha256"] = source_sha256(self.data.source)
         return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
+        data = {k: v for k, v in d.get("data", {}).items() if k != "source_sha256"}  # recomputed from the file
         return cls(
             model=ModelConfig(**d.get("model", {})),
-            data=DataConfig(**d.get("data", {})),  # converts a lengths dict itself
+            data=DataConfig(**data),  # converts a lengths dict itself
             layout=Layout(**d.get("layout", {})),
             protocol=Protocol(**d.get("protocol", {})),
             **{k: v for k, v in d.items() if k not in ("model", "data", "layout", "protocol")},
         )
+
+
+def source_sha256(source: str) -> str:
+    """sha256 of a data file's bytes (cached on path, size and modification time): a run on an edited file is
+    a new run."""
+    st = os.stat(source)
+    return _file_sha256(str(Path(source).resolve()), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def known_countries() -> frozenset[str] | None:
+    """ISO alpha-3 codes with a carbon intensity in CodeCarbon's bundled table (None without CodeCarbon).
+
+    The table is read from the installed package's files without importing CodeCarbon (slow to import).
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("codecarbon")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "private_infra" / "global_energy_mix.json"
+    try:
+        mix = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return frozenset(k.upper() for k, v in mix.items() if isinstance(v, dict) and v.get("carbon_intensity") is not None)
 
 
 # Flat field names accepted in profiles and on the command line, and the section each belongs to.

@@ -9,10 +9,15 @@ record or a complete one; a finished record can be replaced by no later run. The
 from __future__ import annotations
 
 import json
+import math
 import os
+import socket
 from pathlib import Path
 
+from companion.errors import ConfigError
+
 SCHEMA_VERSION = 1
+LOCK_NAME = ".lock"
 
 
 class RecordExists(FileExistsError):
@@ -29,12 +34,12 @@ def write_record(out_dir: Path, record: dict) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     final = record_path(out_dir, record["run_id"])
     tmp = out_dir / f".{record['run_id']}.{os.getpid()}.tmp"
-    with tmp.open("w") as f:
-        json.dump(record, f, indent=1, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    try:
+    text = strict_dumps(record, indent=1, sort_keys=True) + "\n"
+    try:  # the temporary file goes whatever happens (a full disk must not leave a 0-byte file behind)
+        with tmp.open("w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
         os.link(tmp, final)
     except FileExistsError:
         raise RecordExists(f"{final} exists; records are never overwritten") from None
@@ -53,8 +58,12 @@ def write_json(path: Path, obj: dict) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=_jsonable))
-    os.replace(tmp, path)
+    text = strict_dumps(obj, indent=1)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -65,8 +74,39 @@ def _jsonable(x):
     raise TypeError(f"{type(x).__name__} is not JSON serialisable")
 
 
+def strict(obj):
+    """``obj`` with every NaN or infinite float replaced by None (JSON has no NaN/Infinity: they become null)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict(v) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):  # numpy scalars and arrays
+        return strict(obj.tolist())
+    return obj
+
+
+def strict_dumps(obj, **kwargs) -> str:
+    """Strict JSON text: non-finite numbers written as null, never as NaN or Infinity."""
+    return json.dumps(strict(obj), allow_nan=False, default=_jsonable, **kwargs)
+
+
+def read_json(path: Path, what: str = "JSON file", fix: str = "delete or regenerate it") -> dict:
+    """A JSON object from ``path``; a ConfigError naming the file when it is truncated or not JSON."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{what} {path} is corrupt ({exc}); {fix}") from None
+    if not isinstance(obj, dict):
+        raise ConfigError(f"{what} {path} is not a JSON object; {fix}")
+    return obj
+
+
 def read_record(path: Path) -> dict:
-    return json.loads(Path(path).read_text())
+    return read_json(path, "run record", "re-run the sweep: it sets a corrupt record aside (corrupt/) "
+                                         "and runs that configuration again")
 
 
 def load_records(out_dir: Path, status: str | None = None) -> list[dict]:
@@ -86,6 +126,20 @@ def existing_status(out_dir: Path, run_id: str) -> str | None:
     return read_record(path).get("status")
 
 
+def resume_status(out_dir: Path, run_id: str, stamp: str) -> str | None:
+    """Like :func:`existing_status`, but a corrupt record (truncated, not JSON) is set aside under
+    ``corrupt/`` (renamed, never deleted) and reported as missing, so that the run is done again."""
+    try:
+        return existing_status(out_dir, run_id)
+    except ConfigError:
+        src = record_path(out_dir, run_id)
+        dst = Path(out_dir) / "corrupt" / f"{run_id}.corrupt-{stamp}.json"
+        dst.parent.mkdir(exist_ok=True)
+        os.replace(src, dst)
+        print(f"warning: corrupt record {src} set aside as {dst}; the run is done again", flush=True)
+        return None
+
+
 def set_aside_failed(out_dir: Path, run_id: str, stamp: str) -> Path:
     """Rename a failed record to ``<run_id>.failed-<stamp>.json.bak`` so that the run can be retried.
 
@@ -97,3 +151,65 @@ def set_aside_failed(out_dir: Path, run_id: str, stamp: str) -> Path:
     os.link(src, dst)
     src.unlink()
     return dst
+
+
+# ------------------------------------------------------------------------------- the output folder
+def check_writable(out_dir: Path, flag: str = "--out") -> Path:
+    """Create ``out_dir`` if needed and prove a file can be written there, before anything is measured."""
+    out_dir = Path(out_dir)
+    probe = out_dir / f".write-test.{os.getpid()}"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with probe.open("w") as f:
+            f.write("ok\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise ConfigError(f"{flag} {out_dir} is not writable ({exc.strerror or exc}); choose a folder you can "
+                          f"write to, or free space there") from None
+    finally:
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:
+            pass
+    return out_dir
+
+
+class FolderLock:
+    """An exclusive lock on an output folder (``<out>/.lock``, ``fcntl.flock``), held while a sweep or a run
+    writes there. The file says who holds it (host, pid, start time). The kernel drops the lock when the
+    holder dies, so a lock left by a killed process is never stale."""
+
+    def __init__(self, out_dir: Path):
+        self.path = Path(out_dir) / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> "FolderLock":
+        import fcntl
+
+        from companion.runs.provenance import utc_now
+
+        check_writable(self.path.parent)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 4096).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise ConfigError(f"{self.path.parent} is in use by {holder}; wait for it to finish or write to "
+                              "another --out") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"host {socket.gethostname()}, pid {os.getpid()}, since {utc_now()}\n".encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock; the file stays (removing it would race a new holder)
+            self._fd = None
+
+    def __enter__(self) -> "FolderLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()

@@ -86,9 +86,11 @@ class SyntheticTask:
 class TextFileTask:
     """A local CSV or JSONL file with a text column and a label column, tokenised once, up front."""
 
-    def __init__(self, cfg: DataConfig, tokenizer_dir: str | Path, seed: int, vocab: int):
+    def __init__(self, cfg: DataConfig, tokenizer_dir: str | Path, seed: int, vocab: int, num_labels: int | None = None):
         from transformers import AutoTokenizer
 
+        if num_labels is not None:
+            check_text_source(cfg, num_labels)
         rows = read_text_file(Path(cfg.source), cfg.text_field, cfg.label_field)
         self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
         if len(self.tokenizer) > vocab:
@@ -120,22 +122,110 @@ class TextFileTask:
 
 
 def read_text_file(path: Path, text_field: str, label_field: str) -> list[tuple[str, str]]:
-    """(text, label) rows of a CSV (with a header) or JSONL file; labels kept as strings."""
-    if path.suffix.lower() == ".csv":
-        with path.open(newline="", encoding="utf-8") as f:
-            records = list(csv.DictReader(f))
-    else:
-        with path.open(encoding="utf-8") as f:
-            records = [json.loads(line) for line in f if line.strip()]
+    """(text, label) rows of a CSV (with a header) or JSONL file; labels kept as normalised strings.
+
+    Bad rows are errors, never guesses: a row whose text is missing, null or empty, or whose label is missing
+    or null, raises a ConfigError naming the file and the row (CSV: line number counting the header as line 1;
+    JSONL: line number). A UTF-8 byte-order mark is ignored. Labels are normalised by :func:`normalise_label`,
+    so "1", 1 and "1.0" are one class.
+    """
+    where = f"source={str(path)!r}"
+    try:
+        if path.suffix.lower() == ".csv":
+            with path.open(newline="", encoding="utf-8-sig") as f:
+                reader = csv.DictReader(f)
+                records = [(i + 2, r) for i, r in enumerate(reader)]
+                fields = list(reader.fieldnames or [])
+        else:
+            records = []
+            with path.open(encoding="utf-8-sig") as f:
+                for n, line in enumerate(f, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        obj = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise ConfigError(f"{where} line {n} is not valid JSON ({exc.msg}); fix or remove that line") from None
+                    if not isinstance(obj, dict):
+                        raise ConfigError(f"{where} line {n} is not a JSON object; write one {{\"text\": ..., "
+                                          "\"label\": ...}} object per line")
+                    records.append((n, obj))
+            fields = list(records[0][1]) if records else []
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
     if not records:
-        raise ConfigError(f"source={str(path)!r} holds no rows; give a file with at least one example")
-    missing = [k for k in (text_field, label_field) if k not in records[0]]
+        raise ConfigError(f"{where} holds no rows; give a file with at least one example")
+    missing = [k for k in (text_field, label_field) if k not in fields]
     if missing:
         raise ConfigError(
-            f"source={str(path)!r} has no field(s) {', '.join(missing)}; its fields are "
-            f"{', '.join(records[0])}; set text_field/label_field accordingly"
+            f"{where} has no field(s) {', '.join(missing)}; its fields are "
+            f"{', '.join(map(str, fields))}; set text_field/label_field accordingly"
         )
-    return [(str(r[text_field]), str(r[label_field])) for r in records]
+    rows = []
+    for line, r in records:
+        text, label = r.get(text_field), r.get(label_field)
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"{where} line {line}: {text_field}={text!r} is missing or empty; give every row a "
+                              "text, or remove the row")
+        label = normalise_label(label)
+        if label is None:
+            raise ConfigError(f"{where} line {line}: {label_field} is missing or empty; give every row a label, "
+                              "or remove the row")
+        rows.append((text, label))
+    return rows
+
+
+def normalise_label(label) -> str | None:
+    """A label as a class name: integral numbers in any spelling ("1", 1, "1.0", 1.0) become "1"; other strings
+    are stripped; missing, null and empty labels are None."""
+    if label is None or isinstance(label, (dict, list)):
+        return None
+    if isinstance(label, bool):
+        return str(label).lower()
+    if isinstance(label, (int, float)):
+        return str(int(label)) if float(label).is_integer() else repr(float(label))
+    text = str(label).strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return str(int(value)) if value.is_integer() else text
+
+
+def check_text_source(cfg: DataConfig, num_labels: int) -> int:
+    """Read a text source's rows and check its classes fit ``num_labels``; return the number of classes.
+
+    Called when a profile or a run is loaded, so a bad file fails before anything is launched.
+    """
+    rows = read_text_file(Path(cfg.source), cfg.text_field, cfg.label_field)
+    classes = sorted({label for _, label in rows}, key=str)
+    if len(classes) > num_labels:
+        shown = ", ".join(classes[:8]) + (", ..." if len(classes) > 8 else "")
+        raise ConfigError(
+            f"source={cfg.source!r} has {len(classes)} classes ({shown}) but num_labels={num_labels}; "
+            f"set num_labels to {len(classes)} (or more)"
+        )
+    return len(classes)
+
+
+def check_sources(configs) -> None:
+    """Check what every run's data needs before anything is launched: the synthetic task's vocabulary, a text
+    source's tokenizer, rows and classes (each distinct source read once). Raises a ConfigError."""
+    seen = set()
+    for cfg in configs:
+        d, m = cfg.data, cfg.model
+        if d.source == "synthetic":
+            SyntheticTask(d, m.vocab, m.num_labels, cfg.seed)
+            continue
+        if (d.tokenizer or m.checkpoint) is None:
+            raise ConfigError(f"source={d.source!r} needs a tokenizer; set tokenizer to a local tokenizer directory "
+                              "or use a checkpoint that ships one")
+        key = (d.source, d.text_field, d.label_field, m.num_labels)
+        if key not in seen:
+            seen.add(key)
+            check_text_source(d, m.num_labels)
 
 
 def make_task(cfg: DataConfig, vocab: int, num_labels: int, seed: int, checkpoint: str | None):
@@ -148,7 +238,7 @@ def make_task(cfg: DataConfig, vocab: int, num_labels: int, seed: int, checkpoin
             f"source={cfg.source!r} needs a tokenizer; set tokenizer to a local tokenizer directory "
             "or use a checkpoint that ships one"
         )
-    return TextFileTask(cfg, tokenizer_dir, seed, vocab)
+    return TextFileTask(cfg, tokenizer_dir, seed, vocab, num_labels)
 
 
 def collate(examples: list[Example], pad_id: int = PAD_ID, pad_multiple: int = 8, max_len: int | None = None) -> Batch:

@@ -77,6 +77,8 @@ def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{where} is malformed YAML{at}: {problem}; fix the file's syntax") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where} cannot be read ({exc}); check the path and that it is UTF-8 YAML") from None
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a mapping with keys {', '.join(sorted(TOP_LEVEL_KEYS))}")
     unknown = sorted(set(spec) - TOP_LEVEL_KEYS)
@@ -88,6 +90,8 @@ def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
     base = _mapping(spec.get("base", {}), f"{where}: base")
 
     device = spec.get("device", "cpu")
+    if not isinstance(device, str) or device not in ("cpu", "cuda"):
+        raise ConfigError(f"{where}: device={device!r} is unknown; use cpu or cuda")
     if device_name is None:
         device_name = spec.get("device_name")
     if device_name is None:
@@ -115,11 +119,17 @@ def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
                 cfg = build_run({**base, **run_level, **flat})
             except ConfigError as exc:
                 raise ConfigError(f"{gwhere} ({name}), run {_short(flat)}: {exc}") from None
-            except TypeError as exc:
+            except (TypeError, ValueError) as exc:
                 raise ConfigError(f"{gwhere} ({name}): {exc}; check the field types") from None
             runs.setdefault(cfg.run_id, cfg)
             ids.append(cfg.run_id)
         group_ids[name] = tuple(ids)
+    from companion.runs.data import check_sources
+
+    try:  # the data every run needs, checked before anything is launched
+        check_sources(runs.values())
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     return Profile(path.stem, str(spec.get("description", "")), path, device, tuple(runs.values()), group_ids)
 
 
@@ -144,7 +154,10 @@ def _expand(group: dict, where: str) -> list[dict]:
     layouts = group.get("layouts", ["tp1-dp1"])
     if not isinstance(layouts, list) or not layouts:
         raise ConfigError(f"{where}.layouts must be a non-empty list such as [tp1-dp1, tp2-dp1]")
-    parsed = [Layout.parse(x) if isinstance(x, str) else Layout(**_mapping(x, f"{where}.layouts")) for x in layouts]
+    try:
+        parsed = [Layout.parse(x) if isinstance(x, str) else Layout(**_mapping(x, f"{where}.layouts")) for x in layouts]
+    except TypeError:
+        raise ConfigError(f"{where}.layouts must list layouts such as tp2-dp1 or {{tp: 2, dp: 1}}") from None
     out = []
     for combo in itertools.product(*vary.values()):
         for zrow in zip_rows:

@@ -37,7 +37,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             print(path)
         return 0
     print(f"profile {profile.name}: {len(profile.runs)} runs -> {out_dir}", flush=True)
-    result = run_sweep(profile, out_dir, retry_failed=args.retry_failed, progress=not args.quiet)
+    try:
+        result = run_sweep(profile, out_dir, retry_failed=args.retry_failed, progress=not args.quiet)
+    except KeyboardInterrupt:
+        from companion.runs.records import load_records
+
+        kept = len(load_records(out_dir))
+        print(f"interrupted: {kept} records kept in {out_dir}; the run in flight has none. Re-run the same "
+              "command to resume", file=sys.stderr)
+        return 130
     print(result.summary())
     if result.failed:
         print("failed: " + ", ".join(result.failed), file=sys.stderr)
@@ -55,11 +63,15 @@ def _cmd_profiles(_: argparse.Namespace) -> int:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    import json
-
     from companion.energy.fit import FittedModel
     from companion.energy.predict import find_fit, format_prediction, make_plan, predict
+    from companion.runs.records import strict_dumps
 
+    if args.model is not None:
+        clash = [f"--{n.replace('_', '-')}" for n in ("layers", "hidden", "heads", "ffn") if getattr(args, n)]
+        if clash:
+            raise ConfigError(f"--model {args.model} fixes the architecture, so {', '.join(clash)} would be ignored; "
+                              "drop --model or drop " + ", ".join(clash))
     plan = make_plan(model=args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, ffn=args.ffn,
                      vocab=args.vocab, max_positions=args.max_positions, seq_len=args.seq_len,
                      lengths=args.lengths, batch_size=args.batch_size, tokens=args.tokens, examples=args.examples,
@@ -68,12 +80,11 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     fitted = FittedModel.load(args.fit or find_fit(plan.device_name))
     result = predict(plan, fitted, law=args.law, level=args.level)
     if args.json:
-        print(json.dumps(result, indent=1))
+        print(strict_dumps(result, indent=1))  # strict JSON: a non-finite number is written as null
     else:
-        print(format_prediction(result))
-    if args.json:
-        for w in result["warnings"]:
-            print(f"warning: {w}", file=sys.stderr)
+        print(format_prediction(result, warnings=False))
+    for w in result["warnings"]:  # one line each, on stderr, whatever the output format
+        print(f"warning: {w}", file=sys.stderr)
     return 0
 
 
@@ -135,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from companion.energy import hardware
@@ -43,16 +44,92 @@ def design_matrix(df: pd.DataFrame, usl: dict) -> pd.DataFrame:
     return X
 
 
+def check_n_boot(n_boot) -> None:
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
+        raise ConfigError(f"n_boot={n_boot!r} must be a positive integer (bootstrap replicates for the intervals); "
+                          "set n_boot to e.g. 200 in params/03_fit.yaml (50 in params/04_validation.yaml)")
+
+
+# Each law's inputs that must vary independently for its coefficients to be identified (None: distinct rows).
+_IDENTIFYING = {
+    "roofline_power_law": lambda X: [np.ones(len(X)), np.log(X.flops_per_step), np.log(X.bytes_per_step)],
+    "flops_power_law": lambda X: [np.ones(len(X)), np.log(X.flops_per_step)],
+    "tokens_linear": lambda X: [np.ones(len(X)), X.padded_tokens.to_numpy(float)],
+}
+# Inputs reported with their fitted range, so that `predict` warns when a request lies outside it.
+INPUT_COLUMNS = ("layers", "hidden", "heads", "ffn", "vocab", "seq_len", "batch_size", "tp", "dp", "world_size")
+
+
+def check_design(df: pd.DataFrame, laws=None) -> list[str]:
+    """Refuse designs that cannot identify a law's coefficients; return warnings for barely identified ones.
+
+    A law with k coefficients needs at least k distinct configurations (and, for the log-linear laws, inputs
+    that vary independently: the design's rank is k). Exactly k leaves no residual, so its intervals say
+    nothing: that is flagged, not refused.
+    """
+    if len(df) == 0:
+        raise ConfigError("there are no finished runs to fit; run the sweep (companion sweep --profile <name>) first")
+    for col in ("energy_per_step_j", "step_s"):
+        if col in df and not np.isfinite(pd.to_numeric(df[col], errors="coerce")).all():
+            raise ConfigError(f"some runs have no finite {col}; they cannot be fitted: re-run them or drop them")
+    cols = [c for c in ("flops_per_step", "bytes_per_step", "world_size", "padded_tokens") if c in df]
+    distinct = len(df[cols].round(6).drop_duplicates()) if cols else len(df)
+    warnings = []
+    for name in [*(laws or LAWS), TIME_LAW]:
+        k = len(LAWS[name].params)
+        rank = distinct
+        if name in _IDENTIFYING:
+            A = np.column_stack(_IDENTIFYING[name](df)).astype(float)
+            rank = min(distinct, int(np.linalg.matrix_rank(A)))
+        if rank < k:
+            raise ConfigError(
+                f"the runs hold {distinct} distinct configuration(s) but law {name} has {k} coefficients "
+                f"({', '.join(LAWS[name].params)}) and they vary in only {rank} independent direction(s); add "
+                "configurations of other sizes (layers, hidden, seq_len) to the profile, or drop the law from laws")
+        if distinct == k:
+            warnings.append(f"law {name} has as many coefficients as distinct configurations ({k}): it interpolates "
+                            "them exactly and its intervals are not informative; add configurations")
+    return warnings
+
+
+def _check_signs(name: str, fit: Fit, target: str, warnings: list[str]) -> None:
+    """Energy and time grow with compute: a negative compute exponent is refused for the paper's law (energy and
+    time), flagged for the FLOPs-only baseline."""
+    if name not in ("roofline_power_law", "flops_power_law"):
+        return
+    alpha = float(fit.theta[1])
+    if alpha < 0:
+        msg = (f"the fitted compute exponent of {name} for {target} is alpha = {alpha:.3g} < 0 (it falls as "
+               "FLOPs grow): the runs do not pin the law down")
+        if name == "roofline_power_law":
+            raise ConfigError(f"{msg}; add configurations of other sizes (layers, hidden, seq_len) to the profile")
+        warnings.append(msg)
+
+
 def fit_all(df: pd.DataFrame, laws=None, n_boot: int = 200, seed: int = 0) -> dict:
-    """Fit USL per (device, mode), then every law for energy and the time law; return the artifact."""
+    """Fit USL per (device, mode), then every law for energy and the time law; return the artifact.
+
+    Degenerate designs are refused or flagged (:func:`check_design`); the flags go to ``warnings``.
+    """
+    check_n_boot(n_boot)
     laws = list(laws or LAWS)
     device = _one(df.device_name, "devices")
     kind = energy_kind(df)
+    warnings = check_design(df, laws)
     usl = fit_usl(df, n_boot=n_boot, seed=seed)
     X = design_matrix(df, usl)
-    energy = {name: fit_law(name, X, "energy_per_step_j", n_boot, seed).to_json() for name in laws}
-    time = fit_law(TIME_LAW, X, "step_s", n_boot, seed).to_json()
+    energy = {}
+    for name in laws:
+        fit = fit_law(name, X, "energy_per_step_j", n_boot, seed)
+        _check_signs(name, fit, "energy", warnings)
+        energy[name] = fit.to_json()
+    time_fit = fit_law(TIME_LAW, X, "step_s", n_boot, seed)
+    _check_signs(TIME_LAW, time_fit, "time", warnings)
+    time = time_fit.to_json()
+    inputs = {c: [float(df[c].min()), float(df[c].max())] for c in INPUT_COLUMNS if c in df}
     return {
+        "warnings": warnings,
+        "input_ranges": inputs,
         "device_name": device,
         "energy_kind": kind,
         "energy_source": sorted(set(df.energy_source)),
@@ -81,16 +158,28 @@ class FittedModel:
 
     def __init__(self, artifact: dict, path: Path | None = None):
         self.artifact, self.path = artifact, path
+        for key in ("device_name", "energy_kind", "energy_scope", "precision", "peak_flops_per_s",
+                    "bandwidth_bytes_per_s"):
+            artifact[key]  # noqa: B018  (a KeyError names the missing key)
         self.usl = {(u["device_name"], u["mode"]): UslFit.from_json(u) for u in artifact["usl"]}
         self.energy = {k: Fit.from_json(v) for k, v in artifact["energy_laws"].items()}
         self.time = Fit.from_json(artifact["time_law"])
 
     @classmethod
     def load(cls, path: Path) -> "FittedModel":
+        """Read a fit artifact; a missing, corrupt or malformed file is a ConfigError naming it."""
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"fit artifact {str(path)!r} does not exist; run `make fit PROFILE=<profile>` first")
-        return cls(json.loads(path.read_text()), path)
+        fix = "re-make it with `make fit PROFILE=<profile>` (stage 03), or pass another --fit"
+        try:
+            artifact = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"fit artifact {path} is corrupt ({exc}); {fix}") from None
+        try:
+            return cls(artifact, path)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise ConfigError(f"fit artifact {path} is not a fit (missing or bad {exc}); {fix}") from None
 
     def coefficient_table(self) -> pd.DataFrame:
         return pd.concat([f.coefficient_table() for f in [*self.energy.values(), self.time]], ignore_index=True)

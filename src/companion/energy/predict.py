@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +66,14 @@ def make_plan(model: str | None = None, layers=None, hidden=None, heads=None, ff
     """Validate a request and turn tokens or examples x epochs into optimizer steps."""
     from companion.runs.config import parse_lengths
 
+    for flag, value in (("--tokens", tokens), ("--examples", examples), ("--epochs", epochs)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value <= 0):
+            raise ConfigError(f"{flag} {value!r} must be a finite number above 0, e.g. {flag} 100000"
+                              if flag != "--epochs" else f"--epochs {value!r} must be a finite number above 0, e.g. --epochs 3")
+    if precision is not None and precision not in ("fp32", "bf16"):
+        raise ConfigError(f"--precision {precision!r} is unknown; use fp32 or bf16")
+
     if model is not None:
         if model not in NAMED_SIZES:
             raise ConfigError(f"model {model!r} is not a named size; use one of {', '.join(NAMED_SIZES)} "
@@ -100,13 +109,19 @@ def make_plan(model: str | None = None, layers=None, hidden=None, heads=None, ff
 def find_fit(device: str, root: Path | None = None) -> Path:
     """The fit artifact made from runs on ``device`` with the most runs."""
     root = root or data_dir() / "derived"
-    candidates = []
+    candidates, have = [], set()
     for path in sorted(root.glob("*/fit.json")):
-        art = json.loads(path.read_text())
-        if art["device_name"] == device:
-            candidates.append((art["n_runs"], path))
+        try:  # one broken fit (another profile's) must not stop predictions for every device
+            art = json.loads(path.read_text(encoding="utf-8"))
+            name, n_runs = art["device_name"], int(art["n_runs"])
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
+            print(f"warning: skipping the corrupt fit artifact {path} ({type(exc).__name__}); re-make it with "
+                  "stage 03", file=sys.stderr)
+            continue
+        have.add(name)
+        if name == device:
+            candidates.append((n_runs, path))
     if not candidates:
-        have = sorted({json.loads(p.read_text())["device_name"] for p in root.glob("*/fit.json")})
         raise ConfigError(
             f"no fitted law for device {device!r} (fits exist for: {', '.join(have) or 'none'}); measure runs on "
             f"a {device} with `make reproduce PROFILE=gpu-1` (or gpu-node) to fit one, or pass --fit PATH"
@@ -139,6 +154,8 @@ def plan_frame(plan: Plan, fitted: FittedModel) -> pd.DataFrame:
 
 
 def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", level: float = 0.9) -> dict:
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ConfigError(f"--level {level!r} must lie strictly between 0 and 1, e.g. --level 0.9 for a 90 % interval")
     if law not in fitted.energy:
         raise ConfigError(f"law {law!r} is not in the fit artifact; use one of {', '.join(fitted.energy)}")
     if LAWS[law].uses_measured_time:
@@ -158,6 +175,17 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
         v = float(X[col].iloc[0])
         if not lo <= v <= hi:
             warnings.append(f"{col} = {v:.3g} lies outside the fitted range [{lo:.3g}, {hi:.3g}]: extrapolation")
+    asked = {"layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "ffn": plan.ffn or 4 * plan.hidden,
+             "vocab": plan.vocab, "seq_len": plan.seq_len, "batch_size": plan.batch_size, "tp": plan.tp,
+             "dp": plan.dp, "world_size": plan.tp * plan.dp}
+    for col, (lo, hi) in fitted.artifact.get("input_ranges", {}).items():
+        if col in asked and not lo <= asked[col] <= hi:
+            warnings.append(f"{col} = {asked[col]:g} lies outside the fitted range [{lo:g}, {hi:g}]: extrapolation")
+    fitted_precisions = fitted.artifact["precision"]
+    if plan.precision is not None and plan.precision not in fitted_precisions:
+        warnings.append(f"precision {plan.precision} was not measured: the fit holds {', '.join(fitted_precisions)} "
+                        "runs only, so the prediction extrapolates across precisions")
+    warnings += [f"fit: {w}" for w in fitted.artifact.get("warnings", [])]
     if not bool(X.eta_modelled.iloc[0]):
         warnings.append(f"no efficiency model for {X['mode'].iloc[0]} on {plan.device_name}: eta = 1 assumed")
     return {
@@ -173,7 +201,8 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
     }
 
 
-def format_prediction(p: dict) -> str:
+def format_prediction(p: dict, warnings: bool = True) -> str:
+    """The prediction as text; ``warnings=False`` leaves the warnings out (the command prints them on stderr)."""
     lvl = int(p["interval_level"] * 100)
     kind = p["fit_energy_kind"]
     lines = [
@@ -187,5 +216,6 @@ def format_prediction(p: dict) -> str:
         f"at {p['carbon_intensity_g_per_kwh']:.0f} g/kWh ({p['country']})",
         f"law: {p['law']}; fit: {p['fit']}",
     ]
-    lines += [f"warning: {w}" for w in p["warnings"]]
+    if warnings:
+        lines += [f"warning: {w}" for w in p["warnings"]]
     return "\n".join(lines)

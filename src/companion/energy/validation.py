@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from companion.energy.efficiency import fit_usl
-from companion.energy.fit import design_matrix, energy_kind
+from companion.energy.fit import check_design, check_n_boot, design_matrix, energy_kind
 from companion.energy.laws import LAWS, fit_law
 
 SPLITS = {
@@ -56,6 +56,8 @@ def validate(df: pd.DataFrame, laws=None, splits=None, n_boot: int = 100, level:
     """(summary: one row per split x law, predictions: one row per held-out run x law)."""
     energy_kind(df)
     laws = list(laws or LAWS)
+    check_n_boot(n_boot)
+    check_design(df, laws)  # a design the fit refuses cannot be validated either
     rows = []
     for split in splits or SPLITS:
         for fold, train_idx, test_idx in folds(df, split):

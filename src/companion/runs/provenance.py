@@ -15,6 +15,36 @@ from companion.paths import PACKAGE_DIR
 PACKAGES = ("companion", "torch", "transformers", "accelerate", "codecarbon", "nvidia-ml-py", "numpy")
 
 
+# Variables that steer what a meter reads. CODECARBON_* change CodeCarbon's estimate (PUE, a forced CPU or RAM
+# power, the tracked GPUs, ...): the runner neutralises them (removes them before its meter starts), so a
+# record's energy never depends on them; they are still recorded. The others select the devices metered.
+METER_ENV_PREFIXES = ("CODECARBON_",)
+METER_ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "ROCR_VISIBLE_DEVICES",
+                   "HIP_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "CUDA_MPS_PIPE_DIRECTORY",
+                   "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "NVML_LIBRARY_PATH", "OMP_NUM_THREADS", "TORCH_NUM_THREADS")
+_NEUTRALISED: dict[str, str] = {}
+
+
+def neutralise_meter_environment() -> dict[str, str]:
+    """Remove every CODECARBON_* variable from this process's environment (before a meter starts); return them."""
+    for name in [k for k in os.environ if k.upper().startswith(METER_ENV_PREFIXES)]:
+        _NEUTRALISED[name] = os.environ.pop(name)
+    return dict(_NEUTRALISED)
+
+
+def meter_environment() -> dict:
+    """The meter's environment for a record: every CODECARBON_* and device-selection variable, which of them
+    were neutralised, and CodeCarbon config files that exist (``~/.codecarbon.config``, ``./.codecarbon.config``)."""
+    from pathlib import Path
+
+    variables = {k: v for k, v in os.environ.items() if k.upper().startswith(METER_ENV_PREFIXES) or k in METER_ENV_NAMES}
+    variables.update(_NEUTRALISED)
+    files = [str(p) for p in (Path.home() / ".codecarbon.config", Path.cwd() / ".codecarbon.config") if p.is_file()]
+    return {"variables": dict(sorted(variables.items())),
+            "neutralised": sorted(k for k in variables if k.upper().startswith(METER_ENV_PREFIXES)),
+            "codecarbon_config_files": files}
+
+
 def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 

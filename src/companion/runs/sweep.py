@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,10 +24,12 @@ from companion.errors import ConfigError
 from companion.runs.config import RunConfig
 from companion.runs.profiles import Profile
 from companion.runs.provenance import utc_now
-from companion.runs.records import existing_status, record_path, set_aside_failed, write_json, write_record
+from companion.runs.records import (FolderLock, check_writable, existing_status, record_path, resume_status,
+                                    set_aside_failed, write_json, write_record)
 from companion.runs.train import make_record
 
 POLL_S = 0.5
+_PROGRESS_LINE = re.compile(r"^\[\d+/\d+\] ")
 
 
 @dataclass
@@ -64,6 +67,14 @@ def _die_with_parent() -> None:
 
 
 def run_sweep(profile: Profile, out_dir: Path, retry_failed: bool = False, progress: bool = True) -> SweepResult:
+    """Run every configuration without a record, holding the folder's lock (a second sweep or run into the same
+    folder is refused with the holder's name). Ctrl-C stops the launch in flight; finished records stay."""
+    check_writable(out_dir)
+    with FolderLock(out_dir):
+        return _run_sweep(profile, Path(out_dir), retry_failed, progress)
+
+
+def _run_sweep(profile: Profile, out_dir: Path, retry_failed: bool, progress: bool) -> SweepResult:
     if profile.device == "cuda":
         import torch
 
@@ -77,7 +88,7 @@ def run_sweep(profile: Profile, out_dir: Path, retry_failed: bool = False, progr
     result = SweepResult(out_dir, len(profile.runs))
     pending = []
     for run in profile.runs:
-        status = existing_status(out_dir, run.run_id)
+        status = resume_status(out_dir, run.run_id, utc_now().replace(":", ""))
         if status == "failed" and retry_failed:
             set_aside_failed(out_dir, run.run_id, utc_now().replace(":", ""))
             status = None
@@ -174,7 +185,8 @@ def _echo_new_lines(path: Path, pos: int, bar) -> int:
         chunk = f.read()
     complete = chunk[: chunk.rfind("\n") + 1]
     for line in complete.splitlines():
-        if line.startswith(("[", "error:")) and not line.startswith("[codecarbon"):
+        # the runner's progress lines and one-line errors; never a rank's traceback ("[rank0]: ...")
+        if _PROGRESS_LINE.match(line) or line.startswith(("error:", "warning: corrupt")):
             bar.write(line)
     return pos + len(complete.encode())
 

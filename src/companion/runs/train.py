@@ -19,6 +19,7 @@ import contextlib
 import gc
 import json
 import math
+import os
 import resource
 import sys
 import time
@@ -32,12 +33,17 @@ from companion.runs.carbon import carbon_intensity
 from companion.errors import ConfigError
 from companion.runs.config import RunConfig, build_run
 from companion.runs.data import collate, make_task, shard, token_counts
-from companion.runs.meters import Meter, make_meter
+from companion.runs.meters import Meter, MeterError, make_meter
 from companion.runs.model import build_model, parameter_count
-from companion.runs.provenance import static_provenance, utc_now
-from companion.runs.records import SCHEMA_VERSION, RecordExists, existing_status, write_record
+from companion.runs.provenance import meter_environment, neutralise_meter_environment, static_provenance, utc_now
+from companion.runs.records import (SCHEMA_VERSION, FolderLock, RecordExists, check_writable, existing_status,
+                                    record_path, resume_status, set_aside_failed, write_record)
 
 POOL_BATCHES = 16  # distinct pre-collated batches cycled through; host data prep stays out of the step
+
+
+class Diverged(RuntimeError):
+    """The loss became NaN or infinite: the run is recorded as failed (reason 'diverged'), never as ok."""
 
 
 # -------------------------------------------------------------------------------------------- one run
@@ -138,6 +144,10 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     curve = torch.stack(losses).float()
     parallel.all_reduce_(curve)
     curve = (curve / env.world_size).tolist()
+    bad = [i for i, x in enumerate(curve) if not math.isfinite(x)]
+    if bad:  # every rank sees the same reduced curve, so all ranks raise together
+        raise Diverged(f"diverged: the loss is {curve[bad[0]]} from step {bad[0]} on (lr={cfg.lr}); "
+                       "lower lr or check the data")
     peak = _peak_memory(device)
     per_rank = parallel.all_gather_object(
         {"rank": env.rank, "measurements": [x.to_json() for x in own], "peak_memory": peak, "meter": meter.describe()}
@@ -275,6 +285,7 @@ def _describe_error(exc: BaseException) -> dict:
     oom = isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
     return {
         "type": type(exc).__name__,
+        "reason": "diverged" if isinstance(exc, Diverged) else "oom" if oom else "error",
         "message": str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
         "oom": oom,
         "traceback": "".join(traceback.format_exception(exc))[-4000:],
@@ -300,6 +311,7 @@ def make_record(cfg: RunConfig, profile: str, status: str, body: dict | None, er
             "started_at": started,
             "finished_at": utc_now(),
             "launch": launch,
+            "meter_environment": meter_environment(),
         },
     }
 
@@ -316,16 +328,19 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str) -> int:
     kinds = {c.meter for c in configs}
     if len(kinds) != 1:
         raise ConfigError("a plan mixes meters; give every run of one launch the same meter")
+    neutralise_meter_environment()  # CODECARBON_* never change a record's energy (recorded in provenance)
     meter = make_meter(kinds.pop(), device_type, env.local_rank, env.is_node_main, configs[0].country, sync)
     ctx = RunContext(env, meter, device_type)
     launch = {"world_size": env.world_size, "backend": "nccl" if device_type == "cuda" else "gloo",
               "torch_threads": torch.get_num_threads()}
     failures = 0
     for i, cfg in enumerate(configs):
-        done = parallel.broadcast_object(existing_status(out_dir, cfg.run_id) if env.is_main else None)
+        done = parallel.broadcast_object(resume_status(out_dir, cfg.run_id, utc_now().replace(":", ""))
+                                         if env.is_main else None)
         if done is not None:
             if env.is_main:
-                print(f"[{i + 1}/{len(configs)}] {cfg.run_id} already {done}, skipped", flush=True)
+                hint = "; --retry-failed runs it again" if done == "failed" else ""
+                print(f"[{i + 1}/{len(configs)}] {cfg.run_id} already {done}, skipped{hint}", flush=True)
             continue
         started = utc_now()
         body, error = None, None
@@ -346,6 +361,9 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str) -> int:
                 write_record(out_dir, make_record(cfg, profile, status, body, error, started, launch))
             except RecordExists as exc:
                 print(f"warning: {exc}", file=sys.stderr)
+            except OSError as exc:  # e.g. a full disk: say which record is missing, never leave a partial one
+                raise ConfigError(f"cannot write the record {record_path(out_dir, cfg.run_id)} ({exc.strerror or exc}); "
+                                  "free space or fix the folder's permissions, then re-run (finished runs are kept)") from None
             print(_progress_line(i, len(configs), cfg, body, error), flush=True)
         gc.collect()
         if device_type == "cuda":
@@ -404,25 +422,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plan", type=Path, help="JSON plan written by `companion sweep` (a list of runs)")
     parser.add_argument("--out", type=Path, help="record folder (default: data/runs/<profile>)")
     parser.add_argument("--profile-name", default="manual", help="profile name stored in the records")
+    parser.add_argument("--retry-failed", action="store_true", help="run the configuration again if its record is "
+                        "'failed' (the failed record is moved to failed/, not deleted)")
     add_config_arguments(parser)
     args = parser.parse_args(argv)
     from companion.paths import runs_dir
+    from companion.runs.data import check_sources
+    from companion.runs.records import read_json
 
+    main_rank = int(os.environ.get("RANK", "0")) == 0
+    lock = None
     try:
         if args.plan:
             if not args.plan.is_file():
                 raise ConfigError(f"plan {str(args.plan)!r} does not exist; write one with `companion sweep --emit`")
-            plan = json.loads(args.plan.read_text())
-            configs = [RunConfig.from_dict(d) for d in plan["runs"]]
+            plan = read_json(args.plan, "plan", "write it again with `companion sweep --emit`")
+            try:
+                configs = [RunConfig.from_dict(d) for d in plan["runs"]]
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ConfigError(f"plan {args.plan} is malformed ({exc}); write it again with `companion sweep "
+                                  "--emit`") from None
             profile = plan.get("profile", args.profile_name)
         else:
             configs = [config_from_args(args)]
             profile = args.profile_name
+        check_sources(configs)
         out_dir = args.out or runs_dir(profile)
+        if main_rank:
+            check_writable(out_dir)  # before training: a measurement is never lost for want of a folder
+            if not args.plan:  # a sweep holds the lock for the launches it starts
+                lock = FolderLock(out_dir).acquire()
+                if args.retry_failed and existing_status(out_dir, configs[0].run_id) == "failed":
+                    kept = set_aside_failed(out_dir, configs[0].run_id, utc_now().replace(":", ""))
+                    print(f"earlier failed record moved to {kept}", flush=True)
         failures = run_plan(configs, out_dir, profile)
-    except ConfigError as exc:
+    except (ConfigError, MeterError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if main_rank:
+            print("interrupted: the run in flight has no record; finished runs are kept, re-run to resume",
+                  file=sys.stderr)
+        return 130
+    finally:
+        if lock is not None:
+            lock.release()
     return 1 if failures and not args.plan else 0
 
 

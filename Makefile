@@ -7,8 +7,10 @@ PY      := $(VENV)/bin/python
 BIN     := $(VENV)/bin
 PROFILE ?= cpu
 STAMP   := $(VENV)/.setup-done
-RUNS    := data/runs/$(PROFILE)
-DERIVED := data/derived/$(PROFILE)
+# records and artifacts are filed under the profile's name (a .yaml path's stem)
+PROFILE_NAME := $(basename $(notdir $(PROFILE)))
+RUNS    := data/runs/$(PROFILE_NAME)
+DERIVED := data/derived/$(PROFILE_NAME)
 GEN     := book/generated
 HTML    := _build/html/index.html
 # a profile is a name under src/companion/runs/profiles/ or a path to a .yaml file
@@ -82,7 +84,7 @@ fit: $(DERIVED)/fit.json ## the fit stage (and what it needs)
 validate: $(DERIVED)/validation.json ## the validation stage (and what it needs)
 
 figures: $(ARTIFACTS) ## export every figure as SVG and PNG under build/figures/PROFILE/
-	$(PY) -m companion.report.export_figures --profile $(PROFILE) --out build/figures/$(PROFILE)
+	$(PY) -m companion.report.export_figures --profile $(PROFILE) --out build/figures/$(PROFILE_NAME)
 
 # ---- the book: offline assets, then Jupyter Book 1 over the executed notebooks (warnings are errors)
 book/_static/vega-bundle.js: $(STAMP)

@@ -8,6 +8,7 @@ import pandas as pd
 
 from companion.energy import hardware, proxies
 from companion.energy.efficiency import measured_eta
+from companion.errors import ConfigError
 from companion.runs.records import load_records
 
 
@@ -39,9 +40,20 @@ def run_row(rec: dict) -> dict:
 
 
 def runs_frame(records: list[dict]) -> pd.DataFrame:
-    """Finished runs as a frame (failed runs are left out; count them from the records)."""
+    """Finished runs as a frame (failed runs are left out; count them from the records).
+
+    No finished run at all is a ConfigError: there is nothing to analyse.
+    """
     rows = [run_row(r) for r in records if r.get("status") == "ok"]
-    return pd.DataFrame(rows).sort_values("run_id").reset_index(drop=True) if rows else pd.DataFrame()
+    if not rows:
+        failed = [r for r in records if r.get("status") == "failed"]
+        why = ""
+        if failed:
+            err = failed[0].get("error") or {}
+            why = f" ({len(failed)} failed; e.g. {failed[0].get('run_id')}: {err.get('type')}: {err.get('message')})"
+        raise ConfigError(f"no finished runs to analyse among {len(records)} record(s){why}; run the sweep "
+                          "(companion sweep --profile <name>), fix what failed and re-run with --retry-failed")
+    return pd.DataFrame(rows).sort_values("run_id").reset_index(drop=True)
 
 
 def load_runs(folder: Path) -> pd.DataFrame:

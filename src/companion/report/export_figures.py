@@ -14,6 +14,7 @@ import pandas as pd
 from companion import paths
 
 from companion.report import figures
+from companion.report.stages import profile_name
 from companion.energy.fit import FittedModel, design_matrix
 from companion.energy.laws import LAWS
 
@@ -44,7 +45,7 @@ def main() -> None:
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    for name, chart in all_figures(args.profile).items():
+    for name, chart in all_figures(profile_name(args.profile)).items():
         for path in figures.export(chart, args.out, name):
             print(path)
 

@@ -10,15 +10,51 @@ A stage is a jupytext percent notebook in ``notebooks/``, converted to .ipynb an
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from companion.paths import PACKAGE_DIR
+import yaml
+
+from companion.errors import ConfigError
+from companion.paths import PACKAGE_DIR, derived_dir
 
 SOURCE_ROOT = PACKAGE_DIR.parent.parent  # the checkout: notebooks/, params/, book/, _config.yml
 STAGES = ("01_runs", "02_proxies", "03_fit", "04_validation", "05_predict")
+# what each stage reads from data/derived/<profile>/ (stage 01 reads the run records)
+INPUTS = {"02_proxies": ("runs.csv",), "03_fit": ("proxies.csv",), "04_validation": ("proxies.csv",),
+          "05_predict": ("fit.json", "runs.csv")}
+PRODUCER = {"runs.csv": "01_runs", "proxies.csv": "02_proxies", "fit.json": "03_fit"}
+
+
+class StageFailed(RuntimeError):
+    """A stage notebook raised; the message is its exception's last line, and the log's path."""
+
+
+def profile_name(profile: str) -> str:
+    """The name a profile's records and artifacts are filed under: a .yaml path's stem, else the name itself."""
+    return Path(profile).stem if profile.endswith((".yaml", ".yml")) else profile
+
+
+def check_inputs(stage: str, profile: str, params: Path) -> None:
+    """Before a stage starts: its parameters are sane and the artifacts it reads exist (one-line errors)."""
+    try:
+        values = yaml.safe_load(Path(params).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"parameters {params} cannot be read ({exc}); fix the file") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"parameters {params} must be a mapping of name: value")
+    if "n_boot" in values:
+        n = values["n_boot"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"n_boot={n!r} in {params} must be a positive integer; set it to e.g. 200")
+    for name in INPUTS.get(stage, ()):
+        path = derived_dir(profile_name(profile)) / name
+        if not path.is_file() or path.stat().st_size == 0:
+            raise ConfigError(f"stage {stage} needs {path}, which is missing or empty; run stage "
+                              f"{PRODUCER[name]} first (make analysis PROFILE={profile})")
 
 
 def _bin(name: str) -> str:
@@ -37,10 +73,32 @@ def run_stage(stage: str, profile: str, out_dir: Path, params: Path | None = Non
     subprocess.run([_bin("jupytext"), "--quiet", "--to", "ipynb", str(SOURCE_ROOT / "notebooks" / f"{stage}.py"),
                     "-o", str(ipynb)], check=True)
     params = params or SOURCE_ROOT / "params" / f"{stage}.yaml"
+    check_inputs(stage, profile, params)
+    # Stage 01 loads the profile itself (a .yaml path works); later stages read data/derived/<profile name>/.
+    name = profile if stage == "01_runs" else profile_name(profile)
     out = out_dir / f"{stage}.ipynb"
-    subprocess.run([_bin("papermill"), "--cwd", str(cwd or SOURCE_ROOT), "-k", "python3", "--no-progress-bar",
-                    str(ipynb), str(out), "-f", str(params), "-p", "profile", profile], check=True)
+    log = build / f"{stage}.log"
+    with log.open("w") as f:
+        res = subprocess.run([_bin("papermill"), "--cwd", str(cwd or SOURCE_ROOT), "-k", "python3",
+                              "--no-progress-bar", str(ipynb), str(out), "-f", str(params), "-p", "profile", name],
+                             stdout=f, stderr=subprocess.STDOUT)
+    if res.returncode:
+        raise StageFailed(f"stage {stage} failed: {_last_error(log.read_text())} (full log: {log}; executed "
+                          f"notebook: {out})")
     return out
+
+
+_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Failed)\w*): (.+)$")
+
+
+def _last_error(text: str) -> str:
+    """The notebook's exception as one line ('ConfigError: ...'), from papermill's output."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # colour codes of the traceback
+    found = [m for m in (_ERROR_LINE.match(line.strip()) for line in text.splitlines()) if m]
+    found = [m for m in found if m.group(1) != "PapermillExecutionError"] or found
+    if not found:
+        return text.strip().splitlines()[-1] if text.strip() else "papermill exited with an error"
+    return f"{found[-1].group(1)}: {found[-1].group(2)}"
 
 
 def assemble_book(dest: Path) -> Path:
@@ -78,10 +136,20 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--src", type=Path, default=SOURCE_ROOT / "book")
     b.add_argument("--out", type=Path, default=SOURCE_ROOT)
     args = ap.parse_args(argv)
-    if args.cmd == "run":
-        print(run_stage(args.stage, args.profile, args.out, args.params))
-    else:
-        print(build_book(args.src, args.out))
+    try:
+        if args.cmd == "run":
+            print(run_stage(args.stage, args.profile, args.out, args.params))
+        else:
+            print(build_book(args.src, args.out))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except StageFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: artifacts already written are kept; re-run to continue", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -224,6 +224,8 @@ class DataConfig:
                 path.is_file(),
                 f"source={self.source!r} does not exist; give the path of a local .csv/.jsonl file",
             )
+            # the file's content as it is now is part of the run's identity (see RunConfig.to_dict)
+            object.__setattr__(self, "_source_sha256", source_sha256(self.source))
 
 
 def parse_lengths(text: str) -> LengthDist:
@@ -434,7 +436,7 @@ class RunConfig:
         out = dataclasses.asdict(self)
         out["data"]["lengths"]["bins"] = [list(b) for b in self.data.lengths.bins]
         if self.data.source != "synthetic":  # synthetic runs keep the digests (and run ids) they always had
-            out["data"]["source_sha256"] = source_sha256(self.data.source)
+            out["data"]["source_sha256"] = self.data._source_sha256
         return out
 
     @classmethod

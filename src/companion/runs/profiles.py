@@ -99,7 +99,11 @@ def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
 
         device_name = device_tag(device)
     run_level = {"device": device, "device_name": device_name,
-                 "precision": spec.get("precision", "bf16" if device == "cuda" else "fp32")}
+                 "precision": spec.get("precision", base.get("precision", "bf16" if device == "cuda" else "fp32"))}
+    for key in ("device", "device_name"):
+        if key in base:
+            raise ConfigError(f"{where}: base sets {key}, which the profile's top level fixes for every run; "
+                              f"move it to the top level ({key}: ...)")
     for key in ("meter", "country", "seed"):
         if key in spec:
             run_level[key] = spec[key]

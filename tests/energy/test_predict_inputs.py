@@ -1,0 +1,101 @@
+"""`companion predict` on bad input: one line each, no traceback; warnings for inputs outside the fit
+(vocab and precision included); strict JSON; corrupt fit artifacts named, and skipped when searching."""
+
+import json
+import math
+
+import pytest
+
+from companion.cli import main
+from companion.energy.fit import FittedModel, fit_all
+from companion.energy.predict import find_fit, make_plan, predict
+from companion.errors import ConfigError
+from companion.runs.records import write_json
+from test_fit_faults import frame
+
+BASE = ["predict", "--layers", "4", "--hidden", "512", "--heads", "8", "--seq-len", "256", "--batch-size", "32",
+        "--device", "H100"]
+
+
+@pytest.fixture(scope="module")
+def fit_path(tmp_path_factory):
+    root = tmp_path_factory.mktemp("derived")
+    return write_json(root / "h100" / "fit.json", fit_all(frame(), n_boot=20))
+
+
+def one_error(capsys, argv, fit_path=None) -> str:
+    rc = main(argv + (["--fit", str(fit_path)] if fit_path else []))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+@pytest.mark.parametrize("amount", [["--tokens", "nan"], ["--tokens", "inf"], ["--examples", "-5"],
+                                    ["--examples", "1000", "--epochs", "nan"], ["--tokens", "0"]])
+def test_non_finite_or_non_positive_amounts(capsys, fit_path, amount):
+    assert "must be a finite number above 0" in one_error(capsys, BASE + amount, fit_path)
+
+
+@pytest.mark.parametrize("level", ["-1", "0", "1", "1.5", "nan"])
+def test_level_outside_zero_one(capsys, fit_path, level):
+    line = one_error(capsys, BASE + ["--examples", "1000", "--level", level], fit_path)
+    assert "--level" in line and "strictly between 0 and 1" in line
+
+
+def test_model_with_an_architecture_flag_is_a_conflict(capsys, fit_path):
+    line = one_error(capsys, ["predict", "--model", "bert-base", "--layers", "4", "--examples", "1000",
+                              "--device", "H100"], fit_path)
+    assert "--model bert-base fixes the architecture" in line and "--layers" in line
+
+
+def test_malformed_fit_files_are_named(capsys, tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"device_name": "H100", "usl": [')
+    assert f"fit artifact {broken} is corrupt" in one_error(capsys, BASE + ["--examples", "1000"], broken)
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text('{"device_name": "H100"}')
+    assert f"fit artifact {wrong} is not a fit" in one_error(capsys, BASE + ["--examples", "1000"], wrong)
+    with pytest.raises(ConfigError, match="is not a fit"):
+        FittedModel.load(wrong)
+
+
+def test_one_corrupt_fit_does_not_break_other_devices(fit_path, capsys):
+    root = fit_path.parent.parent
+    (root / "other").mkdir(exist_ok=True)
+    (root / "other" / "fit.json").write_text("{truncated")
+    try:
+        assert find_fit("H100", root=root) == fit_path
+        assert "skipping the corrupt fit artifact" in capsys.readouterr().err
+        with pytest.raises(ConfigError, match="no fitted law for device 'A100'"):
+            find_fit("A100", root=root)
+    finally:
+        (root / "other" / "fit.json").unlink()
+
+
+def test_vocab_and_precision_outside_the_fit_warn_on_stderr(capsys, fit_path):
+    # the fit's runs used vocab 4096 and bf16; the default vocab is BERT's 30522
+    assert main(BASE + ["--examples", "1000", "--precision", "fp32", "--fit", str(fit_path)]) == 0
+    captured = capsys.readouterr()
+    warnings = [line for line in captured.err.splitlines() if line.startswith("warning: ")]
+    assert any("vocab = 30522 lies outside the fitted range [4096, 4096]" in w for w in warnings)
+    assert any("precision fp32 was not measured" in w for w in warnings)
+    assert "warning" not in captured.out  # one line each, on stderr
+    p = predict(make_plan(layers=4, hidden=512, heads=8, seq_len=256, examples=1000, device="H100", vocab=4096),
+                FittedModel.load(fit_path))
+    assert not [w for w in p["warnings"] if "vocab" in w or "precision" in w]
+
+
+def test_json_output_is_strict(capsys, fit_path, monkeypatch):
+    from companion.energy import predict as predict_module
+
+    real = predict_module.predict
+
+    def with_nan(*a, **k):
+        out = real(*a, **k)
+        out["eta"] = math.nan
+        return out
+
+    monkeypatch.setattr(predict_module, "predict", with_nan)
+    assert main(BASE + ["--examples", "1000", "--json", "--fit", str(fit_path)]) == 0
+    text = capsys.readouterr().out
+    assert "NaN" not in text and json.loads(text)["eta"] is None

@@ -40,9 +40,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     try:
         result = run_sweep(profile, out_dir, retry_failed=args.retry_failed, progress=not args.quiet)
     except KeyboardInterrupt:
-        from companion.runs.records import load_records
-
-        kept = len(load_records(out_dir))
+        kept = len(list(Path(out_dir).glob("*.json")))
         print(f"interrupted: {kept} records kept in {out_dir}; the run in flight has none. Re-run the same "
               "command to resume", file=sys.stderr)
         return 130

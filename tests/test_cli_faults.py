@@ -1,0 +1,83 @@
+"""The command line under faults: Ctrl-C ends with one line and keeps every finished record; workers'
+tracebacks are never echoed; a meter that cannot run is one line."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from companion.cli import main
+from companion.runs.records import load_records
+from conftest import companion_cmd
+
+PROFILE = """
+device: cpu
+base: {layers: 1, hidden: 32, heads: 2, vocab: 256, max_positions: 64, seq_len: 16, batch_size: 4, meter: none,
+       warmup_steps: 1, window_steps: 2, min_windows: 2, max_steps: 40, target_rel_ci: 0.0, max_time_s: 3.0}
+groups:
+  - vary: {seed: [0, 1, 2, 3, 4, 5]}
+    layouts: [tp2-dp1]
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_sweep_is_one_line_and_keeps_finished_records(tmp_path):
+    profile = tmp_path / "p.yaml"
+    profile.write_text(PROFILE)
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "companion.cli", "sweep", "--profile", str(profile), "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not list(out.glob("*.json")):
+        time.sleep(0.1)
+    time.sleep(0.5)  # the next run is in flight
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr + stdout and "[rank" not in stderr + stdout
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("interrupted: ") and "re-run the same command" in lines[0].lower()
+    done = load_records(out)
+    assert done and all(r["status"] == "ok" for r in done)  # nothing measured is lost, nothing half-written
+    assert not list(out.glob(".*.tmp"))
+
+
+def test_rank_tracebacks_are_not_echoed(tmp_path):
+    from companion.runs.sweep import _echo_new_lines
+
+    log = tmp_path / "ws2.log"
+    log.write_text("[1/2] run-a ok 1.0 ms/step\n[rank0]: Traceback (most recent call last):\n"
+                   "[rank1]:   File \"x.py\", line 1\n[codecarbon INFO] hello\nerror: plan broken\n")
+
+    class Bar:
+        lines = []
+
+        def write(self, line):
+            self.lines.append(line)
+
+    bar = Bar()
+    _echo_new_lines(log, 0, bar)
+    assert bar.lines == ["[1/2] run-a ok 1.0 ms/step", "error: plan broken"]
+
+
+def test_meter_that_cannot_run_is_one_line(tmp_path, capsys):
+    assert main(["run", "--layers", "1", "--hidden", "32", "--heads", "2", "--meter", "nvml",
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: meter='nvml'") and "\n" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_corrupt_plan_is_named(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"profile": "x", "runs": [')
+    res = companion_cmd("run", "--plan", str(plan), "--out", str(tmp_path / "o"), timeout=120)
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0
+    assert f"plan {plan} is corrupt" in res.stderr
+    plan.write_text(json.dumps({"profile": "x", "runs": [{"model": {"layers": "x"}}]}))
+    res = companion_cmd("run", "--plan", str(plan), "--out", str(tmp_path / "o"), timeout=120)
+    assert res.returncode == 2 and "layers='x'" in res.stderr and "Traceback" not in res.stderr

@@ -54,6 +54,12 @@ def test_one_shape_over_several_layouts_cannot_separate_the_exponents():
         fit_all(shape_only, laws=["roofline_power_law"], n_boot=5)
 
 
+def test_an_unidentified_baseline_is_flagged_not_refused():
+    df = frame(seqs=(128,), layouts=[(1, 1), (2, 1)])  # one sequence length: tokens_linear's slope is lost
+    warnings = check_design(df, ["roofline_power_law", "tokens_linear"])
+    assert any("law tokens_linear" in w and "not identified" in w for w in warnings)
+
+
 def test_an_exactly_determined_law_is_flagged():
     df = frame(shapes=SHAPES[:3], seqs=(128,), layouts=[(1, 1)])  # 3 configurations, 3 coefficients
     warnings = check_design(df, ["roofline_power_law"])

@@ -61,11 +61,12 @@ INPUT_COLUMNS = ("layers", "hidden", "heads", "ffn", "vocab", "seq_len", "batch_
 
 
 def check_design(df: pd.DataFrame, laws=None) -> list[str]:
-    """Refuse designs that cannot identify a law's coefficients; return warnings for barely identified ones.
+    """Refuse designs that cannot identify the paper's law; return warnings for the laws barely identified.
 
     A law with k coefficients needs at least k distinct configurations (and, for the log-linear laws, inputs
-    that vary independently: the design's rank is k). Exactly k leaves no residual, so its intervals say
-    nothing: that is flagged, not refused.
+    that vary independently: the design's rank is k). Short of that, the paper's law (which predictions and
+    the time law use) is refused; a baseline is flagged. Exactly k leaves no residual, so its intervals say
+    nothing: flagged, not refused.
     """
     if len(df) == 0:
         raise ConfigError("there are no finished runs to fit; run the sweep (companion sweep --profile <name>) first")
@@ -82,11 +83,12 @@ def check_design(df: pd.DataFrame, laws=None) -> list[str]:
             A = np.column_stack(_IDENTIFYING[name](df)).astype(float)
             rank = min(distinct, int(np.linalg.matrix_rank(A)))
         if rank < k:
-            raise ConfigError(
-                f"the runs hold {distinct} distinct configuration(s) but law {name} has {k} coefficients "
-                f"({', '.join(LAWS[name].params)}) and they vary in only {rank} independent direction(s); add "
-                "configurations of other sizes (layers, hidden, seq_len) to the profile, or drop the law from laws")
-        if distinct == k:
+            msg = (f"the runs hold {distinct} distinct configuration(s) but law {name} has {k} coefficients "
+                   f"({', '.join(LAWS[name].params)}) and they vary in only {rank} independent direction(s)")
+            if name == TIME_LAW or name == "roofline_power_law":  # the law predictions rest on: refused
+                raise ConfigError(f"{msg}; add configurations of other sizes (layers, hidden, seq_len) to the profile")
+            warnings.append(f"{msg}: its coefficients are not identified (a baseline, kept for comparison)")
+        elif distinct == k:
             warnings.append(f"law {name} has as many coefficients as distinct configurations ({k}): it interpolates "
                             "them exactly and its intervals are not informative; add configurations")
     return warnings

@@ -99,3 +99,13 @@ def test_json_output_is_strict(capsys, fit_path, monkeypatch):
     assert main(BASE + ["--examples", "1000", "--json", "--fit", str(fit_path)]) == 0
     text = capsys.readouterr().out
     assert "NaN" not in text and json.loads(text)["eta"] is None
+
+
+def test_the_fits_flags_on_the_law_used_reach_the_prediction(tmp_path):
+    art = fit_all(frame(shapes=[(2, 256, 4), (4, 512, 8), (6, 512, 8)], seqs=(128,), layouts=[(1, 1)]),
+                  laws=["roofline_power_law", "tokens_linear"], n_boot=5)
+    fitted = FittedModel(art, tmp_path / "fit.json")
+    plan = make_plan(layers=4, hidden=512, heads=8, seq_len=128, examples=1000, device="H100", vocab=4096)
+    warnings = predict(plan, fitted)["warnings"]
+    assert any(w.startswith("fit: law roofline_power_law has as many coefficients") for w in warnings)
+    assert not any("tokens_linear" in w for w in warnings)  # a flag on another law is not this prediction's

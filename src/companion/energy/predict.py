@@ -25,7 +25,7 @@ from companion.errors import ConfigError
 from companion.runs.config import DataConfig, Layout, LengthDist, build_run
 from companion.runs.data import expected_token_counts
 from companion.energy.fit import FittedModel, design_matrix
-from companion.energy.laws import LAWS
+from companion.energy.laws import LAWS, TIME_LAW
 from companion.paths import data_dir
 
 # Named BERT sizes (Turc et al. 2019 for the small ones; Devlin et al. 2019 for base and large).
@@ -185,7 +185,9 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
     if plan.precision is not None and plan.precision not in fitted_precisions:
         warnings.append(f"precision {plan.precision} was not measured: the fit holds {', '.join(fitted_precisions)} "
                         "runs only, so the prediction extrapolates across precisions")
-    warnings += [f"fit: {w}" for w in fitted.artifact.get("warnings", [])]
+    for w in fitted.artifact.get("warnings", []):  # the fit's flags on the laws this prediction uses
+        if any(f"{name} " in w for name in (law, TIME_LAW)) or not any(f"{name} " in w for name in LAWS):
+            warnings.append(f"fit: {w}")
     if not bool(X.eta_modelled.iloc[0]):
         warnings.append(f"no efficiency model for {X['mode'].iloc[0]} on {plan.device_name}: eta = 1 assumed")
     return {

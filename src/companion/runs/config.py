@@ -274,6 +274,7 @@ class Protocol:
     """
 
     warmup_steps: int = 5
+    warmup_s: float = 0.0  # and warm up for at least this long, seconds (GPU clocks and temperature settle)
     window_steps: int = 0  # steps per window; 0 = automatic from min_window_s
     min_window_s: float = 0.25  # automatic window length, seconds (>= 1 s on GPU: NVML updates ~10 Hz)
     min_windows: int = 5
@@ -283,6 +284,7 @@ class Protocol:
 
     def __post_init__(self) -> None:
         _require(self.warmup_steps >= 0, f"warmup_steps={self.warmup_steps} must be >= 0")
+        _require(self.warmup_s >= 0, f"warmup_s={self.warmup_s} must be >= 0 seconds")
         _require(self.window_steps >= 0, f"window_steps={self.window_steps} must be >= 0")
         _positive_int("min_windows", self.min_windows)
         _require(self.min_windows >= 2, "min_windows must be at least 2 to form a confidence interval")
@@ -313,9 +315,15 @@ class RunConfig:
     seed: int = 0
     meter: str = "auto"  # "auto" (NVML on CUDA, CodeCarbon on CPU), "nvml", "codecarbon", "none"
     country: str = "USA"  # ISO 3166-1 alpha-3 code for the carbon intensity of electricity
+    threads: int = 0  # intra-op CPU threads per rank; 0 = the launcher's default (torchrun: 1 per rank)
+    replicate: int = 0  # repeated measurement of the same configuration (0 = first; >0 named "-r<n>")
 
     def __post_init__(self) -> None:
         m, d, lay = self.model, self.data, self.layout
+        _require(isinstance(self.threads, int) and self.threads >= 0,
+                 f"threads={self.threads!r} must be 0 (launcher default) or a positive integer")
+        _require(isinstance(self.replicate, int) and self.replicate >= 0,
+                 f"replicate={self.replicate!r} must be a non-negative integer")
         _require(self.device in DEVICES, f"device={self.device!r} is unknown; use 'cpu' or 'cuda'")
         _require(
             self.precision in PRECISIONS,
@@ -361,11 +369,26 @@ class RunConfig:
         readable = (
             f"L{m.layers}-h{m.hidden}-a{m.heads}{ffn}{ckpt}-s{d.seq_len}{d.lengths.tag()}-b{d.batch_size}"
             f"_{lay.name}@{self.device_name}-{self.precision}"
+            f"{f'-t{self.threads}' if self.threads else ''}{f'-r{self.replicate}' if self.replicate else ''}"
         )
         return f"{readable}.{self.digest()[:6]}"
 
+    @property
+    def config_id(self) -> str:
+        """The run id of replicate 0: what every replicate of this configuration shares."""
+        return self.run_id if not self.replicate else dataclasses.replace(self, replicate=0).run_id
+
     def digest(self) -> str:
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """SHA-256 of every input. Fields added after records existed count only when set (away from their
+        default), so the ids of earlier runs do not change."""
+        d = self.to_dict()
+        for key, default in _LATER_FIELDS.items():
+            if d.get(key) == default:
+                d.pop(key, None)
+        for key, default in _LATER_PROTOCOL_FIELDS.items():
+            if d["protocol"].get(key) == default:
+                d["protocol"].pop(key, None)
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
     # -- (de)serialisation --------------------------------------------------------------------------
@@ -385,12 +408,16 @@ class RunConfig:
         )
 
 
+# Fields added after the first records: left out of the digest at these (default) values.
+_LATER_FIELDS = {"threads": 0, "replicate": 0}
+_LATER_PROTOCOL_FIELDS = {"warmup_s": 0.0}
+
 # Flat field names accepted in profiles and on the command line, and the section each belongs to.
 MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 DATA_FIELDS = tuple(f.name for f in dataclasses.fields(DataConfig))
 LAYOUT_FIELDS = ("tp", "dp")
 PROTOCOL_FIELDS = tuple(f.name for f in dataclasses.fields(Protocol))
-RUN_FIELDS = ("device", "device_name", "precision", "lr", "seed", "meter", "country")
+RUN_FIELDS = ("device", "device_name", "precision", "lr", "seed", "meter", "country", "threads", "replicate")
 
 
 def build_run(flat: dict[str, Any]) -> RunConfig:

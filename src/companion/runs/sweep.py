@@ -116,6 +116,14 @@ def _launch_until_done(profile: str, runs: list[RunConfig], world_size: int, out
         missing = [r for r in todo if not record_path(out_dir, r.run_id).exists()]
         if not missing:
             return
+        if len(missing) == len(todo):
+            # Not one record: the launch itself cannot run (a meter, a package, the process group), and
+            # relaunching would fail the same way for every run. Stop with the worker's own message.
+            raise LaunchFailed(
+                f"the launch of world size {world_size} exited with code {rc} before finishing any run: "
+                f"{_last_error_line(log_path, start)}; fix this and re-run the sweep (finished runs are kept; "
+                f"full log: {log_path})"
+            )
         # The launch ended early: the first run without a record was in flight when it did.
         in_flight = missing[0]
         tail = log_path.read_text()[-3000:]
@@ -131,6 +139,23 @@ def _launch_until_done(profile: str, runs: list[RunConfig], world_size: int, out
         bar.write(f"{in_flight.run_id} FAILED: launch exited with code {rc}; see {log_path}")
         bar.update(1)
         todo = missing[1:]
+
+
+class LaunchFailed(ConfigError):
+    """A launch wrote no record: the sweep stops with the worker's message instead of failing every run."""
+
+
+def _last_error_line(log_path: Path, offset: int) -> str:
+    """The worker's one-line error (``error: ...``), else the last exception line of its traceback."""
+    text = log_path.read_bytes()[offset:].decode(errors="replace")
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    for line in reversed(lines):
+        if line.startswith("error:"):
+            return line.removeprefix("error:").strip()
+    for line in reversed(lines):
+        if ("Error" in line or "Exception" in line) and ":" in line and not line.startswith(("File ", "[")):
+            return line
+    return lines[-1] if lines else "no output"
 
 
 def _follow(proc, runs, out_dir: Path, bar, log_path: Path, offset: int) -> int:

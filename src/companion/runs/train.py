@@ -19,6 +19,7 @@ import contextlib
 import gc
 import json
 import math
+import os
 import resource
 import sys
 import time
@@ -28,11 +29,11 @@ from pathlib import Path
 import torch
 
 from companion.runs import parallel, stats
-from companion.runs.carbon import carbon_intensity
 from companion.errors import ConfigError
 from companion.runs.config import RunConfig, build_run
 from companion.runs.data import collate, make_task, shard, token_counts
-from companion.runs.meters import Meter, make_meter
+from companion.runs.meters import Meter, MeterError, make_meter
+from companion.runs.optional import MissingPackage
 from companion.runs.model import build_model, parameter_count
 from companion.runs.provenance import static_provenance, utc_now
 from companion.runs.records import SCHEMA_VERSION, RecordExists, existing_status, write_record
@@ -79,10 +80,12 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         examples = task.global_batch(i)
         pool_tokens.append(token_counts(examples, dp, cfg.data.pad_multiple, max_len))
         batch = collate(shard(examples, dp_rank, dp), pad_id, cfg.data.pad_multiple, max_len)
-        pool.append({k: v.to(device, non_blocking=True) for k, v in batch.tensors.items()})
+        tensors = without_full_mask(batch.tensors)
+        pool.append({k: v.to(device, non_blocking=True) for k, v in tensors.items()})
 
-    # bf16: FSDP's mixed-precision policy when sharded, autocast otherwise.
-    step = make_train_step(model, optimizer, bf16_autocast=cfg.precision == "bf16" and cfg.layout.dp == 1)
+    # bf16: autocast in every layout, so TP, FSDP and one device compute the same arithmetic (bf16 matmuls,
+    # fp32 softmax/layer norm); FSDP's mixed-precision policy adds bf16 all-gathers and fp32 reductions.
+    step = make_train_step(model, optimizer, bf16_autocast=cfg.precision == "bf16")
     losses: list[torch.Tensor] = []
     step_index = [0]
 
@@ -91,10 +94,16 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         step_index[0] += 1
         losses.append(step(batch))  # stays on device: no host sync inside the loop
 
-    # ---- warm-up, then calibrate the window length from the warm-up's steady steps
+    # ---- warm-up (at least warmup_steps and warmup_s: a GPU needs seconds to reach its steady clock and
+    # temperature), then calibrate the window length from two steady steps
     for _ in range(proto.warmup_steps):
         train_step()
     ctx.sync()
+    if proto.warmup_s > 0:
+        t_warm = time.perf_counter()
+        while _agree_max(time.perf_counter() - t_warm, device) < proto.warmup_s:  # ranks stop together
+            train_step()
+            ctx.sync()
     probe_steps = 2
     t0 = time.perf_counter()
     for _ in range(probe_steps):
@@ -102,8 +111,7 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     ctx.sync()
     step_estimate_s = _agree_max((time.perf_counter() - t0) / probe_steps, device)
     unmeasured_steps = step_index[0]
-    window_steps = proto.window_steps or max(1, math.ceil(proto.min_window_s / max(step_estimate_s, 1e-9)))
-    window_steps = min(window_steps, proto.max_steps)
+    window_steps = proto.window_steps or window_steps_for(proto, meter.min_window_s, step_estimate_s)
 
     # ---- measured windows
     own: list = []  # this rank's Measurements
@@ -143,8 +151,32 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         {"rank": env.rank, "measurements": [x.to_json() for x in own], "peak_memory": peak, "meter": meter.describe()}
     )
     measured_tokens = [pool_tokens[i % POOL_BATCHES] for i in range(unmeasured_steps, step_index[0])]
-    return _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_energy, measured_s,
+    body = _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_energy, measured_s,
                       stop_reason, curve, measured_tokens, per_rank)
+    body["time"]["min_window_s"] = max(proto.min_window_s, meter.min_window_s)
+    telemetry = {str(r["rank"]): [x.get("telemetry") or {} for x in r["measurements"]] for r in per_rank}
+    if any(any(w) for w in telemetry.values()):
+        body["telemetry"] = telemetry  # per rank, per window: GPU temperature, SM clock, power limit
+    return body
+
+
+def window_steps_for(proto, meter_min_window_s: float, step_estimate_s: float) -> int:
+    """Steps per window so that a window lasts at least ``min_window_s`` (and the meter's own minimum, 3 s
+    on NVML) at the calibrated step time (s); never more than ``max_steps``."""
+    min_window_s = max(proto.min_window_s, meter_min_window_s)
+    return min(max(1, math.ceil(min_window_s / max(step_estimate_s, 1e-9))), proto.max_steps)
+
+
+def without_full_mask(tensors: dict) -> dict:
+    """The batch without its attention mask when nothing is padded.
+
+    An all-ones mask changes no result but makes transformers check ``mask.all()`` on the host in every
+    forward, a device synchronisation per step; without a mask the model attends to every token anyway.
+    """
+    mask = tensors.get("attention_mask")
+    if mask is not None and bool(mask.all()):
+        return {k: v for k, v in tensors.items() if k != "attention_mask"}
+    return tensors
 
 
 def make_train_step(model, optimizer, bf16_autocast: bool):
@@ -213,7 +245,6 @@ def _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_ener
                 c["energy_j"] += v["energy_j"]
         total = sum(per_unit.values())
         e = stats.summarize(win_energy)
-        intensity = carbon_intensity(cfg.country)
         scope = "device" if all(u.startswith("cuda") for u in per_unit) else "node"
         energy = {
             "source": sources[0] if len(sources) == 1 else sources,
@@ -229,7 +260,8 @@ def _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_ener
             "mean_power_w": total / measured_s if measured_s else None,
             "components": components,
             "warnings": sorted({w for _, x in metered for w in x["warnings"]}),
-            "carbon": {**intensity, "co2_kg": total / 3.6e6 * intensity["g_per_kwh"] / 1000.0},
+            # no CO2 here: carbon intensity is applied at analysis time from config.country
+            # (companion.energy.tables, companion predict), so a finished run never fails on it
         }
     else:
         energy = {"source": "none", "measured": False, "scope": "none", "total_j": None}
@@ -288,6 +320,7 @@ def make_record(cfg: RunConfig, profile: str, status: str, body: dict | None, er
     return {
         "schema": SCHEMA_VERSION,
         "run_id": cfg.run_id,
+        "config_id": cfg.config_id,  # shared by every replicate of the configuration
         "profile": profile,
         "status": status,
         "config": config,
@@ -318,8 +351,9 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str) -> int:
         raise ConfigError("a plan mixes meters; give every run of one launch the same meter")
     meter = make_meter(kinds.pop(), device_type, env.local_rank, env.is_node_main, configs[0].country, sync)
     ctx = RunContext(env, meter, device_type)
+    default_threads = torch.get_num_threads()
     launch = {"world_size": env.world_size, "backend": "nccl" if device_type == "cuda" else "gloo",
-              "torch_threads": torch.get_num_threads()}
+              "torch_threads": default_threads}
     failures = 0
     for i, cfg in enumerate(configs):
         done = parallel.broadcast_object(existing_status(out_dir, cfg.run_id) if env.is_main else None)
@@ -329,12 +363,19 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str) -> int:
             continue
         started = utc_now()
         body, error = None, None
+        torch.set_num_threads(cfg.threads or default_threads)
         try:
             body = run_one(cfg, ctx)
-        except Exception as exc:  # a failed run must not end the sweep
+            body["threads"] = thread_budget()
+        except Exception as exc:  # a failed run must not end the sweep ...
             error = _describe_error(exc)
+            # ... unless nothing can run here: a meter or package missing fails every run alike
+            error["launch_level"] = isinstance(exc, (MeterError, MissingPackage))
             exc.__traceback__ = None
         errors = parallel.all_gather_object(error)
+        stop = next((e for e in errors if e and e.get("launch_level")), None)
+        if stop:
+            raise LaunchError(f"{stop['type']}: {stop['message']}")
         if any(errors):
             first = next((r, e) for r, e in enumerate(errors) if e)
             error = {**first[1], "rank": first[0], "ranks_failed": [r for r, e in enumerate(errors) if e]}
@@ -355,6 +396,22 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str) -> int:
     return failures
 
 
+class LaunchError(ConfigError):
+    """An error that fails every run of the launch alike (a missing meter or package): stop, write nothing."""
+
+
+def thread_budget() -> dict:
+    """CPU threads of this rank and how many ranks share the host: oversubscription shows in the record."""
+    try:
+        host_cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        host_cpus = os.cpu_count() or 1
+    per_rank = torch.get_num_threads()
+    ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return {"per_rank": per_rank, "ranks_on_host": ranks, "host_cpus": host_cpus,
+            "oversubscribed": per_rank * ranks > host_cpus}
+
+
 def _progress_line(i, n, cfg, body, error) -> str:
     head = f"[{i + 1}/{n}] {cfg.run_id}"
     if error:
@@ -371,8 +428,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags for every flat config field (``--layers``, ``--seq-len``, ``--tp``, ...)."""
     g = parser.add_argument_group("run configuration (defaults from companion.runs.config)")
     ints = ["layers", "hidden", "heads", "ffn", "vocab", "max_positions", "num_labels", "seq_len", "batch_size",
-            "pad_multiple", "tp", "dp", "warmup_steps", "window_steps", "min_windows", "max_steps", "seed"]
-    floats = ["dropout", "lr", "min_window_s", "target_rel_ci", "max_time_s"]
+            "pad_multiple", "tp", "dp", "warmup_steps", "window_steps", "min_windows", "max_steps", "seed",
+            "threads", "replicate"]
+    floats = ["dropout", "lr", "warmup_s", "min_window_s", "target_rel_ci", "max_time_s"]
     strs = ["attn", "checkpoint", "source", "text_field", "label_field", "tokenizer", "device", "device_name",
             "precision", "meter", "country"]
     for name in ints:
@@ -420,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
             profile = args.profile_name
         out_dir = args.out or runs_dir(profile)
         failures = run_plan(configs, out_dir, profile)
-    except ConfigError as exc:
+    except (ConfigError, MeterError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 1 if failures and not args.plan else 0

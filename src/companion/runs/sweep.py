@@ -89,7 +89,7 @@ def run_sweep(profile: Profile, out_dir: Path, retry_failed: bool = False, progr
     if result.skipped and progress:
         bar.write(f"{result.skipped} of {result.total} runs already have records in {out_dir}: skipped")
     try:
-        for world_size, runs in profile.by_world_size(pending).items():
+        for world_size, runs in profile.launch_order(pending):  # replicate passes, then world sizes
             _launch_until_done(profile.name, runs, world_size, out_dir, bar)
     finally:
         bar.close()

@@ -393,6 +393,54 @@ class ReplayMeter(Meter):
         return len(self._queue)
 
 
+class CounterReplay:
+    """A cumulative energy counter (mJ) recorded as samples and played back against a clock.
+
+    The value at time ``t`` is the last sample at or before ``t``: the counter moves only at its own ticks
+    (every ~20-100 ms on NVML), which is what quantises short windows. A trace is JSONL, one
+    ``{"t_s": seconds, "energy_mj": millijoules}`` per change of the counter, as written by
+    ``benchmarks/record_meter_log.py --counter-trace`` on a GPU; an :class:`NvmlMeter` built with
+    ``counter=replay.read_mj, clock=replay.clock`` then measures exactly what the hardware showed.
+    """
+
+    def __init__(self, samples: list[tuple[float, float]], clock: Callable[[], float]):
+        if len(samples) < 2:
+            raise MeterError("a counter trace needs at least two samples")
+        self.t_s = [float(t) for t, _ in samples]
+        self.energy_mj = [float(e) for _, e in samples]
+        if any(b < a for a, b in zip(self.t_s, self.t_s[1:])):
+            raise MeterError("counter trace samples must be in time order")
+        self.clock = clock
+
+    @classmethod
+    def from_jsonl(cls, path: str | Path, clock: Callable[[], float]) -> "CounterReplay":
+        rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        return cls([(r["t_s"], r["energy_mj"]) for r in rows], clock)
+
+    def read_mj(self) -> float:
+        import bisect
+
+        t = self.clock()
+        if t < self.t_s[0] or t > self.t_s[-1]:
+            raise MeterError(f"replayed counter read at t={t:.3f} s, outside its trace "
+                             f"[{self.t_s[0]:.3f}, {self.t_s[-1]:.3f}] s")
+        return self.energy_mj[bisect.bisect_right(self.t_s, t) - 1]
+
+    def tick_s(self) -> float:
+        """Median interval between changes of the counter, seconds."""
+        from statistics import median
+
+        changes = [t for t, a, b in zip(self.t_s[1:], self.energy_mj, self.energy_mj[1:]) if b != a]
+        return median(b - a for a, b in zip(changes, changes[1:]))
+
+    def mean_power_w(self, t0: float, t1: float) -> float:
+        """Counter-average power between two sample times (W)."""
+        import bisect
+
+        i, j = bisect.bisect_right(self.t_s, t0) - 1, bisect.bisect_right(self.t_s, t1) - 1
+        return (self.energy_mj[j] - self.energy_mj[i]) / 1000.0 / (self.t_s[j] - self.t_s[i])
+
+
 def counter_mean_power(read_mj: Callable[[], float], seconds: float, clock=time.perf_counter, sleep=time.sleep) -> dict:
     """Mean power over a window from a cumulative millijoule counter, (E_end - E_start) / t: an average of the
     counter, never a single power sample (NVML's power readings cover only part of the time on A100/H100)."""

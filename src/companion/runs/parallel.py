@@ -96,6 +96,21 @@ def dp_coordinates(layout: Layout, mesh) -> tuple[int, int]:
     return mesh["dp"].get_local_rank(), layout.dp
 
 
+def precision_policy(layout: Layout, precision: str) -> dict:
+    """How a layout computes at ``precision`` (dtype names): the same arithmetic in every layout.
+
+    bf16: autocast in every layout (bf16 matmuls, fp32 softmax and layer norm); under FSDP2 the
+    mixed-precision policy also gathers parameters in bf16 and reduces gradients in fp32.
+    """
+    bf16 = precision == "bf16"
+    sharded = layout.dp > 1
+    return {
+        "autocast": "bfloat16" if bf16 else None,
+        "fsdp_param_dtype": ("bfloat16" if bf16 else "float32") if sharded else None,
+        "fsdp_reduce_dtype": "float32" if sharded else None,
+    }
+
+
 def parallelize_bert(model: torch.nn.Module, layout: Layout, mesh, precision: str) -> torch.nn.Module:
     """Apply the layout to a ``BertForSequenceClassification`` in place and return it.
 
@@ -179,6 +194,18 @@ def make_optimizer(model: torch.nn.Module, layout: Layout, lr: float):
     if len(groups) == 1:
         return torch.optim.AdamW(groups[0], lr=lr, **kernel)
     return SplitOptimizer([torch.optim.AdamW(g, lr=lr, **kernel) for g in groups])
+
+
+def describe_optimizer(optimizer) -> dict:
+    """What the record says about the optimizer: instances, kernel (fused / foreach / for-loop), parameters each."""
+    opts = optimizer.optimizers if isinstance(optimizer, SplitOptimizer) else [optimizer]
+
+    def kernel(o):
+        d = o.defaults
+        return "fused" if d.get("fused") else "foreach" if d.get("foreach") else "for-loop"
+
+    return {"kind": type(opts[0]).__name__, "instances": len(opts), "kernel": sorted({kernel(o) for o in opts}),
+            "parameters_per_instance": [sum(len(g["params"]) for g in o.param_groups) for o in opts]}
 
 
 def all_reduce_(tensor: torch.Tensor, op=None) -> torch.Tensor:

@@ -24,6 +24,7 @@ import resource
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -114,8 +115,51 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     window_steps = proto.window_steps or window_steps_for(proto, meter.min_window_s, step_estimate_s)
 
     # ---- measured windows
-    own: list = []  # this rank's Measurements
-    win_time, win_energy = [], []  # agreed over ranks: max time, summed energy
+    w = measure_windows(meter, train_step, proto, window_steps, agree=lambda m: _agree_window(m, device))
+    own, win_time, win_energy, measured_s, stop_reason = w.own, w.time_per_step_s, w.energy_per_step_j, \
+        w.measured_s, w.stop_reason
+
+    # ---- losses (global mean over data shards), memory, per-rank energy
+    curve = torch.stack(losses).float()
+    parallel.all_reduce_(curve)
+    curve = (curve / env.world_size).tolist()
+    peak = _peak_memory(device)
+    per_rank = parallel.all_gather_object(
+        {"rank": env.rank, "measurements": [x.to_json() for x in own], "peak_memory": peak, "meter": meter.describe()}
+    )
+    measured_tokens = [pool_tokens[i % POOL_BATCHES] for i in range(unmeasured_steps, step_index[0])]
+    body = _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_energy, measured_s,
+                      stop_reason, curve, measured_tokens, per_rank)
+    body["time"]["min_window_s"] = max(proto.min_window_s, meter.min_window_s)
+    body["precision_policy"] = parallel.precision_policy(cfg.layout, cfg.precision)
+    body["optimizer"] = parallel.describe_optimizer(optimizer)
+    telemetry = {str(r["rank"]): [x.get("telemetry") or {} for x in r["measurements"]] for r in per_rank}
+    if any(any(w) for w in telemetry.values()):
+        body["telemetry"] = telemetry  # per rank, per window: GPU temperature, SM clock, power limit
+    return body
+
+
+@dataclass
+class Windows:
+    """What the measured windows gave: this rank's measurements, and per window the agreed time per step
+    (s, slowest rank) and energy per step (J, summed over metering ranks)."""
+
+    own: list
+    time_per_step_s: list[float]
+    energy_per_step_j: list[float]
+    measured_s: float
+    stop_reason: str
+
+
+def measure_windows(meter: Meter, train_step, proto, window_steps: int, agree=None) -> Windows:
+    """The stopping rule: windows of ``window_steps`` steps until the 95 % CI of the per-step time (and
+    energy, where metered) is within ``target_rel_ci`` after at least ``min_windows``, or a cap is hit.
+
+    ``agree(measurement) -> (slowest window time s, energy summed over ranks J, metering ranks)`` combines
+    ranks (identity for one process). Pure loop: the GPU dry run drives it with a replayed NVML counter.
+    """
+    agree = agree or (lambda m: (m.time_s, m.total_energy_j or 0.0, 0 if m.energy_j is None else 1))
+    own, win_time, win_energy = [], [], []
     measured_s, k, stop_reason = 0.0, 0, None
     while stop_reason is None:
         meter.begin_window(f"w{k}")
@@ -123,7 +167,7 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
             train_step()
         m = meter.end_window(f"w{k}")
         own.append(m)
-        t_max, e_sum, n_metered = _agree_window(m, device)
+        t_max, e_sum, n_metered = agree(m)
         win_time.append(t_max / window_steps)
         if n_metered:
             win_energy.append(e_sum / window_steps)
@@ -141,23 +185,7 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
             stop_reason = "max_steps"
         elif measured_s >= proto.max_time_s:
             stop_reason = "max_time"
-
-    # ---- losses (global mean over data shards), memory, per-rank energy
-    curve = torch.stack(losses).float()
-    parallel.all_reduce_(curve)
-    curve = (curve / env.world_size).tolist()
-    peak = _peak_memory(device)
-    per_rank = parallel.all_gather_object(
-        {"rank": env.rank, "measurements": [x.to_json() for x in own], "peak_memory": peak, "meter": meter.describe()}
-    )
-    measured_tokens = [pool_tokens[i % POOL_BATCHES] for i in range(unmeasured_steps, step_index[0])]
-    body = _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_energy, measured_s,
-                      stop_reason, curve, measured_tokens, per_rank)
-    body["time"]["min_window_s"] = max(proto.min_window_s, meter.min_window_s)
-    telemetry = {str(r["rank"]): [x.get("telemetry") or {} for x in r["measurements"]] for r in per_rank}
-    if any(any(w) for w in telemetry.values()):
-        body["telemetry"] = telemetry  # per rank, per window: GPU temperature, SM clock, power limit
-    return body
+    return Windows(own, win_time, win_energy, measured_s, stop_reason)
 
 
 def window_steps_for(proto, meter_min_window_s: float, step_estimate_s: float) -> int:

@@ -106,6 +106,6 @@ def test_windows_last_at_least_the_meter_minimum():
     from companion.runs.train import window_steps_for
 
     proto = Protocol(min_window_s=0.25, max_steps=100000)
-    assert window_steps_for(proto, 0.0, 0.01) == 25
-    assert window_steps_for(proto, 3.0, 0.01) == 300  # NVML: >= 3 s whatever the profile asks
+    assert window_steps_for(proto, 0.0, 0.01) == 27  # 0.25 s and 5 % to spare
+    assert window_steps_for(proto, 3.0, 0.01) == 315  # NVML: >= 3 s whatever the profile asks
     assert window_steps_for(Protocol(max_steps=50), 3.0, 0.01) == 50

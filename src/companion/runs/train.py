@@ -190,8 +190,8 @@ def measure_windows(meter: Meter, train_step, proto, window_steps: int, agree=No
 
 def window_steps_for(proto, meter_min_window_s: float, step_estimate_s: float) -> int:
     """Steps per window so that a window lasts at least ``min_window_s`` (and the meter's own minimum, 3 s
-    on NVML) at the calibrated step time (s); never more than ``max_steps``."""
-    min_window_s = max(proto.min_window_s, meter_min_window_s)
+    on NVML) at the calibrated step time (s), with 5 % to spare for step-time jitter; at most ``max_steps``."""
+    min_window_s = max(proto.min_window_s, meter_min_window_s) * 1.05
     return min(max(1, math.ceil(min_window_s / max(step_estimate_s, 1e-9))), proto.max_steps)
 
 

@@ -192,7 +192,7 @@ def window_steps_for(proto, meter_min_window_s: float, step_estimate_s: float) -
     """Steps per window so that a window lasts at least ``min_window_s`` (and the meter's own minimum, 3 s
     on NVML) at the calibrated step time (s), with 5 % to spare for step-time jitter; at most ``max_steps``."""
     min_window_s = max(proto.min_window_s, meter_min_window_s) * 1.05
-    return min(max(1, math.ceil(min_window_s / max(step_estimate_s, 1e-9))), proto.max_steps)
+    return min(max(1, math.ceil(min_window_s / max(step_estimate_s, 1e-9) - 1e-9)), proto.max_steps)
 
 
 def without_full_mask(tensors: dict) -> dict:

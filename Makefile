@@ -61,8 +61,13 @@ $(DERIVED)/runs.csv: $(STAMP) $(PROFILE_FILE) notebooks/01_runs.py params/01_run
 	$(call stage,01_runs)
 
 $(DERIVED)/proxies.csv: $(DERIVED)/runs.csv notebooks/02_proxies.py params/02_proxies.yaml \
-		$(E)/proxies.py $(E)/tables.py $(E)/hardware.py $(E)/efficiency.py $(E)/resources/hardware.yaml $(E)/opcount.py
+		$(E)/proxies.py $(E)/tables.py $(E)/hardware.py $(E)/efficiency.py $(E)/resources/hardware.yaml $(E)/opcount.py \
+		$(E)/noise.py
 	$(call stage,02_proxies)
+
+# stage 02 writes the replicate noise floor beside proxies.csv (one producer, two files)
+$(DERIVED)/noise.json: $(DERIVED)/proxies.csv
+	@test -f $@ || { echo "$@ is missing: remove $< and re-run, stage 02_proxies writes both"; exit 1; }
 
 $(DERIVED)/fit.json: $(DERIVED)/proxies.csv notebooks/03_fit.py params/03_fit.yaml \
 		$(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(R)/figures.py
@@ -75,7 +80,7 @@ $(DERIVED)/validation.json: $(DERIVED)/proxies.csv notebooks/04_validation.py pa
 $(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_predict.yaml $(E)/predict.py
 	$(call stage,05_predict)
 
-ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/fit.json $(DERIVED)/validation.json $(DERIVED)/explore.csv
+ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/noise.json $(DERIVED)/fit.json $(DERIVED)/validation.json $(DERIVED)/explore.csv
 
 analysis: $(ARTIFACTS) ## run every stage whose inputs changed (sweep -> proxies -> fit -> validation -> predict)
 fit: $(DERIVED)/fit.json ## the fit stage (and what it needs)

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import resource
+import statistics
 import sys
 import time
 import traceback
@@ -40,6 +41,7 @@ from companion.runs.provenance import static_provenance, utc_now
 from companion.runs.records import SCHEMA_VERSION, RecordExists, existing_status, write_record
 
 POOL_BATCHES = 16  # distinct pre-collated batches cycled through; host data prep stays out of the step
+PROBE_STEPS = 5  # individually timed steps after the warm-up that set the window length
 
 
 # -------------------------------------------------------------------------------------------- one run
@@ -96,7 +98,7 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         losses.append(step(batch))  # stays on device: no host sync inside the loop
 
     # ---- warm-up (at least warmup_steps and warmup_s: a GPU needs seconds to reach its steady clock and
-    # temperature), then calibrate the window length from two steady steps
+    # temperature), then calibrate the window length from a few steady steps
     for _ in range(proto.warmup_steps):
         train_step()
     ctx.sync()
@@ -105,12 +107,15 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         while _agree_max(time.perf_counter() - t_warm, device) < proto.warmup_s:  # ranks stop together
             train_step()
             ctx.sync()
-    probe_steps = 2
-    t0 = time.perf_counter()
-    for _ in range(probe_steps):
+    # the median of individually timed steps: one step slowed by the machine (a busy core, a page fault)
+    # must not shrink every window of the run to a single step
+    probe_s = []
+    for _ in range(PROBE_STEPS):
+        t0 = time.perf_counter()
         train_step()
-    ctx.sync()
-    step_estimate_s = _agree_max((time.perf_counter() - t0) / probe_steps, device)
+        ctx.sync()
+        probe_s.append(time.perf_counter() - t0)
+    step_estimate_s = _agree_max(statistics.median(probe_s), device)
     unmeasured_steps = step_index[0]
     window_steps = proto.window_steps or window_steps_for(proto, meter.min_window_s, step_estimate_s)
 

@@ -290,6 +290,7 @@ def _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_ener
             "per_step_mean_j": e["mean"],
             "per_step_ci95_halfwidth_j": e["ci95_halfwidth"],
             "per_step_ci95_rel": e["ci95_rel"],
+            "per_window_step_j": win_energy,  # each window's energy per step (J), in order
             "mean_power_w": total / measured_s if measured_s else None,
             "components": components,
             "warnings": sorted({w for _, x in metered for w in x["warnings"]}),
@@ -313,6 +314,7 @@ def _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_ener
             "stop_reason": stop_reason,
             "converged": stop_reason == "converged",
             "target_rel_ci": cfg.protocol.target_rel_ci,
+            "per_window_step_s": win_time,  # each window's time per step (s), in order
         },
         "tokens": {
             "real_per_step": sum(real) / steps,

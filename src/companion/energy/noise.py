@@ -28,9 +28,14 @@ def replicate_noise(frame: pd.DataFrame) -> dict:
     """
     out: dict = {"definition": "relative deviation of each run from the mean of its configuration's replicates",
                  "n_runs": int(len(frame)),
-                 "n_configs": int(frame.config_id.nunique()) if len(frame) else 0,
+                 "n_configs": int(frame.get("config_id", frame.get("run_id", pd.Series())).nunique()),
                  "converged_fraction": _float(frame.converged.mean()) if len(frame) else None,
                  "metrics": {}, "runs": []}
+    frame = frame.copy()
+    if "config_id" not in frame:  # a frame from before replicates: every run its own configuration
+        frame["config_id"] = frame.run_id
+    if "replicate" not in frame:
+        frame["replicate"] = 0
     per_run: dict[str, dict] = {}
     for metric, column in METRICS.items():
         devs = []

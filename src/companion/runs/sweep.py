@@ -5,7 +5,9 @@
 * Each world size is one launch (plain ``python -m companion.runs.train`` for one rank, ``torchrun`` otherwise)
   that loops over its configurations. If a launch dies (a crash, a kill, a hang past the process-group
   timeout), the first configuration without a record was in flight: it gets a ``failed`` record, and the
-  rest are launched again.
+  rest are launched again. A launch that fails as a whole (no record, and its worker said ``error:`` or
+  never started a run: a meter or package missing) stops the sweep with the worker's one-line message.
+* Replicates run in passes (``Profile.launch_order``): every configuration once, then all again.
 * ``emit_launch`` writes the same plans with multi-node torchrun commands and SLURM array scripts.
 """
 
@@ -116,9 +118,10 @@ def _launch_until_done(profile: str, runs: list[RunConfig], world_size: int, out
         missing = [r for r in todo if not record_path(out_dir, r.run_id).exists()]
         if not missing:
             return
-        if len(missing) == len(todo):
-            # Not one record: the launch itself cannot run (a meter, a package, the process group), and
-            # relaunching would fail the same way for every run. Stop with the worker's own message.
+        if len(missing) == len(todo) and _launch_level(log_path, start):
+            # Not one record, and the launch itself could not run (a meter, a package, the process group:
+            # the worker said `error:` or never started a run). Relaunching would fail the same way for
+            # every run: stop with the worker's own message.
             raise LaunchFailed(
                 f"the launch of world size {world_size} exited with code {rc} before finishing any run: "
                 f"{_last_error_line(log_path, start)}; fix this and re-run the sweep (finished runs are kept; "
@@ -143,6 +146,13 @@ def _launch_until_done(profile: str, runs: list[RunConfig], world_size: int, out
 
 class LaunchFailed(ConfigError):
     """A launch wrote no record: the sweep stops with the worker's message instead of failing every run."""
+
+
+def _launch_level(log_path: Path, offset: int) -> bool:
+    """Whether a launch failed as a whole: its worker printed a one-line ``error:`` (a ConfigError or a
+    meter that cannot work) or never started a run. A crash inside a run (a kill, a segfault) is neither."""
+    lines = log_path.read_bytes()[offset:].decode(errors="replace").splitlines()
+    return any(x.startswith("error:") for x in lines) or not any(x.startswith("run-start:") for x in lines)
 
 
 def _last_error_line(log_path: Path, offset: int) -> str:

@@ -397,6 +397,8 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str) -> int:
                 print(f"[{i + 1}/{len(configs)}] {cfg.run_id} already {done}, skipped", flush=True)
             continue
         started = utc_now()
+        if env.is_main:  # tells the sweep that this launch got as far as running something
+            print(f"run-start: {cfg.run_id}", flush=True)
         body, error = None, None
         torch.set_num_threads(cfg.threads or default_threads)
         try:

@@ -9,7 +9,8 @@ Usable alone or under torchrun, the same code on CPU (gloo) and CUDA (nccl)::
 One launch loops over every configuration of its plan (start-up dominates small runs). Each configuration:
 build the model (same seed on every rank) -> apply the layout -> warm up -> measure windows until the
 95 % CI of the per-step time (and energy) is within target or a cap is hit -> rank 0 writes the record.
-An exception in a run becomes a ``failed`` record and the loop goes on.
+An exception in a run becomes a ``failed`` record and the loop goes on, unless it fails every run alike (a
+meter or package missing): then the launch stops with one ``error:`` line and writes nothing.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ comparison is paired. Target: adaptive / fixed <= 1/2, in steps and seconds.
 
 Sources of window series:
 
-* ``--replay`` (default): configurations of a simulated GPU (step times 5-300 ms, 1-8 % step jitter) whose
+* default: ``--configs`` configurations of a simulated GPU (step times 5-300 ms, 1-8 % step jitter) whose
   energy comes from an NVML-like counter replayed at a 100 ms tick (``CounterReplay``, as in
   tests/runs/test_gpu_dry_run.py), windows of >= 3 s: a stand-in for the hardware, not a measurement. With
   ``--trace FILE`` the counter is a trace recorded on a GPU (``record_meter_log.py --counter-trace``).
@@ -73,12 +73,14 @@ def fixed_steps(configs: list[dict], target: float, min_windows: int) -> int | N
 
 
 # ------------------------------------------------------------------------------------------- sources
-def replay_configs(n_windows: int, seed: int, trace: str | None) -> list[dict]:
-    """Simulated GPU configurations measured through NvmlMeter on a replayed counter, >= 3 s windows."""
+def replay_configs(n_configs: int, n_windows: int, seed: int, trace: str | None) -> list[dict]:
+    """Simulated GPU configurations measured through NvmlMeter on a replayed counter, >= 3 s windows: step
+    times log-uniform in 5-300 ms, step jitter 1-8 % (log-normal)."""
     rng = random.Random(seed)
     out = []
-    for i, (step_s, jitter) in enumerate([(0.005, 0.08), (0.012, 0.05), (0.03, 0.03), (0.08, 0.02), (0.15, 0.02),
-                                          (0.3, 0.01), (0.02, 0.06), (0.05, 0.04)]):
+    shapes = [(math.exp(rng.uniform(math.log(0.005), math.log(0.3))), rng.uniform(0.01, 0.08))
+              for _ in range(n_configs)]
+    for step_s, jitter in shapes:
         clock = _Clock()
         if trace:
             replay = CounterReplay.from_jsonl(trace, clock)
@@ -145,11 +147,12 @@ def main() -> int:
     ap.add_argument("--records", type=Path, help="folder of run records with per-window series")
     ap.add_argument("--trace", help="a recorded NVML counter trace (JSONL) instead of the synthetic one")
     ap.add_argument("--windows", type=int, default=40, help="windows per simulated configuration")
+    ap.add_argument("--configs", type=int, default=45, help="simulated configurations (the cpu sweep has 45)")
     ap.add_argument("--target", type=float, default=0.02, help="relative 95 %% CI half-width target")
     ap.add_argument("--min-windows", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    configs = record_configs(args.records) if args.records else replay_configs(args.windows, args.seed, args.trace)
+    configs = record_configs(args.records) if args.records else replay_configs(args.configs, args.windows, args.seed, args.trace)
     if not configs:
         print(f"no window series in {args.records}; measure with target_rel_ci: 0", file=sys.stderr)
         return 2

@@ -55,3 +55,17 @@ def test_frame_has_replicates_and_co2_from_energy_at_analysis_time(tmp_path):
     assert row.config_id == old["run_id"] and row.co2_per_step_kg == pytest.approx(
         old["energy"]["per_step_mean_j"] / 3.6e6 * g_per_kwh / 1000)
     assert replicate_noise(runs_frame(records))["metrics"]["time_per_step"]["n_configs"] == 1
+
+
+def test_eta_reference_uses_the_parallel_ranks_thread_budget_and_every_replicate():
+    from companion.energy.efficiency import CONFIG_KEY, measured_eta
+
+    shape = {k: 1 for k in CONFIG_KEY}
+    rows = [  # T_1 at 2 threads (fast), T_1 at 1 thread twice (replicates), TP=2 at 1 thread per rank
+        {**shape, "run_id": "s2", "world_size": 1, "mode": "single", "step_s": 1.0, "threads_per_rank": 2},
+        {**shape, "run_id": "s1a", "world_size": 1, "mode": "single", "step_s": 1.8, "threads_per_rank": 1},
+        {**shape, "run_id": "s1b", "world_size": 1, "mode": "single", "step_s": 2.2, "threads_per_rank": 1},
+        {**shape, "run_id": "tp", "world_size": 2, "mode": "tp", "step_s": 1.25, "threads_per_rank": 1},
+    ]
+    eta = measured_eta(pd.DataFrame(rows)).set_index("run_id").eta
+    assert eta["tp"] == pytest.approx(2.0 / (2 * 1.25))  # mean of the 1-thread replicates, not the 2-thread run

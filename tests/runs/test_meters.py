@@ -3,8 +3,8 @@ import json
 import pytest
 import torch
 
-from companion.runs.meters import (CodeCarbonMeter, Measurement, MeterError, NullMeter, NvmlMeter, RecordingMeter,
-                              ReplayMeter, make_meter)
+from companion.runs.meters import (NVML_MIN_WINDOW_S, CodeCarbonMeter, Measurement, MeterError, NullMeter, NvmlMeter,
+                                  RecordingMeter, ReplayMeter, make_meter, match_nvml_uuid)
 
 
 class SteppedCounter:
@@ -25,16 +25,51 @@ class SteppedCounter:
 
 def test_nvml_meter_arithmetic_and_resolution_warning():
     c = SteppedCounter(power_w=300.0)
-    meter = NvmlMeter(device_index=0, counter=c.read_mj, clock=c.clock)
+    state = {"temperature_c": 61.0, "sm_clock_mhz": 1980.0, "power_limit_w": 700.0}
+    meter = NvmlMeter(device_index=0, counter=c.read_mj, clock=c.clock, telemetry=lambda: dict(state))
+    assert meter.min_window_s == NVML_MIN_WINDOW_S >= 3.0
     meter.begin_window("long")
-    c.t += 2.0
+    c.t += 3.0
     m = meter.end_window("long")
-    assert m.energy_j == pytest.approx((600.0,)) and m.time_s == pytest.approx(2.0)
+    assert m.energy_j == pytest.approx((900.0,)) and m.time_s == pytest.approx(3.0)
     assert m.measured and m.source == "nvml" and m.units == ("cuda:0",) and not m.warnings
+    assert m.telemetry == state and Measurement.from_json(m.to_json()) == m
     meter.begin_window("short")
-    c.t += 0.05
+    c.t += 1.0
     short = meter.end_window("short")
     assert short.warnings and "resolution" in short.warnings[0]
+
+
+def test_nvml_device_is_matched_on_its_uuid_only(monkeypatch):
+    uuids = ["GPU-aaaa-1111", "GPU-bbbb-2222"]
+    assert match_nvml_uuid("bbbb-2222", uuids) == 1 and match_nvml_uuid("GPU-AAAA-1111", uuids) == 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-1234")
+    with pytest.raises(MeterError, match="CUDA_VISIBLE_DEVICES='MIG-1234'"):
+        match_nvml_uuid("cccc-3333", uuids)  # never falls back to an index
+
+
+def test_nvml_names_map_to_hardware_table_variants():
+    from companion.energy.hardware import device_spec
+    from companion.runs.provenance import short_gpu_name
+
+    names = {"NVIDIA H100 80GB HBM3": "H100", "NVIDIA H100 PCIe": "H100-PCIe", "NVIDIA H100 NVL": "H100-NVL",
+             "NVIDIA H200": "H200", "NVIDIA H200 NVL": "H200-NVL", "NVIDIA A100-SXM4-80GB": "A100",
+             "Tesla V100-SXM2-32GB": "V100", "Quadro RTX 8000": "RTX8000", "NVIDIA L4": "L4"}
+    for nvml_name, tag in names.items():
+        assert short_gpu_name(nvml_name) == tag
+        assert device_spec(tag)["sources"]  # every variant has a table entry with its source
+    peaks = {t: device_spec(t)["bf16_tflops"] for t in ("H100", "H100-PCIe", "H100-NVL")}
+    assert len(set(peaks.values())) == 3  # the variants are not one SXM figure
+
+
+def test_missing_optional_package_gives_one_clear_message(monkeypatch):
+    import sys
+
+    from companion.runs.optional import MissingPackage
+
+    monkeypatch.setitem(sys.modules, "codecarbon", None)  # import fails as if not installed
+    with pytest.raises(MissingPackage, match=r"pip install codecarbon.*meter='none'"):
+        CodeCarbonMeter("USA")
 
 
 def test_nvml_counter_going_backwards_is_an_error():
@@ -122,14 +157,20 @@ def test_meter_factory():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_nvml_meter_on_a_real_gpu():
+    import time
+
     meter = make_meter("nvml", "cuda", 0, True, "USA", sync=torch.cuda.synchronize)
     x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     meter.begin_window("matmul")
-    for _ in range(200):
-        x = (x @ x).clamp_(-1, 1)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < NVML_MIN_WINDOW_S:  # time-based: as long on a fast GPU as on a slow one
+        for _ in range(20):
+            x = (x @ x).clamp_(-1, 1)
+        torch.cuda.synchronize()
     m = meter.end_window("matmul")
-    assert m.measured and m.time_s > 0.5
+    assert m.measured and m.time_s >= NVML_MIN_WINDOW_S and not m.warnings
     assert 20.0 < m.total_energy_j / m.time_s < 1500.0  # mean board power within physical bounds
+    assert set(m.telemetry) == {"temperature_c", "sm_clock_mhz", "power_limit_w"}
 
 
 def test_counter_mean_power_is_an_average_of_the_counter():

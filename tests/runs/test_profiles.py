@@ -74,3 +74,33 @@ groups:
 """))
     assert len(p.runs) == 2 * 2 * 2  # the second group repeats a run of the first: kept once
     assert {(r.model.hidden, r.model.heads) for r in p.runs} == {(64, 2), (128, 4)}
+
+
+def test_replicates_run_in_interleaved_passes(tmp_path):
+    p = load_profile(_write(tmp_path, """
+base: {seq_len: 32, batch_size: 4}
+replicates: 2
+groups:
+  - vary: {layers: [1, 2]}
+    layouts: [tp1-dp1, tp2-dp1]
+  - set: {layers: 3}
+    replicates: 3
+"""))
+    assert len(p.runs) == 4 * 2 + 3
+    first = [r for r in p.runs if r.replicate == 0]
+    assert all(r.run_id == r.config_id and "-r" not in r.run_id for r in first)  # ids as before replicates
+    twins = [r for r in p.runs if r.replicate == 1]
+    assert {r.config_id for r in twins} <= {r.run_id for r in first}
+    assert all(r.run_id.split(".")[0].endswith("-r1") and r.run_id != r.config_id for r in twins)
+    order = [(ws, [r.replicate for r in runs]) for ws, runs in p.launch_order()]
+    # pass 0 (every configuration once, world size 1 then 2), then pass 1, then pass 2
+    assert [ws for ws, _ in order] == [1, 2, 1, 2, 1] and [set(r) for _, r in order] == [{0}, {0}, {1}, {1}, {2}]
+    ids = [r.run_id for r in p.runs]
+    for r in twins:  # a replicate is never next to its twin, in the sweep or in an emitted plan
+        assert abs(ids.index(r.run_id) - ids.index(r.config_id)) > 1
+
+
+@pytest.mark.parametrize("text", ["replicates: 0\ngroups: [{}]", "groups: [{replicates: two}]"])
+def test_replicates_must_be_positive_integers(tmp_path, text):
+    with pytest.raises(ConfigError, match="replicates"):
+        load_profile(_write(tmp_path, text))

@@ -30,8 +30,9 @@ def measured_eta(runs: pd.DataFrame) -> pd.DataFrame:
     for _, group in out.groupby(CONFIG_KEY, dropna=False):
         single = group[group.world_size == 1]
         for mode, rows in group[group.world_size > 1].groupby("mode"):
-            if len(single):
-                ref_p, ref_t, label = 1, single.step_s.iloc[0], "p=1"
+            ref = _same_thread_budget(single, rows)  # T_1 with the parallel ranks' threads, when measured
+            if len(ref):
+                ref_p, ref_t, label = 1, ref.step_s.mean(), "p=1"  # mean over replicates
             else:
                 ref = rows.loc[rows.world_size.idxmin()]
                 ref_p, ref_t = int(ref.world_size), ref.step_s
@@ -41,6 +42,14 @@ def measured_eta(runs: pd.DataFrame) -> pd.DataFrame:
         out.loc[single.index, "eta"] = 1.0
         out.loc[single.index, "eta_reference"] = "p=1"
     return out
+
+
+def _same_thread_budget(single: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The single-device runs measured with the per-rank thread budget of ``rows``; all of them if none was."""
+    if "threads_per_rank" not in single or single.threads_per_rank.isna().all():
+        return single
+    same = single[single.threads_per_rank.isin(rows.threads_per_rank.dropna().unique())]
+    return same if len(same) else single
 
 
 def usl_eta(p, sigma: float, kappa: float):

@@ -9,6 +9,7 @@ import pandas as pd
 from companion.energy import hardware, proxies
 from companion.energy.efficiency import measured_eta
 from companion.errors import ConfigError
+from companion.runs.carbon import carbon_intensity
 from companion.runs.records import load_records
 
 
@@ -33,10 +34,25 @@ def run_row(rec: dict) -> dict:
         "energy_measured": bool(e["measured"]), "energy_source": e["source"] if isinstance(e["source"], str)
         else "+".join(e["source"]), "energy_scope": e["scope"],
         "metered_units": len(e.get("per_unit_j") or {}) or None, "mean_power_w": e.get("mean_power_w"),
-        "co2_per_step_kg": (e["carbon"]["co2_kg"] / t["steps_measured"]) if e.get("carbon") else None,
+        **_carbon(e.get("per_step_mean_j"), c.get("country", "USA")),
         "samples_per_s": tok["samples_per_s"], "peak_memory_bytes": rec["memory"]["peak_bytes_max_rank"],
         "loss_first": rec["loss"]["first"], "loss_last": rec["loss"]["last"],
+        # replicates of one configuration share config_id (records before replicates: config_id = run_id)
+        "replicate": c.get("replicate", 0), "config_id": rec.get("config_id", rec["run_id"]),
+        "threads_per_rank": (rec.get("threads") or {}).get("per_rank"),
     }
+
+
+def _carbon(energy_per_step_j: float | None, country: str) -> dict:
+    """CO2 per step at analysis time: the record's energy x the carbon intensity of its ``country``.
+
+    Records never carry a CO2 figure of their own any more; one that does (written before) is read the
+    same way, from its energy, so every row uses the same intensity table.
+    """
+    if energy_per_step_j is None:
+        return {"co2_per_step_kg": None, "carbon_g_per_kwh": None}
+    g_per_kwh = carbon_intensity(country)["g_per_kwh"]
+    return {"co2_per_step_kg": energy_per_step_j / 3.6e6 * g_per_kwh / 1000.0, "carbon_g_per_kwh": g_per_kwh}
 
 
 def runs_frame(records: list[dict]) -> pd.DataFrame:

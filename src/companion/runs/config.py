@@ -315,6 +315,7 @@ class Protocol:
     """
 
     warmup_steps: int = 5
+    warmup_s: float = 0.0  # and warm up for at least this long, seconds (GPU clocks and temperature settle)
     window_steps: int = 0  # steps per window; 0 = automatic from min_window_s
     min_window_s: float = 0.25  # automatic window length, seconds (>= 1 s on GPU: NVML updates ~10 Hz)
     min_windows: int = 5
@@ -328,6 +329,7 @@ class Protocol:
         for name in ("min_window_s", "target_rel_ci", "max_time_s"):
             _number(name, getattr(self, name), str(getattr(Protocol, name)))
         _require(self.warmup_steps >= 0, f"warmup_steps={self.warmup_steps} must be >= 0")
+        _require(self.warmup_s >= 0, f"warmup_s={self.warmup_s} must be >= 0 seconds")
         _require(self.window_steps >= 0, f"window_steps={self.window_steps} must be >= 0")
         _positive_int("min_windows", self.min_windows)
         _require(self.min_windows >= 2, "min_windows must be at least 2 to form a confidence interval")
@@ -358,6 +360,8 @@ class RunConfig:
     seed: int = 0
     meter: str = "auto"  # "auto" (NVML on CUDA, CodeCarbon on CPU), "nvml", "codecarbon", "none"
     country: str = "USA"  # ISO 3166-1 alpha-3 code for the carbon intensity of electricity
+    threads: int = 0  # intra-op CPU threads per rank; 0 = the launcher's default (torchrun: 1 per rank)
+    replicate: int = 0  # repeated measurement of the same configuration (0 = first; >0 named "-r<n>")
 
     def __post_init__(self) -> None:
         m, d, lay = self.model, self.data, self.layout
@@ -365,6 +369,10 @@ class RunConfig:
                  f"device={self.device!r} is unknown; use 'cpu' or 'cuda'")
         _require(isinstance(self.device_name, str) and bool(self.device_name),
                  f"device_name={self.device_name!r} must be a hardware tag such as 'cpu' or 'H100'")
+        _require(isinstance(self.threads, int) and self.threads >= 0,
+                 f"threads={self.threads!r} must be 0 (launcher default) or a positive integer")
+        _require(isinstance(self.replicate, int) and self.replicate >= 0,
+                 f"replicate={self.replicate!r} must be a non-negative integer")
         _require(
             isinstance(self.precision, str) and self.precision in PRECISIONS,
             f"precision={self.precision!r} is unknown; use one of {', '.join(PRECISIONS)}",
@@ -423,12 +431,27 @@ class RunConfig:
         readable = (
             f"L{m.layers}-h{m.hidden}-a{m.heads}{ffn}{ckpt}-s{d.seq_len}{d.lengths.tag()}-b{d.batch_size}"
             f"_{lay.name}@{self.device_name}-{self.precision}"
+            f"{f'-t{self.threads}' if self.threads else ''}{f'-r{self.replicate}' if self.replicate else ''}"
         )
         return f"{readable}.{self.digest()[:6]}"
 
+    @property
+    def config_id(self) -> str:
+        """The run id of replicate 0: what every replicate of this configuration shares."""
+        return self.run_id if not self.replicate else dataclasses.replace(self, replicate=0).run_id
+
     def digest(self) -> str:
-        """sha256 of every input; a text source's *content* hash is one of them (see :func:`source_sha256`)."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """SHA-256 of every input; a text source's *content* hash is one of them (see :func:`source_sha256`).
+        Fields added after records existed count only when set (away from their default), so the ids of
+        earlier runs do not change."""
+        d = self.to_dict()
+        for key, default in _LATER_FIELDS.items():
+            if d.get(key) == default:
+                d.pop(key, None)
+        for key, default in _LATER_PROTOCOL_FIELDS.items():
+            if d["protocol"].get(key) == default:
+                d["protocol"].pop(key, None)
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
     # -- (de)serialisation --------------------------------------------------------------------------
@@ -485,13 +508,16 @@ def known_countries() -> frozenset[str] | None:
         return None
     return frozenset(k.upper() for k, v in mix.items() if isinstance(v, dict) and v.get("carbon_intensity") is not None)
 
+# Fields added after the first records: left out of the digest at these (default) values.
+_LATER_FIELDS = {"threads": 0, "replicate": 0}
+_LATER_PROTOCOL_FIELDS = {"warmup_s": 0.0}
 
 # Flat field names accepted in profiles and on the command line, and the section each belongs to.
 MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 DATA_FIELDS = tuple(f.name for f in dataclasses.fields(DataConfig))
 LAYOUT_FIELDS = ("tp", "dp")
 PROTOCOL_FIELDS = tuple(f.name for f in dataclasses.fields(Protocol))
-RUN_FIELDS = ("device", "device_name", "precision", "lr", "seed", "meter", "country")
+RUN_FIELDS = ("device", "device_name", "precision", "lr", "seed", "meter", "country", "threads", "replicate")
 
 
 def build_run(flat: dict[str, Any]) -> RunConfig:

@@ -23,7 +23,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-NVML_MIN_WINDOW_S = 1.0  # the NVML energy counter advances about every 100 ms: shorter windows quantise
+# The NVML energy counter advances every ~20-100 ms depending on the board: at a 100 ms tick a window of
+# 1 s carries up to +-10 % quantisation from its two edges, one of 3 s about +-3 % (and that error averages
+# down over windows; tests/runs/test_gpu_dry_run.py replays it). Windows on NVML last at least this long.
+NVML_MIN_WINDOW_S = 3.0
 
 
 class MeterError(RuntimeError):
@@ -42,6 +45,8 @@ class Measurement:
     measured: bool  # True only when every joule came from a hardware counter
     components: dict = field(default_factory=dict)  # per-component joules and method, where known
     warnings: tuple[str, ...] = ()
+    telemetry: dict = field(default_factory=dict)  # device state at the window's end (GPU: temperature_c,
+    # sm_clock_mhz, power_limit_w), so throttling shows in the record
 
     @property
     def total_energy_j(self) -> float | None:
@@ -65,6 +70,7 @@ class Meter:
     source = "none"
     measured = False
     scope = "none"  # "device", "node" or "none"
+    min_window_s = 0.0  # shortest window this meter measures well, seconds (the runner never goes below)
 
     def __init__(self, sync: Callable[[], None] | None = None, clock: Callable[[], float] = time.perf_counter):
         self._sync = sync or (lambda: None)
@@ -104,33 +110,61 @@ class NullMeter(Meter):
 
 
 # ----------------------------------------------------------------------------------------------- NVML
-def nvml_energy_counter(torch_device_index: int) -> tuple[Callable[[], float], str]:
-    """A reader of the cumulative board energy (mJ) of the GPU torch calls ``cuda:<index>``, and its name.
+def _pynvml():
+    """The NVML bindings, initialised; a clear message when the package or the driver library is missing."""
+    from companion.runs.optional import require
 
-    NVML numbers GPUs physically while CUDA_VISIBLE_DEVICES renumbers them for torch, so the NVML handle
-    is matched on the device UUID.
-    """
+    pynvml = require("pynvml", "meter='nvml' (the GPU energy counter)", "use meter='none'")
     try:
-        import pynvml
-
         pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound on machines without a driver
+    except pynvml.NVMLError as exc:  # NVMLError_LibraryNotFound on machines without a driver
         raise MeterError(f"NVML is not available ({exc}); use meter='codecarbon' or meter='none'") from exc
+    return pynvml
+
+
+def match_nvml_uuid(torch_uuid: str, nvml_uuids: list[str]) -> int:
+    """Index of the NVML device whose UUID is torch's; a MeterError when none is (never a guess by index).
+
+    NVML numbers GPUs physically while CUDA_VISIBLE_DEVICES renumbers (and may name by UUID or MIG slice)
+    what torch calls ``cuda:<i>``: only the UUID identifies the board.
+    """
+    want = str(torch_uuid).removeprefix("GPU-").lower()
+    for i, nv in enumerate(nvml_uuids):
+        if str(nv).removeprefix("GPU-").lower() == want:
+            return i
+    import os
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    raise MeterError(
+        f"no NVML device has torch's GPU UUID {torch_uuid} (NVML sees {', '.join(map(str, nvml_uuids)) or 'none'}; "
+        f"CUDA_VISIBLE_DEVICES={visible!r}); energy would be read from another GPU. Make CUDA_VISIBLE_DEVICES "
+        "name whole GPUs (indices or GPU-UUIDs, not MIG slices), or use meter='none'"
+    )
+
+
+def _nvml_handle(torch_device_index: int):
+    """(pynvml, handle, NVML name) of the GPU torch calls ``cuda:<index>``, matched on its UUID."""
+    pynvml = _pynvml()
     import torch
 
     uuid = str(torch.cuda.get_device_properties(torch_device_index).uuid)
-    handle = None
+    uuids = []
     for i in range(pynvml.nvmlDeviceGetCount()):
-        h = pynvml.nvmlDeviceGetHandleByIndex(i)
-        nv_uuid = pynvml.nvmlDeviceGetUUID(h)
-        nv_uuid = nv_uuid.decode() if isinstance(nv_uuid, bytes) else nv_uuid
-        if nv_uuid.removeprefix("GPU-") == uuid.removeprefix("GPU-"):
-            handle = h
-            break
-    if handle is None:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(torch_device_index)
+        nv = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
+        uuids.append(nv.decode() if isinstance(nv, bytes) else nv)
+    handle = pynvml.nvmlDeviceGetHandleByIndex(match_nvml_uuid(uuid, uuids))
     name = pynvml.nvmlDeviceGetName(handle)
-    name = name.decode() if isinstance(name, bytes) else name
+    return pynvml, handle, name.decode() if isinstance(name, bytes) else name
+
+
+def nvml_device_name(torch_device_index: int) -> str:
+    """NVML's name string of ``cuda:<index>``, e.g. 'NVIDIA H100 80GB HBM3' (the hardware-table variant key)."""
+    return _nvml_handle(torch_device_index)[2]
+
+
+def nvml_energy_counter(torch_device_index: int) -> tuple[Callable[[], float], str]:
+    """A reader of the cumulative board energy (mJ) of the GPU torch calls ``cuda:<index>``, and its name."""
+    pynvml, handle, name = _nvml_handle(torch_device_index)
     try:
         pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
     except pynvml.NVMLError as exc:
@@ -140,23 +174,53 @@ def nvml_energy_counter(torch_device_index: int) -> tuple[Callable[[], float], s
     return (lambda: float(pynvml.nvmlDeviceGetTotalEnergyConsumption(handle))), name
 
 
+def nvml_telemetry(torch_device_index: int) -> Callable[[], dict]:
+    """A reader of the GPU's state: temperature (deg C), SM clock (MHz), enforced power limit (W).
+
+    Each value is None where the board does not report it; reading takes microseconds and happens after
+    the window's closing synchronize, outside the measured time.
+    """
+    pynvml, handle, _ = _nvml_handle(torch_device_index)
+    reads = {
+        "temperature_c": lambda: float(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
+        "sm_clock_mhz": lambda: float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+        "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
+    }
+
+    def read() -> dict:
+        out = {}
+        for key, fn in reads.items():
+            try:
+                out[key] = fn()
+            except pynvml.NVMLError:
+                out[key] = None
+        return out
+
+    return read
+
+
 class NvmlMeter(Meter):
     """Energy of one GPU from its NVML counter: (counter at end - counter at begin) / 1000 J.
 
     ``counter`` returns cumulative millijoules; by default the real NVML counter of ``device_index``.
+    ``telemetry`` returns the device state logged with each window (temperature, SM clock, power limit).
     """
 
     source = "nvml"
     measured = True
     scope = "device"
+    min_window_s = NVML_MIN_WINDOW_S
 
-    def __init__(self, device_index: int = 0, sync=None, counter: Callable[[], float] | None = None, clock=time.perf_counter):
+    def __init__(self, device_index: int = 0, sync=None, counter: Callable[[], float] | None = None,
+                 clock=time.perf_counter, telemetry: Callable[[], dict] | None = None):
         super().__init__(sync, clock)
         if counter is None:
             counter, self.device_name = nvml_energy_counter(device_index)
+            telemetry = telemetry or nvml_telemetry(device_index)
         else:
             self.device_name = "unknown"
         self._counter = counter
+        self._telemetry = telemetry or dict
         self._unit = f"cuda:{device_index}"
         self._start_mj: dict[str, float] = {}
 
@@ -172,7 +236,8 @@ class NvmlMeter(Meter):
             warnings = (f"window of {elapsed_s:.3f} s is shorter than the NVML counter resolution (~0.1 s) "
                         f"allows to measure well; use windows >= {NVML_MIN_WINDOW_S} s",)
         return Measurement(name, elapsed_s, (delta_mj / 1000.0,), (self._unit,), self.source, True,
-                           {"gpu": {"energy_j": delta_mj / 1000.0, "method": "nvml counter"}}, warnings)
+                           {"gpu": {"energy_j": delta_mj / 1000.0, "method": "nvml counter"}}, warnings,
+                           self._telemetry())
 
     def describe(self):
         return {**super().describe(), "device": self.device_name, "unit": self._unit}
@@ -197,7 +262,10 @@ class CodeCarbonMeter(Meter):
         import logging
         import socket
 
-        from codecarbon import OfflineEmissionsTracker
+        from companion.runs.optional import require
+
+        OfflineEmissionsTracker = require(
+            "codecarbon", "meter='codecarbon' (the CPU energy estimate)", "use meter='none'").OfflineEmissionsTracker
 
         logging.getLogger("codecarbon").setLevel(logging.ERROR)
 
@@ -266,6 +334,7 @@ class RecordingMeter(Meter):
     def __init__(self, inner: Meter, log_path: str | Path):
         self.inner, self.log_path = inner, Path(log_path)
         self.source, self.measured, self.scope = inner.source, inner.measured, inner.scope
+        self.min_window_s = inner.min_window_s
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
 
     def begin_window(self, name):
@@ -299,6 +368,7 @@ class ReplayMeter(Meter):
         first = self._queue[0]
         self.source, self.measured = f"replay:{first.source}", first.measured
         self.scope = "device" if first.units and first.units[0].startswith("cuda") else "node"
+        self.min_window_s = NVML_MIN_WINDOW_S if first.source == "nvml" else 0.0
         self._open: set[str] = set()
 
     def begin_window(self, name):
@@ -316,11 +386,59 @@ class ReplayMeter(Meter):
         if m.name != name:
             raise MeterError(f"replay expected window {m.name!r} but the caller ended {name!r}")
         return Measurement(m.name, m.time_s, m.energy_j, m.units, f"replay:{m.source}", m.measured,
-                           m.components, m.warnings)
+                           m.components, m.warnings, m.telemetry)
 
     @property
     def remaining(self) -> int:
         return len(self._queue)
+
+
+class CounterReplay:
+    """A cumulative energy counter (mJ) recorded as samples and played back against a clock.
+
+    The value at time ``t`` is the last sample at or before ``t``: the counter moves only at its own ticks
+    (every ~20-100 ms on NVML), which is what quantises short windows. A trace is JSONL, one
+    ``{"t_s": seconds, "energy_mj": millijoules}`` per change of the counter, as written by
+    ``benchmarks/record_meter_log.py --counter-trace`` on a GPU; an :class:`NvmlMeter` built with
+    ``counter=replay.read_mj, clock=replay.clock`` then measures exactly what the hardware showed.
+    """
+
+    def __init__(self, samples: list[tuple[float, float]], clock: Callable[[], float]):
+        if len(samples) < 2:
+            raise MeterError("a counter trace needs at least two samples")
+        self.t_s = [float(t) for t, _ in samples]
+        self.energy_mj = [float(e) for _, e in samples]
+        if any(b < a for a, b in zip(self.t_s, self.t_s[1:])):
+            raise MeterError("counter trace samples must be in time order")
+        self.clock = clock
+
+    @classmethod
+    def from_jsonl(cls, path: str | Path, clock: Callable[[], float]) -> "CounterReplay":
+        rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        return cls([(r["t_s"], r["energy_mj"]) for r in rows], clock)
+
+    def read_mj(self) -> float:
+        import bisect
+
+        t = self.clock()
+        if t < self.t_s[0] or t > self.t_s[-1]:
+            raise MeterError(f"replayed counter read at t={t:.3f} s, outside its trace "
+                             f"[{self.t_s[0]:.3f}, {self.t_s[-1]:.3f}] s")
+        return self.energy_mj[bisect.bisect_right(self.t_s, t) - 1]
+
+    def tick_s(self) -> float:
+        """Median interval between changes of the counter, seconds."""
+        from statistics import median
+
+        changes = [t for t, a, b in zip(self.t_s[1:], self.energy_mj, self.energy_mj[1:]) if b != a]
+        return median(b - a for a, b in zip(changes, changes[1:]))
+
+    def mean_power_w(self, t0: float, t1: float) -> float:
+        """Counter-average power between two sample times (W)."""
+        import bisect
+
+        i, j = bisect.bisect_right(self.t_s, t0) - 1, bisect.bisect_right(self.t_s, t1) - 1
+        return (self.energy_mj[j] - self.energy_mj[i]) / 1000.0 / (self.t_s[j] - self.t_s[i])
 
 
 def counter_mean_power(read_mj: Callable[[], float], seconds: float, clock=time.perf_counter, sleep=time.sleep) -> dict:

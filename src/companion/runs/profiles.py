@@ -12,6 +12,12 @@ A profile is YAML (``src/companion/profiles/<name>.yaml``, or any path)::
         zip: {hidden: [64, 128, 256], heads: [2, 4, 8]}   # ... times lists varied together
         set: {seq_len: 64}                        # fixed overrides for this group
         layouts: [tp1-dp1, tp2-dp1, tp1-dp2]
+        replicates: 2                             # measure each configuration twice (default: top level's)
+    replicates: 2               # every configuration measured this many times (default 1)
+
+Replicates share a configuration (``config_id``) and differ in ``replicate`` (0, 1, ...); the sweep runs
+them in passes, every configuration once and then all again, so a replicate is never adjacent to its twin
+and slow drift of the machine shows as replicate noise instead of a bias of one block of runs.
 
 Every field name is a flat config field (see ``companion.runs.config``). The whole grid is validated when the
 profile is loaded, so a bad grid fails before anything runs.
@@ -29,8 +35,9 @@ from companion.errors import ConfigError
 from companion.runs.config import Layout, RunConfig, build_run
 from companion.paths import PROFILES_DIR
 
-TOP_LEVEL_KEYS = {"description", "device", "device_name", "precision", "meter", "country", "seed", "base", "groups"}
-GROUP_KEYS = {"name", "vary", "zip", "set", "layouts"}
+TOP_LEVEL_KEYS = {"description", "device", "device_name", "precision", "meter", "country", "seed", "base", "groups",
+                  "replicates"}
+GROUP_KEYS = {"name", "vary", "zip", "set", "layouts", "replicates"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,14 @@ class Profile:
         for r in runs if runs is not None else self.runs:
             out.setdefault(r.layout.world_size, []).append(r)
         return dict(sorted(out.items()))
+
+    def launch_order(self, runs=None) -> list[tuple[int, list[RunConfig]]]:
+        """(world size, runs) launches in sweep order: one pass per replicate (every configuration once, then
+        all again), one launch per world size within a pass."""
+        runs = list(runs if runs is not None else self.runs)
+        passes = sorted({r.replicate for r in runs})
+        return [(ws, group) for rep in passes
+                for ws, group in self.by_world_size([r for r in runs if r.replicate == rep]).items()]
 
 
 def available_profiles() -> dict[str, Path]:
@@ -107,6 +122,7 @@ def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
     for key in ("meter", "country", "seed"):
         if key in spec:
             run_level[key] = spec[key]
+    replicates = _replicates(spec.get("replicates", 1), f"{where}: replicates")
 
     runs: dict[str, RunConfig] = {}
     group_ids: dict[str, tuple[str, ...]] = {}
@@ -117,16 +133,18 @@ def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
         if bad:
             raise ConfigError(f"{gwhere} has unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(GROUP_KEYS))}")
         name = str(group.get("name", f"group{gi}"))
+        n_rep = _replicates(group.get("replicates", replicates), f"{gwhere}.replicates")
         ids = []
         for flat in _expand(group, gwhere):
-            try:
-                cfg = build_run({**base, **run_level, **flat})
-            except ConfigError as exc:
-                raise ConfigError(f"{gwhere} ({name}), run {_short(flat)}: {exc}") from None
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"{gwhere} ({name}): {exc}; check the field types") from None
-            runs.setdefault(cfg.run_id, cfg)
-            ids.append(cfg.run_id)
+            for rep in range(n_rep):
+                try:
+                    cfg = build_run({**base, **run_level, **flat, **({"replicate": rep} if rep else {})})
+                except ConfigError as exc:
+                    raise ConfigError(f"{gwhere} ({name}), run {_short(flat)}: {exc}") from None
+                except (TypeError, ValueError) as exc:
+                    raise ConfigError(f"{gwhere} ({name}): {exc}; check the field types") from None
+                runs.setdefault(cfg.run_id, cfg)
+                ids.append(cfg.run_id)
         group_ids[name] = tuple(ids)
     from companion.runs.data import check_sources
 
@@ -134,7 +152,14 @@ def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
         check_sources(runs.values())
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    return Profile(path.stem, str(spec.get("description", "")), path, device, tuple(runs.values()), group_ids)
+    ordered = tuple(sorted(runs.values(), key=lambda r: r.replicate))  # passes: replicates never adjacent
+    return Profile(path.stem, str(spec.get("description", "")), path, device, ordered, group_ids)
+
+
+def _replicates(value, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{where}={value!r} must be a positive integer (1 = measure each configuration once)")
+    return value
 
 
 def _mapping(value, where: str) -> dict:

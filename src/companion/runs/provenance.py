@@ -12,7 +12,7 @@ from importlib import metadata
 
 from companion.paths import PACKAGE_DIR
 
-PACKAGES = ("companion", "torch", "transformers", "accelerate", "codecarbon", "nvidia-ml-py", "numpy")
+PACKAGES = ("companion", "torch", "transformers", "codecarbon", "nvidia-ml-py", "numpy", "scipy", "pandas")
 
 
 # Variables that steer what a meter reads. CODECARBON_* change CodeCarbon's estimate (PUE, a forced CPU or RAM
@@ -107,7 +107,7 @@ def hardware(device_type: str) -> dict:
             cuda=torch.version.cuda,
         )
         try:
-            import pynvml
+            import pynvml  # optional: the driver version is provenance, not a requirement
 
             pynvml.nvmlInit()
             drv = pynvml.nvmlSystemGetDriverVersion()
@@ -124,21 +124,44 @@ def static_provenance(device_type: str) -> dict:
 
 
 def device_tag(device_type: str) -> str:
-    """Short hardware name for run IDs: 'cpu', or the GPU model such as 'H100', 'A100', 'L4'."""
+    """Short hardware name for run IDs: 'cpu', or the GPU's tag such as 'H100', 'H100-PCIe', 'A100', 'L4'.
+
+    The tag comes from the NVML name string of the first visible GPU when NVML answers (the name the
+    hardware table's variants are keyed by), else from torch's device name (the same driver string).
+    """
     if device_type == "cpu":
         return "cpu"
     import torch
 
     if not torch.cuda.is_available():
         return "cuda"
-    return short_gpu_name(torch.cuda.get_device_name(0))
+    name = torch.cuda.get_device_name(0)
+    try:
+        from companion.runs.meters import nvml_device_name
+
+        name = nvml_device_name(0) or name
+    except Exception:  # no NVML bindings or driver library: torch's name is the same driver string
+        pass
+    return short_gpu_name(name)
+
+
+# NVML name strings of boards whose variants differ in clocks, memory and power (hardware.yaml keys).
+# The H100 SXM5 reports 'NVIDIA H100 80GB HBM3'; the plain 'H200' is the SXM board.
+_VARIANTS = (("H100", "PCIE", "H100-PCIe"), ("H100", "NVL", "H100-NVL"), ("H200", "NVL", "H200-NVL"),
+             ("H100", "", "H100"), ("H200", "", "H200"))
 
 
 def short_gpu_name(full: str) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'H100'; 'Tesla V100-SXM2-16GB' -> 'V100'; 'Quadro RTX 8000' -> 'RTX8000'."""
+    """'NVIDIA H100 80GB HBM3' -> 'H100'; 'NVIDIA H100 PCIe' -> 'H100-PCIe'; 'NVIDIA H100 NVL' -> 'H100-NVL';
+    'NVIDIA H200' -> 'H200'; 'Tesla V100-SXM2-16GB' -> 'V100'; 'Quadro RTX 8000' -> 'RTX8000'."""
     words = full.replace("NVIDIA", "").replace("Tesla", "").replace("Quadro", "").split()
     if not words:
         return "cuda"
+    upper = [w.upper() for w in words]
+    for model, variant, tag in _VARIANTS:
+        if upper[0].split("-")[0] == model and (not variant or variant in upper[1:] or
+                                                 any(variant in w for w in upper[0].split("-")[1:])):
+            return tag
     if words[0] in ("RTX", "GeForce") and len(words) > 1:
-        return "".join(w for w in words[:2] if w != "GeForce").replace("-", "")
+        return "".join(w for w in words[:3] if w != "GeForce").replace("-", "")
     return words[0].split("-")[0]

@@ -5,7 +5,9 @@
 * Each world size is one launch (plain ``python -m companion.runs.train`` for one rank, ``torchrun`` otherwise)
   that loops over its configurations. If a launch dies (a crash, a kill, a hang past the process-group
   timeout), the first configuration without a record was in flight: it gets a ``failed`` record, and the
-  rest are launched again.
+  rest are launched again. A launch that fails as a whole (no record, and its worker said ``error:`` or
+  never started a run: a meter or package missing) stops the sweep with the worker's one-line message.
+* Replicates run in passes (``Profile.launch_order``): every configuration once, then all again.
 * ``emit_launch`` writes the same plans with multi-node torchrun commands and SLURM array scripts.
 """
 
@@ -100,7 +102,7 @@ def _run_sweep(profile: Profile, out_dir: Path, retry_failed: bool, progress: bo
     if result.skipped and progress:
         bar.write(f"{result.skipped} of {result.total} runs already have records in {out_dir}: skipped")
     try:
-        for world_size, runs in profile.by_world_size(pending).items():
+        for world_size, runs in profile.launch_order(pending):  # replicate passes, then world sizes
             _launch_until_done(profile.name, runs, world_size, out_dir, bar)
     finally:
         bar.close()
@@ -127,10 +129,15 @@ def _launch_until_done(profile: str, runs: list[RunConfig], world_size: int, out
         missing = [r for r in todo if not record_path(out_dir, r.run_id).exists()]
         if not missing:
             return
-        refused = _refusal(log_path, start) if len(missing) == len(todo) else None
-        if refused:  # the launch refused its plan before running anything: no run was in flight, say why
-            raise ConfigError(f"the launch for world size {world_size} stopped before any run: {refused} "
-                              f"(see {log_path})")
+        if len(missing) == len(todo) and _launch_level(log_path, start):
+            # Not one record, and the launch itself could not run (a meter, a package, the process group:
+            # the worker said `error:` or never started a run). Relaunching would fail the same way for
+            # every run: stop with the worker's own message.
+            raise LaunchFailed(
+                f"the launch of world size {world_size} exited with code {rc} before finishing any run: "
+                f"{_last_error_line(log_path, start)}; fix this and re-run the sweep (finished runs are kept; "
+                f"full log: {log_path})"
+            )
         # The launch ended early: the first run without a record was in flight when it did.
         in_flight = missing[0]
         tail = log_path.read_text()[-3000:]
@@ -146,6 +153,30 @@ def _launch_until_done(profile: str, runs: list[RunConfig], world_size: int, out
         bar.write(f"{in_flight.run_id} FAILED: launch exited with code {rc}; see {log_path}")
         bar.update(1)
         todo = missing[1:]
+
+
+class LaunchFailed(ConfigError):
+    """A launch wrote no record: the sweep stops with the worker's message instead of failing every run."""
+
+
+def _launch_level(log_path: Path, offset: int) -> bool:
+    """Whether a launch failed as a whole: its worker printed a one-line ``error:`` (a ConfigError or a
+    meter that cannot work) or never started a run. A crash inside a run (a kill, a segfault) is neither."""
+    lines = log_path.read_bytes()[offset:].decode(errors="replace").splitlines()
+    return any(x.startswith("error:") for x in lines) or not any(x.startswith("run-start:") for x in lines)
+
+
+def _last_error_line(log_path: Path, offset: int) -> str:
+    """The worker's one-line error (``error: ...``), else the last exception line of its traceback."""
+    text = log_path.read_bytes()[offset:].decode(errors="replace")
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    for line in reversed(lines):
+        if line.startswith("error:"):
+            return line.removeprefix("error:").strip()
+    for line in reversed(lines):
+        if ("Error" in line or "Exception" in line) and ":" in line and not line.startswith(("File ", "[")):
+            return line
+    return lines[-1] if lines else "no output"
 
 
 def _follow(proc, runs, out_dir: Path, bar, log_path: Path, offset: int) -> int:
@@ -181,14 +212,6 @@ def _follow(proc, runs, out_dir: Path, bar, log_path: Path, offset: int) -> int:
     new = {r.run_id for r in runs if r.run_id not in seen and record_path(out_dir, r.run_id).exists()}
     bar.update(len(new))
     return rc
-
-
-def _refusal(log_path: Path, start: int) -> str | None:
-    """The one-line error a launch printed (``error: ...``) when it refused its plan, else None."""
-    with log_path.open() as f:
-        f.seek(start)
-        lines = [line.strip() for line in f if line.startswith("error: ")]
-    return lines[-1].removeprefix("error: ") if lines else None
 
 
 def _echo_new_lines(path: Path, pos: int, bar) -> int:

@@ -9,7 +9,8 @@ Usable alone or under torchrun, the same code on CPU (gloo) and CUDA (nccl)::
 One launch loops over every configuration of its plan (start-up dominates small runs). Each configuration:
 build the model (same seed on every rank) -> apply the layout -> warm up -> measure windows until the
 95 % CI of the per-step time (and energy) is within target or a cap is hit -> rank 0 writes the record.
-An exception in a run becomes a ``failed`` record and the loop goes on.
+An exception in a run becomes a ``failed`` record and the loop goes on, unless it fails every run alike (a
+meter or package missing): then the launch stops with one ``error:`` line and writes nothing.
 """
 
 from __future__ import annotations
@@ -21,25 +22,28 @@ import json
 import math
 import os
 import resource
+import statistics
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from companion.runs import parallel, stats
-from companion.runs.carbon import carbon_intensity
 from companion.errors import ConfigError
 from companion.runs.config import RunConfig, build_run
 from companion.runs.data import collate, make_task, shard, token_counts
 from companion.runs.meters import Meter, MeterError, make_meter
+from companion.runs.optional import MissingPackage
 from companion.runs.model import build_model, parameter_count
 from companion.runs.provenance import meter_environment, neutralise_meter_environment, static_provenance, utc_now
 from companion.runs.records import (SCHEMA_VERSION, FolderLock, RecordExists, check_writable, existing_status,
                                     record_path, resume_status, set_aside_failed, write_record)
 
 POOL_BATCHES = 16  # distinct pre-collated batches cycled through; host data prep stays out of the step
+PROBE_STEPS = 5  # individually timed steps after the warm-up that set the window length
 
 
 class Diverged(RuntimeError):
@@ -85,10 +89,12 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         examples = task.global_batch(i)
         pool_tokens.append(token_counts(examples, dp, cfg.data.pad_multiple, max_len))
         batch = collate(shard(examples, dp_rank, dp), pad_id, cfg.data.pad_multiple, max_len)
-        pool.append({k: v.to(device, non_blocking=True) for k, v in batch.tensors.items()})
+        tensors = without_full_mask(batch.tensors)
+        pool.append({k: v.to(device, non_blocking=True) for k, v in tensors.items()})
 
-    # bf16: FSDP's mixed-precision policy when sharded, autocast otherwise.
-    step = make_train_step(model, optimizer, bf16_autocast=cfg.precision == "bf16" and cfg.layout.dp == 1)
+    # bf16: autocast in every layout, so TP, FSDP and one device compute the same arithmetic (bf16 matmuls,
+    # fp32 softmax/layer norm); FSDP's mixed-precision policy adds bf16 all-gathers and fp32 reductions.
+    step = make_train_step(model, optimizer, bf16_autocast=cfg.precision == "bf16")
     losses: list[torch.Tensor] = []
     step_index = [0]
 
@@ -97,23 +103,78 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         step_index[0] += 1
         losses.append(step(batch))  # stays on device: no host sync inside the loop
 
-    # ---- warm-up, then calibrate the window length from the warm-up's steady steps
+    # ---- warm-up (at least warmup_steps and warmup_s: a GPU needs seconds to reach its steady clock and
+    # temperature), then calibrate the window length from a few steady steps
     for _ in range(proto.warmup_steps):
         train_step()
     ctx.sync()
-    probe_steps = 2
-    t0 = time.perf_counter()
-    for _ in range(probe_steps):
+    if proto.warmup_s > 0:
+        t_warm = time.perf_counter()
+        while _agree_max(time.perf_counter() - t_warm, device) < proto.warmup_s:  # ranks stop together
+            train_step()
+            ctx.sync()
+    # the median of individually timed steps: one step slowed by the machine (a busy core, a page fault)
+    # must not shrink every window of the run to a single step
+    probe_s = []
+    for _ in range(PROBE_STEPS):
+        t0 = time.perf_counter()
         train_step()
-    ctx.sync()
-    step_estimate_s = _agree_max((time.perf_counter() - t0) / probe_steps, device)
+        ctx.sync()
+        probe_s.append(time.perf_counter() - t0)
+    step_estimate_s = _agree_max(statistics.median(probe_s), device)
     unmeasured_steps = step_index[0]
-    window_steps = proto.window_steps or max(1, math.ceil(proto.min_window_s / max(step_estimate_s, 1e-9)))
-    window_steps = min(window_steps, proto.max_steps)
+    window_steps = proto.window_steps or window_steps_for(proto, meter.min_window_s, step_estimate_s)
 
     # ---- measured windows
-    own: list = []  # this rank's Measurements
-    win_time, win_energy = [], []  # agreed over ranks: max time, summed energy
+    w = measure_windows(meter, train_step, proto, window_steps, agree=lambda m: _agree_window(m, device))
+    own, win_time, win_energy, measured_s, stop_reason = w.own, w.time_per_step_s, w.energy_per_step_j, \
+        w.measured_s, w.stop_reason
+
+    # ---- losses (global mean over data shards), memory, per-rank energy
+    curve = torch.stack(losses).float()
+    parallel.all_reduce_(curve)
+    curve = (curve / env.world_size).tolist()
+    bad = [i for i, x in enumerate(curve) if not math.isfinite(x)]
+    if bad:  # every rank sees the same reduced curve, so all ranks raise together
+        raise Diverged(f"diverged: the loss is {curve[bad[0]]} from step {bad[0]} on (lr={cfg.lr}); "
+                       "lower lr or check the data")
+    peak = _peak_memory(device)
+    per_rank = parallel.all_gather_object(
+        {"rank": env.rank, "measurements": [x.to_json() for x in own], "peak_memory": peak, "meter": meter.describe()}
+    )
+    measured_tokens = [pool_tokens[i % POOL_BATCHES] for i in range(unmeasured_steps, step_index[0])]
+    body = _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_energy, measured_s,
+                      stop_reason, curve, measured_tokens, per_rank)
+    body["time"]["min_window_s"] = max(proto.min_window_s, meter.min_window_s)
+    body["precision_policy"] = parallel.precision_policy(cfg.layout, cfg.precision)
+    body["optimizer"] = parallel.describe_optimizer(optimizer)
+    telemetry = {str(r["rank"]): [x.get("telemetry") or {} for x in r["measurements"]] for r in per_rank}
+    if any(any(w) for w in telemetry.values()):
+        body["telemetry"] = telemetry  # per rank, per window: GPU temperature, SM clock, power limit
+    return body
+
+
+@dataclass
+class Windows:
+    """What the measured windows gave: this rank's measurements, and per window the agreed time per step
+    (s, slowest rank) and energy per step (J, summed over metering ranks)."""
+
+    own: list
+    time_per_step_s: list[float]
+    energy_per_step_j: list[float]
+    measured_s: float
+    stop_reason: str
+
+
+def measure_windows(meter: Meter, train_step, proto, window_steps: int, agree=None) -> Windows:
+    """The stopping rule: windows of ``window_steps`` steps until the 95 % CI of the per-step time (and
+    energy, where metered) is within ``target_rel_ci`` after at least ``min_windows``, or a cap is hit.
+
+    ``agree(measurement) -> (slowest window time s, energy summed over ranks J, metering ranks)`` combines
+    ranks (identity for one process). Pure loop: the GPU dry run drives it with a replayed NVML counter.
+    """
+    agree = agree or (lambda m: (m.time_s, m.total_energy_j or 0.0, 0 if m.energy_j is None else 1))
+    own, win_time, win_energy = [], [], []
     measured_s, k, stop_reason = 0.0, 0, None
     while stop_reason is None:
         meter.begin_window(f"w{k}")
@@ -121,7 +182,7 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
             train_step()
         m = meter.end_window(f"w{k}")
         own.append(m)
-        t_max, e_sum, n_metered = _agree_window(m, device)
+        t_max, e_sum, n_metered = agree(m)
         win_time.append(t_max / window_steps)
         if n_metered:
             win_energy.append(e_sum / window_steps)
@@ -139,22 +200,26 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
             stop_reason = "max_steps"
         elif measured_s >= proto.max_time_s:
             stop_reason = "max_time"
+    return Windows(own, win_time, win_energy, measured_s, stop_reason)
 
-    # ---- losses (global mean over data shards), memory, per-rank energy
-    curve = torch.stack(losses).float()
-    parallel.all_reduce_(curve)
-    curve = (curve / env.world_size).tolist()
-    bad = [i for i, x in enumerate(curve) if not math.isfinite(x)]
-    if bad:  # every rank sees the same reduced curve, so all ranks raise together
-        raise Diverged(f"diverged: the loss is {curve[bad[0]]} from step {bad[0]} on (lr={cfg.lr}); "
-                       "lower lr or check the data")
-    peak = _peak_memory(device)
-    per_rank = parallel.all_gather_object(
-        {"rank": env.rank, "measurements": [x.to_json() for x in own], "peak_memory": peak, "meter": meter.describe()}
-    )
-    measured_tokens = [pool_tokens[i % POOL_BATCHES] for i in range(unmeasured_steps, step_index[0])]
-    return _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_energy, measured_s,
-                      stop_reason, curve, measured_tokens, per_rank)
+
+def window_steps_for(proto, meter_min_window_s: float, step_estimate_s: float) -> int:
+    """Steps per window so that a window lasts at least ``min_window_s`` (and the meter's own minimum, 3 s
+    on NVML) at the calibrated step time (s), with 5 % to spare for step-time jitter; at most ``max_steps``."""
+    min_window_s = max(proto.min_window_s, meter_min_window_s) * 1.05
+    return min(max(1, math.ceil(min_window_s / max(step_estimate_s, 1e-9) - 1e-9)), proto.max_steps)
+
+
+def without_full_mask(tensors: dict) -> dict:
+    """The batch without its attention mask when nothing is padded.
+
+    An all-ones mask changes no result but makes transformers check ``mask.all()`` on the host in every
+    forward, a device synchronisation per step; without a mask the model attends to every token anyway.
+    """
+    mask = tensors.get("attention_mask")
+    if mask is not None and bool(mask.all()):
+        return {k: v for k, v in tensors.items() if k != "attention_mask"}
+    return tensors
 
 
 def make_train_step(model, optimizer, bf16_autocast: bool):
@@ -223,7 +288,6 @@ def _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_ener
                 c["energy_j"] += v["energy_j"]
         total = sum(per_unit.values())
         e = stats.summarize(win_energy)
-        intensity = carbon_intensity(cfg.country)
         scope = "device" if all(u.startswith("cuda") for u in per_unit) else "node"
         energy = {
             "source": sources[0] if len(sources) == 1 else sources,
@@ -236,10 +300,12 @@ def _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_ener
             "per_step_mean_j": e["mean"],
             "per_step_ci95_halfwidth_j": e["ci95_halfwidth"],
             "per_step_ci95_rel": e["ci95_rel"],
+            "per_window_step_j": win_energy,  # each window's energy per step (J), in order
             "mean_power_w": total / measured_s if measured_s else None,
             "components": components,
             "warnings": sorted({w for _, x in metered for w in x["warnings"]}),
-            "carbon": {**intensity, "co2_kg": total / 3.6e6 * intensity["g_per_kwh"] / 1000.0},
+            # no CO2 here: carbon intensity is applied at analysis time from config.country
+            # (companion.energy.tables, companion predict), so a finished run never fails on it
         }
     else:
         energy = {"source": "none", "measured": False, "scope": "none", "total_j": None}
@@ -258,6 +324,7 @@ def _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_ener
             "stop_reason": stop_reason,
             "converged": stop_reason == "converged",
             "target_rel_ci": cfg.protocol.target_rel_ci,
+            "per_window_step_s": win_time,  # each window's time per step (s), in order
         },
         "tokens": {
             "real_per_step": sum(real) / steps,
@@ -299,6 +366,7 @@ def make_record(cfg: RunConfig, profile: str, status: str, body: dict | None, er
     return {
         "schema": SCHEMA_VERSION,
         "run_id": cfg.run_id,
+        "config_id": cfg.config_id,  # shared by every replicate of the configuration
         "profile": profile,
         "status": status,
         "config": config,
@@ -331,8 +399,9 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str) -> int:
     neutralise_meter_environment()  # CODECARBON_* never change a record's energy (recorded in provenance)
     meter = make_meter(kinds.pop(), device_type, env.local_rank, env.is_node_main, configs[0].country, sync)
     ctx = RunContext(env, meter, device_type)
+    default_threads = torch.get_num_threads()
     launch = {"world_size": env.world_size, "backend": "nccl" if device_type == "cuda" else "gloo",
-              "torch_threads": torch.get_num_threads()}
+              "torch_threads": default_threads}
     failures = 0
     for i, cfg in enumerate(configs):
         done = parallel.broadcast_object(resume_status(out_dir, cfg.run_id, utc_now().replace(":", ""))
@@ -343,13 +412,22 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str) -> int:
                 print(f"[{i + 1}/{len(configs)}] {cfg.run_id} already {done}, skipped{hint}", flush=True)
             continue
         started = utc_now()
+        if env.is_main:  # tells the sweep that this launch got as far as running something
+            print(f"run-start: {cfg.run_id}", flush=True)
         body, error = None, None
+        torch.set_num_threads(cfg.threads or default_threads)
         try:
             body = run_one(cfg, ctx)
-        except Exception as exc:  # a failed run must not end the sweep
+            body["threads"] = thread_budget()
+        except Exception as exc:  # a failed run must not end the sweep ...
             error = _describe_error(exc)
+            # ... unless nothing can run here: a meter or package missing fails every run alike
+            error["launch_level"] = isinstance(exc, (MeterError, MissingPackage))
             exc.__traceback__ = None
         errors = parallel.all_gather_object(error)
+        stop = next((e for e in errors if e and e.get("launch_level")), None)
+        if stop:
+            raise LaunchError(f"{stop['type']}: {stop['message']}")
         if any(errors):
             first = next((r, e) for r, e in enumerate(errors) if e)
             error = {**first[1], "rank": first[0], "ranks_failed": [r for r, e in enumerate(errors) if e]}
@@ -373,6 +451,22 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str) -> int:
     return failures
 
 
+class LaunchError(ConfigError):
+    """An error that fails every run of the launch alike (a missing meter or package): stop, write nothing."""
+
+
+def thread_budget() -> dict:
+    """CPU threads of this rank and how many ranks share the host: oversubscription shows in the record."""
+    try:
+        host_cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        host_cpus = os.cpu_count() or 1
+    per_rank = torch.get_num_threads()
+    ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return {"per_rank": per_rank, "ranks_on_host": ranks, "host_cpus": host_cpus,
+            "oversubscribed": per_rank * ranks > host_cpus}
+
+
 def _progress_line(i, n, cfg, body, error) -> str:
     head = f"[{i + 1}/{n}] {cfg.run_id}"
     if error:
@@ -380,7 +474,8 @@ def _progress_line(i, n, cfg, body, error) -> str:
     t, e = body["time"], body["energy"]
     energy = "" if e["total_j"] is None else (
         f", {e['per_step_mean_j']:.3g} J/step ({'measured' if e['measured'] else 'estimated'})")
-    return f"{head} ok {t['step_median_s'] * 1e3:.2f} ms/step +-{(t['step_ci95_rel'] or 0) * 100:.1f}% " \
+    ci = "n/a" if t["step_ci95_rel"] is None else f"{t['step_ci95_rel'] * 100:.1f}%"  # one window: no CI
+    return f"{head} ok {t['step_median_s'] * 1e3:.2f} ms/step +-{ci} " \
            f"({t['steps_measured']} steps, {t['stop_reason']}){energy}, loss {body['loss']['first']:.3f}->{body['loss']['last']:.3f}"
 
 
@@ -389,8 +484,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags for every flat config field (``--layers``, ``--seq-len``, ``--tp``, ...)."""
     g = parser.add_argument_group("run configuration (defaults from companion.runs.config)")
     ints = ["layers", "hidden", "heads", "ffn", "vocab", "max_positions", "num_labels", "seq_len", "batch_size",
-            "pad_multiple", "tp", "dp", "warmup_steps", "window_steps", "min_windows", "max_steps", "seed"]
-    floats = ["dropout", "lr", "min_window_s", "target_rel_ci", "max_time_s"]
+            "pad_multiple", "tp", "dp", "warmup_steps", "window_steps", "min_windows", "max_steps", "seed",
+            "threads", "replicate"]
+    floats = ["dropout", "lr", "warmup_s", "min_window_s", "target_rel_ci", "max_time_s"]
     strs = ["attn", "checkpoint", "source", "text_field", "label_field", "tokenizer", "device", "device_name",
             "precision", "meter", "country"]
     for name in ints:

@@ -1,0 +1,71 @@
+import json
+
+import pandas as pd
+import pytest
+
+from companion.energy.noise import replicate_noise
+from companion.energy.tables import runs_frame
+from companion.runs.carbon import carbon_intensity
+from companion.runs.config import build_run
+from companion.runs.records import load_records
+from companion.runs.train import run_plan
+
+TINY = {"layers": 1, "hidden": 32, "heads": 2, "vocab": 256, "max_positions": 64, "seq_len": 16, "batch_size": 4,
+        "warmup_steps": 1, "window_steps": 2, "min_windows": 2, "max_steps": 4, "target_rel_ci": 0.0,
+        "meter": "codecarbon", "country": "FRA"}
+
+
+def test_replicate_noise_by_hand():
+    frame = pd.DataFrame({
+        "run_id": ["a", "a.r1", "b", "b.r1", "b.r2", "c"],
+        "config_id": ["a", "a", "b", "b", "b", "c"],
+        "replicate": [0, 1, 0, 1, 2, 0],
+        "step_s": [1.0, 3.0, 2.0, 2.0, 2.0, 5.0],
+        "energy_per_step_j": [10.0, 10.0, None, None, None, 1.0],
+        "converged": [True, False, True, True, False, True],
+    })
+    noise = replicate_noise(frame)
+    t = noise["metrics"]["time_per_step"]
+    # a: mean 2, deviations -0.5 and +0.5; b: all 0; c has one replicate and is left out
+    assert t["n_configs"] == 2 and t["n_runs"] == 5
+    assert t["mape"] == pytest.approx(1.0 / 5) and t["median_ape"] == 0.0 and t["max_ape"] == 0.5
+    e = noise["metrics"]["energy_per_step"]
+    assert e["n_configs"] == 1 and e["mape"] == 0.0  # b has no energy
+    assert noise["converged_fraction"] == pytest.approx(4 / 6) and noise["n_configs"] == 3
+    runs = {r["run_id"]: r for r in noise["runs"]}
+    assert runs["a"]["time_per_step_rel_dev"] == pytest.approx(-0.5) and "c" not in runs
+    json.dumps(noise, allow_nan=False)  # strict JSON: no NaN anywhere
+
+
+def test_frame_has_replicates_and_co2_from_energy_at_analysis_time(tmp_path):
+    cfgs = [build_run({**TINY, "replicate": r}) for r in (0, 1)]
+    assert run_plan(cfgs, tmp_path, "unit") == 0
+    records = load_records(tmp_path)
+    frame = runs_frame(records).set_index("replicate")
+    assert set(frame.config_id) == {cfgs[0].run_id} and set(frame.run_id) == {c.run_id for c in cfgs}
+    g_per_kwh = carbon_intensity("FRA")["g_per_kwh"]
+    assert frame.co2_per_step_kg.tolist() == pytest.approx(
+        (frame.energy_per_step_j / 3.6e6 * g_per_kwh / 1000).tolist())
+    assert (frame.threads_per_rank >= 1).all()
+    # a record written before CO2 moved to analysis (a stored carbon block, no config_id) reads the same way
+    old = json.loads(json.dumps(records[0]))
+    old["energy"]["carbon"] = {"co2_kg": 123.0, "g_per_kwh": 1.0, "country": "FRA"}
+    del old["config_id"], old["threads"]
+    row = runs_frame([old]).iloc[0]
+    assert row.config_id == old["run_id"] and row.co2_per_step_kg == pytest.approx(
+        old["energy"]["per_step_mean_j"] / 3.6e6 * g_per_kwh / 1000)
+    assert replicate_noise(runs_frame(records))["metrics"]["time_per_step"]["n_configs"] == 1
+
+
+def test_eta_reference_uses_the_parallel_ranks_thread_budget_and_every_replicate():
+    from companion.energy.efficiency import CONFIG_KEY, measured_eta
+
+    shape = {k: 1 for k in CONFIG_KEY}
+    rows = [  # T_1 at 2 threads (fast), T_1 at 1 thread twice (replicates), TP=2 at 1 thread per rank
+        {**shape, "run_id": "s2", "world_size": 1, "mode": "single", "step_s": 1.0, "threads_per_rank": 2},
+        {**shape, "run_id": "s1a", "world_size": 1, "mode": "single", "step_s": 1.8, "threads_per_rank": 1},
+        {**shape, "run_id": "s1b", "world_size": 1, "mode": "single", "step_s": 2.2, "threads_per_rank": 1},
+        {**shape, "run_id": "tp", "world_size": 2, "mode": "tp", "step_s": 1.25, "threads_per_rank": 1},
+    ]
+    eta = measured_eta(pd.DataFrame(rows)).set_index("run_id").eta
+    assert eta["tp"] == pytest.approx(2.0 / (2 * 1.25))  # mean of the 1-thread replicates, not the 2-thread run

@@ -498,7 +498,10 @@ def known_countries() -> frozenset[str] | None:
     """
     import importlib.util
 
-    spec = importlib.util.find_spec("codecarbon")
+    try:
+        spec = importlib.util.find_spec("codecarbon")
+    except ImportError:  # an import hook that refuses the package: as good as not installed
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     path = Path(list(spec.submodule_search_locations)[0]) / "data" / "private_infra" / "global_energy_mix.json"

@@ -11,18 +11,34 @@ from companion.energy.efficiency import measured_eta
 from companion.runs.records import load_records
 
 
+def attention_kernel(rec: dict) -> tuple[str, bool]:
+    """('fused' | 'math', inferred): the kernel the run recorded, else inferred conservatively from its
+    config (eager always materialises scores; SDPA on CPU falls back to the math kernel with dropout > 0)."""
+    recorded = rec.get("model", {}).get("attention_kernel")
+    if recorded:
+        return recorded, False
+    c = rec["config"]
+    m = c["model"]
+    if m["attn"] == "eager" or (c["device"] == "cpu" and m.get("dropout", 0.1) > 0):
+        return "math", True
+    return "fused", True
+
+
 def run_row(rec: dict) -> dict:
     c, t, tok, e = rec["config"], rec["time"], rec["tokens"], rec["energy"]
     m, d, lay = c["model"], c["data"], c["layout"]
     lengths = d["lengths"]
     tag = {"fixed": "fixed", "uniform": f"uniform>={lengths['min_len']}",
            "histogram": "hist:" + ",".join(f"{int(n)}" for n, _ in lengths["bins"])}[lengths["kind"]]
+    kernel, inferred = attention_kernel(rec)
     return {
         "run_id": rec["run_id"], "profile": rec["profile"], "device": c["device"], "device_name": c["device_name"],
         "precision": c["precision"], "mode": c["mode"], "tp": lay["tp"], "dp": lay["dp"],
         "world_size": c["world_size"], "layers": m["layers"], "hidden": m["hidden"], "heads": m["heads"],
         "ffn": m["ffn"] or 4 * m["hidden"], "vocab": m["vocab"], "max_positions": m["max_positions"],
-        "num_labels": m["num_labels"], "attn": m["attn"], "seq_len": d["seq_len"], "lengths": tag, "batch_size": d["batch_size"],
+        "num_labels": m["num_labels"], "attn": m["attn"],
+        "attention_kernel": kernel, "attention_kernel_inferred": inferred, "dropout": m.get("dropout", 0.1),
+        "head_dim": m["hidden"] // m["heads"], "seq_len": d["seq_len"], "lengths": tag, "batch_size": d["batch_size"],
         "parameters": rec["model"]["parameters"],
         "real_tokens": tok["real_per_step"], "padded_tokens": tok["padded_per_step"],
         "attention_pairs": tok.get("attention_pairs_per_step"),
@@ -60,7 +76,7 @@ def proxies_frame(runs: pd.DataFrame, measured_roofs: dict | None = None) -> pd.
             layers=row.layers, hidden=row.hidden, heads=row.heads, ffn=row.ffn, vocab=row.vocab,
             max_positions=row.max_positions, num_labels=row.num_labels, sequences=row.batch_size,
             padded_tokens=row.padded_tokens, attention_pairs=row.attention_pairs, tp=row.tp, dp=row.dp,
-            precision=row.precision, fused_attention=row.attn == "sdpa")
+            precision=row.precision, fused_attention=row.attention_kernel == "fused")
         p = proxies.step_proxies(shape)
         if p.pop("parameters") != row.parameters:
             raise AssertionError(f"{row.run_id}: the proxies' parameter count disagrees with the model's")

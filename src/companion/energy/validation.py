@@ -20,6 +20,11 @@ SPLITS = {
     "leave_one_degree_out": "hold out every run of one parallel degree p > 1 (all modes)",
     "extrapolate_largest": "fit on runs below the 75th percentile of FLOPs/step, test on the rest",
 }
+MODEL_SPLITS = {
+    **SPLITS,
+    "leave_one_mode_out": "hold out every run of one parallel mode (tp, fsdp, 2d)",
+    "leave_one_head_dim_out": "hold out every run of one head dimension other than the grid's usual one",
+}
 
 
 def folds(df: pd.DataFrame, split: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -34,7 +39,13 @@ def folds(df: pd.DataFrame, split: str) -> list[tuple[str, np.ndarray, np.ndarra
     if split == "extrapolate_largest":
         cut = df.flops_per_step.quantile(0.75)
         return [(f"F>{cut:.3g}", idx[df.flops_per_step <= cut], idx[df.flops_per_step > cut])]
-    raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+    if split == "leave_one_mode_out":
+        return [(m, idx[df["mode"] != m], idx[df["mode"] == m]) for m in sorted(set(df["mode"])) if m != "single"]
+    if split == "leave_one_head_dim_out":
+        hd = df.hidden // df.heads
+        usual = hd.mode().iloc[0]
+        return [(f"head_dim={k}", idx[hd != k], idx[hd == k]) for k in sorted(set(hd)) if k != usual]
+    raise ValueError(f"unknown split {split!r}; use one of {', '.join(MODEL_SPLITS)}")
 
 
 def metrics(measured: np.ndarray, predicted: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict:
@@ -129,3 +140,78 @@ def explain(v: dict, df: pd.DataFrame) -> str:
     if len(df) < 30:
         reasons.append(f"there are only {len(df)} runs")
     return head + "It does not meet both criteria on these runs, because " + "; ".join(reasons or ["of the data above"]) + "."
+
+
+# ------------------------------------------------------------------------------ every model, one interface
+TARGETS = {"step_s": "time", "energy_per_step_j": "energy"}
+
+
+def validate_models(df: pd.DataFrame, models: dict, splits=None, level: float = 0.9,
+                    min_train: int = 6) -> pd.DataFrame:
+    """One row per held-out run x model x target: measured, predicted and the ``level`` interval.
+
+    Each fold fits every model (and, inside ``fit_model``, its interval residuals) on the training rows only.
+    """
+    from companion.energy.models import fit_model
+
+    energy_kind(df)
+    rows = []
+    for split in splits or MODEL_SPLITS:
+        for fold, train_idx, test_idx in folds(df, split):
+            if len(test_idx) == 0 or len(train_idx) < min_train:
+                continue
+            train, test = df.loc[train_idx], df.loc[test_idx]
+            for name, model in models.items():
+                pred = fit_model(model, train).predict(test, level)
+                for target, what in TARGETS.items():
+                    for r, p, lo, hi in zip(test.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]):
+                        if not np.isfinite(p):
+                            continue
+                        rows.append({"split": split, "fold": fold, "model": name, "target": what, "run_id": r.run_id,
+                                     "size": f"L{r.layers}-h{r.hidden}-a{r.heads}", "mode": r.mode,
+                                     "world_size": r.world_size, "measured": getattr(r, target), "predicted": p,
+                                     "lo": lo, "hi": hi})
+    pred = pd.DataFrame(rows)
+    if len(pred):
+        pred["ape_pct"] = (pred.predicted - pred.measured).abs() / pred.measured * 100
+        pred["covered"] = (pred.measured >= pred.lo) & (pred.measured <= pred.hi)
+    return pred
+
+
+def group_bootstrap_mape(g: pd.DataFrame, n_boot: int = 500, seed: int = 0, level: float = 0.9) -> tuple[float, float]:
+    """Interval of the MAPE when whole model sizes (not single runs) are resampled."""
+    rng = np.random.default_rng(seed)
+    groups = [x.ape_pct.to_numpy() for _, x in g.groupby("size")]
+    if len(groups) < 2:
+        return float("nan"), float("nan")
+    stats = [np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))]).mean() for _ in range(n_boot)]
+    a = (1 - level) / 2
+    return float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))
+
+
+def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",)) -> pd.DataFrame:
+    """MAPE (with a group-bootstrap interval), coverage and the replicate noise floor per model x target x group.
+
+    ``by=()`` pools every split. ``noise`` is ``companion.energy.noise.replicate_noise``'s output (or None).
+    """
+    out = []
+    keys = [*by, "model", "target"]
+    for key, g in pred.groupby(keys, sort=False):
+        lo, hi = group_bootstrap_mape(g)
+        floor = _noise_floor(noise, g.target.iloc[0])
+        out.append({**dict(zip(keys, key)), "n": len(g), "mape_pct": float(g.ape_pct.mean()), "mape_lo_pct": lo,
+                    "mape_hi_pct": hi, "median_ape_pct": float(g.ape_pct.median()),
+                    "max_ape_pct": float(g.ape_pct.max()), "coverage_pct": float(g.covered.mean() * 100),
+                    "noise_floor_pct": floor})
+    return pd.DataFrame(out)
+
+
+def _noise_floor(noise: dict | None, target: str):
+    """The replicate noise floor (% of the mean) for 'time' or 'energy', if replicates exist."""
+    if not noise:
+        return None
+    for key in (f"{target}_mape_pct", f"{target}_pct", f"{target}_cv_pct", target):
+        v = noise.get(key)
+        if isinstance(v, (int, float)):
+            return float(v)
+    return None

@@ -143,8 +143,15 @@ def _add_plan_arguments(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments get one line naming the field, as every other bad input does."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="companion", description=__doc__,
+    parser = OneLineParser(prog="companion", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", help="fine-tune and measure one configuration (see `companion run --help`)",

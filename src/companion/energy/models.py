@@ -13,7 +13,7 @@ which are too small for a flexible model, are never used. ``fit_point`` is the o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -165,10 +165,14 @@ def fit_point(model: Model, df: pd.DataFrame):
 
 
 def heldout_log_residuals(model: Model, df: pd.DataFrame, min_train: int = 4) -> dict[str, np.ndarray]:
-    """log(measured / predicted) of each run when its model size, and then its layout, was left out."""
+    """log(measured / predicted) of each run when its model size, and then its parallel layout, was left out."""
     res = {"step_s": [], "energy_per_step_j": []}
-    for key in (size_key(df), layout_key(df)):
-        for g in sorted(set(key)):
+    if hasattr(model, "n_boot"):  # held-out residuals need point fits only
+        model = replace(model, n_boot=0)
+    # model sizes, and parallel layouts (single-device runs always stay in: they anchor every term)
+    layouts = layout_key(df).where(df.world_size > 1, "")
+    for key in (size_key(df), layouts):
+        for g in sorted(set(key) - {""}):
             test = key == g
             if test.all() or (~test).sum() < min_train:
                 continue

@@ -271,3 +271,17 @@ def roofs_from_spec(device: str, precision: str) -> DeviceRoofs:
         collective_beta_bytes_per_s=pri["collective_beta_gbs"] * 1e9, shared_node=False, overlap=True,
         idle_w=idle, loaded_w=pri["loaded_fraction_of_tdp"] * tdp, power_measured=False, tier="prior",
         sources={"spec": spec.get("sources"), "priors": pri.get("sources")})
+
+
+def load_device_roofs(device: str, precision: str, root=None) -> DeviceRoofs:
+    """The roofs of ``device``: its calibration file (data/devices/<device>.json) where one exists, else the
+    spec-sheet priors (GPUs). The CPU has no spec sheet here: it must be calibrated."""
+    import json
+    from pathlib import Path
+
+    from companion.paths import data_dir
+
+    path = Path(root or data_dir() / "devices") / f"{device}.json"
+    if path.is_file():
+        return roofs_from_calibration(json.loads(path.read_text()))
+    return roofs_from_spec(device, precision)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from companion.energy import hardware, proxies
@@ -92,3 +93,13 @@ def proxies_frame(runs: pd.DataFrame, measured_roofs: dict | None = None) -> pd.
         p["flops_per_j"] = p["flops_per_step"] / row.energy_per_step_j if row.energy_per_step_j else None
         records.append(p)
     return pd.concat([out.reset_index(drop=True), pd.DataFrame(records)], axis=1)
+
+
+def usable_runs(df: pd.DataFrame, max_step_ci95_rel: float | None) -> tuple[pd.DataFrame, list[str]]:
+    """Runs whose per-step time is known to within ``max_step_ci95_rel`` (95 % CI half-width over the mean),
+    and the run ids left out. A run disturbed by other load on the machine stops at its time cap with a wide
+    interval; fitting or scoring on it measures the disturbance, not the model. None keeps every run."""
+    if max_step_ci95_rel is None:
+        return df, []
+    keep = df.step_ci95_rel.fillna(np.inf) <= max_step_ci95_rel
+    return df[keep].reset_index(drop=True), sorted(df.run_id[~keep])

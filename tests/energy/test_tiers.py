@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from companion.energy import opmodel
-from companion.energy.fit import fit_operator
+from companion.energy.models import fit_operator
 from companion.energy.predict import make_plan, pareto_front, plan_layouts, predict_tiered
 from companion.errors import ConfigError
 from companion.runs.records import write_json

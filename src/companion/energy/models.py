@@ -21,6 +21,7 @@ import pandas as pd
 from companion.energy import opmodel
 from companion.energy.opmodel import conformal_halfwidth
 from companion.energy.efficiency import fit_usl
+from companion.energy.fit import design_matrix
 from companion.energy.laws import LAWS, TIME_LAW, fit_law
 
 LOG_FLOOR = 1e-300
@@ -103,8 +104,6 @@ class LawPoint:
     uses_measured_time: bool = False
 
     def design(self, df):
-        from companion.energy.fit import design_matrix
-
         return design_matrix(df, self.usl)
 
     def predict(self, df):
@@ -224,3 +223,28 @@ def fit_model(model: Model, df: pd.DataFrame, intervals: bool = True) -> Fitted:
     point = fit_point(model, df)
     residuals = heldout_log_residuals(model, df) if intervals else {}
     return Fitted(model, point, residuals, len(df))
+
+
+# ------------------------------------------------------------------------------- the fit artifact's part
+def fit_operator(df: pd.DataFrame, dev, level: float = 0.9) -> dict:
+    """The operator roofline fitted on ``df`` (fitted tier), its held-out-group residuals (its intervals),
+    the calibrated tier's errors on the same runs (nothing fitted: held out by construction), the model's
+    eta beside the measured one, and the paper's USL fitted per model size."""
+    fitted = fit_model(OperatorRoofline("operator_roofline", "operator roofline", dev=dev), df)
+    point = fitted.point
+    face = OperatorRoofline("calibrated", "calibrated", dev=dev, fitted=False)._fit(df)
+    t_cal, e_cal = face.predict(df)
+    par = df[df.world_size > 1]
+    eta_model = point.eta(par) if len(par) else np.array([])
+    return {
+        "operator_model": {"dev": dev.to_json(), "time": point.time, "energy": point.energy,
+                           "residuals": {k: v.tolist() for k, v in fitted.residuals.items()},
+                           "n_train": len(df), "halfwidth_log": {k: fitted.halfwidth(k, level) for k in fitted.residuals}},
+        "calibrated_tier_residuals": None if dev.tier != "calibrated" else {
+            "step_s": np.log(df.step_s / t_cal).tolist(), "energy_per_step_j": np.log(df.energy_per_step_j / e_cal).tolist()},
+        "eta_model": [{"run_id": r.run_id, "mode": r.mode, "world_size": int(r.world_size), "layers": int(r.layers),
+                       "hidden": int(r.hidden), "eta_measured": float(r.eta), "eta_model": float(m)}
+                      for r, m in zip(par.itertuples(), eta_model)],
+        "usl_per_size": [dict(u.to_json(), size=f"L{s[0]}-h{s[1]}-a{s[2]}") for s, rows in df.groupby(["layers", "hidden", "heads"])
+                         for u in fit_usl(rows, n_boot=50).values()],
+    }

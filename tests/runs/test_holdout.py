@@ -14,7 +14,7 @@ def test_holdout_is_off_grid_and_covers_every_layout_kind():
     runs = load_profile("holdout").runs
     cpu = load_profile("cpu").runs
     assert len(runs) >= 12
-    assert {r.mode for r in runs} == {"single", "tp", "fsdp", "2d"}
+    assert {r.layout.mode for r in runs} == {"single", "tp", "fsdp", "2d"}
     grid = {(r.model.layers, r.model.hidden, r.model.heads, r.data.seq_len, r.data.batch_size) for r in cpu}
     off = [r for r in runs if (r.model.layers, r.model.hidden, r.model.heads, r.data.seq_len, r.data.batch_size) not in grid]
     assert len(off) == len(runs)

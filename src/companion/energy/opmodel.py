@@ -53,6 +53,7 @@ class DeviceRoofs:
     collective_alpha_s: float = 50e-6  # latency per collective per ring hop
     collective_beta_bytes_per_s: float = 1e9  # ring bandwidth per rank
     shared_node: bool = False  # ranks share one device's cores (CPU ranks on one node)
+    node_cores: int = 1  # cores the ranks of a shared node run on (launch and latency costs overlap up to this)
     overlap: bool = True  # FSDP collectives run asynchronously, beside compute
     idle_w: float = 0.0  # static power per metered unit (W)
     loaded_w: float = 0.0  # power of a unit running GEMMs (W)
@@ -103,7 +104,10 @@ def operator_terms(row, dev: DeviceRoofs) -> dict:
     w = 2 if s.precision == "bf16" else 4
     T_r, S2_r, B_r = s.padded_tokens / d, s.attention_pairs / d, s.sequences / d
     seq = max(S2_r / max(T_r, 1.0), 1.0)  # mean padded length (S2 / T)
+    # On a shared node the ranks split the node's compute (work / p each, at roof / p each); fixed costs do not
+    # split (every rank launches every operator) but run side by side on up to node_cores cores.
     share = t * d if dev.shared_node else 1
+    oversub = max(1.0, t * d / max(dev.node_cores, 1)) if dev.shared_node else 1.0
     bw = dev.bandwidth_bytes_per_s
 
     def op(flops, bytes_, roof):
@@ -130,17 +134,17 @@ def operator_terms(row, dev: DeviceRoofs) -> dict:
     state_b = (2 * w + 8) * p_tp + 36 * p_tp / d
     state = state_b / bw
     # fixed per-step and per-layer costs (operator launches); TP and FSDP add launches per layer
-    step_fixed = dev.ops_per_step * dev.launch_s * share
-    layer_fixed = dev.ops_per_layer * L * dev.launch_s * share
+    step_fixed = dev.ops_per_step * dev.launch_s * oversub
+    layer_fixed = dev.ops_per_layer * L * dev.launch_s * oversub
     # TP: 2 all-reduces forward and 2 backward per layer, ring: 2 (t-1)/t of the activation each
     n_tp = 4 * L if t > 1 else 0
-    tp_latency = n_tp * (t - 1) * dev.collective_alpha_s
+    tp_latency = n_tp * (t - 1) * dev.collective_alpha_s * oversub
     tp_bytes = n_tp * 2 * (t - 1) / t * T_r * h * w / dev.collective_beta_bytes_per_s if t > 1 else 0.0
     # FSDP: per layer (and the root) all-gather forward, all-gather backward, reduce-scatter gradients
     if d > 1:
         n_fsdp = 3 * (L + 1)
         fsdp_bytes = (d - 1) / d * p_tp * (2 * w + 4)
-        comm = n_fsdp * (d - 1) * dev.collective_alpha_s + fsdp_bytes / dev.collective_beta_bytes_per_s
+        comm = n_fsdp * (d - 1) * dev.collective_alpha_s * oversub + fsdp_bytes / dev.collective_beta_bytes_per_s
         compute = share * (gemm + attention + elementwise)
         fsdp = max(comm - compute, comm / (L + 1)) if dev.overlap else comm  # the first gather is exposed
     else:
@@ -245,6 +249,7 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
         gemm_half_dim=float(rec["gemm"]["half_dim"]), bandwidth_bytes_per_s=float(rec["bandwidth"]["bandwidth_bytes_per_s"]),
         launch_s=float(rec["launch"]["launch_s"]), collective_alpha_s=alpha, collective_beta_bytes_per_s=beta,
         shared_node=bool(rec.get("shared_node", rec.get("device") == "cpu")), overlap=bool(rec.get("overlap", False)),
+        node_cores=int(rec.get("provenance", {}).get("torch_threads") or 1),
         idle_w=float(idle or 0.0), loaded_w=float(loaded if loaded is not None else idle or 0.0),
         power_measured=bool(power.get("measured", False)), tier="calibrated",
         sources={"calibration": rec.get("provenance", {}).get("measured_at"), "power": power.get("method")})
@@ -275,7 +280,9 @@ def roofs_from_spec(device: str, precision: str) -> DeviceRoofs:
 
 def load_device_roofs(device: str, precision: str, root=None) -> DeviceRoofs:
     """The roofs of ``device``: its calibration file (data/devices/<device>.json) where one exists, else the
-    spec-sheet priors (GPUs). The CPU has no spec sheet here: it must be calibrated."""
+    spec-sheet priors (GPUs). A CPU without a calibration file gets its GEMM roof and bandwidth measured now
+    (a two-second check, ``hardware.measure_cpu_roofs``) and default fixed and collective costs, labelled
+    'analysis-time roofs': the fitted tier learns its multipliers either way."""
     import json
     from pathlib import Path
 
@@ -284,4 +291,12 @@ def load_device_roofs(device: str, precision: str, root=None) -> DeviceRoofs:
     path = Path(root or data_dir() / "devices") / f"{device}.json"
     if path.is_file():
         return roofs_from_calibration(json.loads(path.read_text()))
+    if device == "cpu":
+        from companion.energy.hardware import measure_cpu_roofs
+
+        r = measure_cpu_roofs()
+        return DeviceRoofs("cpu", gemm_peak_flops_per_s=r["peak_flops_per_s"], gemm_half_dim=32.0,
+                           bandwidth_bytes_per_s=r["bandwidth_bytes_per_s"], launch_s=5e-6, collective_alpha_s=1e-4,
+                           collective_beta_bytes_per_s=1e9, shared_node=True, overlap=False,
+                           node_cores=int(r.get("threads") or 1), tier="analysis-time roofs", sources={"roofs": r["method"]})
     return roofs_from_spec(device, precision)

@@ -196,6 +196,9 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",)) -> pd.Da
     """
     out = []
     keys = [*by, "model", "target"]
+    if pred.empty:
+        return pd.DataFrame(columns=[*keys, "n", "mape_pct", "mape_lo_pct", "mape_hi_pct", "median_ape_pct",
+                                     "max_ape_pct", "coverage_pct", "noise_floor_pct"])
     for key, g in pred.groupby(keys, sort=False):
         lo, hi = group_bootstrap_mape(g)
         floor = _noise_floor(noise, g.target.iloc[0])
@@ -215,3 +218,74 @@ def _noise_floor(noise: dict | None, target: str):
         if isinstance(v, (int, float)):
             return float(v)
     return None
+
+
+def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, level: float = 0.9) -> pd.DataFrame:
+    """Fit every model on ``train`` (e.g. the cpu sweep) and predict the off-grid ``holdout`` runs, which are
+    read only to score: the same rows as ``validate_models`` with split 'holdout'."""
+    from companion.energy.models import fit_model
+
+    energy_kind(pd.concat([train[["energy_measured"]], holdout[["energy_measured"]]]))
+    rows = []
+    for name, model in models.items():
+        pred = fit_model(model, train).predict(holdout, level)
+        for target, what in TARGETS.items():
+            for r, p, lo, hi in zip(holdout.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]):
+                if np.isfinite(p):
+                    rows.append({"split": "holdout", "fold": "off-grid", "model": name, "target": what,
+                                 "run_id": r.run_id, "size": f"L{r.layers}-h{r.hidden}-a{r.heads}", "mode": r.mode,
+                                 "world_size": r.world_size, "measured": getattr(r, target), "predicted": p,
+                                 "lo": lo, "hi": hi})
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["ape_pct"] = (out.predicted - out.measured).abs() / out.measured * 100
+        out["covered"] = (out.measured >= out.lo) & (out.measured <= out.hi)
+    return out
+
+
+def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "operator_roofline",
+                  target_pct: float = 10.0, split_pct: float = 15.0, coverage=(85.0, 95.0)) -> dict:
+    """The issue's criteria for one model, from ``score`` tables (pooled: by=(); by_split: by=('split',)).
+
+    Held-out pooled MAPE <= target for time and energy, every split <= split_pct, at most half the best
+    baseline that does not read measured time, and interval coverage within ``coverage`` in every split."""
+    from companion.energy.models import BASELINES
+
+    pre_run = [n for n, f in BASELINES.items() if not f().uses_measured_time]
+    out = {"model": model, "targets": {}}
+    for target in ("time", "energy"):
+        p = pooled[(pooled.target == target)].set_index("model")
+        s = by_split[(by_split.model == model) & (by_split.target == target)]
+        if model not in p.index:
+            continue
+        cv = s[s.split != "holdout"]
+        best = min((n for n in pre_run if n in p.index), key=lambda n: p.loc[n, "mape_pct"], default=None)
+        mape = float(p.loc[model, "mape_pct"])
+        out["targets"][target] = {
+            "pooled_mape_pct": mape, "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],
+            "worst_split_mape_pct": None if cv.empty else float(cv.mape_pct.max()),
+            "best_baseline": best, "best_baseline_mape_pct": None if best is None else float(p.loc[best, "mape_pct"]),
+            "holdout_mape_pct": float(s[s.split == "holdout"].mape_pct.iloc[0]) if (s.split == "holdout").any() else None,
+            "coverage_pct_by_split": dict(zip(s.split, s.coverage_pct.astype(float))),
+            "meets_pooled": mape <= target_pct,
+            "meets_every_split": bool((cv.mape_pct <= split_pct).all()),
+            "beats_half_best_baseline": best is not None and mape <= 0.5 * float(p.loc[best, "mape_pct"]),
+            "coverage_in_range": bool(((s.coverage_pct >= coverage[0]) & (s.coverage_pct <= coverage[1])).all()),
+        }
+    return out
+
+
+def describe_verdict(v: dict) -> str:
+    """Plain text: what the model reached against each criterion."""
+    parts = []
+    for target, t in v["targets"].items():
+        ok = [k for k in ("meets_pooled", "meets_every_split", "beats_half_best_baseline", "coverage_in_range") if t[k]]
+        parts.append(
+            f"{target}: pooled held-out MAPE {t['pooled_mape_pct']:.1f} % (target 10 %), worst split "
+            f"{t['worst_split']} at {t['worst_split_mape_pct'] or float('nan'):.1f} % (target 15 %), best pre-run "
+            f"baseline {t['best_baseline']} at {t['best_baseline_mape_pct'] or float('nan'):.1f} %"
+            + (f", off-grid holdout {t['holdout_mape_pct']:.1f} %" if t["holdout_mape_pct"] is not None else "")
+            + f"; {len(ok)} of 4 criteria met ({', '.join(ok) or 'none'})")
+    if not parts:
+        return f"The {v['model'].replace('_', ' ')}: too few runs in this build to hold out whole groups."
+    return f"The {v['model'].replace('_', ' ')}: " + "; ".join(parts) + "."

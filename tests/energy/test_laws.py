@@ -205,3 +205,17 @@ def test_model_validation_never_fits_on_held_out_rows(monkeypatch):
         end = folds_seen[n + 1] if n + 1 < len(folds_seen) else len(events)
         fits = [ids for kind, ids in events[start + 1:end] if kind == "fit"]
         assert fits and all(ids <= train for ids in fits)
+
+
+def test_holdout_runs_are_scored_never_fitted(monkeypatch):
+    import companion.energy.models as models_mod
+    from companion.energy.validation import score_holdout
+
+    X = _frame_for_validation()
+    train, holdout = X[X.layers != 12], X[X.layers == 12]
+    seen = []
+    real = models_mod.fit_point
+    monkeypatch.setattr(models_mod, "fit_point", lambda m, df: seen.append(frozenset(df.run_id)) or real(m, df))
+    pred = score_holdout(train, holdout, {"flops_power_law": models_mod.BASELINES["flops_power_law"]()})
+    assert seen and all(not ids & set(holdout.run_id) for ids in seen)
+    assert set(pred.run_id) == set(holdout.run_id) and set(pred.split) == {"holdout"}

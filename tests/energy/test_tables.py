@@ -40,3 +40,15 @@ def test_the_runner_records_what_torch_runs_on_cpu():
             F.scaled_dot_product_attention(q, q, q, dropout_p=dropout)
         ran_math = any("attention_math" in e.key for e in prof.key_averages())
         assert runtime_kernel(cfg) == ("math" if ran_math else "fused")
+
+
+def test_disturbed_runs_are_left_out_and_named():
+    import pandas as pd
+
+    from companion.energy.tables import usable_runs
+
+    df = pd.DataFrame({"run_id": ["a", "b", "c", "d"], "step_ci95_rel": [0.01, 0.5, None, 0.4],
+                       "target_rel_ci": [0.02, 0.02, 0.02, 0.0]})
+    kept, left_out = usable_runs(df, 0.1)
+    assert list(kept.run_id) == ["a", "d"] and left_out == ["b", "c"]  # d: fixed steps, no precision asked
+    assert len(usable_runs(df, None)[0]) == 4

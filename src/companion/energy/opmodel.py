@@ -248,6 +248,8 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
         name=rec["device_name"], gemm_peak_flops_per_s=float(rec["gemm"]["peak_flops_per_s"]),
         gemm_half_dim=float(rec["gemm"]["half_dim"]), bandwidth_bytes_per_s=float(rec["bandwidth"]["bandwidth_bytes_per_s"]),
         launch_s=float(rec["launch"]["launch_s"]), collective_alpha_s=alpha, collective_beta_bytes_per_s=beta,
+        **({"ops_per_layer": float(rec["op_counts"]["per_layer"]), "ops_per_step": float(rec["op_counts"]["per_step"])}
+           if rec.get("op_counts") else {}),
         shared_node=bool(rec.get("shared_node", rec.get("device") == "cpu")), overlap=bool(rec.get("overlap", False)),
         node_cores=int(rec.get("provenance", {}).get("torch_threads") or 1),
         idle_w=float(idle or 0.0), loaded_w=float(loaded if loaded is not None else idle or 0.0),

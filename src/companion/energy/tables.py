@@ -44,6 +44,7 @@ def run_row(rec: dict) -> dict:
         "real_tokens": tok["real_per_step"], "padded_tokens": tok["padded_per_step"],
         "attention_pairs": tok.get("attention_pairs_per_step"),
         "step_s": t["step_mean_s"], "step_ci95_rel": t["step_ci95_rel"], "steps_measured": t["steps_measured"],
+        "target_rel_ci": t.get("target_rel_ci"),
         "converged": t["converged"],
         "energy_per_step_j": e.get("per_step_mean_j"), "energy_ci95_rel": e.get("per_step_ci95_rel"),
         "energy_measured": bool(e["measured"]), "energy_source": e["source"] if isinstance(e["source"], str)
@@ -98,8 +99,10 @@ def proxies_frame(runs: pd.DataFrame, measured_roofs: dict | None = None) -> pd.
 def usable_runs(df: pd.DataFrame, max_step_ci95_rel: float | None) -> tuple[pd.DataFrame, list[str]]:
     """Runs whose per-step time is known to within ``max_step_ci95_rel`` (95 % CI half-width over the mean),
     and the run ids left out. A run disturbed by other load on the machine stops at its time cap with a wide
-    interval; fitting or scoring on it measures the disturbance, not the model. None keeps every run."""
-    if max_step_ci95_rel is None:
+    interval; fitting or scoring on it measures the disturbance, not the model. Runs of a fixed-step protocol
+    (no precision target, ``target_rel_ci`` 0) asked for no interval and are kept. None keeps every run."""
+    if max_step_ci95_rel is None or df.empty:
         return df, []
-    keep = df.step_ci95_rel.fillna(np.inf) <= max_step_ci95_rel
+    fixed_steps = df.target_rel_ci.fillna(1.0) <= 0 if "target_rel_ci" in df else False
+    keep = (df.step_ci95_rel.fillna(np.inf) <= max_step_ci95_rel) | fixed_steps
     return df[keep].reset_index(drop=True), sorted(df.run_id[~keep])

@@ -144,6 +144,8 @@ def explain(v: dict, df: pd.DataFrame) -> str:
 
 # ------------------------------------------------------------------------------ every model, one interface
 TARGETS = {"step_s": "time", "energy_per_step_j": "energy"}
+PRED_COLUMNS = ["split", "fold", "model", "target", "run_id", "size", "mode", "world_size", "measured", "predicted",
+                "lo", "hi", "ape_pct", "covered"]
 
 
 def validate_models(df: pd.DataFrame, models: dict, splits=None, level: float = 0.9,
@@ -171,10 +173,13 @@ def validate_models(df: pd.DataFrame, models: dict, splits=None, level: float = 
                                      "size": f"L{r.layers}-h{r.hidden}-a{r.heads}", "mode": r.mode,
                                      "world_size": r.world_size, "measured": getattr(r, target), "predicted": p,
                                      "lo": lo, "hi": hi})
-    pred = pd.DataFrame(rows)
-    if len(pred):
-        pred["ape_pct"] = (pred.predicted - pred.measured).abs() / pred.measured * 100
-        pred["covered"] = (pred.measured >= pred.lo) & (pred.measured <= pred.hi)
+    return _scored(rows)
+
+
+def _scored(rows: list[dict]) -> pd.DataFrame:
+    pred = pd.DataFrame(rows, columns=PRED_COLUMNS[:-2])
+    pred["ape_pct"] = (pred.predicted - pred.measured).abs() / pred.measured * 100
+    pred["covered"] = (pred.measured >= pred.lo) & (pred.measured <= pred.hi)
     return pred
 
 
@@ -236,11 +241,7 @@ def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, leve
                                  "run_id": r.run_id, "size": f"L{r.layers}-h{r.hidden}-a{r.heads}", "mode": r.mode,
                                  "world_size": r.world_size, "measured": getattr(r, target), "predicted": p,
                                  "lo": lo, "hi": hi})
-    out = pd.DataFrame(rows)
-    if len(out):
-        out["ape_pct"] = (out.predicted - out.measured).abs() / out.measured * 100
-        out["covered"] = (out.measured >= out.lo) & (out.measured <= out.hi)
-    return out
+    return _scored(rows)
 
 
 def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "operator_roofline",

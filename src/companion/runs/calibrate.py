@@ -133,6 +133,44 @@ def launch_benchmark(device, budget_s: float) -> dict:
     return {"launch_s": t / reps, "method": f"{reps} dependent one-element adds"}
 
 
+def op_count_benchmark(device) -> dict:
+    """Operators one training step launches (forward, backward, AdamW, zero_grad), counted at the aten level
+    for BERTs of 1 and 2 layers: ops = per_step + per_layer * layers."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from companion.runs.config import ModelConfig
+    from companion.runs.model import build_model
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    counts = {}
+    for layers in (1, 2):
+        torch.manual_seed(0)
+        model = build_model(ModelConfig(layers=layers, hidden=32, heads=2, vocab=128, max_positions=64)).to(device)
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        ids = torch.randint(0, 128, (2, 16), device=device)
+        batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.zeros(2, dtype=torch.long,
+                                                                                                device=device)}
+        model(**batch).loss.backward()  # first step outside the count (lazy state)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        Count.n = 0
+        with Count():
+            model(**batch).loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        counts[layers] = Count.n
+    per_layer = counts[2] - counts[1]
+    return {"per_layer": per_layer, "per_step": counts[1] - per_layer, "counts": counts,
+            "method": "aten operators dispatched by one training step (AdamW foreach), 1- and 2-layer BERT"}
+
+
 # ------------------------------------------------------------------------------------------ collectives
 def _collective_worker(rank: int, world: int, init_file: str, backend: str, out_file: str, budget_s: float) -> None:
     import warnings
@@ -255,6 +293,7 @@ def calibrate(device: str = "cpu", budget_s: float = 60.0, world_sizes=(2, 4), d
         "attention": attention_benchmark(dev, dtype, 0.12 * b),
         "bandwidth": bandwidth_benchmark(dev, 0.05 * b),
         "launch": launch_benchmark(dev, 0.03 * b),
+        "op_counts": op_count_benchmark(dev),
         "collectives": {str(p): collective_benchmark(p, backend, 0.12 * b) for p in world_sizes},
         "power": power_benchmark(dev, dtype, 0.08 * b),
         "shared_node": device == "cpu",

@@ -259,6 +259,10 @@ def eta_model_vs_measured(eta: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
 
 def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     """Held-out MAPE of every model for time and energy on every split, with its group-bootstrap interval."""
+    if scores.empty:  # too few runs to hold out whole groups: say so instead of drawing empty axes
+        note = pd.DataFrame({"text": ["too few runs in this build to hold out whole groups"]})
+        return alt.Chart(note, title=_title("Held-out MAPE: every model", df)).mark_text(align="left").encode(
+            text="text:N").properties(width=WIDTH - 120, height=40)
     base = alt.Chart(scores).encode(y=alt.Y("model:N", title=None, sort="x"))
     bars = base.mark_bar().encode(x=alt.X("mape_pct:Q", title="MAPE on held-out runs (%)"),
                                   color=alt.Color("target:N", title=None),

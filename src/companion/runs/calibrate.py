@@ -271,7 +271,7 @@ def power_benchmark(device, dtype, seconds: float) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ all
-def calibrate(device: str = "cpu", budget_s: float = 60.0, world_sizes=(2, 4), device_name: str | None = None) -> dict:
+def calibrate(device: str = "cpu", budget_s: float = 45.0, world_sizes=(2, 4), device_name: str | None = None) -> dict:
     """Run every microbenchmark within about ``budget_s`` and return the calibration record."""
     if device not in ("cpu", "cuda"):
         raise ConfigError(f"device={device!r} cannot be calibrated; use 'cpu' or 'cuda'")

@@ -15,6 +15,11 @@ GEN     := book/generated
 HTML    := _build/html/index.html
 # a profile is a name under src/companion/runs/profiles/ or a path to a .yaml file
 PROFILE_FILE := $(or $(wildcard src/companion/runs/profiles/$(PROFILE).yaml),$(wildcard $(PROFILE)))
+# the device the profile runs on, named as its records name it: cpu, or the GPU model (make ... DEVICE_NAME=H100)
+DEVICE_NAME ?= $(if $(filter gpu%,$(notdir $(basename $(PROFILE)))),H100,cpu)
+CALIBRATION := data/devices/$(DEVICE_NAME).json
+# the off-grid runs the cpu profile's models are scored on (none for other profiles)
+HOLDOUT := $(if $(filter cpu,$(PROFILE)),data/runs/holdout/.complete)
 E       := src/companion/energy
 R       := src/companion/report
 
@@ -24,7 +29,7 @@ define stage
 endef
 
 .DEFAULT_GOAL := help
-.PHONY: help setup setup-browser test sweep analysis fit validate figures book reproduce emit benchmark clean
+.PHONY: help setup setup-browser test sweep analysis fit validate figures book reproduce emit benchmark clean calibrate
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_.\/$$()-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -58,6 +63,17 @@ emit: setup ## write multi-node torchrun and SLURM launch scripts for PROFILE un
 benchmark: setup ## print the meter's overhead (step time with / without the meter, one process)
 	$(PY) benchmarks/meter_overhead.py
 
+# ---- device calibration: once per device (microbenchmarks for the operator roofline, about a minute)
+$(CALIBRATION): | $(STAMP)
+	$(BIN)/companion calibrate --device $(if $(filter cpu,$(DEVICE_NAME)),cpu,cuda) --device-name $(DEVICE_NAME) --out $@
+
+calibrate: $(CALIBRATION) ## calibrate this device once (data/devices/DEVICE_NAME.json)
+
+# ---- the off-grid holdout sweep (cpu profile): scored, never fitted
+data/runs/holdout/.complete: | $(STAMP)
+	$(BIN)/companion sweep --profile holdout --quiet
+	touch $@
+
 # ---- stages: each target is the artifact its notebook writes; editing a later stage never re-runs training
 $(DERIVED)/runs.csv: $(STAMP) $(PROFILE_FILE) notebooks/01_runs.py params/01_runs.yaml
 	$(call stage,01_runs)
@@ -71,15 +87,17 @@ $(DERIVED)/proxies.csv: $(DERIVED)/runs.csv notebooks/02_proxies.py params/02_pr
 $(DERIVED)/noise.json: $(DERIVED)/proxies.csv
 	@test -f $@ || { echo "$@ is missing: remove $< and re-run, stage 02_proxies writes both"; exit 1; }
 
-$(DERIVED)/fit.json: $(DERIVED)/proxies.csv notebooks/03_fit.py params/03_fit.yaml \
-		$(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(R)/figures.py
+$(DERIVED)/fit.json: $(DERIVED)/proxies.csv notebooks/03_fit.py params/03_fit.yaml $(CALIBRATION) \
+		$(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(E)/opmodel.py $(E)/models.py $(R)/figures.py
 	$(call stage,03_fit)
 
 $(DERIVED)/validation.json: $(DERIVED)/proxies.csv notebooks/04_validation.py params/04_validation.yaml \
-		params/03_fit.yaml $(E)/validation.py $(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(R)/figures.py
+		params/03_fit.yaml $(CALIBRATION) $(HOLDOUT) $(E)/validation.py $(E)/laws.py $(E)/efficiency.py $(E)/fit.py \
+		$(E)/opmodel.py $(E)/models.py $(R)/figures.py
 	$(call stage,04_validation)
 
-$(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_predict.yaml $(E)/predict.py
+$(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_predict.yaml $(E)/predict.py \
+		$(E)/opmodel.py $(E)/resources/hardware.yaml
 	$(call stage,05_predict)
 
 ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/noise.json $(DERIVED)/fit.json $(DERIVED)/validation.json $(DERIVED)/explore.csv

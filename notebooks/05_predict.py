@@ -13,9 +13,14 @@
 # %% [markdown]
 # # Predict your own fine-tune
 #
-# With a fitted law, a planned fine-tune's energy, time and CO₂ can be predicted before it runs, each with
-# an interval. The same is available from the shell: `companion predict --model bert-tiny --examples 100000
-# --epochs 3 --device cpu`. Change the parameters below (or pass them to papermill) to explore.
+# A planned fine-tune's energy, time and CO₂ can be predicted before it runs, each with an interval, in one of
+# three tiers that every answer states: **fitted** (the operator roofline with coefficients fitted on this
+# device's sweep), **calibrated** (the operator roofline at face value from the device's calibration file,
+# `companion calibrate`, no sweep) and **prior** (spec-sheet roofs and TDP with the efficiency and power priors
+# cited in the hardware table, and wide intervals). The same is available from the shell:
+# `companion predict --model bert-tiny --examples 100000 --epochs 3 --device cpu`, and for a device never
+# measured here, `companion plan --model bert-base --examples 100000 --epochs 3 --device H100 --devices 8`.
+# Change the parameters below (or pass them to papermill) to explore.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -28,6 +33,9 @@ examples = 100000
 epochs = 3
 country = "USA"
 law = "roofline_power_law"
+plan_device = "H100"
+plan_devices = 8
+plan_model = "bert-base"
 
 # %%
 import pandas as pd
@@ -35,7 +43,7 @@ from myst_nb import glue
 
 from companion import paths
 from companion.energy.fit import FittedModel
-from companion.energy.predict import make_plan, predict
+from companion.energy.predict import make_plan, plan_layouts, predict, predict_tiered
 
 fitted = FittedModel.load(paths.derived_dir(profile) / "fit.json")
 runs = pd.read_csv(paths.derived_dir(profile) / "runs.csv")
@@ -47,10 +55,13 @@ for model in models:
         plan = make_plan(model=model, seq_len=seq, batch_size=batch_size, examples=examples, epochs=epochs,
                          device=device, country=country, vocab=vocab)
         p = predict(plan, fitted, law=law)
+        op = predict_tiered(plan)
         rows.append({"model": model, "seq_len": seq, "steps": p["steps"], "energy_kwh": p["energy_kwh"],
                      "energy_kwh_lo": p["energy_kwh_interval"][0], "energy_kwh_hi": p["energy_kwh_interval"][1],
                      "time_h": p["time_h"], "co2_kg": p["co2_kg"], "warnings": len(p["warnings"]),
-                     "energy_kind": p["fit_energy_kind"]})
+                     "energy_kind": p["fit_energy_kind"], "op_tier": op["tier"], "op_energy_kwh": op["energy_kwh"],
+                     "op_energy_kwh_lo": op["energy_kwh_interval"][0], "op_energy_kwh_hi": op["energy_kwh_interval"][1],
+                     "op_time_h": op["time_h"]})
 explore = pd.DataFrame(rows)
 first = explore.iloc[0]
 glue("example_model", first.model, display=False)
@@ -60,6 +71,26 @@ glue("example_kwh_hi", f"{first.energy_kwh_hi:.3g}", display=False)
 glue("example_time_h", f"{first.time_h:.3g}", display=False)
 glue("explore_table", explore.round(4), display=False)
 explore.round(4)
+
+# %% [markdown]
+# The `energy_kwh` columns are the paper's law; the `op_` columns the operator roofline in the tier named in
+# `op_tier`.
+#
+# ## Planning on a device never measured here
+#
+# Every TP × FSDP layout and batch size of a {glue:text}`plan_model` fine-tune on {glue:text}`plan_devices`
+# × {glue:text}`plan_device`, ranked by predicted energy; `pareto` marks the layouts no other beats on both
+# energy and time. Tier: {glue:text}`plan_tier`.
+
+# %%
+planned = plan_layouts(plan_devices, model=plan_model, examples=examples, epochs=epochs, device=plan_device,
+                       country=country)
+plan_table = pd.DataFrame(planned["layouts"]).drop(columns=["energy_kwh_interval", "time_h_interval"])
+for key, value in (("plan_model", plan_model), ("plan_devices", str(plan_devices)), ("plan_device", plan_device),
+                   ("plan_tier", f"{planned['tier']} ({planned['tier_means']})")):
+    glue(key, value, display=False)
+glue("plan_table", plan_table.round(4), display=False)
+plan_table.round(4)
 
 # %% [markdown]
 # Requests outside the range the law was fitted on are flagged (`warnings`), and the energy kind of the

@@ -4,6 +4,8 @@
     companion sweep --profile  a named grid of runs, resumable; or --emit torchrun|slurm for a cluster
     companion profiles         the profiles and how many runs each holds
     companion predict ...      a planned fine-tune's energy, time and CO2, with intervals, before running it
+    companion plan ...         every TP x FSDP layout and batch size of a fine-tune, ranked, with the Pareto front
+    companion calibrate        microbenchmarks of this device for the operator roofline (data/devices/<name>.json)
 """
 
 from __future__ import annotations
@@ -60,34 +62,106 @@ def _cmd_profiles(_: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_predict(args: argparse.Namespace) -> int:
-    from companion.energy.fit import FittedModel
-    from companion.energy.predict import find_fit, format_prediction, make_plan, predict
-    from companion.runs.records import strict_dumps
-
+def _plan_request(args: argparse.Namespace) -> dict:
     if args.model is not None:
         clash = [f"--{n.replace('_', '-')}" for n in ("layers", "hidden", "heads", "ffn") if getattr(args, n)]
         if clash:
             raise ConfigError(f"--model {args.model} fixes the architecture, so {', '.join(clash)} would be ignored; "
                               "drop --model or drop " + ", ".join(clash))
-    plan = make_plan(model=args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, ffn=args.ffn,
-                     vocab=args.vocab, max_positions=args.max_positions, seq_len=args.seq_len,
-                     lengths=args.lengths, batch_size=args.batch_size, tokens=args.tokens, examples=args.examples,
-                     epochs=args.epochs, tp=args.tp, dp=args.dp, device=args.device, devices=args.devices,
-                     precision=args.precision, country=args.country)
-    fitted = FittedModel.load(args.fit or find_fit(plan.device_name))
-    result = predict(plan, fitted, law=args.law, level=args.level)
-    if args.json:
-        print(strict_dumps(result, indent=1))  # strict JSON: a non-finite number is written as null
+    return {"model": args.model, "layers": args.layers, "hidden": args.hidden, "heads": args.heads, "ffn": args.ffn,
+            "vocab": args.vocab, "max_positions": args.max_positions, "seq_len": args.seq_len,
+            "lengths": args.lengths, "tokens": args.tokens, "examples": args.examples, "epochs": args.epochs,
+            "device": args.device, "precision": args.precision, "country": args.country}
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from companion.energy.predict import format_prediction, format_tiered, make_plan, predict, predict_tiered
+    from companion.runs.records import strict_dumps
+
+    plan = make_plan(**_plan_request(args), batch_size=args.batch_size, tp=args.tp, dp=args.dp, devices=args.devices)
+    if args.law or args.fit:  # the paper's law (or a baseline) as fitted on this device's sweep, or in --fit
+        from companion.energy.fit import FittedModel
+        from companion.energy.predict import find_fit
+
+        if args.tier not in (None, "fitted"):
+            raise ConfigError(f"--law/--fit read a fitted law; --tier {args.tier} has none: drop them or use --tier fitted")
+        law = args.law or "roofline_power_law"
+        result = predict(plan, FittedModel.load(args.fit or find_fit(plan.device_name)), law=law, level=args.level)
+        result["tier"] = "fitted"
+        text = format_prediction(result, warnings=False)
     else:
-        print(format_prediction(result, warnings=False))
+        result = predict_tiered(plan, tier=args.tier, level=args.level)
+        text = format_tiered(result)
+    print(strict_dumps(result, indent=1) if args.json else text)  # strict JSON: non-finite numbers as null
     for w in result["warnings"]:  # one line each, on stderr, whatever the output format
         print(f"warning: {w}", file=sys.stderr)
     return 0
 
 
+def _cmd_plan(args: argparse.Namespace) -> int:
+    import json
+
+    from companion.energy.predict import format_plan, plan_layouts
+
+    try:
+        batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    except ValueError:
+        raise ConfigError(f"batch_sizes={args.batch_sizes!r} must be integers separated by commas, e.g. 16,32,64") from None
+    result = plan_layouts(args.devices, batch_sizes, tier=args.tier, level=args.level, **_plan_request(args))
+    print(json.dumps(result, indent=1) if args.json else format_plan(result))
+    return 0
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    import time
+
+    from companion.runs.calibrate import calibrate, write_calibration
+    from companion.paths import data_dir
+
+    t0 = time.perf_counter()
+    rec = calibrate(args.device, budget_s=args.budget_s, device_name=args.device_name)
+    out = args.out or data_dir() / "devices" / f"{rec['device_name']}.json"
+    write_calibration(rec, out)
+    g, p = rec["gemm"], rec["power"]
+    print(f"{rec['device_name']}: GEMM peak {g['peak_flops_per_s'] / 1e9:.4g} GFLOP/s (k0 {g['half_dim']:.3g}), "
+          f"bandwidth {rec['bandwidth']['bandwidth_bytes_per_s'] / 1e9:.4g} GB/s, launch "
+          f"{rec['launch']['launch_s'] * 1e6:.3g} us, power idle {p.get('idle_w') or float('nan'):.4g} W / loaded "
+          f"{p.get('loaded_w') or float('nan'):.4g} W ({'measured' if p.get('measured') else 'estimated'}), "
+          f"{time.perf_counter() - t0:.1f} s -> {out}")
+    return 0
+
+
+def _add_plan_arguments(pr: argparse.ArgumentParser) -> None:
+    pr.add_argument("--model", help="named size: bert-tiny, bert-mini, bert-small, bert-medium, bert-base, bert-large")
+    for name in ("layers", "hidden", "heads"):
+        pr.add_argument(f"--{name}", type=int, help="architecture (instead of --model)")
+    pr.add_argument("--ffn", type=int, default=0, help="FFN width (default 4*hidden)")
+    pr.add_argument("--vocab", type=int, default=30522)
+    pr.add_argument("--max-positions", type=int, default=512)
+    pr.add_argument("--seq-len", type=int, default=128, help="longest (padded) sequence, tokens")
+    pr.add_argument("--lengths", help="length distribution: fixed | uniform:MIN | hist:LEN=W,...")
+    pr.add_argument("--tokens", type=float, help="real tokens to train on (instead of --examples)")
+    pr.add_argument("--examples", type=float, help="training examples (with --epochs)")
+    pr.add_argument("--epochs", type=float, default=1.0)
+    pr.add_argument("--device", default="cpu", help="device type from the hardware table (cpu, A100, H100, ...)")
+    pr.add_argument("--precision", choices=["fp32", "bf16"])
+    pr.add_argument("--country", default="USA", help="ISO alpha-3 code for the carbon intensity")
+    pr.add_argument("--tier", choices=["fitted", "calibrated", "prior"],
+                    help="fitted (this device's sweep), calibrated (its calibration file) or prior (spec sheet); "
+                         "default: the best this device has")
+    pr.add_argument("--level", type=float, default=0.9, help="prediction-interval level (default 0.9)")
+    pr.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments get one line naming the field, as every other bad input does."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="companion", description=__doc__,
+    parser = OneLineParser(prog="companion", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", help="fine-tune and measure one configuration (see `companion run --help`)",
@@ -107,30 +181,29 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--device-name", help="hardware tag in run IDs, e.g. H100 (default: detected)")
     sub.add_parser("profiles", help="list the profiles")
     pr = sub.add_parser("predict", help="predict a planned fine-tune's energy, time and CO2 (with intervals)",
-                        description="Predict energy (kWh), time (h) and CO2 (kg) of a planned fine-tune from a "
-                                    "law fitted on runs of the same device type (data/derived/<profile>/fit.json).")
-    pr.add_argument("--model", help="named size: bert-tiny, bert-mini, bert-small, bert-medium, bert-base, bert-large")
-    for name in ("layers", "hidden", "heads"):
-        pr.add_argument(f"--{name}", type=int, help="architecture (instead of --model)")
-    pr.add_argument("--ffn", type=int, default=0, help="FFN width (default 4*hidden)")
-    pr.add_argument("--vocab", type=int, default=30522)
-    pr.add_argument("--max-positions", type=int, default=512)
-    pr.add_argument("--seq-len", type=int, default=128, help="longest (padded) sequence, tokens")
-    pr.add_argument("--lengths", help="length distribution: fixed | uniform:MIN | hist:LEN=W,...")
+                        description="Predict energy (kWh), time (h) and CO2 (kg) of a planned fine-tune with the "
+                                    "operator roofline in a tier (fitted, calibrated, prior), or with a fitted law.")
+    _add_plan_arguments(pr)
     pr.add_argument("--batch-size", type=int, default=32, help="sequences per optimizer step (global)")
-    pr.add_argument("--tokens", type=float, help="real tokens to train on (instead of --examples)")
-    pr.add_argument("--examples", type=float, help="training examples (with --epochs)")
-    pr.add_argument("--epochs", type=float, default=1.0)
     pr.add_argument("--tp", type=int, default=1)
     pr.add_argument("--dp", type=int, default=1)
-    pr.add_argument("--device", default="cpu", help="device type from the hardware table (cpu, A100, H100, ...)")
     pr.add_argument("--devices", type=int, help="device count (must equal tp*dp)")
-    pr.add_argument("--precision", choices=["fp32", "bf16"])
-    pr.add_argument("--country", default="USA", help="ISO alpha-3 code for the carbon intensity")
-    pr.add_argument("--law", default="roofline_power_law", help="roofline_power_law (default) or energy_roofline")
-    pr.add_argument("--level", type=float, default=0.9, help="prediction-interval level (default 0.9)")
-    pr.add_argument("--fit", type=Path, help="fit artifact (default: the one for --device under data/derived/)")
-    pr.add_argument("--json", action="store_true", help="machine-readable output")
+    pr.add_argument("--law", help="use a law fitted on this device's sweep instead: roofline_power_law (the paper's), "
+                                  "energy_roofline, tokens_linear, flops_power_law")
+    pr.add_argument("--fit", type=Path, help="predict with the law (--law, default the paper's) in this fit artifact (default: the one for --device under data/derived/)")
+    pl = sub.add_parser("plan", help="rank the TP x FSDP layouts and batch sizes of a fine-tune by energy and time",
+                        description="Every valid layout of a fine-tune on --devices devices, ranked by predicted "
+                                    "energy, with the Pareto front of energy and time and the tier used.")
+    _add_plan_arguments(pl)
+    pl.add_argument("--devices", type=int, required=True, help="devices to use (tp * dp)")
+    pl.add_argument("--batch-sizes", default="8,16,32,64,128", help="global batch sizes to consider (comma-separated)")
+    ca = sub.add_parser("calibrate", help="microbenchmark this device for the operator roofline",
+                        description="GEMM roofs, attention kernels, bandwidth, launch overhead, collectives (p = 2, 4) "
+                                    "and idle/loaded power, written to data/devices/<device-name>.json.")
+    ca.add_argument("--device", default="cpu", help="cpu or cuda")
+    ca.add_argument("--device-name", help="name of the file and device (default: cpu, or the GPU's model, e.g. H100)")
+    ca.add_argument("--budget-s", type=float, default=45.0, help="time for the timed benchmarks, seconds (default 45)")
+    ca.add_argument("--out", type=Path, help="output file (default data/devices/<device-name>.json)")
     return parser
 
 
@@ -140,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_run(argv[1:])
     args = build_parser().parse_args(argv)
     try:
-        return {"sweep": _cmd_sweep, "profiles": _cmd_profiles, "predict": _cmd_predict}[args.command](args)
+        return {"sweep": _cmd_sweep, "profiles": _cmd_profiles, "predict": _cmd_predict, "plan": _cmd_plan,
+                "calibrate": _cmd_calibrate}[args.command](args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -170,3 +170,52 @@ def test_explain_names_the_reasons_from_the_data():
     assert "η from 0.10 to 0.30" in text and "only 4 runs" in text
     good = {**bad, "mape_pct": 4.0, "meets_target": True, "beats_half_best_baseline": True}
     assert explain(good, df.assign(energy_measured=True)).endswith("meets both criteria on these runs.")
+
+
+def test_model_validation_never_fits_on_held_out_rows(monkeypatch):
+    """Every fit (the model's own and its interval refits) in a fold sees only that fold's training rows."""
+    import companion.energy.models as models_mod
+    from companion.energy.validation import validate_models
+
+    X = _frame_for_validation()
+    X["energy_per_step_j"] = X.energy_per_step_j.astype(float)
+    events = []
+    real_fit_model, real_fit_point = models_mod.fit_model, models_mod.fit_point
+
+    def spy_fit_model(model, df, *a, **k):
+        events.append(("fold", frozenset(df.run_id)))
+        return real_fit_model(model, df, *a, **k)
+
+    def spy_fit_point(model, df):
+        events.append(("fit", frozenset(df.run_id)))
+        return real_fit_point(model, df)
+
+    monkeypatch.setattr(models_mod, "fit_model", spy_fit_model)
+    monkeypatch.setattr(models_mod, "fit_point", spy_fit_point)
+    models = {"roofline_power_law": models_mod.paper_law(n_boot=0),
+              "flops_power_law": models_mod.BASELINES["flops_power_law"]()}
+    pred = validate_models(X, models, splits=["leave_one_size_out", "leave_one_degree_out", "leave_one_mode_out"])
+    held_out = [ids for _, ids in pred.groupby(["split", "fold"], sort=False).run_id.apply(frozenset).items()]
+    folds_seen = [i for i, (kind, _) in enumerate(events) if kind == "fold"]
+    assert len(folds_seen) == len(models) * len(held_out)
+    for n, start in enumerate(folds_seen):
+        train = events[start][1]
+        test = held_out[n // len(models)]
+        assert not train & test
+        end = folds_seen[n + 1] if n + 1 < len(folds_seen) else len(events)
+        fits = [ids for kind, ids in events[start + 1:end] if kind == "fit"]
+        assert fits and all(ids <= train for ids in fits)
+
+
+def test_holdout_runs_are_scored_never_fitted(monkeypatch):
+    import companion.energy.models as models_mod
+    from companion.energy.validation import score_holdout
+
+    X = _frame_for_validation()
+    train, holdout = X[X.layers != 12], X[X.layers == 12]
+    seen = []
+    real = models_mod.fit_point
+    monkeypatch.setattr(models_mod, "fit_point", lambda m, df: seen.append(frozenset(df.run_id)) or real(m, df))
+    pred = score_holdout(train, holdout, {"flops_power_law": models_mod.BASELINES["flops_power_law"]()})
+    assert seen and all(not ids & set(holdout.run_id) for ids in seen)
+    assert set(pred.run_id) == set(holdout.run_id) and set(pred.split) == {"holdout"}

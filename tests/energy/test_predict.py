@@ -91,7 +91,8 @@ def test_device_without_a_fit_and_after_the_fact_laws_are_refused(fit_path, tmp_
 
 def test_command_line_json(fit_path):
     res = companion_cmd("predict", "--model", "bert-base", "--examples", "100000", "--epochs", "3", "--device", "H100",
-                        "--devices", "4", "--dp", "4", "--fit", str(fit_path), "--json", timeout=60)
+                        "--devices", "4", "--dp", "4", "--law", "roofline_power_law", "--fit", str(fit_path), "--json",
+                        timeout=60)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert {"energy_kwh", "energy_kwh_interval", "time_h", "time_h_interval", "co2_kg", "co2_kg_interval", "fit"} <= set(out)

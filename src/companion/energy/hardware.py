@@ -16,6 +16,12 @@ def device_table() -> dict:
     return yaml.safe_load((RESOURCES_DIR / "hardware.yaml").read_text())["devices"]
 
 
+@lru_cache(maxsize=1)
+def priors() -> dict:
+    """The prior tier's efficiency and power priors (``priors`` in hardware.yaml), with their sources."""
+    return yaml.safe_load((RESOURCES_DIR / "hardware.yaml").read_text()).get("priors", {})
+
+
 def device_spec(device: str) -> dict:
     """The table entry of a device tag ('cpu', 'H100', ...); a clear error for unknown devices."""
     table = device_table()

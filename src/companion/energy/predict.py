@@ -26,6 +26,7 @@ from companion.runs.config import DataConfig, Layout, LengthDist, build_run
 from companion.runs.data import expected_token_counts
 from companion.energy.fit import FittedModel, design_matrix
 from companion.energy.laws import LAWS, TIME_LAW
+from companion.energy import opmodel
 from companion.paths import data_dir
 
 # Named BERT sizes (Turc et al. 2019 for the small ones; Devlin et al. 2019 for base and large).
@@ -106,21 +107,28 @@ def make_plan(model: str | None = None, layers=None, hidden=None, heads=None, ff
                 max_positions, precision, country)
 
 
-def find_fit(device: str, root: Path | None = None) -> Path:
-    """The fit artifact made from runs on ``device`` with the most runs."""
+def _fit_artifacts(root: Path | None = None):
+    """(path, artifact) of every profile's fit.json; a corrupt one is skipped with a warning, so one broken
+    fit (another profile's) never stops predictions for every device."""
     root = root or data_dir() / "derived"
-    candidates, have = [], set()
     for path in sorted(root.glob("*/fit.json")):
-        try:  # one broken fit (another profile's) must not stop predictions for every device
+        try:
             art = json.loads(path.read_text(encoding="utf-8"))
-            name, n_runs = art["device_name"], int(art["n_runs"])
+            art["device_name"], int(art["n_runs"])
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
             print(f"warning: skipping the corrupt fit artifact {path} ({type(exc).__name__}); re-make it with "
                   "stage 03", file=sys.stderr)
             continue
-        have.add(name)
-        if name == device:
-            candidates.append((n_runs, path))
+        yield path, art
+
+
+def find_fit(device: str, root: Path | None = None) -> Path:
+    """The fit artifact made from runs on ``device`` with the most runs."""
+    candidates, have = [], set()
+    for path, art in _fit_artifacts(root):
+        have.add(art["device_name"])
+        if art["device_name"] == device:
+            candidates.append((int(art["n_runs"]), path))
     if not candidates:
         raise ConfigError(
             f"no fitted law for device {device!r} (fits exist for: {', '.join(have) or 'none'}); measure runs on "
@@ -129,7 +137,7 @@ def find_fit(device: str, root: Path | None = None) -> Path:
     return max(candidates)[1]
 
 
-def plan_frame(plan: Plan, fitted: FittedModel) -> pd.DataFrame:
+def plan_frame(plan: Plan, fitted) -> pd.DataFrame:
     """The one-row frame of proxies a law reads, for the planned fine-tune."""
     art = fitted.artifact
     if plan.device_name != art["device_name"]:
@@ -150,12 +158,18 @@ def plan_frame(plan: Plan, fitted: FittedModel) -> pd.DataFrame:
         # as the fitted runs were metered: one unit per GPU, or one per node shared by its ranks
         "metered_units": plan.tp * plan.dp if art["energy_scope"] == "device" else 1,
     }
+    from companion.energy.fit import design_matrix
+
     return design_matrix(pd.DataFrame([row]), fitted.usl)
 
 
-def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", level: float = 0.9) -> dict:
+def check_level(level) -> None:
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
         raise ConfigError(f"--level {level!r} must lie strictly between 0 and 1, e.g. --level 0.9 for a 90 % interval")
+
+
+def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", level: float = 0.9) -> dict:
+    check_level(level)
     if law not in fitted.energy:
         raise ConfigError(f"law {law!r} is not in the fit artifact; use one of {', '.join(fitted.energy)}")
     if LAWS[law].uses_measured_time:
@@ -175,12 +189,7 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
         v = float(X[col].iloc[0])
         if not lo <= v <= hi:
             warnings.append(f"{col} = {v:.3g} lies outside the fitted range [{lo:.3g}, {hi:.3g}]: extrapolation")
-    asked = {"layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "ffn": plan.ffn or 4 * plan.hidden,
-             "vocab": plan.vocab, "seq_len": plan.seq_len, "batch_size": plan.batch_size, "tp": plan.tp,
-             "dp": plan.dp, "world_size": plan.tp * plan.dp}
-    for col, (lo, hi) in fitted.artifact.get("input_ranges", {}).items():
-        if col in asked and not lo <= asked[col] <= hi:
-            warnings.append(f"{col} = {asked[col]:g} lies outside the fitted range [{lo:g}, {hi:g}]: extrapolation")
+    warnings += _outside_ranges(plan, fitted.artifact.get("input_ranges", {}))
     fitted_precisions = fitted.artifact["precision"]
     if plan.precision is not None and plan.precision not in fitted_precisions:
         warnings.append(f"precision {plan.precision} was not measured: the fit holds {', '.join(fitted_precisions)} "
@@ -221,3 +230,241 @@ def format_prediction(p: dict, warnings: bool = True) -> str:
     if warnings:
         lines += [f"warning: {w}" for w in p["warnings"]]
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ tiers: fitted, calibrated, prior
+TIERS = ("fitted", "calibrated", "prior")
+TIER_TEXT = {
+    "fitted": "operator roofline with coefficients fitted on this device's sweep",
+    "calibrated": "operator roofline at face value from this device's calibration file (no sweep)",
+    "prior": "operator roofline from spec-sheet roofs and TDP with published efficiency and power priors",
+}
+
+
+def devices_dir() -> Path:
+    """Calibration files of ``companion calibrate``: data/devices/<device-name>.json."""
+    return data_dir() / "devices"
+
+
+def find_operator_fit(device: str, root: Path | None = None) -> dict | None:
+    """The operator model fitted on ``device``'s sweep with the most runs (from stage 03's fit.json), if any,
+    with the ranges of the inputs it was fitted on."""
+    best = None
+    for path, art in _fit_artifacts(root):
+        op = art.get("operator_model")
+        if art["device_name"] == device and op and (best is None or art["n_runs"] > best[0]):
+            best = (art["n_runs"], {**op, "path": str(path), "input_ranges": art.get("input_ranges", {})})
+    return best[1] if best else None
+
+
+def find_calibration(device: str, root: Path | None = None) -> dict | None:
+    path = (root or devices_dir()) / f"{device}.json"
+    return {**json.loads(path.read_text()), "path": str(path)} if path.is_file() else None
+
+
+def _calibrated_residuals(root: Path | None = None) -> dict | None:
+    """Interval half-widths (log) of the calibrated tier, from its errors on a swept device's runs (stage 03
+    scores the un-fitted calibrated model on every run of its sweep: nothing is fitted, so these are held out)."""
+    for _, art in _fit_artifacts(root):
+        cal = art.get("calibrated_tier_residuals")
+        if cal:
+            return cal
+    return None
+
+
+def resolve_tier(device: str, precision: str, tier: str | None = None, derived_root: Path | None = None,
+                 devices_root: Path | None = None) -> dict:
+    """The tier a prediction uses, with its roofs, coefficients and interval half-widths (log).
+
+    ``tier=None`` takes the best tier this device has (fitted > calibrated > prior) and says so; a named tier
+    is used as asked or refused with the reason; it is never upgraded nor downgraded silently.
+    """
+    if tier is not None and tier not in TIERS:
+        raise ConfigError(f"tier={tier!r} is not a tier; use one of {', '.join(TIERS)}")
+    if tier in (None, "fitted"):
+        op = find_operator_fit(device, derived_root)
+        if op:
+            dev = opmodel.DeviceRoofs.from_json(op["dev"])
+            return {"tier": "fitted", "dev": dev, "time": op["time"], "energy": op["energy"],
+                    "source": op["path"], "residuals": op["residuals"], "input_ranges": op["input_ranges"]}
+        if tier == "fitted":
+            raise ConfigError(f"tier='fitted' needs a sweep fitted on {device!r} (data/derived/<profile>/fit.json); "
+                              f"run `make reproduce` with a {device} profile, or use --tier calibrated or prior")
+    if tier in (None, "calibrated"):
+        cal = find_calibration(device, devices_root)
+        if cal:
+            dev = opmodel.roofs_from_calibration(cal)
+            coef = opmodel.prior_coefficients(dev)
+            residuals = _calibrated_residuals(derived_root)
+            factor = hardware.priors().get("gpu", {}).get("interval_factor", 2.0)
+            hw = {"step_s": math.log(factor), "energy_per_step_j": math.log(factor)}
+            note = ("interval from the calibrated tier's errors on a swept device's runs" if residuals else
+                    f"calibrated tier not yet scored on a sweep: a factor-{factor:g} interval")
+            return {"tier": "calibrated", "dev": dev, **coef, "halfwidth": hw, "residuals": residuals,
+                    "source": cal["path"], "note": note}
+        if tier == "calibrated":
+            raise ConfigError(f"tier='calibrated' needs data/devices/{device}.json; run "
+                              f"`companion calibrate --device {'cpu' if device == 'cpu' else 'cuda'}` on a {device}, "
+                              "or use --tier prior")
+    dev = opmodel.roofs_from_spec(device, precision)
+    factor = float(hardware.priors().get("gpu", {}).get("interval_factor", 2.0))
+    return {"tier": "prior", "dev": dev, **opmodel.prior_coefficients(dev),
+            "halfwidth": {"step_s": math.log(factor), "energy_per_step_j": math.log(factor)},
+            "source": "energy/resources/hardware.yaml", "note": f"spec-sheet priors: a factor-{factor:g} interval"}
+
+
+def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
+    """The frame the operator model reads, one row per plan (no law proxies: nothing here needs scipy)."""
+    rows = []
+    for plan in plans:
+        tokens = expected_token_counts(DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size,
+                                                  lengths=plan.lengths), plan.dp)
+        rows.append({
+            "layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "ffn": plan.ffn or 4 * plan.hidden,
+            "vocab": plan.vocab, "max_positions": plan.max_positions, "num_labels": 2, "batch_size": plan.batch_size,
+            "padded_tokens": tokens.padded, "attention_pairs": tokens.attention_pairs, "real_tokens": tokens.real,
+            "tp": plan.tp, "dp": plan.dp, "world_size": plan.tp * plan.dp, "mode": Layout(plan.tp, plan.dp).mode,
+            "precision": precision,
+            # training with dropout: SDPA's CPU kernel falls back to math; GPUs run a fused kernel
+            "attention_kernel": "math" if plan.device_name == "cpu" else "fused",
+            "metered_units": plan.tp * plan.dp if scope == "device" else 1,
+        })
+    return pd.DataFrame(rows)
+
+
+def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: float = 0.9,
+                   derived_root: Path | None = None, devices_root: Path | None = None) -> list[dict] | dict:
+    """Energy, time and CO2 of planned fine-tunes on one device type with the operator roofline, in a tier."""
+    single = isinstance(plans, Plan)
+    plans = [plans] if single else list(plans)
+    check_level(level)
+    device = plans[0].device_name
+    precision = plans[0].precision or ("fp32" if device == "cpu" else "bf16")
+    if device == "cpu" and precision != "fp32":
+        raise ConfigError(f"precision={precision!r} on cpu: the CPU sweeps and calibration run fp32; use --precision fp32")
+    res = resolve_tier(device, precision, tier, derived_root, devices_root)
+    dev = res["dev"]
+    X = plan_rows(plans, precision, "node" if dev.shared_node else "device")
+    terms = opmodel.operator_frame(X, dev)
+    t = opmodel.predict_time_s(terms, res["time"])
+    e = opmodel.predict_energy_j(terms, t, X.metered_units.to_numpy(float), res["energy"])
+    single_t = opmodel.predict_time_s(opmodel.operator_frame(X.assign(tp=1, dp=1, world_size=1), dev), res["time"])
+    hw = _halfwidths_at(res, level)
+    out = []
+    for i, plan in enumerate(plans):
+        intensity = carbon_intensity(plan.country)
+        kwh = e[i] * plan.steps / J_PER_KWH
+        hours = t[i] * plan.steps / 3600
+        ke, kt = math.exp(hw["energy_per_step_j"]), math.exp(hw["step_s"])
+        g = intensity["g_per_kwh"] / 1000
+        out.append({
+            "plan": {**{k: v for k, v in plan.__dict__.items() if k != "lengths"}, "lengths": plan.lengths.__dict__,
+                     "precision": precision},
+            "tier": res["tier"], "tier_means": TIER_TEXT[res["tier"]], "source": res["source"],
+            "interval_level": level, "steps": plan.steps,
+            "energy_kwh": kwh, "energy_kwh_interval": [kwh / ke, kwh * ke],
+            "time_h": hours, "time_h_interval": [hours / kt, hours * kt],
+            "co2_kg": kwh * g, "co2_kg_interval": [kwh / ke * g, kwh * ke * g],
+            "step_s": float(t[i]), "energy_per_step_j": float(e[i]),
+            "mean_power_w": float(e[i] / t[i]), "eta": float(single_t[i] / (X.world_size[i] * t[i])),
+            "energy_measured_basis": bool(dev.power_measured),
+            "carbon_intensity_g_per_kwh": intensity["g_per_kwh"], "country": intensity["country"],
+            "notes": [n for n in [res.get("note")] if n],
+            "warnings": _outside_ranges(plan, res.get("input_ranges", {})),
+        })
+    return out[0] if single else out
+
+
+def _outside_ranges(plan: Plan, ranges: dict) -> list[str]:
+    """One warning per planned input (vocab included) outside the range the fitted tier was fitted on."""
+    asked = {"layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "ffn": plan.ffn or 4 * plan.hidden,
+             "vocab": plan.vocab, "seq_len": plan.seq_len, "batch_size": plan.batch_size, "tp": plan.tp,
+             "dp": plan.dp, "world_size": plan.tp * plan.dp}
+    return [f"{col} = {asked[col]:g} lies outside the fitted range [{lo:g}, {hi:g}]: extrapolation"
+            for col, (lo, hi) in ranges.items() if col in asked and not lo <= asked[col] <= hi]
+
+
+def _halfwidths_at(res: dict, level: float) -> dict:
+    """Log half-widths at ``level``: conformal from stored held-out residuals where the tier has them."""
+    from companion.energy.opmodel import conformal_halfwidth
+
+    if res.get("residuals"):
+        return {k: conformal_halfwidth(v, level) for k, v in res["residuals"].items()}
+    return res["halfwidth"]  # a stated width (priors), the same at every level
+
+
+def format_tiered(p: dict) -> str:
+    lvl = int(round(p["interval_level"] * 100))
+    pl = p["plan"]
+    lines = [
+        f"planned: L{pl['layers']}-h{pl['hidden']}-a{pl['heads']} seq {pl['seq_len']} batch {pl['batch_size']}, "
+        f"{p['steps']} steps, tp={pl['tp']} dp={pl['dp']} on {pl['device_name']} ({pl['precision']})",
+        f"tier:   {p['tier']} - {p['tier_means']} ({p['source']})",
+        f"energy: {p['energy_kwh']:.4g} kWh  [{lvl}% interval {p['energy_kwh_interval'][0]:.4g} - "
+        f"{p['energy_kwh_interval'][1]:.4g}]  ({'from measured' if p['energy_measured_basis'] else 'from estimated'} power)",
+        f"time:   {p['time_h']:.4g} h  [{p['time_h_interval'][0]:.4g} - {p['time_h_interval'][1]:.4g}]",
+        f"CO2:    {p['co2_kg']:.4g} kg  [{p['co2_kg_interval'][0]:.4g} - {p['co2_kg_interval'][1]:.4g}] "
+        f"at {p['carbon_intensity_g_per_kwh']:.0f} g/kWh ({p['country']})",
+        f"model:  eta = {p['eta']:.3f}, mean power {p['mean_power_w']:.4g} W, {p['step_s']:.4g} s/step",
+    ]
+    return "\n".join(lines + [f"note: {n}" for n in p["notes"]])
+
+
+# ----------------------------------------------------------------------------------------------- plan
+def candidate_layouts(devices: int, heads: int, hidden: int, batch_sizes) -> list[tuple[int, int, int]]:
+    """(tp, dp, batch) with tp * dp = devices, tp dividing heads and hidden, dp dividing the batch."""
+    out = []
+    for tp in range(1, devices + 1):
+        if devices % tp or heads % tp or hidden % tp:
+            continue
+        dp = devices // tp
+        out += [(tp, dp, b) for b in batch_sizes if b % dp == 0]
+    return out
+
+
+def pareto_front(energy, time) -> list[int]:
+    """Indices not dominated in (energy, time): nothing else is at least as good in both and better in one."""
+    idx = []
+    for i, (e, t) in enumerate(zip(energy, time)):
+        if not any((e2 <= e and t2 <= t) and (e2 < e or t2 < t) for e2, t2 in zip(energy, time)):
+            idx.append(i)
+    return sorted(idx, key=lambda i: energy[i])
+
+
+def plan_layouts(devices: int, batch_sizes=(8, 16, 32, 64, 128), tier: str | None = None, level: float = 0.9,
+                 derived_root: Path | None = None, devices_root: Path | None = None, **request) -> dict:
+    """Rank every valid layout (TP x FSDP degrees, batch size) of a fine-tune on ``devices`` devices by
+    predicted energy and time; the Pareto front and the tier used."""
+    if not isinstance(devices, int) or devices < 1:
+        raise ConfigError(f"devices={devices!r} must be a positive integer, e.g. --devices 8")
+    if not batch_sizes or any(int(b) < 1 for b in batch_sizes):
+        raise ConfigError(f"batch_sizes={list(batch_sizes)!r} must be positive integers, e.g. --batch-sizes 16,32,64")
+    probe = make_plan(**{**request, "tp": 1, "dp": 1, "devices": None, "batch_size": int(batch_sizes[0])})
+    layouts = candidate_layouts(devices, probe.heads, probe.hidden, [int(b) for b in batch_sizes])
+    if not layouts:
+        raise ConfigError(f"devices={devices}: no TP x FSDP layout divides the heads ({probe.heads}) and the batch "
+                          "sizes; change --devices or --batch-sizes")
+    plans = [make_plan(**{**request, "tp": tp, "dp": dp, "devices": devices, "batch_size": b}) for tp, dp, b in layouts]
+    preds = predict_tiered(plans, tier, level, derived_root, devices_root)
+    rows = [{"tp": p["plan"]["tp"], "dp": p["plan"]["dp"], "batch_size": p["plan"]["batch_size"], "steps": p["steps"],
+             "energy_kwh": p["energy_kwh"], "energy_kwh_interval": p["energy_kwh_interval"], "time_h": p["time_h"],
+             "time_h_interval": p["time_h_interval"], "co2_kg": p["co2_kg"], "eta": p["eta"],
+             "mean_power_w": p["mean_power_w"]} for p in preds]
+    front = pareto_front([r["energy_kwh"] for r in rows], [r["time_h"] for r in rows])
+    for i, r in enumerate(rows):
+        r["pareto"] = i in front
+    ranked = sorted(rows, key=lambda r: (r["energy_kwh"], r["time_h"]))
+    return {"tier": preds[0]["tier"], "tier_means": preds[0]["tier_means"], "source": preds[0]["source"],
+            "device_name": plans[0].device_name, "devices": devices, "interval_level": level,
+            "layouts": ranked, "pareto_front": [rows[i] for i in front], "notes": preds[0]["notes"]}
+
+
+def format_plan(p: dict) -> str:
+    lines = [f"{len(p['layouts'])} layouts on {p['devices']} x {p['device_name']}; tier: {p['tier']} - {p['tier_means']}",
+             f"{'':2s}{'tp':>3s} {'dp':>3s} {'batch':>6s} {'steps':>8s} {'energy kWh':>11s} {'time h':>9s} {'eta':>6s}"]
+    for r in p["layouts"]:
+        lines.append(f"{'*' if r['pareto'] else ' ':2s}{r['tp']:3d} {r['dp']:3d} {r['batch_size']:6d} {r['steps']:8d} "
+                     f"{r['energy_kwh']:11.4g} {r['time_h']:9.4g} {r['eta']:6.3f}")
+    lines.append("* on the Pareto front of energy and time (" + ", ".join(
+        f"tp{r['tp']}-dp{r['dp']} b{r['batch_size']}" for r in p["pareto_front"]) + ")")
+    return "\n".join(lines + [f"note: {n}" for n in p["notes"]])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from companion.energy import hardware, proxies
@@ -13,22 +14,39 @@ from companion.runs.carbon import carbon_intensity
 from companion.runs.records import load_records
 
 
+def attention_kernel(rec: dict) -> tuple[str, bool]:
+    """('fused' | 'math', inferred): the kernel the run recorded, else inferred conservatively from its
+    config (eager always materialises scores; SDPA on CPU falls back to the math kernel with dropout > 0)."""
+    recorded = rec.get("model", {}).get("attention_kernel")
+    if recorded:
+        return recorded, False
+    c = rec["config"]
+    m = c["model"]
+    if m["attn"] == "eager" or (c["device"] == "cpu" and m.get("dropout", 0.1) > 0):
+        return "math", True
+    return "fused", True
+
+
 def run_row(rec: dict) -> dict:
     c, t, tok, e = rec["config"], rec["time"], rec["tokens"], rec["energy"]
     m, d, lay = c["model"], c["data"], c["layout"]
     lengths = d["lengths"]
     tag = {"fixed": "fixed", "uniform": f"uniform>={lengths['min_len']}",
            "histogram": "hist:" + ",".join(f"{int(n)}" for n, _ in lengths["bins"])}[lengths["kind"]]
+    kernel, inferred = attention_kernel(rec)
     return {
         "run_id": rec["run_id"], "profile": rec["profile"], "device": c["device"], "device_name": c["device_name"],
         "precision": c["precision"], "mode": c["mode"], "tp": lay["tp"], "dp": lay["dp"],
         "world_size": c["world_size"], "layers": m["layers"], "hidden": m["hidden"], "heads": m["heads"],
         "ffn": m["ffn"] or 4 * m["hidden"], "vocab": m["vocab"], "max_positions": m["max_positions"],
-        "num_labels": m["num_labels"], "attn": m["attn"], "seq_len": d["seq_len"], "lengths": tag, "batch_size": d["batch_size"],
+        "num_labels": m["num_labels"], "attn": m["attn"],
+        "attention_kernel": kernel, "attention_kernel_inferred": inferred, "dropout": m.get("dropout", 0.1),
+        "head_dim": m["hidden"] // m["heads"], "seq_len": d["seq_len"], "lengths": tag, "batch_size": d["batch_size"],
         "parameters": rec["model"]["parameters"],
         "real_tokens": tok["real_per_step"], "padded_tokens": tok["padded_per_step"],
         "attention_pairs": tok.get("attention_pairs_per_step"),
         "step_s": t["step_mean_s"], "step_ci95_rel": t["step_ci95_rel"], "steps_measured": t["steps_measured"],
+        "target_rel_ci": t.get("target_rel_ci"),
         "converged": t["converged"],
         "energy_per_step_j": e.get("per_step_mean_j"), "energy_ci95_rel": e.get("per_step_ci95_rel"),
         "energy_measured": bool(e["measured"]), "energy_source": e["source"] if isinstance(e["source"], str)
@@ -88,7 +106,7 @@ def proxies_frame(runs: pd.DataFrame, measured_roofs: dict | None = None) -> pd.
             layers=row.layers, hidden=row.hidden, heads=row.heads, ffn=row.ffn, vocab=row.vocab,
             max_positions=row.max_positions, num_labels=row.num_labels, sequences=row.batch_size,
             padded_tokens=row.padded_tokens, attention_pairs=row.attention_pairs, tp=row.tp, dp=row.dp,
-            precision=row.precision, fused_attention=row.attn == "sdpa")
+            precision=row.precision, fused_attention=row.attention_kernel == "fused")
         p = proxies.step_proxies(shape)
         if p.pop("parameters") != row.parameters:
             raise AssertionError(f"{row.run_id}: the proxies' parameter count disagrees with the model's")
@@ -104,3 +122,15 @@ def proxies_frame(runs: pd.DataFrame, measured_roofs: dict | None = None) -> pd.
         p["flops_per_j"] = p["flops_per_step"] / row.energy_per_step_j if row.energy_per_step_j else None
         records.append(p)
     return pd.concat([out.reset_index(drop=True), pd.DataFrame(records)], axis=1)
+
+
+def usable_runs(df: pd.DataFrame, max_step_ci95_rel: float | None) -> tuple[pd.DataFrame, list[str]]:
+    """Runs whose per-step time is known to within ``max_step_ci95_rel`` (95 % CI half-width over the mean),
+    and the run ids left out. A run disturbed by other load on the machine stops at its time cap with a wide
+    interval; fitting or scoring on it measures the disturbance, not the model. Runs of a fixed-step protocol
+    (no precision target, ``target_rel_ci`` 0) asked for no interval and are kept. None keeps every run."""
+    if max_step_ci95_rel is None or df.empty:
+        return df, []
+    fixed_steps = df.target_rel_ci.fillna(1.0) <= 0 if "target_rel_ci" in df else False
+    keep = (df.step_ci95_rel.fillna(np.inf) <= max_step_ci95_rel) | fixed_steps
+    return df[keep].reset_index(drop=True), sorted(df.run_id[~keep])

@@ -20,6 +20,11 @@ SPLITS = {
     "leave_one_degree_out": "hold out every run of one parallel degree p > 1 (all modes)",
     "extrapolate_largest": "fit on runs below the 75th percentile of FLOPs/step, test on the rest",
 }
+MODEL_SPLITS = {
+    **SPLITS,
+    "leave_one_mode_out": "hold out every run of one parallel mode (tp, fsdp, 2d)",
+    "leave_one_head_dim_out": "hold out every run of one head dimension other than the grid's usual one",
+}
 
 
 def folds(df: pd.DataFrame, split: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -34,7 +39,13 @@ def folds(df: pd.DataFrame, split: str) -> list[tuple[str, np.ndarray, np.ndarra
     if split == "extrapolate_largest":
         cut = df.flops_per_step.quantile(0.75)
         return [(f"F>{cut:.3g}", idx[df.flops_per_step <= cut], idx[df.flops_per_step > cut])]
-    raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+    if split == "leave_one_mode_out":
+        return [(m, idx[df["mode"] != m], idx[df["mode"] == m]) for m in sorted(set(df["mode"])) if m != "single"]
+    if split == "leave_one_head_dim_out":
+        hd = df.hidden // df.heads
+        usual = hd.mode().iloc[0]
+        return [(f"head_dim={k}", idx[hd != k], idx[hd == k]) for k in sorted(set(hd)) if k != usual]
+    raise ValueError(f"unknown split {split!r}; use one of {', '.join(MODEL_SPLITS)}")
 
 
 def metrics(measured: np.ndarray, predicted: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict:
@@ -131,3 +142,153 @@ def explain(v: dict, df: pd.DataFrame) -> str:
     if len(df) < 30:
         reasons.append(f"there are only {len(df)} runs")
     return head + "It does not meet both criteria on these runs, because " + "; ".join(reasons or ["of the data above"]) + "."
+
+
+# ------------------------------------------------------------------------------ every model, one interface
+TARGETS = {"step_s": "time", "energy_per_step_j": "energy"}
+PRED_COLUMNS = ["split", "fold", "model", "target", "run_id", "size", "mode", "world_size", "measured", "predicted",
+                "lo", "hi", "ape_pct", "covered"]
+
+
+def validate_models(df: pd.DataFrame, models: dict, splits=None, level: float = 0.9,
+                    min_train: int = 6) -> pd.DataFrame:
+    """One row per held-out run x model x target: measured, predicted and the ``level`` interval.
+
+    Each fold fits every model (and, inside ``fit_model``, its interval residuals) on the training rows only.
+    """
+    from companion.energy.models import fit_model
+
+    energy_kind(df)
+    rows = []
+    for split in splits or MODEL_SPLITS:
+        for fold, train_idx, test_idx in folds(df, split):
+            if len(test_idx) == 0 or len(train_idx) < min_train:
+                continue
+            train, test = df.loc[train_idx], df.loc[test_idx]
+            for name, model in models.items():
+                pred = fit_model(model, train).predict(test, level)
+                for target, what in TARGETS.items():
+                    for r, p, lo, hi in zip(test.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]):
+                        if not np.isfinite(p):
+                            continue
+                        rows.append({"split": split, "fold": fold, "model": name, "target": what, "run_id": r.run_id,
+                                     "size": f"L{r.layers}-h{r.hidden}-a{r.heads}", "mode": r.mode,
+                                     "world_size": r.world_size, "measured": getattr(r, target), "predicted": p,
+                                     "lo": lo, "hi": hi})
+    return _scored(rows)
+
+
+def _scored(rows: list[dict]) -> pd.DataFrame:
+    pred = pd.DataFrame(rows, columns=PRED_COLUMNS[:-2])
+    pred["ape_pct"] = (pred.predicted - pred.measured).abs() / pred.measured * 100
+    pred["covered"] = (pred.measured >= pred.lo) & (pred.measured <= pred.hi)
+    return pred
+
+
+def group_bootstrap_mape(g: pd.DataFrame, n_boot: int = 500, seed: int = 0, level: float = 0.9) -> tuple[float, float]:
+    """Interval of the MAPE when whole model sizes (not single runs) are resampled."""
+    rng = np.random.default_rng(seed)
+    groups = [x.ape_pct.to_numpy() for _, x in g.groupby("size")]
+    if len(groups) < 2:
+        return float("nan"), float("nan")
+    stats = [np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))]).mean() for _ in range(n_boot)]
+    a = (1 - level) / 2
+    return float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))
+
+
+def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",)) -> pd.DataFrame:
+    """MAPE (with a group-bootstrap interval), coverage and the replicate noise floor per model x target x group.
+
+    ``by=()`` pools every split. ``noise`` is ``companion.energy.noise.replicate_noise``'s output (or None).
+    """
+    out = []
+    keys = [*by, "model", "target"]
+    if pred.empty:
+        return pd.DataFrame(columns=[*keys, "n", "mape_pct", "mape_lo_pct", "mape_hi_pct", "median_ape_pct",
+                                     "max_ape_pct", "coverage_pct", "noise_floor_pct"])
+    for key, g in pred.groupby(keys, sort=False):
+        lo, hi = group_bootstrap_mape(g)
+        floor = _noise_floor(noise, g.target.iloc[0])
+        out.append({**dict(zip(keys, key)), "n": len(g), "mape_pct": float(g.ape_pct.mean()), "mape_lo_pct": lo,
+                    "mape_hi_pct": hi, "median_ape_pct": float(g.ape_pct.median()),
+                    "max_ape_pct": float(g.ape_pct.max()), "coverage_pct": float(g.covered.mean() * 100),
+                    "noise_floor_pct": floor})
+    return pd.DataFrame(out)
+
+
+def _noise_floor(noise: dict | None, target: str):
+    """The replicate noise floor (% of the mean) for 'time' or 'energy', if replicates exist."""
+    if not noise:
+        return None
+    for key in (f"{target}_mape_pct", f"{target}_pct", f"{target}_cv_pct", target):
+        v = noise.get(key)
+        if isinstance(v, (int, float)):
+            return float(v)
+    return None
+
+
+def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, level: float = 0.9) -> pd.DataFrame:
+    """Fit every model on ``train`` (e.g. the cpu sweep) and predict the off-grid ``holdout`` runs, which are
+    read only to score: the same rows as ``validate_models`` with split 'holdout'."""
+    from companion.energy.models import fit_model
+
+    energy_kind(pd.concat([train[["energy_measured"]], holdout[["energy_measured"]]]))
+    rows = []
+    for name, model in models.items():
+        pred = fit_model(model, train).predict(holdout, level)
+        for target, what in TARGETS.items():
+            for r, p, lo, hi in zip(holdout.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]):
+                if np.isfinite(p):
+                    rows.append({"split": "holdout", "fold": "off-grid", "model": name, "target": what,
+                                 "run_id": r.run_id, "size": f"L{r.layers}-h{r.hidden}-a{r.heads}", "mode": r.mode,
+                                 "world_size": r.world_size, "measured": getattr(r, target), "predicted": p,
+                                 "lo": lo, "hi": hi})
+    return _scored(rows)
+
+
+def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "operator_roofline",
+                  target_pct: float = 10.0, split_pct: float = 15.0, coverage=(85.0, 95.0)) -> dict:
+    """The issue's criteria for one model, from ``score`` tables (pooled: by=(); by_split: by=('split',)).
+
+    Held-out pooled MAPE <= target for time and energy, every split <= split_pct, at most half the best
+    baseline that does not read measured time, and interval coverage within ``coverage`` in every split."""
+    from companion.energy.models import BASELINES
+
+    pre_run = [n for n, f in BASELINES.items() if not f().uses_measured_time]
+    out = {"model": model, "targets": {}}
+    for target in ("time", "energy"):
+        p = pooled[(pooled.target == target)].set_index("model")
+        s = by_split[(by_split.model == model) & (by_split.target == target)]
+        if model not in p.index:
+            continue
+        cv = s[s.split != "holdout"]
+        best = min((n for n in pre_run if n in p.index), key=lambda n: p.loc[n, "mape_pct"], default=None)
+        mape = float(p.loc[model, "mape_pct"])
+        out["targets"][target] = {
+            "pooled_mape_pct": mape, "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],
+            "worst_split_mape_pct": None if cv.empty else float(cv.mape_pct.max()),
+            "best_baseline": best, "best_baseline_mape_pct": None if best is None else float(p.loc[best, "mape_pct"]),
+            "holdout_mape_pct": float(s[s.split == "holdout"].mape_pct.iloc[0]) if (s.split == "holdout").any() else None,
+            "coverage_pct_by_split": dict(zip(s.split, s.coverage_pct.astype(float))),
+            "meets_pooled": mape <= target_pct,
+            "meets_every_split": bool((cv.mape_pct <= split_pct).all()),
+            "beats_half_best_baseline": best is not None and mape <= 0.5 * float(p.loc[best, "mape_pct"]),
+            "coverage_in_range": bool(((s.coverage_pct >= coverage[0]) & (s.coverage_pct <= coverage[1])).all()),
+        }
+    return out
+
+
+def describe_verdict(v: dict) -> str:
+    """Plain text: what the model reached against each criterion."""
+    parts = []
+    for target, t in v["targets"].items():
+        ok = [k for k in ("meets_pooled", "meets_every_split", "beats_half_best_baseline", "coverage_in_range") if t[k]]
+        parts.append(
+            f"{target}: pooled held-out MAPE {t['pooled_mape_pct']:.1f} % (target 10 %), worst split "
+            f"{t['worst_split']} at {t['worst_split_mape_pct'] or float('nan'):.1f} % (target 15 %), best pre-run "
+            f"baseline {t['best_baseline']} at {t['best_baseline_mape_pct'] or float('nan'):.1f} %"
+            + (f", off-grid holdout {t['holdout_mape_pct']:.1f} %" if t["holdout_mape_pct"] is not None else "")
+            + f"; {len(ok)} of 4 criteria met ({', '.join(ok) or 'none'})")
+    if not parts:
+        return f"The {v['model'].replace('_', ' ')}: too few runs in this build to hold out whole groups."
+    return f"The {v['model'].replace('_', ' ')}: " + "; ".join(parts) + "."

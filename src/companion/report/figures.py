@@ -225,3 +225,52 @@ def static_vs_dynamic(split: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
                                                               range=["#4c78a8", "#72b7b2", "#e45756"])),
         tooltip=["run_id", "mode", "part", alt.Tooltip("energy_j:Q", format=".3g")],
     ).properties(width=WIDTH - 120)
+
+
+def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
+    """Modelled step time split by operator class (fitted operator roofline), one bar per run.
+
+    ``terms``: run_id, mode, flops_per_step and one column per time term (s), already multiplied by its
+    fitted coefficient."""
+    parts = [c for c in terms.columns if c.endswith("_s") and c != "step_s"]
+    long = terms.melt(id_vars=["run_id", "mode", "flops_per_step"], value_vars=parts, var_name="operator",
+                      value_name="time_s")
+    order = alt.EncodingSortField(field="flops_per_step", order="ascending")
+    return alt.Chart(long, title=_title("Where the step time goes (operator roofline)", df)).mark_bar().encode(
+        y=alt.Y("run_id:N", sort=order, title=None, axis=alt.Axis(labelLimit=260, labelFontSize=9)),
+        x=alt.X("time_s:Q", stack="normalize", title="share of modelled step time", axis=alt.Axis(format="%")),
+        color=alt.Color("operator:N", title=None, sort=parts),
+        tooltip=["run_id", "mode", "operator", alt.Tooltip("time_s:Q", format=".3g")],
+    ).properties(width=WIDTH - 120)
+
+
+def eta_model_vs_measured(eta: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
+    """The efficiency factor the operator roofline implies against the measured one, per parallel run."""
+    top = float(max(eta.eta_measured.max(), eta.eta_model.max(), 0.01)) * 1.1 if len(eta) else 1.0
+    line = alt.Chart(pd.DataFrame({"x": [0, top]})).mark_line(color="#999", strokeDash=[4, 4]).encode(x="x:Q", y="x:Q")
+    dots = alt.Chart(eta).mark_point(filled=True, size=70).encode(
+        x=alt.X("eta_measured:Q", title="measured η = T₁ / (p T_p)", scale=alt.Scale(domain=[0, top])),
+        y=alt.Y("eta_model:Q", title="operator roofline η", scale=alt.Scale(domain=[0, top])),
+        color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE), shape="world_size:N",
+        tooltip=["run_id", alt.Tooltip("eta_measured:Q", format=".3f"), alt.Tooltip("eta_model:Q", format=".3f")])
+    return alt.layer(line, dots, title=_title("η(p) is an output of the operator roofline", df)).properties(
+        width=HEIGHT, height=HEIGHT)
+
+
+def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
+    """Held-out MAPE of every model for time and energy on every split, with its group-bootstrap interval."""
+    if scores.empty:  # too few runs to hold out whole groups: say so instead of drawing empty axes
+        note = pd.DataFrame({"text": ["too few runs in this build to hold out whole groups"]})
+        return alt.Chart(note, title=_title("Held-out MAPE: every model", df)).mark_text(align="left").encode(
+            text="text:N").properties(width=WIDTH - 120, height=40)
+    base = alt.Chart(scores).encode(y=alt.Y("model:N", title=None, sort="x"))
+    bars = base.mark_bar().encode(x=alt.X("mape_pct:Q", title="MAPE on held-out runs (%)"),
+                                  color=alt.Color("target:N", title=None),
+                                  tooltip=["model", "split", "target", "n", alt.Tooltip("mape_pct:Q", format=".1f"),
+                                           alt.Tooltip("mape_lo_pct:Q", format=".1f"),
+                                           alt.Tooltip("mape_hi_pct:Q", format=".1f"),
+                                           alt.Tooltip("coverage_pct:Q", format=".0f")])
+    rules = base.mark_rule(color="#333").encode(x="mape_lo_pct:Q", x2="mape_hi_pct:Q")
+    return alt.layer(bars, rules).properties(width=WIDTH - 200, height=110).facet(
+        row=alt.Row("split:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")),
+        column=alt.Column("target:N", title=None)).properties(title=_title("Held-out MAPE: every model", df))

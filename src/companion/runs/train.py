@@ -261,6 +261,17 @@ def _peak_memory(device) -> dict:
             "source": "process max RSS (lifetime of the launch)"}
 
 
+def attention_kernel(cfg: RunConfig) -> str:
+    """'fused' or 'math': whether attention scores are materialised. Eager always does; SDPA on CPU falls
+    back to the math kernel when training with dropout (its CPU flash kernel has no dropout)."""
+    if cfg.model.attn == "eager":
+        return "math"
+    if cfg.device == "cpu":
+        return "math" if cfg.model.dropout > 0 else "fused"
+    fused = torch.backends.cuda.flash_sdp_enabled() or torch.backends.cuda.mem_efficient_sdp_enabled()
+    return "fused" if fused else "math"
+
+
 def _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_energy, measured_s, stop_reason,
                curve, measured_tokens, per_rank) -> dict:
     t = stats.summarize(win_time)
@@ -310,7 +321,7 @@ def _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_ener
     else:
         energy = {"source": "none", "measured": False, "scope": "none", "total_j": None}
     return {
-        "model": {"parameters": n_params},
+        "model": {"parameters": n_params, "attention_kernel": attention_kernel(cfg)},
         "time": {
             "step_median_s": t["median"],
             "step_mean_s": mean_step,

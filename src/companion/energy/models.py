@@ -1,0 +1,250 @@
+"""Every energy/time model behind one small interface, so validation, the book and ``predict`` treat them alike.
+
+    model = MODELS["operator_roofline"](device_roofs)     # or paper_law(), tokens_linear(), ...
+    fitted = fit_model(model, frame)                       # frame: companion.energy.tables.proxies_frame rows
+    fitted.predict(frame, level=0.9)                       # step_s, energy_j and their intervals
+    fitted.describe()                                      # coefficients with units (and intervals)
+
+Prediction intervals are split-conformal on *held-out groups* (CV+ style): at fit time the model is refitted
+with each model size and each layout left out in turn, and the log errors on the left-out runs give the
+interval half-width, quantile ceil((n + 1) level) / n of |log(measured / predicted)|. In-sample residuals,
+which are too small for a flexible model, are never used. ``fit_point`` is the only place that fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from companion.energy import opmodel
+from companion.energy.opmodel import conformal_halfwidth
+from companion.energy.efficiency import fit_usl
+from companion.energy.fit import design_matrix
+from companion.energy.laws import LAWS, TIME_LAW, fit_law
+
+LOG_FLOOR = 1e-300
+
+
+def size_key(df: pd.DataFrame) -> pd.Series:
+    return "L" + df.layers.astype(str) + "-h" + df.hidden.astype(str) + "-a" + df.heads.astype(str)
+
+
+def layout_key(df: pd.DataFrame) -> pd.Series:
+    return df["mode"].astype(str) + "-tp" + df.tp.astype(str) + "-dp" + df.dp.astype(str)
+
+
+# ------------------------------------------------------------------------------------------ the models
+@dataclass
+class Model:
+    """A model's identity; subclasses implement ``_fit`` -> a point fit with ``predict(df) -> (t, e)``."""
+
+    name: str = ""
+    label: str = ""
+    baseline: bool = False
+    uses_measured_time: bool = False  # reads the run's measured time at prediction: not a pre-run predictor
+    predicts_time: bool = True
+
+    def _fit(self, df: pd.DataFrame):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+@dataclass
+class OperatorPoint:
+    dev: opmodel.DeviceRoofs
+    time: dict
+    energy: dict
+
+    def predict(self, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        terms = opmodel.operator_frame(df, self.dev)
+        t = opmodel.predict_time_s(terms, self.time)
+        return t, opmodel.predict_energy_j(terms, t, opmodel.metered_units(df), self.energy)
+
+    def eta(self, df: pd.DataFrame) -> np.ndarray:
+        """The model's efficiency factor T_1 / (p T_p) for each row's layout."""
+        t_p, _ = self.predict(df)
+        t_1, _ = self.predict(df.assign(tp=1, dp=1, world_size=1, mode="single"))
+        return t_1 / (df.world_size.to_numpy(float) * t_p)
+
+    def describe(self) -> pd.DataFrame:
+        rows = [{"param": k, "value": v, "unit": opmodel.TIME_UNITS[k], "target": "step_s"} for k, v in self.time.items()]
+        rows += [{"param": k, "value": v, "unit": opmodel.ENERGY_UNITS[k], "target": "energy_per_step_j"}
+                 for k, v in self.energy.items()]
+        return pd.DataFrame(rows)
+
+
+@dataclass
+class OperatorRoofline(Model):
+    """The operator-level roofline (companion.energy.opmodel). ``fitted=False`` is the calibrated/prior tier:
+    every term at face value from the device's roofs, nothing learned from runs."""
+
+    dev: opmodel.DeviceRoofs | None = None
+    fitted: bool = True
+
+    def _fit(self, df):
+        coef = opmodel.prior_coefficients(self.dev)
+        if not self.fitted:
+            return OperatorPoint(self.dev, coef["time"], coef["energy"])
+        terms = opmodel.operator_frame(df, self.dev)
+        y_t = df.step_s.to_numpy(float)
+        time = opmodel.fit_time_coefficients(terms, y_t)
+        energy = opmodel.fit_energy_coefficients(terms, y_t, opmodel.metered_units(df),
+                                                 df.energy_per_step_j.to_numpy(float))
+        return OperatorPoint(self.dev, time, energy)
+
+
+@dataclass
+class LawPoint:
+    """A law of companion.energy.laws with its USL efficiency model."""
+
+    energy: object  # laws.Fit
+    time: object | None
+    usl: dict
+    uses_measured_time: bool = False
+
+    def design(self, df):
+        return design_matrix(df, self.usl)
+
+    def predict(self, df):
+        X = self.design(df)
+        e = self.energy.predict(X)
+        t = self.time.predict(X) if self.time is not None else np.full(len(df), np.nan)
+        return np.asarray(t, float), np.asarray(e, float)
+
+    def describe(self) -> pd.DataFrame:
+        tables = [self.energy.coefficient_table()] + ([self.time.coefficient_table()] if self.time is not None else [])
+        out = pd.concat(tables, ignore_index=True).rename(columns={"law": "model"})
+        out["unit"] = [UNITS.get(p, "") for p in out.param]
+        return out
+
+
+UNITS = {"log_c": "log J (or log s)", "alpha": "per log FLOP", "beta": "per log byte", "a_j_per_token": "J/token",
+         "b_j": "J", "k": "fraction of TDP"}
+
+
+@dataclass
+class LawModel(Model):
+    law: str = "roofline_power_law"
+    n_boot: int = 50
+
+    def _fit(self, df):
+        usl = fit_usl(df, n_boot=self.n_boot)
+        point = LawPoint(None, None, usl, self.uses_measured_time)
+        X = point.design(df)
+        point.energy = fit_law(self.law, X, "energy_per_step_j", self.n_boot)
+        if self.predicts_time:
+            point.time = fit_law(TIME_LAW if self.law == "roofline_power_law" else self.law, X, "step_s", self.n_boot)
+        return point
+
+
+def paper_law(n_boot: int = 50) -> LawModel:
+    return LawModel("roofline_power_law", LAWS["roofline_power_law"].label, law="roofline_power_law", n_boot=n_boot)
+
+
+BASELINES = {
+    "tokens_linear": lambda: LawModel("tokens_linear", LAWS["tokens_linear"].label, baseline=True, law="tokens_linear"),
+    "flops_power_law": lambda: LawModel("flops_power_law", LAWS["flops_power_law"].label, baseline=True,
+                                        law="flops_power_law"),
+    "tdp_time": lambda: LawModel("tdp_time", LAWS["tdp_time"].label, baseline=True, uses_measured_time=True,
+                                 predicts_time=False, law="tdp_time"),
+}
+
+
+def all_models(dev: opmodel.DeviceRoofs) -> dict[str, Model]:
+    """The primary model, the paper's law and the baselines, by name."""
+    return {"operator_roofline": OperatorRoofline("operator_roofline", "operator roofline", dev=dev),
+            "roofline_power_law": paper_law(), **{k: f() for k, f in BASELINES.items()}}
+
+
+# ------------------------------------------------------------------------------------------ fitting
+def fit_point(model: Model, df: pd.DataFrame):
+    """The one place a model learns from runs (validation's leak test watches it)."""
+    return model._fit(df)
+
+
+def heldout_log_residuals(model: Model, df: pd.DataFrame, min_train: int = 4) -> dict[str, np.ndarray]:
+    """log(measured / predicted) of each run when its model size, and then its parallel layout, was left out."""
+    res = {"step_s": [], "energy_per_step_j": []}
+    if hasattr(model, "n_boot"):  # held-out residuals need point fits only
+        model = replace(model, n_boot=0)
+    # model sizes, and parallel layouts (single-device runs always stay in: they anchor every term)
+    layouts = layout_key(df).where(df.world_size > 1, "")
+    for key in (size_key(df), layouts):
+        for g in sorted(set(key) - {""}):
+            test = key == g
+            if test.all() or (~test).sum() < min_train:
+                continue
+            try:
+                point = fit_point(model, df[~test])
+            except (ValueError, np.linalg.LinAlgError):
+                continue
+            t, e = point.predict(df[test])
+            res["step_s"] += list(np.log(df.step_s[test].to_numpy(float) / np.clip(t, LOG_FLOOR, None)))
+            res["energy_per_step_j"] += list(np.log(df.energy_per_step_j[test].to_numpy(float)
+                                                    / np.clip(e, LOG_FLOOR, None)))
+    return {k: np.asarray([x for x in v if np.isfinite(x)], float) for k, v in res.items()}
+
+
+@dataclass
+class Fitted:
+    model: Model
+    point: object
+    residuals: dict = field(default_factory=dict)  # held-out log residuals per target
+    n_train: int = 0
+    extra_halfwidth: dict = field(default_factory=dict)  # prior tier: a stated log half-width per target
+
+    def predict(self, df: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
+        """Point predictions and ``level`` intervals for step time (s) and energy per step (J)."""
+        t, e = self.point.predict(df)
+        if self.model.uses_measured_time:
+            t = np.full(len(df), np.nan)
+        out = {"step_s": t, "energy_per_step_j": e}
+        frame = pd.DataFrame(out, index=df.index)
+        for target, v in out.items():
+            q = self.halfwidth(target, level)
+            frame[f"{target}_lo"], frame[f"{target}_hi"] = v * np.exp(-q), v * np.exp(q)
+        return frame
+
+    def halfwidth(self, target: str, level: float) -> float:
+        if target in self.extra_halfwidth:
+            return float(self.extra_halfwidth[target])
+        r = self.residuals.get(target)
+        return conformal_halfwidth(r, level) if r is not None and len(r) else float("inf")
+
+    def describe(self) -> pd.DataFrame:
+        out = self.point.describe()
+        out.insert(0, "model", self.model.name)
+        return out
+
+
+def fit_model(model: Model, df: pd.DataFrame, intervals: bool = True) -> Fitted:
+    """Fit on ``df``; with ``intervals``, also the held-out-group residuals that set the intervals."""
+    point = fit_point(model, df)
+    residuals = heldout_log_residuals(model, df) if intervals else {}
+    return Fitted(model, point, residuals, len(df))
+
+
+# ------------------------------------------------------------------------------- the fit artifact's part
+def fit_operator(df: pd.DataFrame, dev, level: float = 0.9) -> dict:
+    """The operator roofline fitted on ``df`` (fitted tier), its held-out-group residuals (its intervals),
+    the calibrated tier's errors on the same runs (nothing fitted: held out by construction), the model's
+    eta beside the measured one, and the paper's USL fitted per model size."""
+    fitted = fit_model(OperatorRoofline("operator_roofline", "operator roofline", dev=dev), df)
+    point = fitted.point
+    face = OperatorRoofline("calibrated", "calibrated", dev=dev, fitted=False)._fit(df)
+    t_cal, e_cal = face.predict(df)
+    par = df[df.world_size > 1]
+    eta_model = point.eta(par) if len(par) else np.array([])
+    return {
+        "operator_model": {"dev": dev.to_json(), "time": point.time, "energy": point.energy,
+                           "residuals": {k: v.tolist() for k, v in fitted.residuals.items()},
+                           "n_train": len(df), "halfwidth_log": {k: fitted.halfwidth(k, level) for k in fitted.residuals}},
+        "calibrated_tier_residuals": None if dev.tier != "calibrated" else {
+            "step_s": np.log(df.step_s / t_cal).tolist(), "energy_per_step_j": np.log(df.energy_per_step_j / e_cal).tolist()},
+        "eta_model": [{"run_id": r.run_id, "mode": r.mode, "world_size": int(r.world_size), "layers": int(r.layers),
+                       "hidden": int(r.hidden), "eta_measured": float(r.eta), "eta_model": float(m)}
+                      for r, m in zip(par.itertuples(), eta_model)],
+        "usl_per_size": [dict(u.to_json(), size=f"L{s[0]}-h{s[1]}-a{s[2]}") for s, rows in df.groupby(["layers", "hidden", "heads"])
+                         for u in fit_usl(rows, n_boot=50).values()],
+    }

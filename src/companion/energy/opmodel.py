@@ -1,0 +1,304 @@
+"""The operator-level roofline: step time and energy as sums over the operators a BERT training step runs.
+
+For one rank and one optimizer step, each operator class k has FLOPs F_k and bytes B_k; its time is its own
+roofline, max(F_k / R_k, B_k / bw), where R_k is the achieved GEMM roof *for that shape* and bw the memory
+bandwidth of the device (both from a calibration file or from spec-sheet priors, see ``DeviceRoofs``):
+
+    class            FLOPs (per rank, fwd + bwd)                 bytes (per rank, fwd + bwd)
+    gemm             3 * L * T_r * (8 h^2 + 4 h f) / t          3 * L * GEMM operands
+    attention        3 * L * 4 h S2_r / t                        math kernel only: 12 (a/t) S2_r w per layer
+    elementwise      -                                           3 * L * T_r * (8 h + 2 f / t) * w
+    state            -                                           (2 w + 8) P_tp + 36 P_tp / d (weights, grads, AdamW)
+
+(T_r = padded tokens per data-parallel rank, S2_r its attention pairs, t TP degree, d FSDP degree, w bytes per
+activation, P_tp parameters per TP shard.) To these come fixed costs and communication:
+
+    T_step = s * [ sum_k c_k * max(F_k / R_k, B_k / bw) ]  +  c_step  +  c_layer * L * s
+             + n_tp * (t - 1) * alpha  +  bytes_tp / beta  +  exposed FSDP all-gather / reduce-scatter
+
+where s is the number of ranks sharing one device's cores (p ranks on one CPU node, 1 on GPUs) and the
+FSDP collectives overlap with compute where the device runs communication asynchronously (GPUs). The
+``c_k`` are 1 in the calibrated and prior tiers; the fitted tier fits every c and fixed cost (non-negative
+least squares on relative errors), so its coefficients read as "the roofline is off by this factor".
+
+Energy per step, all metered units together:
+
+    E = P_static * units * T_step  +  e_F * F  +  e_B * B  +  e_C * C
+
+(F, B, C: FLOPs, bytes and bytes communicated over all ranks). Parallel efficiency and the change of mean
+power across layouts are outputs: eta(p) = T_1 / (p T_p) and P = E / T follow from the terms above.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from companion.energy import proxies
+
+# ----------------------------------------------------------------------------------------- the device
+@dataclass(frozen=True)
+class DeviceRoofs:
+    """What the operator model needs to know about a device (units in the names)."""
+
+    name: str
+    gemm_peak_flops_per_s: float  # asymptotic GEMM throughput of one device at the run's precision
+    gemm_half_dim: float  # k0 in R(M, N, K) = peak / (1 + k0/M + k0/N + k0/K): small dims lose throughput
+    bandwidth_bytes_per_s: float
+    launch_s: float  # fixed cost of one operator launch (host side)
+    ops_per_layer: float = 80.0  # operators one encoder layer launches, forward + backward + optimizer
+    ops_per_step: float = 60.0  # operators outside the layers (embeddings, head, loss, optimizer, zero_grad)
+    collective_alpha_s: float = 50e-6  # latency per collective per ring hop
+    collective_beta_bytes_per_s: float = 1e9  # ring bandwidth per rank
+    shared_node: bool = False  # ranks share one device's cores (CPU ranks on one node)
+    node_cores: int = 1  # cores the ranks of a shared node run on (launch and latency costs overlap up to this)
+    overlap: bool = True  # FSDP collectives run asynchronously, beside compute
+    idle_w: float = 0.0  # static power per metered unit (W)
+    loaded_w: float = 0.0  # power of a unit running GEMMs (W)
+    power_measured: bool = False  # whether the powers come from a counter
+    tier: str = "calibrated"  # 'calibrated' (from a calibration file) or 'prior' (spec sheet)
+    sources: dict = field(default_factory=dict)
+
+    def gemm_roof(self, m, n, k) -> np.ndarray:
+        """Achieved FLOP/s of an (m x k) @ (k x n) GEMM: saturating in every dimension."""
+        m, n, k = (np.asarray(v, float) for v in (m, n, k))
+        return self.gemm_peak_flops_per_s / (1.0 + self.gemm_half_dim * (1 / m + 1 / n + 1 / k))
+
+    def dynamic_j_per_flop(self) -> float:
+        return max(self.loaded_w - self.idle_w, 0.0) / self.gemm_peak_flops_per_s
+
+    def dynamic_j_per_byte(self) -> float:
+        return max(self.loaded_w - self.idle_w, 0.0) / self.bandwidth_bytes_per_s
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "DeviceRoofs":
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+# ------------------------------------------------------------------------------------- operator counts
+TIME_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s", "step_fixed_s", "layer_fixed_s",
+              "tp_latency_s", "tp_bytes_s", "fsdp_s")
+TIME_UNITS = {"gemm_s": "x roofline", "attention_s": "x roofline", "elementwise_s": "x roofline",
+              "state_s": "x roofline", "step_fixed_s": "x launch model", "layer_fixed_s": "x launch model",
+              "tp_latency_s": "x alpha", "tp_bytes_s": "x 1/beta", "fsdp_s": "x collective model"}
+
+
+def _row_shape(r) -> proxies.StepShape:
+    return proxies.StepShape(
+        layers=int(r.layers), hidden=int(r.hidden), heads=int(r.heads), ffn=int(r.ffn), vocab=int(r.vocab),
+        max_positions=int(r.max_positions), num_labels=int(getattr(r, "num_labels", 2)), sequences=int(r.batch_size),
+        padded_tokens=float(r.padded_tokens), attention_pairs=float(r.attention_pairs), tp=int(r.tp), dp=int(r.dp),
+        precision=r.precision, fused_attention=getattr(r, "attention_kernel", "math") == "fused")
+
+
+def operator_terms(row, dev: DeviceRoofs) -> dict:
+    """The roofline time of each operator class and the fixed and communication costs, for one step (s),
+    plus the step's FLOPs, bytes and communicated bytes over all ranks (for the energy terms)."""
+    s = _row_shape(row)
+    L, h, f, a, t, d = s.layers, s.hidden, s.ffn, s.heads, s.tp, s.dp
+    w = 2 if s.precision == "bf16" else 4
+    T_r, S2_r, B_r = s.padded_tokens / d, s.attention_pairs / d, s.sequences / d
+    seq = max(S2_r / max(T_r, 1.0), 1.0)  # mean padded length (S2 / T)
+    # On a shared node the ranks split the node's compute (work / p each, at roof / p each); fixed costs do not
+    # split (every rank launches every operator) but run side by side on up to node_cores cores.
+    share = t * d if dev.shared_node else 1
+    oversub = max(1.0, t * d / max(dev.node_cores, 1)) if dev.shared_node else 1.0
+    bw = dev.bandwidth_bytes_per_s
+
+    def op(flops, bytes_, roof):
+        return max(flops / roof, bytes_ / bw) if flops or bytes_ else 0.0
+
+    # GEMMs: QKV + output projection (4 of T_r x h x h/t), FFN up and down (T_r x h x f/t); fwd + 2 bwd
+    proj_f, ffn_f = 3 * L * 8 * T_r * h * h / t, 3 * L * 4 * T_r * h * f / t
+    proj_b = 3 * L * 4 * (T_r * h + h * h / t + T_r * h / t) * w
+    ffn_b = 3 * L * 2 * (T_r * h + h * f / t + T_r * f / t) * w
+    head_f = 3 * (2 * B_r * h * h + 2 * B_r * h * s.num_labels)
+    gemm = (op(proj_f, proj_b, dev.gemm_roof(T_r, h / t, h)) + op(ffn_f, ffn_b, dev.gemm_roof(T_r, f / t, h))
+            + op(head_f, 0.0, dev.gemm_roof(max(B_r, 1), h, h)))
+    # attention scores: QK^T and PV per head (M = N = seq, K = head_dim); the math kernel writes the scores
+    att_f = 3 * L * 4 * h * S2_r / t
+    att_b = 0.0 if s.fused_attention else 3 * L * 4 * (a / t) * S2_r * w
+    attention = op(att_f, att_b, dev.gemm_roof(seq, seq, h / a))
+    # layer norms, GELU, dropout, residuals, biases: memory-bound
+    elem_b = 3 * L * T_r * (8 * h + 2 * f / t) * w
+    elementwise = elem_b / bw
+    # weights read (fwd + bwd), gradients written and read, AdamW on the local shard
+    p = proxies.parameter_count(s)
+    enc = L * proxies.encoder_layer_parameters(h, f)
+    p_tp = enc / t + (p - enc)
+    state_b = (2 * w + 8) * p_tp + 36 * p_tp / d
+    state = state_b / bw
+    # fixed per-step and per-layer costs (operator launches); TP and FSDP add launches per layer
+    step_fixed = dev.ops_per_step * dev.launch_s * oversub
+    layer_fixed = dev.ops_per_layer * L * dev.launch_s * oversub
+    # TP: 2 all-reduces forward and 2 backward per layer, ring: 2 (t-1)/t of the activation each
+    n_tp = 4 * L if t > 1 else 0
+    tp_latency = n_tp * (t - 1) * dev.collective_alpha_s * oversub
+    tp_bytes = n_tp * 2 * (t - 1) / t * T_r * h * w / dev.collective_beta_bytes_per_s if t > 1 else 0.0
+    # FSDP: per layer (and the root) all-gather forward, all-gather backward, reduce-scatter gradients
+    if d > 1:
+        n_fsdp = 3 * (L + 1)
+        fsdp_bytes = (d - 1) / d * p_tp * (2 * w + 4)
+        comm = n_fsdp * (d - 1) * dev.collective_alpha_s * oversub + fsdp_bytes / dev.collective_beta_bytes_per_s
+        compute = share * (gemm + attention + elementwise)
+        fsdp = max(comm - compute, comm / (L + 1)) if dev.overlap else comm  # the first gather is exposed
+    else:
+        fsdp_bytes, fsdp = 0.0, 0.0
+    flops_total = (proj_f + ffn_f + att_f) * t * d + head_f * t * d
+    bytes_total = (proj_b + ffn_b + att_b + elem_b + state_b) * t * d
+    comm_total = (tp_bytes * dev.collective_beta_bytes_per_s + fsdp_bytes) * t * d
+    return {
+        "gemm_s": share * gemm, "attention_s": share * attention, "elementwise_s": share * elementwise,
+        "state_s": share * state, "step_fixed_s": step_fixed, "layer_fixed_s": layer_fixed,
+        "tp_latency_s": tp_latency, "tp_bytes_s": tp_bytes, "fsdp_s": fsdp,
+        "op_flops": flops_total, "op_bytes": bytes_total, "op_comm_bytes": comm_total,
+    }
+
+
+def operator_frame(df: pd.DataFrame, dev: DeviceRoofs) -> pd.DataFrame:
+    """One row of operator terms per run (same index as ``df``)."""
+    return pd.DataFrame([operator_terms(r, dev) for r in df.itertuples()], index=df.index)
+
+
+def metered_units(df: pd.DataFrame) -> np.ndarray:
+    """Metered units per run: one per GPU (device scope) or one per node (CPU ranks on one node)."""
+    if "metered_units" in df and df.metered_units.notna().all():
+        return df.metered_units.to_numpy(float)
+    return np.ones(len(df))
+
+
+# --------------------------------------------------------------------------------------- coefficients
+ENERGY_PARAMS = ("P_static_w", "e_flop_j", "e_byte_j", "e_comm_j")
+ENERGY_UNITS = {"P_static_w": "W per metered unit", "e_flop_j": "J/FLOP", "e_byte_j": "J/byte",
+                "e_comm_j": "J/byte communicated"}
+
+
+def prior_coefficients(dev: DeviceRoofs) -> dict:
+    """The un-fitted model: every time term at face value, energy from the device's power envelope."""
+    time = {k: 1.0 for k in TIME_TERMS}
+    energy = {"P_static_w": dev.idle_w, "e_flop_j": dev.dynamic_j_per_flop(),
+              "e_byte_j": 0.5 * dev.dynamic_j_per_byte(), "e_comm_j": 0.0}
+    return {"time": time, "energy": energy}
+
+
+def predict_time_s(terms: pd.DataFrame, time_coef: dict) -> np.ndarray:
+    return sum(time_coef[k] * terms[k].to_numpy(float) for k in TIME_TERMS)
+
+
+def predict_energy_j(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_coef: dict) -> np.ndarray:
+    return (energy_coef["P_static_w"] * units * step_s + energy_coef["e_flop_j"] * terms.op_flops.to_numpy(float)
+            + energy_coef["e_byte_j"] * terms.op_bytes.to_numpy(float)
+            + energy_coef["e_comm_j"] * terms.op_comm_bytes.to_numpy(float))
+
+
+def _relative_nnls(A: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """min sum((A c / y - 1)^2) over c >= 0, columns scaled for conditioning."""
+    from scipy.optimize import nnls  # imported here: a prediction never needs scipy
+
+    M = A / y[:, None]
+    scale = np.abs(M).max(axis=0)
+    scale[scale == 0] = 1.0
+    c, _ = nnls(M / scale, np.ones(len(y)), maxiter=2000)
+    return c / scale
+
+
+def fit_time_coefficients(terms: pd.DataFrame, step_s: np.ndarray) -> dict:
+    """Non-negative multipliers of every time term (relative least squares); unused terms stay at 1."""
+    A = terms[list(TIME_TERMS)].to_numpy(float)
+    used = np.abs(A).max(axis=0) > 0
+    c = np.ones(len(TIME_TERMS))
+    c[used] = _relative_nnls(A[:, used], np.asarray(step_s, float))
+    return dict(zip(TIME_TERMS, c.tolist()))
+
+
+def fit_energy_coefficients(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_j: np.ndarray) -> dict:
+    """Static power and dynamic energies (non-negative), on the runs' measured step times."""
+    A = np.column_stack([units * np.asarray(step_s, float), terms.op_flops, terms.op_bytes, terms.op_comm_bytes])
+    used = np.abs(A).max(axis=0) > 0
+    c = np.zeros(A.shape[1])
+    c[used] = _relative_nnls(A[:, used], np.asarray(energy_j, float))
+    return dict(zip(ENERGY_PARAMS, c.tolist()))
+
+
+def conformal_halfwidth(log_residuals, level: float) -> float:
+    """Split-conformal quantile of |log residual| (finite-sample corrected); inf with too few residuals."""
+    import math
+
+    r = np.sort(np.abs(np.asarray(log_residuals, float)))
+    n = len(r)
+    k = math.ceil((n + 1) * level)
+    return float(r[k - 1]) if 0 < k <= n else float("inf")
+
+
+# ------------------------------------------------------------------------------------ where roofs come from
+def roofs_from_calibration(rec: dict) -> DeviceRoofs:
+    """DeviceRoofs from a calibration record (``companion calibrate``; data/devices/<name>.json)."""
+    colls = rec.get("collectives") or {}
+    finite = [c for c in colls.values() if np.isfinite(c.get("beta_bytes_per_s", np.inf))]
+    alpha = float(np.median([c["alpha_s"] for c in colls.values()])) if colls else 50e-6
+    beta = float(np.median([c["beta_bytes_per_s"] for c in finite])) if finite else 1e9
+    power = rec.get("power") or {}
+    idle, loaded = power.get("idle_w"), power.get("loaded_w")
+    return DeviceRoofs(
+        name=rec["device_name"], gemm_peak_flops_per_s=float(rec["gemm"]["peak_flops_per_s"]),
+        gemm_half_dim=float(rec["gemm"]["half_dim"]), bandwidth_bytes_per_s=float(rec["bandwidth"]["bandwidth_bytes_per_s"]),
+        launch_s=float(rec["launch"]["launch_s"]), collective_alpha_s=alpha, collective_beta_bytes_per_s=beta,
+        **({"ops_per_layer": float(rec["op_counts"]["per_layer"]), "ops_per_step": float(rec["op_counts"]["per_step"])}
+           if rec.get("op_counts") else {}),
+        shared_node=bool(rec.get("shared_node", rec.get("device") == "cpu")), overlap=bool(rec.get("overlap", False)),
+        node_cores=int(rec.get("provenance", {}).get("torch_threads") or 1),
+        idle_w=float(idle or 0.0), loaded_w=float(loaded if loaded is not None else idle or 0.0),
+        power_measured=bool(power.get("measured", False)), tier="calibrated",
+        sources={"calibration": rec.get("provenance", {}).get("measured_at"), "power": power.get("method")})
+
+
+def roofs_from_spec(device: str, precision: str) -> DeviceRoofs:
+    """Prior roofs of a device from the hardware table: spec-sheet peaks and TDP times the efficiency and
+    power priors cited there (``priors`` in resources/hardware.yaml)."""
+    from companion.energy import hardware
+    from companion.errors import ConfigError
+
+    spec = hardware.device_spec(device)
+    pri = {**hardware.priors().get("gpu", {}), **(spec.get("priors") or {})}
+    if spec.get("bandwidth_tbs") == "measure":
+        raise ConfigError(f"device {device!r} has no spec-sheet roofs; run `companion calibrate --device cpu` "
+                          "for the calibrated tier")
+    peak = hardware.peak_flops_per_s(device, precision)
+    tdp = float(spec.get("tdp_w") or 0.0)
+    idle = float(spec.get("hot_idle_w") or spec.get("idle_w") or pri["idle_fraction_of_tdp"] * tdp)
+    return DeviceRoofs(
+        name=device, gemm_peak_flops_per_s=pri["gemm_efficiency"] * peak, gemm_half_dim=pri["gemm_half_dim"],
+        bandwidth_bytes_per_s=pri["bandwidth_efficiency"] * hardware.bandwidth_bytes_per_s(device),
+        launch_s=pri["launch_s"], collective_alpha_s=pri["collective_alpha_s"],
+        collective_beta_bytes_per_s=pri["collective_beta_gbs"] * 1e9, shared_node=False, overlap=True,
+        idle_w=idle, loaded_w=pri["loaded_fraction_of_tdp"] * tdp, power_measured=False, tier="prior",
+        sources={"spec": spec.get("sources"), "priors": pri.get("sources")})
+
+
+def load_device_roofs(device: str, precision: str, root=None) -> DeviceRoofs:
+    """The roofs of ``device``: its calibration file (data/devices/<device>.json) where one exists, else the
+    spec-sheet priors (GPUs). A CPU without a calibration file gets its GEMM roof and bandwidth measured now
+    (a two-second check, ``hardware.measure_cpu_roofs``) and default fixed and collective costs, labelled
+    'analysis-time roofs': the fitted tier learns its multipliers either way."""
+    import json
+    from pathlib import Path
+
+    from companion.paths import data_dir
+
+    path = Path(root or data_dir() / "devices") / f"{device}.json"
+    if path.is_file():
+        return roofs_from_calibration(json.loads(path.read_text()))
+    if device == "cpu":
+        from companion.energy.hardware import measure_cpu_roofs
+
+        r = measure_cpu_roofs()
+        return DeviceRoofs("cpu", gemm_peak_flops_per_s=r["peak_flops_per_s"], gemm_half_dim=32.0,
+                           bandwidth_bytes_per_s=r["bandwidth_bytes_per_s"], launch_s=5e-6, collective_alpha_s=1e-4,
+                           collective_beta_bytes_per_s=1e9, shared_node=True, overlap=False,
+                           node_cores=int(r.get("threads") or 1), tier="analysis-time roofs", sources={"roofs": r["method"]})
+    return roofs_from_spec(device, precision)

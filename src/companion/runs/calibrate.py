@@ -1,0 +1,323 @@
+"""Device calibration: the microbenchmarks the operator roofline needs, in about a minute.
+
+    companion calibrate --device cpu            -> data/devices/cpu.json
+    companion calibrate --device cuda           -> data/devices/<GPU name>.json (NCCL, NVML)
+
+What it measures (best of repeated timings; times in s, rates in FLOP/s and bytes/s):
+
+* GEMM throughput over the shapes a BERT step uses (tokens x hidden x hidden, tokens x hidden x FFN,
+  seq x head_dim x seq), fitted to R(M, N, K) = peak / (1 + k0 (1/M + 1/N + 1/K)) (peak and k0 reported);
+* attention forward + backward with the fused kernel (SDPA, no dropout) and the math kernel (dropout);
+* memory bandwidth (copy of a tensor far beyond the caches) and per-operator launch overhead (tiny adds);
+* collectives (all-reduce, all-gather, reduce-scatter) for p = 2 and 4 ranks (gloo on CPU, NCCL on GPUs),
+  fitted to t = alpha * (p - 1) + bytes_on_the_wire / beta;
+* idle and loaded power from the meter the sweeps use (NVML counter on GPUs: measured; CodeCarbon's model on
+  a CPU without RAPL: estimated, and labelled so).
+
+CPU ranks share the node's cores; GPU ranks each own a device and overlap FSDP collectives with compute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from companion.errors import ConfigError
+
+# BERT-like GEMM shapes (M, N, K): tokens x out x in, and the attention score GEMMs (seq x seq x head_dim)
+GEMM_SHAPES = [(m, n, k) for m in (256, 1024, 4096) for n, k in ((64, 64), (128, 128), (256, 256), (512, 128),
+                                                                  (128, 512), (1024, 256))] + \
+              [(s, s, d) for s in (64, 128, 256) for d in (16, 32, 64)]
+COLLECTIVE_BYTES = (4 * 1024, 64 * 1024, 1024 * 1024, 4 * 1024 * 1024)
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _best_time(fn, device, budget_s: float, min_reps: int = 3, min_sample_s: float = 2e-3) -> float:
+    """Best time of one ``fn`` call: samples of k back-to-back calls (k sized so a sample lasts at least
+    ``min_sample_s``), repeated within ``budget_s``; the best sample resists other load on the machine."""
+    fn()
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    k = int(min(1000, max(1, min_sample_s / max(time.perf_counter() - t0, 1e-7))))
+    best, reps, start = float("inf"), 0, time.perf_counter()
+    while reps < min_reps or time.perf_counter() - start < budget_s:
+        t0 = time.perf_counter()
+        for _ in range(k):
+            fn()
+        _sync(device)
+        best = min(best, (time.perf_counter() - t0) / k)
+        reps += 1
+        if reps > 10000:
+            break
+    return best
+
+
+def gemm_benchmark(device, dtype, budget_s: float) -> dict:
+    per = budget_s / len(GEMM_SHAPES)
+    rows = []
+    for m, n, k in GEMM_SHAPES:
+        a, b = torch.randn(m, k, device=device, dtype=dtype), torch.randn(k, n, device=device, dtype=dtype)
+        t = _best_time(lambda: a @ b, device, per)
+        rows.append({"m": m, "n": n, "k": k, "time_s": t, "flops_per_s": 2 * m * n * k / t})
+    peak, k0 = fit_gemm_roof(rows)
+    return {"shapes": rows, "peak_flops_per_s": peak, "half_dim": k0,
+            "model": "R(M,N,K) = peak / (1 + k0 (1/M + 1/N + 1/K)), least squares on 1/R"}
+
+
+def fit_gemm_roof(rows: list[dict]) -> tuple[float, float]:
+    """peak and k0 of R = peak / (1 + k0 * sum(1/dim)), fitted on log R with a robust loss (a few timings
+    disturbed by other load on the machine do not move it)."""
+    from scipy.optimize import least_squares
+
+    x = np.array([1 / r["m"] + 1 / r["n"] + 1 / r["k"] for r in rows])
+    log_r = np.log([r["flops_per_s"] for r in rows])
+
+    def resid(z):
+        return z[0] - np.log1p(np.exp(z[1]) * x) - log_r
+    z0 = np.array([float(np.max(log_r)), np.log(32.0)])
+    sol = least_squares(resid, z0, loss="cauchy", f_scale=0.3, bounds=([-np.inf, np.log(1e-3)], [np.inf, np.log(1e5)]))
+    return float(np.exp(sol.x[0])), float(np.exp(sol.x[1]))
+
+
+def attention_benchmark(device, dtype, budget_s: float) -> list[dict]:
+    import torch.nn.functional as F
+
+    rows = []
+    shapes = [(8, 4, 128, 32), (8, 4, 256, 32), (8, 8, 128, 16), (8, 2, 128, 64)]
+    per = budget_s / (2 * len(shapes))
+    for b, h, s, d in shapes:
+        q = torch.randn(b, h, s, d, device=device, dtype=dtype, requires_grad=True)
+        for kernel, dropout in (("fused", 0.0), ("math", 0.1)):
+            def step():
+                F.scaled_dot_product_attention(q, q, q, dropout_p=dropout).sum().backward()
+            t = _best_time(step, device, per)
+            flops = 3 * 4 * b * h * s * s * d
+            rows.append({"batch": b, "heads": h, "seq": s, "head_dim": d, "kernel": kernel, "dropout": dropout,
+                         "fwd_bwd_s": t, "flops_per_s": flops / t})
+    return rows
+
+
+def bandwidth_benchmark(device, budget_s: float) -> dict:
+    n = (256 if device.type == "cuda" else 64) * 2**20 // 4
+    src = torch.empty(n, device=device)
+    dst = torch.empty_like(src)
+    t = _best_time(lambda: dst.copy_(src), device, budget_s)
+    return {"bytes": 2 * n * 4, "time_s": t, "bandwidth_bytes_per_s": 2 * n * 4 / t, "method": "tensor copy, read + write"}
+
+
+def launch_benchmark(device, budget_s: float) -> dict:
+    x = torch.ones(1, device=device)
+    reps = 200
+
+    def many():
+        y = x
+        for _ in range(reps):
+            y = y + 1.0
+        return y
+    t = _best_time(many, device, budget_s)
+    return {"launch_s": t / reps, "method": f"{reps} dependent one-element adds"}
+
+
+def op_count_benchmark(device) -> dict:
+    """Operators one training step launches (forward, backward, AdamW, zero_grad), counted at the aten level
+    for BERTs of 1 and 2 layers: ops = per_step + per_layer * layers."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from companion.runs.config import ModelConfig
+    from companion.runs.model import build_model
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    counts = {}
+    for layers in (1, 2):
+        torch.manual_seed(0)
+        model = build_model(ModelConfig(layers=layers, hidden=32, heads=2, vocab=128, max_positions=64)).to(device)
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        ids = torch.randint(0, 128, (2, 16), device=device)
+        batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.zeros(2, dtype=torch.long,
+                                                                                                device=device)}
+        model(**batch).loss.backward()  # first step outside the count (lazy state)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        Count.n = 0
+        with Count():
+            model(**batch).loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        counts[layers] = Count.n
+    per_layer = counts[2] - counts[1]
+    return {"per_layer": per_layer, "per_step": counts[1] - per_layer, "counts": counts,
+            "method": "aten operators dispatched by one training step (AdamW foreach), 1- and 2-layer BERT"}
+
+
+# ------------------------------------------------------------------------------------------ collectives
+def _collective_worker(rank: int, world: int, init_file: str, backend: str, out_file: str, budget_s: float) -> None:
+    import warnings
+
+    import torch.distributed as dist
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    torch.set_num_threads(1)
+    device = torch.device(f"cuda:{rank}") if backend == "nccl" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world)
+    rows = []
+    per = budget_s / (3 * len(COLLECTIVE_BYTES))
+    for nbytes in COLLECTIVE_BYTES:
+        n = max(nbytes // 4 // world * world, world)
+        full = torch.ones(n, device=device)
+        shard = torch.ones(n // world, device=device)
+        ops = {
+            "all_reduce": (lambda: dist.all_reduce(full), 2 * (world - 1) / world * n * 4),
+            "all_gather": (lambda: dist.all_gather_into_tensor(full, shard), (world - 1) / world * n * 4),
+            "reduce_scatter": (lambda: dist.reduce_scatter_tensor(shard, full), (world - 1) / world * n * 4),
+        }
+        for name, (fn, wire) in ops.items():
+            fn()  # warm-up; then every rank runs the same number of repetitions (agreed below)
+            t0 = time.perf_counter()
+            fn()
+            _sync(device)
+            first = torch.tensor([time.perf_counter() - t0])
+            dist.all_reduce(first, op=dist.ReduceOp.MAX)
+            reps = int(min(50, max(3, per / max(float(first), 1e-6))))
+            times = []
+            for _ in range(reps):
+                dist.barrier()
+                t0 = time.perf_counter()
+                fn()
+                _sync(device)
+                times.append(time.perf_counter() - t0)
+            t = torch.tensor([float(np.median(times))])
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank: every rank agrees
+            rows.append({"op": name, "bytes": n * 4, "wire_bytes": wire, "time_s": float(t)})
+    if rank == 0:
+        Path(out_file).write_text(json.dumps(rows))
+    dist.destroy_process_group()
+
+
+def collective_benchmark(world: int, backend: str, budget_s: float) -> dict:
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        init, out = os.path.join(tmp, "init"), os.path.join(tmp, "out.json")
+        # fork is fast (no re-import) and safe on CPU; CUDA needs spawn
+        method = "spawn" if backend == "nccl" else "fork"
+        mp.start_processes(_collective_worker, args=(world, init, backend, out, budget_s), nprocs=world,
+                           join=True, start_method=method)
+        rows = json.loads(Path(out).read_text())
+    alpha, beta = fit_alpha_beta(rows, world)
+    return {"world_size": world, "backend": backend, "rows": rows, "alpha_s": alpha, "beta_bytes_per_s": beta,
+            "model": "t = alpha (p - 1) + wire_bytes / beta, relative least squares, alpha and 1/beta >= 0"}
+
+
+def fit_alpha_beta(rows: list[dict], world: int) -> tuple[float, float]:
+    """Latency per ring hop and bandwidth of t = alpha (p-1) + wire / beta (non-negative, relative errors)."""
+    from scipy.optimize import nnls
+
+    t = np.array([r["time_s"] for r in rows])
+    A = np.column_stack([np.full(len(rows), world - 1.0), [r["wire_bytes"] for r in rows]]) / t[:, None]
+    scale = A.max(axis=0)
+    coef, _ = nnls(A / scale, np.ones(len(rows)))
+    alpha, inv_beta = coef / scale
+    return float(alpha), float(1 / inv_beta) if inv_beta > 0 else float("inf")
+
+
+# ------------------------------------------------------------------------------------------------ power
+def power_benchmark(device, dtype, seconds: float) -> dict:
+    """Mean power idle and under GEMMs from the sweeps' meter (measured on NVML, estimated by CodeCarbon)."""
+    from companion.runs.meters import make_meter
+
+    try:
+        meter = make_meter("auto", device.type, device.index or 0, True, "USA", sync=lambda: _sync(device))
+    except Exception as exc:  # no meter here: say so instead of inventing a number
+        return {"idle_w": None, "loaded_w": None, "measured": False, "method": f"no meter ({exc})"}
+    n = 2048 if device.type == "cuda" else 512
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    out = {}
+    for name, work in (("idle", lambda: time.sleep(0.05)), ("loaded", lambda: a @ a)):
+        meter.begin_window(name)
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            work()
+        _sync(device)
+        m = meter.end_window(name)
+        out[f"{name}_w"] = m.total_energy_j / m.time_s if m.total_energy_j is not None else None
+    desc = meter.describe()
+    meter.close()
+    return {**out, "measured": bool(getattr(meter, "measured", False)), "method": desc.get("source", type(meter).__name__),
+            "scope": getattr(meter, "scope", "device"), "window_s": seconds}
+
+
+# ------------------------------------------------------------------------------------------------ all
+def calibrate(device: str = "cpu", budget_s: float = 45.0, world_sizes=(2, 4), device_name: str | None = None) -> dict:
+    """Run every microbenchmark within about ``budget_s`` and return the calibration record."""
+    if device not in ("cpu", "cuda"):
+        raise ConfigError(f"device={device!r} cannot be calibrated; use 'cpu' or 'cuda'")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device='cuda' but no GPU is visible; calibrate on a GPU node or use --device cpu")
+    if budget_s <= 0:
+        raise ConfigError(f"budget_s={budget_s!r} must be positive, e.g. 60")
+    dev = torch.device("cuda:0" if device == "cuda" else "cpu")
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    backend = "nccl" if device == "cuda" else "gloo"
+    if device == "cuda":
+        world_sizes = [p for p in world_sizes if p <= torch.cuda.device_count()]
+    name = device_name or (device_tag(torch.cuda.get_device_name(0)) if device == "cuda" else "cpu")
+    started = time.perf_counter()
+    b = budget_s
+    rec = {
+        "device_name": name, "device": device, "dtype": str(dtype).removeprefix("torch."),
+        "gemm": gemm_benchmark(dev, dtype, 0.25 * b),
+        "attention": attention_benchmark(dev, dtype, 0.12 * b),
+        "bandwidth": bandwidth_benchmark(dev, 0.05 * b),
+        "launch": launch_benchmark(dev, 0.03 * b),
+        "op_counts": op_count_benchmark(dev),
+        "collectives": {str(p): collective_benchmark(p, backend, 0.12 * b) for p in world_sizes},
+        "power": power_benchmark(dev, dtype, 0.08 * b),
+        "shared_node": device == "cpu",
+        "overlap": device == "cuda",
+    }
+    rec["provenance"] = {
+        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "wall_s": time.perf_counter() - started, "hostname": socket.gethostname(), "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None, "budget_s": budget_s,
+    }
+    return rec
+
+
+def device_tag(gpu_name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'H100' where the hardware table knows the model, else a safe name."""
+    for tag in ("H200", "H100", "A100", "V100", "L4", "RTX 8000"):
+        if tag in gpu_name:
+            return tag.replace(" ", "")
+    return "".join(c if c.isalnum() else "-" for c in gpu_name).strip("-")
+
+
+def write_calibration(rec: dict, out: Path) -> Path:
+    from companion.runs.records import write_json
+
+    return write_json(Path(out), rec)

@@ -1,0 +1,58 @@
+"""`companion calibrate`: the fits recover known roofs; a short run on CPU writes a complete record."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from companion.energy.opmodel import roofs_from_calibration
+from companion.errors import ConfigError
+from companion.runs.calibrate import calibrate, device_tag, fit_alpha_beta, fit_gemm_roof
+from conftest import companion_cmd
+
+
+def test_gemm_roof_fit_recovers_peak_and_half_dim_despite_a_disturbed_timing():
+    rows = [{"m": m, "n": n, "k": k, "flops_per_s": 2e11 / (1 + 48 * (1 / m + 1 / n + 1 / k))}
+            for m in (64, 256, 1024) for n in (32, 128, 512) for k in (16, 64, 256)]
+    rows[3]["flops_per_s"] /= 500  # one timing hit by other load on the machine
+    peak, k0 = fit_gemm_roof(rows)
+    assert peak == pytest.approx(2e11, rel=0.02) and k0 == pytest.approx(48, rel=0.05)
+
+
+def test_collective_fit_recovers_latency_and_bandwidth():
+    rows = [{"wire_bytes": b, "time_s": 3e-5 * 3 + b / 2e9} for b in np.geomspace(1e3, 1e8, 8)]
+    alpha, beta = fit_alpha_beta(rows, world=4)
+    assert alpha == pytest.approx(3e-5, rel=1e-3) and beta == pytest.approx(2e9, rel=1e-3)
+
+
+def test_short_cpu_calibration_is_complete_and_loads(tmp_path):
+    rec = calibrate("cpu", budget_s=2.0, world_sizes=(2,))
+    assert rec["device_name"] == "cpu" and rec["shared_node"] and not rec["overlap"]
+    assert rec["gemm"]["peak_flops_per_s"] > 0 and rec["bandwidth"]["bandwidth_bytes_per_s"] > 0
+    assert {r["kernel"] for r in rec["attention"]} == {"fused", "math"}
+    assert rec["collectives"]["2"]["backend"] == "gloo" and rec["collectives"]["2"]["alpha_s"] >= 0
+    assert rec["power"]["measured"] in (True, False) and "method" in rec["power"]
+    assert rec["provenance"]["wall_s"] < 30
+    dev = roofs_from_calibration(json.loads(json.dumps(rec)))
+    assert dev.tier == "calibrated" and dev.shared_node
+
+
+def test_bad_device_and_budget():
+    with pytest.raises(ConfigError, match="device='tpu'"):
+        calibrate("tpu")
+    with pytest.raises(ConfigError, match="budget_s"):
+        calibrate("cpu", budget_s=0)
+    assert device_tag("NVIDIA H100 80GB HBM3") == "H100"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_cuda_calibration():  # pragma: no cover - GPU only
+    rec = calibrate("cuda", budget_s=20)
+    assert rec["dtype"] == "bfloat16" and rec["power"]["measured"] and rec["overlap"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")
+def test_command_line_without_a_gpu():
+    res = companion_cmd("calibrate", "--device", "cuda")
+    assert res.returncode == 2 and res.stderr.startswith("error: device='cuda' but no GPU is visible")

@@ -1,0 +1,23 @@
+"""The off-grid holdout profile is what its seeded generator draws, and reaches beyond the cpu grid."""
+
+from companion.paths import PROFILES_DIR
+from companion.runs.holdout import draw, profile_yaml
+from companion.runs.profiles import load_profile
+
+
+def test_committed_profile_is_the_seeded_draw():
+    assert (PROFILES_DIR / "holdout.yaml").read_text() == profile_yaml()
+    assert draw() == draw()
+
+
+def test_holdout_is_off_grid_and_covers_every_layout_kind():
+    runs = load_profile("holdout").runs
+    cpu = load_profile("cpu").runs
+    assert len(runs) >= 12
+    assert {r.layout.mode for r in runs} == {"single", "tp", "fsdp", "2d"}
+    grid = {(r.model.layers, r.model.hidden, r.model.heads, r.data.seq_len, r.data.batch_size) for r in cpu}
+    off = [r for r in runs if (r.model.layers, r.model.hidden, r.model.heads, r.data.seq_len, r.data.batch_size) not in grid]
+    assert len(off) == len(runs)
+    head_dims = {r.model.hidden // r.model.heads for r in runs}
+    assert min(head_dims) == 16 and max(head_dims) == 64
+    assert max(r.model.layers for r in runs) > 4 and max(r.model.hidden for r in runs) > 256

@@ -69,3 +69,17 @@ def test_eta_reference_uses_the_parallel_ranks_thread_budget_and_every_replicate
     ]
     eta = measured_eta(pd.DataFrame(rows)).set_index("run_id").eta
     assert eta["tp"] == pytest.approx(2.0 / (2 * 1.25))  # mean of the 1-thread replicates, not the 2-thread run
+
+
+def test_validation_reports_the_noise_floor_beside_every_mape():
+    from companion.energy.validation import score
+
+    noise = {"metrics": {"time_per_step": {"mape": 0.04, "n_configs": 3},
+                         "energy_per_step": {"mape": None, "n_configs": 0}}}
+    pred = pd.DataFrame({"split": ["size"] * 4, "model": ["m"] * 4, "target": ["time", "time", "energy", "energy"],
+                         "ape_pct": [1.0, 3.0, 2.0, 4.0], "covered": [True, False, True, True],
+                         "fold": ["a", "b", "a", "b"], "size": ["s1", "s2", "s1", "s2"]})
+    table = score(pred, noise).set_index("target")
+    assert table.loc["time", "noise_floor_pct"] == pytest.approx(4.0)
+    assert pd.isna(table.loc["energy", "noise_floor_pct"])  # no replicated energy: no floor, not zero
+    assert pd.isna(score(pred, None).noise_floor_pct).all()

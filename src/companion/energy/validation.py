@@ -217,14 +217,11 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",)) -> pd.Da
 
 
 def _noise_floor(noise: dict | None, target: str):
-    """The replicate noise floor (% of the mean) for 'time' or 'energy', if replicates exist."""
-    if not noise:
-        return None
-    for key in (f"{target}_mape_pct", f"{target}_pct", f"{target}_cv_pct", target):
-        v = noise.get(key)
-        if isinstance(v, (int, float)):
-            return float(v)
-    return None
+    """The replicate noise floor for 'time' or 'energy' in % (the MAPE of replicates about their configuration's
+    mean, from stage 02's ``noise.json``), or None where no configuration was measured twice."""
+    metric = ((noise or {}).get("metrics") or {}).get(f"{target}_per_step") or {}
+    v = metric.get("mape")
+    return 100 * float(v) if isinstance(v, (int, float)) and metric.get("n_configs") else None
 
 
 def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, level: float = 0.9) -> pd.DataFrame:

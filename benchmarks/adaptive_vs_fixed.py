@@ -86,7 +86,7 @@ def replay_configs(n_configs: int, n_windows: int, seed: int, trace: str | None)
             replay = CounterReplay.from_jsonl(trace, clock)
             clock.t = replay.t_s[0] + 0.5
         else:
-            replay = CounterReplay(_synthetic_trace(n_windows * 3.5 + 20, rng.randrange(1 << 30)), clock)
+            replay = CounterReplay.synthetic(n_windows * 3.5 + 20, rng.randrange(1 << 30), clock)
             clock.t = 0.5
         meter = NvmlMeter(counter=replay.read_mj, clock=clock)
         proto = Protocol(min_window_s=3.0, min_windows=n_windows, target_rel_ci=0.0, max_steps=10**9,
@@ -125,20 +125,6 @@ class _Clock:
 
     def __call__(self):
         return self.t
-
-
-def _synthetic_trace(seconds: float, seed: int, power_w: float = 450.0, tick_s: float = 0.1) -> list:
-    rng = random.Random(seed)
-    dt, phase = 0.005, rng.uniform(0, tick_s)
-    e, samples, next_tick = 0.0, [(0.0, 0.0)], phase
-    for i in range(int(seconds / dt)):
-        t = i * dt
-        p = power_w * (1 + 0.02 * math.sin(2 * math.pi * t / 7.0)) * (1 + 0.05 * rng.gauss(0, 1))
-        e += p * dt * 1000.0
-        if t + dt >= next_tick:
-            samples.append((round(next_tick, 6), e))
-            next_tick += tick_s
-    return samples
 
 
 # --------------------------------------------------------------------------------------------- report

@@ -38,22 +38,6 @@ class SimClock:
         return self.t
 
 
-def synthetic_trace(seconds: float, seed: int, power_w: float = 450.0, tick_s: float = TICK_S) -> list:
-    """Cumulative mJ published every ``tick_s`` (random phase): power with 5 % noise per 5 ms and a 2 %
-    drift over 7 s, integrated on a 5 ms grid. Returns [(t_s, energy_mj)] at the ticks."""
-    rng = random.Random(seed)
-    dt, phase = 0.005, rng.uniform(0, tick_s)
-    e, samples, next_tick = 0.0, [(0.0, 0.0)], phase
-    for i in range(int(seconds / dt)):
-        t = i * dt
-        p = power_w * (1 + 0.02 * math.sin(2 * math.pi * t / 7.0)) * (1 + 0.05 * rng.gauss(0, 1))
-        e += p * dt * 1000.0
-        if t + dt >= next_tick:
-            samples.append((round(next_tick, 6), e))
-            next_tick += tick_s
-    return samples
-
-
 def _traces():
     recorded = sorted(FIXTURES.glob("nvml_counter_*.jsonl"))
     return ["synthetic-100ms"] + [str(p) for p in recorded]
@@ -62,7 +46,7 @@ def _traces():
 def _replay(trace: str, seed: int) -> tuple[CounterReplay, SimClock]:
     if trace == "synthetic-100ms":
         clock = SimClock(0.5)
-        return CounterReplay(synthetic_trace(400.0, seed), clock), clock
+        return CounterReplay.synthetic(400.0, seed, clock, tick_s=TICK_S), clock
     clock = SimClock()
     replay = CounterReplay.from_jsonl(trace, clock)
     clock.t = replay.t_s[0] + 0.5

@@ -10,15 +10,27 @@ A stage is a jupytext percent notebook in ``notebooks/``, converted to .ipynb an
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from companion import paths
 from companion.paths import PACKAGE_DIR
+from companion.report import presentation
 
 SOURCE_ROOT = PACKAGE_DIR.parent.parent  # the checkout: notebooks/, params/, book/, _config.yml
 STAGES = ("01_runs", "02_proxies", "03_fit", "04_validation", "05_predict")
+# The artifact each stage writes under data/derived/<profile>/, offered for download on its page.
+ARTIFACTS = {
+    "01_runs": ("runs.csv", "one row per finished run: its configuration, step time, energy and where the energy came from"),
+    "02_proxies": ("proxies.csv", "the runs with their proxies: FLOPs, bytes, intensity, MFU and the measured η(p)"),
+    "03_fit": ("fit.json", "the fitted USL and laws with bootstrap intervals, per device"),
+    "04_validation": ("validation.json", "held-out metrics per split and law, every held-out prediction, the verdict"),
+    "05_predict": ("explore.csv", "the predictions of the table above"),
+}
 
 
 def _bin(name: str) -> str:
@@ -36,11 +48,38 @@ def run_stage(stage: str, profile: str, out_dir: Path, params: Path | None = Non
     ipynb = build / f"{stage}.ipynb"
     subprocess.run([_bin("jupytext"), "--quiet", "--to", "ipynb", str(SOURCE_ROOT / "notebooks" / f"{stage}.py"),
                     "-o", str(ipynb)], check=True)
+    log = build / f"{stage}.log"
+    log.write_text("")
+    nb = presentation.prepare(json.loads(ipynb.read_text()), log)
+    ipynb.write_text(json.dumps(nb, indent=1))
     params = params or SOURCE_ROOT / "params" / f"{stage}.yaml"
     out = out_dir / f"{stage}.ipynb"
+    env = {**os.environ, "TQDM_DISABLE": "1"}
     subprocess.run([_bin("papermill"), "--cwd", str(cwd or SOURCE_ROOT), "-k", "python3", "--no-progress-bar",
-                    str(ipynb), str(out), "-f", str(params), "-p", "profile", profile], check=True)
+                    str(ipynb), str(out), "-f", str(params), "-p", "profile", profile], check=True, env=env)
+    present(stage, out, profile, log)
     return out
+
+
+def present(stage: str, executed: Path, profile: str, log: Path) -> None:
+    """Apply the book's conventions to an executed notebook (``companion.report.presentation``)."""
+    out_dir = executed.parent
+    figure_dir = out_dir.parent / "_static" / "figures" / stage  # _static is copied whole into the site
+    shutil.rmtree(figure_dir, ignore_errors=True)
+    artifact = None
+    if stage in ARTIFACTS:
+        name, what = ARTIFACTS[stage]
+        artifact = (paths.derived_dir(profile) / name, out_dir / "data" / name, f"data/{name}", what)
+    nb = json.loads(executed.read_text())
+    moved = presentation.finish(nb, stage, figure_dir, os.path.relpath(figure_dir, out_dir).replace(os.sep, "/"),
+                                presentation.path_roots(paths.repo_root(), SOURCE_ROOT), artifact)
+    executed.write_text(json.dumps(nb, indent=1, ensure_ascii=False))
+    if moved:
+        with log.open("a") as f:
+            f.write("\n".join(moved))
+    kept = log.read_text().strip()
+    if kept:
+        print(f"{stage}: warnings and stderr kept out of the page: {len(kept.splitlines())} lines in {log}")
 
 
 def assemble_book(dest: Path) -> Path:

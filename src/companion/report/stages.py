@@ -22,7 +22,7 @@ from companion.paths import PACKAGE_DIR
 from companion.report import presentation
 
 SOURCE_ROOT = PACKAGE_DIR.parent.parent  # the checkout: notebooks/, params/, book/, _config.yml
-STAGES = ("01_runs", "02_proxies", "03_fit", "04_validation", "05_predict")
+STAGES = ("01_runs", "02_proxies", "03_fit", "04_validation", "05_predict", "06_headline")
 # The artifact each stage writes under data/derived/<profile>/, offered for download on its page.
 ARTIFACTS = {
     "01_runs": ("runs.csv", "one row per finished run: its configuration, step time, energy and where the energy came from"),
@@ -30,6 +30,7 @@ ARTIFACTS = {
     "03_fit": ("fit.json", "the fitted USL and laws with bootstrap intervals, per device"),
     "04_validation": ("validation.json", "held-out metrics per split and law, every held-out prediction, the verdict"),
     "05_predict": ("explore.csv", "the predictions of the table above"),
+    "06_headline": ("headline.json", "the values of this page: per-split metrics, the law's coefficients, the comparison"),
 }
 
 
@@ -98,9 +99,43 @@ def assemble_book(dest: Path) -> Path:
     return dest
 
 
+def repository_url() -> str | None:
+    """The checkout's ``origin`` as a browsable https address, or None (then the book shows no repository link)."""
+    try:
+        url = subprocess.run(["git", "-C", str(SOURCE_ROOT), "remote", "get-url", "origin"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    if url.startswith("git@"):
+        url = "https://" + url[4:].replace(":", "/", 1)
+    url = url.removesuffix(".git")
+    return url if url.startswith("https://") else None
+
+
+def book_config(out: Path) -> Path:
+    """``_config.yml`` plus what only the build knows: the provenance footer and the repository link."""
+    import yaml
+
+    from companion.report import provenance
+
+    cfg = yaml.safe_load((SOURCE_ROOT / "_config.yml").read_text())
+    html = cfg.setdefault("html", {})
+    html["extra_footer"] = (f'<div class="companion-provenance">Built {provenance.build_date()} from commit '
+                            f'{provenance.git_commit(SOURCE_ROOT)}; hardware, versions and data sources: '
+                            f'appendix "Provenance".</div>')
+    url = repository_url()
+    if url:
+        cfg.setdefault("repository", {})["url"] = url
+        html["use_repository_button"] = html["use_issues_button"] = True
+    path = Path(out) / "_config.yml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+    return path
+
+
 def build_book(src: Path, out: Path) -> Path:
     """Jupyter Book 1 over executed notebooks; warnings and broken references are errors."""
-    subprocess.run([_bin("jupyter-book"), "build", str(src), "--config", str(SOURCE_ROOT / "_config.yml"),
+    subprocess.run([_bin("jupyter-book"), "build", str(src), "--config", str(book_config(Path(out))),
                     "--path-output", str(out), "-W", "-n", "--keep-going", "--quiet"], check=True)
     return Path(out) / "_build" / "html" / "index.html"
 

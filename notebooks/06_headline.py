@@ -48,7 +48,8 @@ glue("noise_floor_pct", headline.noise_floor_pct(runs), display=False)
 glue("absolute_answer", headline.absolute_answer(explore, predict_params, label), display=False)
 glue("law_alpha", coef["alpha"], display=False)
 glue("law_beta", coef["beta"], display=False)
-glue("splits_table", splits.style.hide(axis="index") if len(splits) else headline.NA, display=False)
+table = splits.style.format(precision=1).hide(axis="index") if len(splits) else headline.NA
+glue("splits_table", table, display=False)
 glue("paper_table", paper.style.hide(axis="index"), display=False)
 
 # %% [markdown]
@@ -59,7 +60,7 @@ glue("paper_table", paper.style.hide(axis="index"), display=False)
 # than that. A split with one held-out run has no interval.
 
 # %%
-splits.style.hide(axis="index") if len(splits) else headline.NA
+table
 
 # %% [markdown]
 # ## The paper's claims and this reproduction

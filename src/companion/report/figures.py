@@ -224,8 +224,7 @@ def eta_curves(df: pd.DataFrame, usl: list[dict]) -> alt.Chart:
     sel = alt.selection_point(fields=["mode"], bind="legend")
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
     band = alt.Chart(curves).transform_filter(alt.datum.segment == "fitted").mark_area(opacity=0.15).encode(
-        x="p:Q", y="lo:Q", y2="hi:Q", color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, legend=None),
-        detail="series:N")
+        x="p:Q", y="lo:Q", y2="hi:Q", color=color, detail="series:N")
     line = alt.Chart(curves).mark_line().encode(
         x=alt.X("p:Q", title="degree p (ranks)", axis=alt.Axis(tickMinStep=1, format="d")),
         y=alt.Y("eta:Q", title="η(p) = T₁ / (p·T_p)", axis=alt.Axis(format=".2~f")), color=color, opacity=opacity,

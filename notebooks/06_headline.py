@@ -51,6 +51,10 @@ glue("law_beta", coef["beta"], display=False)
 table = splits.style.format(precision=1).hide(axis="index") if len(splits) else headline.NA
 glue("splits_table", table, display=False)
 glue("paper_table", paper.style.hide(axis="index"), display=False)
+coefficients = headline.coefficient_table(fit)
+flagged = coefficients[coefficients.note != ""] if len(coefficients) else coefficients
+glue("n_flagged", len(flagged), display=False)
+glue("n_coefficients", len(coefficients), display=False)
 
 # %% [markdown]
 # ## Held-out error and coverage, per split and model
@@ -71,8 +75,21 @@ table
 # %%
 paper.style.hide(axis="index")
 
+# %% [markdown]
+# ## Fitted coefficients, with what they can and cannot tell
+#
+# Every coefficient of every model, per device, with its 90 % bootstrap interval. Of
+# {glue:text}`n_coefficients` coefficients, {glue:text}`n_flagged` carry a note: a negative exponent on
+# memory traffic, an energy per FLOP below what any device spends, an interval that spans zero or orders of
+# magnitude, or an efficiency curve fitted through a single degree. Such a coefficient is not evidence about
+# the hardware; it says these runs cannot separate that term from the others.
+
+# %%
+coefficients.style.hide(axis="index") if len(coefficients) else headline.NA
+
 # %%
 out = write_json(d / "headline.json", {"energy_label": label, "noise_floor_pct": headline.noise_floor_pct(runs),
                                        "splits": splits.to_dict("records"), "law_coefficients": coef,
+                                       "coefficients": coefficients.to_dict("records"),
                                        "paper_vs_reproduction": paper.to_dict("records")})
 print(f"wrote {out}")

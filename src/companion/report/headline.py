@@ -115,3 +115,47 @@ def paper_vs_reproduction(validation: dict, fit: dict, energy_label: str, covera
         {"the paper's claim": "Energy is measured on the hardware that trains.",
          "this reproduction": f"{energy_label}."},
     ])
+
+
+H100_J_PER_FLOP = 700 / 989e12  # an H100's TDP (W) over its dense bf16 peak (FLOP/s): energy per FLOP at best
+
+
+def _flag(param: str, value: float, lo: float, hi: float) -> str:
+    """Words for a coefficient that these runs cannot identify or that no device could produce."""
+    notes = []
+    if param == "beta" and value < 0:
+        notes.append("negative: energy would fall as memory traffic grows, which is unphysical")
+    if param == "eps_F_j_per_flop" and value < H100_J_PER_FLOP / 100:
+        notes.append(f"far below any device's energy per FLOP (an H100 at peak and TDP: {H100_J_PER_FLOP:.1e} J)")
+    if lo < 0 < hi and not param.startswith("log_"):
+        notes.append("its interval spans zero: not identified by these runs")
+    elif lo > 0 and hi / lo > 100:
+        notes.append("its interval spans more than two orders of magnitude: poorly identified")
+    if lo == hi == value:
+        notes.append("fixed or held at a bound (no spread across bootstrap replicates)")
+    return "; ".join(notes)
+
+
+def coefficient_table(fit: dict) -> pd.DataFrame:
+    """Every fitted coefficient with its 90 % interval and, in words, why it cannot be trusted where it cannot."""
+    try:
+        from companion.energy.fit import FittedModel
+
+        coef = FittedModel(fit).coefficient_table()
+        device = fit.get("device_name", NA)
+        rows = [{"device": device, "model": r.law, "target": r.target, "coefficient": r.param,
+                 "value": f"{r.value:.3g}", "90 % interval": f"[{r.lo:.3g}, {r.hi:.3g}]",
+                 "note": _flag(r.param, r.value, r.lo, r.hi)} for r in coef.itertuples()]
+        for u in fit.get("usl", []):
+            degrees = u.get("degrees") or []
+            for name in ("sigma", "kappa"):
+                lo, hi = (u.get(f"{name}_ci90") or [np.nan, np.nan])[:2]
+                note = _flag(name, u[name], lo, hi)
+                if len(degrees) <= 1:
+                    note = "; ".join(x for x in (f"measured at one degree only ({degrees[0] if degrees else '?'}): "
+                                                 "σ and κ cannot both be identified", note) if x)
+                rows.append({"device": device, "model": f"USL η(p), {u['mode']}", "target": "η", "coefficient": name,
+                             "value": f"{u[name]:.3g}", "90 % interval": f"[{lo:.3g}, {hi:.3g}]", "note": note})
+        return pd.DataFrame(rows)
+    except Exception:  # any schema change of fit.json: the table is "not available"
+        return pd.DataFrame()

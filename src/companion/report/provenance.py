@@ -31,9 +31,9 @@ def data_sources(records: list[dict]) -> pd.DataFrame:
             continue
         prov = r.get("provenance") or {}
         hw = prov.get("hardware") or {}
-        meters = r.get("meters") or [{}]
-        energy = ", ".join(sorted({("measured" if m.get("measured") else "estimated") + f" ({m.get('source', '?')})"
-                                   for m in meters}))
+        meters = [m for m in r.get("meters") or [] if m.get("source") not in (None, "none")]  # ranks without a meter
+        energy = ", ".join(sorted({("measured" if m.get("measured") else "estimated") + f" ({m['source']})"
+                                   for m in meters})) or UNKNOWN
         gpu = hw.get("gpu")
         key = (r.get("profile", UNKNOWN), hw.get("cpu"), hw.get("cpu_count"), gpu, hw.get("driver"), energy)
         row = rows.setdefault(key, {

@@ -178,7 +178,7 @@ def roofline(df: pd.DataFrame) -> alt.Chart:
     roofs = pd.concat([mem, comp])
     points = df.assign(achieved_per_rank=df.flops_per_rank / df.step_s)
     sel = alt.selection_point(fields=["mode"], bind="legend")
-    x = alt.X("intensity_flops_per_byte:Q", **_log("arithmetic intensity (FLOP/byte)", NUM))
+    x = alt.X("intensity_flops_per_byte:Q", **_log("arithmetic intensity (FLOP/byte)"))
     y = alt.Y("attainable:Q", **_log("FLOP/s per device"))
     line = alt.Chart(roofs).mark_line(color="#333", strokeWidth=2).encode(
         x=x, y=y, strokeDash=alt.StrokeDash("roof:N", title="roofs", scale=alt.Scale(range=[[6, 3], [1, 0]])),
@@ -195,7 +195,7 @@ def roofline(df: pd.DataFrame) -> alt.Chart:
              "left of the ridge (memory-bound)" if ai.max() < ridge else "on both sides of the ridge")
     return alt.layer(line, ridge_rule, dots, width=WIDTH, height=HEIGHT,
                      title=_title("Roofline: achieved FLOP/s per rank under the device's two roofs", df),
-                     description=f"Every run lies {where}; its distance below the roof is the "
+                     description=f"The runs lie {where}; a run's distance below the roof is the "
                                  "utilisation it reached (hover for MFU).").resolve_scale(strokeDash="independent").interactive()
 
 

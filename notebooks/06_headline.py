@@ -50,7 +50,8 @@ glue("law_alpha", coef["alpha"], display=False)
 glue("law_beta", coef["beta"], display=False)
 table = splits.style.format(precision=1).hide(axis="index") if len(splits) else headline.NA
 glue("splits_table", table, display=False)
-glue("paper_table", paper.style.hide(axis="index"), display=False)
+paper_style = paper.style.hide(axis="index").set_table_attributes('class="companion-prose"')
+glue("paper_table", paper_style, display=False)
 coefficients = headline.coefficient_table(fit)
 flagged = coefficients[coefficients.note != ""] if len(coefficients) else coefficients
 glue("n_flagged", len(flagged), display=False)
@@ -73,7 +74,7 @@ table
 # them (README, introduction), as claims. The right column is what this build's artifacts show.
 
 # %%
-paper.style.hide(axis="index")
+paper_style
 
 # %% [markdown]
 # ## Fitted coefficients, with what they can and cannot tell

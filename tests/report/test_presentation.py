@@ -67,3 +67,8 @@ def test_headline_per_split_metrics():
     assert round(row["coverage of 90 % intervals (%)"]) == 67
     lo, hi = headline.mape_interval([10, 20, 30])
     assert 10 <= lo < 20 < hi <= 30
+
+
+def test_table_headers_wrap_after_underscores_only():
+    assert presentation._breakable_headers('<tr><th class="c">energy_kwh_lo</th><td>run_id_1</td></tr>') == \
+        '<tr><th class="c">energy_<wbr>kwh_<wbr>lo</th><td>run_id_1</td></tr>'

@@ -10,6 +10,7 @@ Before execution (``prepare``):
 After execution (``finish``):
 
 * the parameters are shown once, collapsed: papermill's injected values merged into the notebook's defaults;
+* table headers wrap after underscores, not inside words;
 * stderr outputs leave the page for the stage's log; absolute paths in outputs become paths relative to the
   data root (the virtual environment reads ``<venv>``);
 * every chart output becomes a numbered figure captioned by the chart's ``description``, with its static SVG
@@ -133,6 +134,14 @@ def merge_parameters(defaults: str, injected: str) -> str:
     return "\n".join(out)
 
 
+TABLE_HEADER = re.compile(r"(<th\b[^>]*>)([^<]*)(</th>)")
+
+
+def _breakable_headers(html_text: str) -> str:
+    """Let table headers such as ``energy_kwh_lo`` wrap after their underscores, never inside a word."""
+    return TABLE_HEADER.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + m.group(3), html_text)
+
+
 def _relativise(text: str, roots: list[tuple[str, str]]) -> str:
     for root, repl in roots:
         text = text.replace(root + os.sep, repl).replace(root, repl.rstrip("/") or ".")
@@ -190,6 +199,8 @@ def finish(nb: dict, stage: str, figure_dir: Path, figure_href: str, roots: list
                 for mime in ("text/plain", "text/html"):
                     if mime in data:
                         data[mime] = _relativise(_source({"source": data[mime]}), roots)
+                if "<table" in data.get("text/html", ""):
+                    data["text/html"] = _breakable_headers(data["text/html"])
                 is_glue = "scrapbook" in out.get("metadata", {})
                 m = CHART_DIV.search(_source({"source": data.get("text/html", "")}))
                 if m and not is_glue:

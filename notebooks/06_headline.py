@@ -86,7 +86,8 @@ paper_style
 # the hardware; it says these runs cannot separate that term from the others.
 
 # %%
-coefficients.style.hide(axis="index") if len(coefficients) else headline.NA
+(coefficients.style.hide(axis="index").set_table_attributes('class="companion-prose"')
+ if len(coefficients) else headline.NA)
 
 # %%
 out = write_json(d / "headline.json", {"energy_label": label, "noise_floor_pct": headline.noise_floor_pct(runs),

@@ -143,7 +143,9 @@ def coefficient_table(fit: dict) -> pd.DataFrame:
 
         coef = FittedModel(fit).coefficient_table()
         device = fit.get("device_name", NA)
-        rows = [{"device": device, "model": r.law, "target": r.target, "coefficient": r.param,
+        targets = {"energy_per_step_j": "energy per step", "step_s": "step time"}
+        rows = [{"device": device, "model": r.law.replace("_", " "), "target": targets.get(r.target, r.target),
+                 "coefficient": r.param,
                  "value": f"{r.value:.3g}", "90 % interval": f"[{r.lo:.3g}, {r.hi:.3g}]",
                  "note": _flag(r.param, r.value, r.lo, r.hi)} for r in coef.itertuples()]
         for u in fit.get("usl", []):

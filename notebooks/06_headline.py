@@ -47,6 +47,8 @@ glue("energy_label", label, display=False)
 glue("noise_floor_pct", headline.noise_floor_pct(runs), display=False)
 glue("absolute_answer", headline.absolute_answer(explore, predict_params, label), display=False)
 glue("law_alpha", coef["alpha"], display=False)
+for key, text in headline.pooled(validation).items():
+    glue(f"pooled_{key}", text, display=False)
 glue("law_beta", coef["beta"], display=False)
 table = splits.style.format(precision=1).hide(axis="index") if len(splits) else headline.NA
 glue("splits_table", table, display=False)

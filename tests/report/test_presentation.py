@@ -72,3 +72,10 @@ def test_headline_per_split_metrics():
 def test_table_headers_wrap_after_underscores_only():
     assert presentation._breakable_headers('<tr><th class="c">energy_kwh_lo</th><td>run_id_1</td></tr>') == \
         '<tr><th class="c">energy_<wbr>kwh_<wbr>lo</th><td>run_id_1</td></tr>'
+
+
+def test_pooled_verdict_reads_defensively():
+    assert headline.pooled({"verdict": {"mape_pct": 54.66, "best_baseline": "flops_power_law",
+                                        "best_baseline_mape_pct": 25.2}}) == {
+        "law_mape": "54.7 %", "best_baseline": "flops power law", "best_baseline_mape": "25.2 %"}
+    assert set(headline.pooled({"verdict": "changed"}).values()) == {headline.NA}

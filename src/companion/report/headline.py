@@ -161,3 +161,16 @@ def coefficient_table(fit: dict) -> pd.DataFrame:
         return pd.DataFrame(rows)
     except Exception:  # any schema change of fit.json: the table is "not available"
         return pd.DataFrame()
+
+
+def pooled(validation: dict) -> dict:
+    """The verdict's pooled numbers as text: the law's MAPE, the best pre-run baseline and its MAPE."""
+    v = validation.get("verdict") if isinstance(validation, dict) else None
+    out = {"law_mape": NA, "best_baseline": NA, "best_baseline_mape": NA}
+    if isinstance(v, dict):
+        for key, src in (("law_mape", "mape_pct"), ("best_baseline_mape", "best_baseline_mape_pct")):
+            if isinstance(v.get(src), (int, float)):
+                out[key] = f"{v[src]:.1f} %"
+        if v.get("best_baseline"):
+            out["best_baseline"] = str(v["best_baseline"]).replace("_", " ")
+    return out

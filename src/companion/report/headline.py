@@ -76,7 +76,7 @@ def absolute_answer(explore: pd.DataFrame, predict_params: dict, energy_label: s
         return (f"fine-tuning {r.model} on {predict_params.get('examples', '?'):,} examples for "
                 f"{predict_params.get('epochs', '?')} epochs (sequence length {r.seq_len}) is predicted to take "
                 f"{r.energy_kwh:.3g} kWh (interval {r.energy_kwh_lo:.2g}–{r.energy_kwh_hi:.2g} kWh), "
-                f"{r.energy_kind} energy as on {energy_label}")
+                f"by a law fitted to {energy_label}")
     except (AttributeError, IndexError, KeyError, TypeError, ValueError):
         return NA
 

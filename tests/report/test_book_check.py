@@ -108,6 +108,7 @@ def test_a_table_sticking_out_of_the_column_fails(tmp_path, exe):
     (CLEAN_OUTPUT.format("tqdm/auto.py:21: TqdmWarning: IProgress not found"), "Warning"),
     (CLEAN_OUTPUT.format("100%|██████████| 50/50 [00:03&lt;00:00, 14.2it/s]"), "progress bar"),
     (STDERR_OUTPUT.format("something went to stderr"), "stderr"),
+    ('<div class="output text_html"><p>see /home/alice/run.log</p></div>', "absolute path"),  # pasted by glue
 ])
 def test_plumbing_in_an_output_fails(tmp_path, exe, output, what):
     r = book_check.check_page(_page(tmp_path, output), exe)

@@ -103,7 +103,8 @@ PROBE_JS = r"""
                    colours: Object.keys(colours).length, legend: !!d.querySelector(".role-legend")});
     }
     var outputs = [];
-    var outs = document.querySelectorAll(".cell_output");
+    // cell outputs, and outputs pasted into pages by glue
+    var outs = document.querySelectorAll(".cell_output, .output:not(.cell_output .output)");
     for (var o = 0; o < outs.length; o++) {
       var err = outs[o].querySelectorAll(".stderr, .output.stderr, .traceback, .output.error").length;
       var copy = outs[o].cloneNode(true);

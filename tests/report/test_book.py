@@ -72,3 +72,17 @@ def test_the_predict_commands_of_the_book_run_on_its_artifacts(built_book):
                              timeout=300, env={**os.environ, "COMPANION_ROOT": str(root)})
         assert res.returncode == 0, res.stdout + res.stderr
         assert "energy" in res.stdout
+
+
+def test_every_chart_is_a_numbered_captioned_figure_with_its_svg(built_book):
+    _, index = built_book
+    html_dir = index.parent
+    for page in sorted((html_dir / "generated").glob("*.html")):
+        text = page.read_text()
+        charts = text.count('class="companion-chart"')
+        assert text.count("<figcaption") >= charts, page.name
+        assert len(re.findall(r'<span class="caption-number">Fig\. [\d.]+ </span>', text)) >= charts, page.name
+        for href in re.findall(r'<a href="([^"]+\.svg)" download>', text):
+            assert (page.parent / href).resolve().is_file(), href
+        if charts:
+            assert "<noscript><img" in text, page.name

@@ -127,7 +127,7 @@ def book_config(out: Path) -> Path:
     if url:
         cfg.setdefault("repository", {})["url"] = url
         html["use_repository_button"] = html["use_issues_button"] = True
-    path = Path(out) / "_config.yml"
+    path = Path(out) / "_build" / "book-config.yml"  # never the checkout's own _config.yml (make passes --out .)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
     return path

@@ -100,14 +100,20 @@ $(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_pr
 		$(E)/opmodel.py $(E)/resources/hardware.yaml
 	$(call stage,05_predict)
 
-ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/noise.json $(DERIVED)/fit.json $(DERIVED)/validation.json $(DERIVED)/explore.csv
+$(DERIVED)/headline.json: $(DERIVED)/validation.json $(DERIVED)/explore.csv notebooks/06_headline.py \
+		params/06_headline.yaml params/05_predict.yaml $(R)/headline.py
+	$(call stage,06_headline)
+
+ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/noise.json $(DERIVED)/fit.json $(DERIVED)/validation.json \
+	$(DERIVED)/explore.csv $(DERIVED)/headline.json
 
 analysis: $(ARTIFACTS) ## run every stage whose inputs changed (sweep -> proxies -> fit -> validation -> predict)
 fit: $(DERIVED)/fit.json ## the fit stage (and what it needs)
 validate: $(DERIVED)/validation.json ## the validation stage (and what it needs)
 
-figures: $(ARTIFACTS) ## export every figure as SVG and PNG under build/figures/PROFILE/
+figures: $(ARTIFACTS) $(HTML) ## export every figure as SVG and PNG under build/figures/PROFILE/, and 1400 px screenshots of every page
 	$(PY) -m companion.report.export_figures --profile $(PROFILE) --out build/figures/$(PROFILE_NAME)
+	$(PY) -m companion.report.book_check _build/html --screenshots build/screenshots/$(PROFILE_NAME)
 
 # ---- the book: offline assets, then Jupyter Book 1 over the executed notebooks (warnings are errors)
 book/_static/vega-bundle.js: $(STAMP)
@@ -117,7 +123,7 @@ book/_extra/mathjax/tex-svg-full.js: $(STAMP)
 	$(PY) -m companion.report.book_assets mathjax $@
 
 $(HTML): $(ARTIFACTS) _config.yml book/_toc.yml $(wildcard book/*.md) book/references.bib \
-		book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-full.js
+		book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-full.js book/_static/companion.css
 	$(PY) -m companion.report.stages book --src book --out .
 	@touch $@  # Sphinx leaves unchanged pages untouched; the target must still be newer than its inputs
 	@echo "book: $(CURDIR)/$(HTML)"

@@ -23,13 +23,16 @@ profile = "cpu"  # ci, cpu, gpu-1, gpu-node, or a profile .yaml path
 run_sweep = True  # False: only tabulate records already on disk (e.g. records copied from a cluster)
 
 # %%
+# hide
+import pandas as pd
 from myst_nb import glue
 
 from companion import paths
 
 from companion.energy import tables
 
-from companion.report import figures
+from companion.report import figures, provenance
+from companion.report.stages import SOURCE_ROOT
 
 from companion.runs import profiles, sweep
 from companion.runs.records import load_records
@@ -37,23 +40,35 @@ from companion.runs.records import load_records
 figures.use_offline_renderer()
 prof = profiles.load_profile(profile)
 records_dir = paths.runs_dir(prof.name)
-print(f"profile {prof.name}: {len(prof.runs)} configurations -> {records_dir}")
+
+# %% [markdown]
+# ## The sweep
+#
+# What this build asked of the sweep: runs finished now, runs whose records already existed, and failures.
 
 # %%
 if run_sweep:
     result = sweep.run_sweep(prof, records_dir, progress=False)
-    print(result.summary())
+    sweep_table = pd.DataFrame([{"configurations": result.total, "run now": len(result.ok),
+                                 "already recorded": result.skipped, "failed": len(result.failed)}])
+else:
+    sweep_table = pd.DataFrame([{"configurations": len(prof.runs), "run now": 0,
+                                 "already recorded": "all (run_sweep is off: records copied in)", "failed": "—"}])
+sweep_table.style.hide(axis="index")
 
 # %% [markdown]
 # ## What was measured
 #
-# Each row is one finished run. `energy_measured` says whether its energy came from a hardware counter
-# (NVML, RAPL) or from a power model (CodeCarbon's TDP × load estimate): the two are never mixed.
+# One row per layout and degree: how many runs, their median step time and energy per step, and their mean
+# power. `energy` says whether the joules came from a hardware counter (NVML, RAPL) or from a power model
+# (CodeCarbon's TDP × load estimate): the two are never mixed.
 
 # %%
+# hide
 records = load_records(records_dir)
 in_profile = {c.run_id for c in prof.runs}  # the folder may also hold records of an earlier grid
-runs = tables.runs_frame([r for r in records if r["run_id"] in in_profile])
+mine = [r for r in records if r["run_id"] in in_profile]
+runs = tables.runs_frame(mine)
 failed = [r for r in records if r.get("status") == "failed"]
 glue("n_runs", len(runs), display=False)
 glue("n_failed", len(failed), display=False)
@@ -63,14 +78,33 @@ glue("n_layouts", runs["mode"].nunique(), display=False)
 glue("max_world_size", int(runs.world_size.max()), display=False)
 glue("median_ci_pct", f"{runs.step_ci95_rel.median() * 100:.1f}", display=False)
 glue("converged_pct", f"{runs.converged.mean() * 100:.0f}", display=False)
-summary = runs.groupby(["mode", "world_size"]).agg(
-    runs=("run_id", "count"), median_step_ms=("step_s", lambda s: s.median() * 1e3),
-    median_energy_j=("energy_per_step_j", "median"), mean_power_w=("mean_power_w", "mean"))
-glue("runs_summary", summary.round(3))
 
 # %%
-runs[["run_id", "mode", "world_size", "step_s", "step_ci95_rel", "energy_per_step_j", "energy_measured",
-      "energy_source", "samples_per_s"]].head(12)
+summary = (runs.assign(energy=runs.energy_measured.map({True: "measured", False: "estimated"}))
+           .groupby(["mode", "world_size", "energy"])
+           .agg(runs=("run_id", "count"), median_step_ms=("step_s", lambda s: s.median() * 1e3),
+                median_energy_per_step_j=("energy_per_step_j", "median"), mean_power_w=("mean_power_w", "mean"))
+           .reset_index().rename(columns={"mode": "layout", "world_size": "ranks", "median_step_ms": "median step (ms)",
+                                          "median_energy_per_step_j": "median energy per step (J)",
+                                          "mean_power_w": "mean power (W)"}))
+glue("runs_summary", summary.style.format(precision=3).hide(axis="index"), display=False)
+summary.style.format({"median step (ms)": "{:.1f}", "median energy per step (J)": "{:.3g}",
+                      "mean power (W)": "{:.1f}"}).hide(axis="index")
+
+# %% [markdown]
+# ## Where and with what
+#
+# The hardware of every data source, as its run records describe it, and the build that turned the records
+# into this book. The same tables close the book ([provenance](../provenance.md)).
+
+# %%
+sources = provenance.data_sources(mine).T.rename(columns=lambda i: f"source {i + 1}")
+versions = provenance.versions()
+glue("sources_table", sources.style, display=False)
+glue("versions_table", versions.style.hide(axis="index"), display=False)
+glue("build_commit", provenance.git_commit(SOURCE_ROOT), display=False)
+glue("build_date", provenance.build_date(), display=False)
+sources.style
 
 # %%
 # The artifact of this stage: one row per finished run.

@@ -23,6 +23,8 @@ profile = "cpu"
 check_configs = [[2, 128, 4, 128, 8], [4, 256, 8, 64, 8], [1, 64, 2, 256, 4]]  # layers, hidden, heads, seq, batch
 
 # %%
+# hide
+import numpy as np
 import pandas as pd
 from myst_nb import glue
 
@@ -41,8 +43,24 @@ devices_measured = [d for d in set(runs.device_name) if hardware.device_spec(d)[
 roofs = {d: hardware.measure_cpu_roofs() for d in devices_measured}
 df = tables.proxies_frame(runs, roofs)
 glue("energy_label", figures.energy_label(df), display=False)
-for d, r in roofs.items():
-    print(f"{d}: measured roofs {r['peak_flops_per_s']:.3g} FLOP/s, {r['bandwidth_bytes_per_s']:.3g} B/s ({r['method']})")
+
+# %% [markdown]
+# ## The roofs of each device
+#
+# The compute roof (peak FLOP/s) and the memory roof (bandwidth) bound what a run can reach; their ratio is
+# the ridge, the arithmetic intensity above which a run can be compute-bound. For a CPU they are measured
+# here; for GPUs they come from the hardware table.
+
+# %%
+roof_table = (df.groupby("device_name")[["peak_flops_per_s", "bandwidth_bytes_per_s"]].first()
+              .assign(ridge=lambda t: t.peak_flops_per_s / t.bandwidth_bytes_per_s)
+              .assign(source=lambda t: [roofs[d]["method"] if d in roofs else "hardware table" for d in t.index])
+              .reset_index().rename(columns={"device_name": "device", "peak_flops_per_s": "compute roof (FLOP/s)",
+                                             "bandwidth_bytes_per_s": "memory roof (B/s)",
+                                             "ridge": "ridge (FLOP/byte)", "source": "how obtained"}))
+glue("roof_table", roof_table.style.format(precision=3).hide(axis="index"), display=False)
+roof_table.style.format({"compute roof (FLOP/s)": "{:.3g}", "memory roof (B/s)": "{:.3g}",
+                         "ridge (FLOP/byte)": "{:.1f}"}).hide(axis="index")
 
 # %% [markdown]
 # ## Memory traffic: which model, and how it compares
@@ -64,14 +82,39 @@ check
 # memory roof. For a CPU the roofs are measured here; for GPUs they come from the hardware table.
 
 # %%
-glue("fig_roofline", figures.roofline(df), display=False)
+# hide
+ridge = df.peak_flops_per_s / df.bandwidth_bytes_per_s
+glue("n_memory_bound", int((df.intensity_flops_per_byte < ridge).sum()), display=False)
+glue("n_compute_side", int((df.intensity_flops_per_byte >= ridge).sum()), display=False)
 glue("mfu_max_pct", f"{df.mfu.max() * 100:.0f}", display=False)
 glue("mfu_min_pct", f"{df.mfu.min() * 100:.1f}", display=False)
-figures.roofline(df)
+above = int((df.mfu > 1).sum())
+glue("roof_sentence", (f"{above} of {len(df)} runs exceed the compute roof (MFU above 100 %): a measured roof is "
+                       "a short benchmark's best, and these runs show it understates the device, so MFU here is "
+                       "relative to that measurement, not to the device's true peak.") if above else
+     "Every run is below the compute roof.", display=False)
+single = df[df.world_size == 1]
+slope = np.polyfit(np.log(single.flops_per_step), np.log(single.energy_per_step_j), 1)[0] if len(single) > 1 else float("nan")
+glue("energy_flops_slope", f"{slope:.2f}", display=False)
+glue("fig_roofline", figures.roofline(df), display=False)
+glue("fig_energy_flops", figures.energy_vs_flops(df), display=False)
 
 # %%
-glue("fig_energy_flops", figures.energy_vs_flops(df), display=False)
+figures.roofline(df)
+
+# %% [markdown]
+# {glue:text}`n_memory_bound` runs sit left of the ridge, where the memory roof bounds them, and
+# {glue:text}`n_compute_side` at or right of it. Model FLOP utilisation ranges from
+# {glue:text}`mfu_min_pct` % to {glue:text}`mfu_max_pct` %. {glue:text}`roof_sentence` The spread in
+# utilisation at equal intensity, not the side of the ridge, is what a law in FLOPs and bytes has to explain.
+
+# %%
 figures.energy_vs_flops(df)
+
+# %% [markdown]
+# On one device, energy per step grows as FLOPs to the power {glue:text}`energy_flops_slope` (least squares
+# in log–log over the single-device runs): a power near 1 means energy follows compute, a power below 1
+# means larger steps use the device better.
 
 # %% [markdown]
 # ## The measured efficiency factor

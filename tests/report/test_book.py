@@ -1,7 +1,12 @@
 """The book end to end on the `ci` profile: papermill stages, Jupyter Book with -W, headless Chromium."""
 
 import os
+import re
+import shlex
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,10 +44,45 @@ def test_book_pages_draw_offline_in_chromium(built_book):
     if not shutil.which("chromium"):
         pytest.fail("Debian's chromium is missing: `make setup-browser` installs it (make test does)")
     _, index = built_book
-    reports = check_book(index.parent)
+    reports = check_book(index.parent, screenshots=stages.SOURCE_ROOT / "build" / "screenshots" / "ci")
     pages = {r.page: r for r in reports}
     assert {"intro.html", "02_proxies.html", "03_fit.html", "04_validation.html"} <= set(pages)
     assert sum(r.charts_expected for r in reports) >= 8  # every interactive figure of the book
     bad = [r for r in reports if not r.ok]
     assert not bad, bad
     assert pages["intro.html"].math_typeset  # local MathJax
+    assert all((stages.SOURCE_ROOT / "build" / "screenshots" / "ci" / f"{r.page[:-5]}.png").is_file() for r in reports)
+
+
+def _bash_commands(page: Path) -> list[list[str]]:
+    """The `companion ...` commands of a page's ```bash blocks (continuation lines joined)."""
+    blocks = re.findall(r"```bash\n(.*?)```", page.read_text(), re.S)
+    return [shlex.split(line.split("#")[0]) for line in " ".join(blocks).replace("\\\n", " ").splitlines()
+            if line.strip().startswith("companion ")]
+
+
+def test_the_predict_commands_of_the_book_run_on_its_artifacts(built_book):
+    root, _ = built_book
+    cmds = [c for c in _bash_commands(stages.SOURCE_ROOT / "book" / "reproduce.md") if c[1] == "predict"]
+    assert cmds, "reproduce.md shows no runnable predict command"
+    for cmd in cmds:
+        # the book's commands name the cpu profile's fit; the test book was built from the ci profile
+        args = [a.replace("data/derived/cpu/", f"{root}/data/derived/ci/") for a in cmd[1:]]
+        res = subprocess.run([sys.executable, "-m", "companion.cli", *args], capture_output=True, text=True,
+                             timeout=300, env={**os.environ, "COMPANION_ROOT": str(root)})
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "energy" in res.stdout
+
+
+def test_every_chart_is_a_numbered_captioned_figure_with_its_svg(built_book):
+    _, index = built_book
+    html_dir = index.parent
+    for page in sorted((html_dir / "generated").glob("*.html")):
+        text = page.read_text()
+        charts = text.count('class="companion-chart"')
+        assert text.count("<figcaption") >= charts, page.name
+        assert len(re.findall(r'<span class="caption-number">Fig\. [\d.]+ </span>', text)) >= charts, page.name
+        for href in re.findall(r'<a href="([^"]+\.svg)" download>', text):
+            assert (page.parent / href).resolve().is_file(), href
+        if charts:
+            assert "<noscript><img" in text, page.name

@@ -8,6 +8,7 @@ estimated (``energy_label``). Charts render offline: the ``companion`` renderer 
 
 from __future__ import annotations
 
+import html
 import json
 import uuid
 from pathlib import Path
@@ -16,27 +17,46 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-WIDTH, HEIGHT = 520, 320
+WIDTH, HEIGHT = "container", 320  # single and layered charts take the text column's width
+FACET_WIDTH = 380  # each panel of a faceted chart (Vega-Lite cannot size facets to a container)
 MODE_ORDER = ["single", "tp", "fsdp", "2d"]
 MODE_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#b279a2"]
 MODE_SCALE = alt.Scale(domain=MODE_ORDER, range=MODE_COLORS)  # the same colour per layout everywhere
+# One colour per concept across the book: layouts (above), energy parts, kinds of model. No colour is reused.
+PART_ORDER = ["compute", "memory", "static"]
+PART_SCALE = alt.Scale(domain=PART_ORDER, range=["#9c755f", "#72b7b2", "#e45756"])
+KIND_ORDER = ["law", "baseline", "after the fact (measured time)"]
+KIND_SCALE = alt.Scale(domain=KIND_ORDER, range=["#ff9da6", "#bab0ac", "#eeca3b"])
+SI = "~s"  # axis labels with SI prefixes: 100G, 2.5m
+NUM = ".3~g"  # three significant digits, no padding: 0.9, 1.6e-10
 
 
 # ------------------------------------------------------------------------------------------ rendering
-def _offline_html(spec: dict, **_) -> dict:
+def render_html(spec: dict) -> str:
+    """HTML for one chart: a div, its spec as JSON, and a call to the book's local ``vegaEmbed``.
+
+    The chart's ``description`` (its one-sentence caption) travels as ``data-caption`` so the book can number
+    and caption it.
+    """
     div = f"vis-{uuid.uuid4().hex[:12]}"
-    html = f"""<div id="{div}" class="companion-chart"></div>
+    caption = html.escape(str(spec.get("description", "")), quote=True)
+    payload = json.dumps(spec).replace("</", "<\\/")
+    return f"""<div id="{div}" class="companion-chart" data-caption="{caption}"></div>
+<script type="application/json" id="{div}-spec">{payload}</script>
 <script>(function() {{
-  var spec = {json.dumps(spec)};
   function draw() {{
     var el = document.getElementById("{div}");
+    var spec = JSON.parse(document.getElementById("{div}-spec").textContent);
     if (!window.vegaEmbed) {{ el.innerHTML = '<p style="color:#b00">Chart unavailable: the local Vega bundle did not load.</p>'; return; }}
     window.vegaEmbed(el, spec, {{actions: false, renderer: "svg"}}).catch(function(err) {{
       el.innerHTML = '<p style="color:#b00">Chart error: ' + err + '</p>'; console.error(err); }});
   }}
   if (document.readyState === "complete") draw(); else window.addEventListener("load", draw);
 }})();</script>"""
-    return {"text/html": html}
+
+
+def _offline_html(spec: dict, **_) -> dict:
+    return {"text/html": render_html(spec)}
 
 
 def use_offline_renderer() -> None:
@@ -49,13 +69,38 @@ def use_offline_renderer() -> None:
 def _theme() -> alt.theme.ThemeConfig:
     return {
         "config": {
-            "view": {"stroke": None},
-            "axis": {"labelFontSize": 11, "titleFontSize": 12, "gridColor": "#eee"},
-            "legend": {"labelFontSize": 11, "titleFontSize": 12},
+            "view": {"stroke": None, "continuousWidth": 640, "continuousHeight": HEIGHT},
+            "axis": {"labelFontSize": 11, "titleFontSize": 12, "gridColor": "#eee", "labelOverlap": True},
+            "legend": {"labelFontSize": 11, "titleFontSize": 12, "orient": "right", "labelLimit": 220},
+            "header": {"labelFontSize": 11, "labelLimit": 360},
             "title": {"fontSize": 14, "subtitleFontSize": 11, "subtitleColor": "#555", "anchor": "start"},
             "range": {"category": MODE_COLORS},
         }
     }
+
+
+def static_spec(chart: alt.Chart | dict, width_px: int = 640) -> dict:
+    """The chart's spec with a fixed width in place of the column's (for SVG/PNG exports)."""
+    spec = chart if isinstance(chart, dict) else chart.to_dict()
+    spec = json.loads(json.dumps(spec))
+
+    def fix(node):
+        if isinstance(node, dict):
+            if node.get("width") == "container":
+                node["width"] = width_px
+            for v in node.values():
+                fix(v)
+        elif isinstance(node, list):
+            for v in node:
+                fix(v)
+    fix(spec)
+    return spec
+
+
+def to_svg(chart: alt.Chart | dict) -> str:
+    import vl_convert as vlc
+
+    return vlc.vegalite_to_svg(static_spec(chart))
 
 
 def export(chart: alt.Chart, folder: Path, name: str) -> list[Path]:
@@ -64,7 +109,7 @@ def export(chart: alt.Chart, folder: Path, name: str) -> list[Path]:
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    spec = chart.to_dict()
+    spec = static_spec(chart)
     svg, png = folder / f"{name}.svg", folder / f"{name}.png"
     svg.write_text(vlc.vegalite_to_svg(spec))
     png.write_bytes(vlc.vegalite_to_png(spec, scale=2))
@@ -89,20 +134,27 @@ def _mode_color(legend_sel):
                          alt.value("#ddd"))
 
 
+def _log(title: str, fmt: str = SI, **scale) -> dict:
+    return {"title": title, "scale": alt.Scale(type="log", **scale), "axis": alt.Axis(format=fmt)}
+
+
 # -------------------------------------------------------------------------------------------- figures
 def energy_vs_flops(df: pd.DataFrame) -> alt.Chart:
-    """Energy per step against FLOPs per step, log-log, coloured by layout (click the legend)."""
+    """Energy per step (J) against FLOPs per step, log-log, coloured by layout (click the legend)."""
     sel = alt.selection_point(fields=["mode"], bind="legend")
     return (
-        alt.Chart(df, width=WIDTH, height=HEIGHT, title=_title("Energy per step vs compute", df))
+        alt.Chart(df, width=WIDTH, height=HEIGHT, title=_title("Energy per step vs compute", df),
+                  description="Energy per step against the FLOPs of a step, one colour per layout; at equal FLOPs, "
+                              "the vertical gap between layouts is the energy that parallelism adds or saves.")
         .mark_circle(size=70, opacity=0.85)
         .encode(
-            x=alt.X("flops_per_step:Q", scale=alt.Scale(type="log"), title="FLOPs per step"),
-            y=alt.Y("energy_per_step_j:Q", scale=alt.Scale(type="log"), title="energy per step (J)"),
+            x=alt.X("flops_per_step:Q", **_log("FLOPs per step")),
+            y=alt.Y("energy_per_step_j:Q", **_log("energy per step (J)")),
             color=_mode_color(sel),
             tooltip=["run_id", "mode", "world_size", "layers", "hidden", "seq_len", "batch_size",
-                     alt.Tooltip("energy_per_step_j:Q", format=".3g"), alt.Tooltip("flops_per_step:Q", format=".3g"),
-                     alt.Tooltip("step_s:Q", format=".3g", title="step (s)")],
+                     alt.Tooltip("energy_per_step_j:Q", format=NUM, title="energy per step (J)"),
+                     alt.Tooltip("flops_per_step:Q", format=SI, title="FLOPs per step"),
+                     alt.Tooltip("step_s:Q", format=NUM, title="step (s)")],
         )
         .add_params(sel)
         .interactive()
@@ -110,121 +162,175 @@ def energy_vs_flops(df: pd.DataFrame) -> alt.Chart:
 
 
 def roofline(df: pd.DataFrame) -> alt.Chart:
-    """Achieved FLOP/s per rank against arithmetic intensity, under the device's compute and memory roofs."""
+    """Achieved FLOP/s per rank against arithmetic intensity (FLOP/byte), under both roofs of the device.
+
+    The memory roof (bandwidth × intensity) and the compute roof (peak FLOP/s) are drawn and labelled
+    separately; they meet at the ridge point, peak / bandwidth.
+    """
     peak, bw = float(df.peak_flops_per_s.iloc[0]), float(df.bandwidth_bytes_per_s.iloc[0])
-    ai = np.logspace(np.log10(df.intensity_flops_per_byte.min() / 4), np.log10(max(df.intensity_flops_per_byte.max() * 4, 2 * peak / bw)), 60)
-    roof = pd.DataFrame({"intensity_flops_per_byte": ai, "attainable": np.minimum(peak, ai * bw)})
+    ridge = peak / bw
+    lo = min(df.intensity_flops_per_byte.min() / 2, ridge / 8)
+    hi = max(df.intensity_flops_per_byte.max() * 2, ridge * 8)
+    mem = pd.DataFrame({"intensity_flops_per_byte": [lo, ridge], "attainable": [lo * bw, peak],
+                        "roof": f"memory roof ({bw:.3g} B/s)"})
+    comp = pd.DataFrame({"intensity_flops_per_byte": [ridge, hi], "attainable": [peak, peak],
+                         "roof": f"compute roof ({peak:.3g} FLOP/s)"})
+    roofs = pd.concat([mem, comp])
     points = df.assign(achieved_per_rank=df.flops_per_rank / df.step_s)
     sel = alt.selection_point(fields=["mode"], bind="legend")
-    x = alt.X("intensity_flops_per_byte:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP/byte)")
-    line = alt.Chart(roof).mark_line(color="#333").encode(
-        x=x, y=alt.Y("attainable:Q", scale=alt.Scale(type="log"), title="FLOP/s per device"),
-        tooltip=[alt.Tooltip("attainable:Q", format=".3g", title="roof (FLOP/s)")])
+    x = alt.X("intensity_flops_per_byte:Q", **_log("arithmetic intensity (FLOP/byte)"))
+    y = alt.Y("attainable:Q", **_log("FLOP/s per device"))
+    line = alt.Chart(roofs).mark_line(color="#333", strokeWidth=2).encode(
+        x=x, y=y, strokeDash=alt.StrokeDash("roof:N", title="roofs", scale=alt.Scale(range=[[6, 3], [1, 0]])),
+        tooltip=["roof", alt.Tooltip("attainable:Q", format=SI, title="attainable (FLOP/s)")])
+    ridge_rule = alt.Chart(pd.DataFrame({"x": [ridge], "label": [f"ridge {ridge:.3g} FLOP/byte"]})).mark_rule(
+        color="#999", strokeDash=[2, 2]).encode(x="x:Q", tooltip=["label"])
     dots = alt.Chart(points).mark_circle(size=70).encode(
         x=x, y=alt.Y("achieved_per_rank:Q", scale=alt.Scale(type="log")), color=_mode_color(sel),
         tooltip=["run_id", alt.Tooltip("mfu:Q", format=".1%", title="MFU"),
-                 alt.Tooltip("intensity_flops_per_byte:Q", format=".3g"),
-                 alt.Tooltip("achieved_per_rank:Q", format=".3g", title="achieved FLOP/s per rank")]).add_params(sel)
-    return alt.layer(line, dots, width=WIDTH, height=HEIGHT,
-                     title=_title(f"Roofline: peak {peak:.3g} FLOP/s, {bw:.3g} B/s", df)).interactive()
+                 alt.Tooltip("intensity_flops_per_byte:Q", format=NUM, title="intensity (FLOP/byte)"),
+                 alt.Tooltip("achieved_per_rank:Q", format=SI, title="achieved FLOP/s per rank")]).add_params(sel)
+    ai = df.intensity_flops_per_byte
+    where = ("right of the ridge (compute-bound)" if ai.min() > ridge else
+             "left of the ridge (memory-bound)" if ai.max() < ridge else "on both sides of the ridge")
+    return alt.layer(line, ridge_rule, dots, width=WIDTH, height=HEIGHT,
+                     title=_title("Roofline: achieved FLOP/s per rank under the device's two roofs", df),
+                     description=f"The runs lie {where}; a run's distance below the roof is the "
+                                 "utilisation it reached (hover for MFU).").resolve_scale(strokeDash="independent").interactive()
 
 
 def eta_curves(df: pd.DataFrame, usl: list[dict]) -> alt.Chart:
-    """Measured eta(p) per layout mode with the fitted USL curve and its 90 % band."""
+    """Measured eta(p) per layout with the fitted USL curve and its 90 % band.
+
+    Curves are solid over the degrees each layout was fitted on and dashed (labelled "extrapolated") beyond.
+    """
     from companion.energy.efficiency import UslFit
 
     meas = df[df.world_size > 1]
+    p_max = max(8, int(meas.world_size.max()) if len(meas) else 8)
     curves = []
     for u in usl:
         fit = UslFit.from_json(u)
-        p = np.linspace(1, max(8, meas.world_size.max()), 50)
-        lo, hi = fit.eta_interval(p)
-        curves.append(pd.DataFrame({"p": p, "eta": fit.eta(p), "lo": lo, "hi": hi, "mode": u["mode"]}))
-    curves = pd.concat(curves) if curves else pd.DataFrame(columns=["p", "eta", "lo", "hi", "mode"])
+        fitted_to = max(u.get("degrees") or [1])
+        for segment, (a, b) in (("fitted", (1, fitted_to)), ("extrapolated", (fitted_to, p_max))):
+            if b <= a:
+                continue
+            p = np.linspace(a, b, 30)
+            lo, hi = fit.eta_interval(p)
+            curves.append(pd.DataFrame({"p": p, "eta": fit.eta(p), "lo": lo, "hi": hi, "mode": u["mode"],
+                                        "segment": segment, "series": f"{u['mode']} {segment}"}))
+    curves = pd.concat(curves) if curves else pd.DataFrame(columns=["p", "eta", "lo", "hi", "mode", "segment", "series"])
     color = alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout")
-    quiet = alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, legend=None)
     sel = alt.selection_point(fields=["mode"], bind="legend")
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
-    band = alt.Chart(curves).mark_area(opacity=0.15).encode(x="p:Q", y="lo:Q", y2="hi:Q", color=quiet)
-    line = alt.Chart(curves).mark_line().encode(x=alt.X("p:Q", title="degree p (ranks)"),
-                                                 y=alt.Y("eta:Q", title="η(p) = T₁ / (p·T_p)"), color=quiet, opacity=opacity)
+    band = alt.Chart(curves).transform_filter(alt.datum.segment == "fitted").mark_area(opacity=0.15).encode(
+        x="p:Q", y="lo:Q", y2="hi:Q", color=color, detail="series:N")
+    line = alt.Chart(curves).mark_line().encode(
+        x=alt.X("p:Q", title="degree p (ranks)", axis=alt.Axis(tickMinStep=1, format="d")),
+        y=alt.Y("eta:Q", title="η(p) = T₁ / (p·T_p)", axis=alt.Axis(format=".2~f")), color=color, opacity=opacity,
+        detail="series:N",
+        strokeDash=alt.StrokeDash("segment:N", title="USL curve", scale=alt.Scale(domain=["fitted", "extrapolated"],
+                                                                                  range=[[1, 0], [5, 4]])),
+        tooltip=["mode", "segment", alt.Tooltip("p:Q", format=".1f"), alt.Tooltip("eta:Q", format=".3f")])
     pts = alt.Chart(meas).mark_point(size=80, filled=True).encode(
         x="world_size:Q", y="eta:Q", color=color, opacity=opacity,
         tooltip=["run_id", alt.Tooltip("eta:Q", format=".3f"), "eta_reference"]).add_params(sel)
     return alt.layer(band, line, pts, width=WIDTH, height=HEIGHT,
-                     title=_title("Efficiency factor η(p) with fitted USL curves", df))
+                     title=_title("Efficiency factor η(p): measured points and fitted USL curves", df),
+                     description="Each layout's measured η(p) with its fitted USL curve (band: 90 % interval); "
+                                 "a dashed curve is extrapolated beyond the degrees that layout was measured at.")
 
 
 def predicted_vs_measured(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt.Chart:
-    """Held-out predictions against measurements for one law, one colour per split; y = x is perfect."""
+    """Held-out predictions against measurements for one law: colour = layout, shape = split; y = x is perfect."""
     p = pred[pred.law == law]
     lim = [float(min(p.measured_j.min(), p.predicted_j.min()) * 0.8), float(max(p.measured_j.max(), p.predicted_j.max()) * 1.25)]
     diag = alt.Chart(pd.DataFrame({"x": lim, "y": lim})).mark_line(color="#999", strokeDash=[4, 4]).encode(x="x:Q", y="y:Q")
     sel = alt.selection_point(fields=["split"], bind="legend")
     scale = alt.Scale(type="log", domain=lim)
-    errs = alt.Chart(p).mark_rule(opacity=0.35).encode(x=alt.X("measured_j:Q", scale=scale), y="lo_j:Q", y2="hi_j:Q",
-                                                       color="split:N", opacity=alt.condition(sel, alt.value(0.35), alt.value(0.03)))
+    color = alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout")
+    errs = alt.Chart(p).mark_rule().encode(x=alt.X("measured_j:Q", scale=scale), y="lo_j:Q", y2="hi_j:Q",
+                                           color=color, opacity=alt.condition(sel, alt.value(0.35), alt.value(0.03)))
     dots = alt.Chart(p).mark_point(filled=True, size=60).encode(
-        x=alt.X("measured_j:Q", scale=scale, title="measured energy per step (J)"),
-        y=alt.Y("predicted_j:Q", scale=scale, title="predicted on held-out runs (J)"),
-        color=alt.Color("split:N", title="held out by"), shape="mode:N",
+        x=alt.X("measured_j:Q", scale=scale, title="measured energy per step (J)", axis=alt.Axis(format=SI)),
+        y=alt.Y("predicted_j:Q", scale=scale, title="predicted on held-out runs (J)", axis=alt.Axis(format=SI)),
+        color=color, shape=alt.Shape("split:N", title="held out by"),
         opacity=alt.condition(sel, alt.value(0.9), alt.value(0.08)),
         tooltip=["run_id", "split", "fold", alt.Tooltip("ape_pct:Q", format=".1f", title="error (%)"),
-                 alt.Tooltip("lo_j:Q", format=".3g"), alt.Tooltip("hi_j:Q", format=".3g")]).add_params(sel)
+                 alt.Tooltip("lo_j:Q", format=NUM, title="interval low (J)"),
+                 alt.Tooltip("hi_j:Q", format=NUM, title="interval high (J)")]).add_params(sel)
     return alt.layer(diag, errs, dots, width=WIDTH, height=HEIGHT,
-                     title=_title(f"Held-out predictions: {law} (bars: 90 % intervals)", df))
+                     title=_title(f"Held-out predictions: {law} (bars: 90 % intervals)", df),
+                     description="Points on the dashed diagonal are predicted exactly; a bar that misses the "
+                                 "diagonal is an interval that did not cover its measurement.")
 
 
 def residuals_by_group(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt.Chart:
-    """Signed held-out error per fold (the group held out), one row per split."""
+    """Signed held-out error (%) per fold (the group held out), one panel per split."""
     p = pred[pred.law == law].assign(error_pct=lambda d: (d.predicted_j / d.measured_j - 1) * 100)
-    return alt.Chart(p, title=_title(f"Held-out error by group: {law}", df)).mark_tick(thickness=2, size=14).encode(
-        x=alt.X("error_pct:Q", title="prediction error (%)"), y=alt.Y("fold:N", title=None),
-        color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE),
-        row=alt.Row("split:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")),
-        tooltip=["run_id", alt.Tooltip("error_pct:Q", format=".1f")]).properties(width=WIDTH - 80).resolve_scale(y="independent")
+    return alt.Chart(p, title=_title(f"Held-out error by group: {law}", df),
+                     description="Each tick is one held-out run; ticks right of zero are over-predicted. "
+                                 "A group whose ticks sit together on one side is a bias, not noise.").mark_tick(
+        thickness=2, size=14).encode(
+        x=alt.X("error_pct:Q", title="prediction error (%)", axis=alt.Axis(format="~s")), y=alt.Y("fold:N", title=None),
+        color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout"),
+        row=alt.Row("split:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
+        tooltip=["run_id", alt.Tooltip("error_pct:Q", format=".1f", title="error (%)")]).properties(
+        width=FACET_WIDTH + 60).resolve_scale(y="independent")
 
 
 def coefficients(coef: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
-    """Each fitted coefficient with its 90 % bootstrap interval, one panel per law (independent scales)."""
+    """Each fitted coefficient with its 90 % bootstrap interval, one panel per law and coefficient."""
     c = coef.assign(key=coef.law + ": " + coef.param)
     base = alt.Chart(c).encode(y=alt.Y("param:N", title=None))
-    rules = base.mark_rule().encode(x=alt.X("lo:Q", title="value (90 % bootstrap interval)", scale=alt.Scale(zero=False)), x2="hi:Q")
+    rules = base.mark_rule().encode(x=alt.X("lo:Q", title="value (90 % bootstrap interval)", scale=alt.Scale(zero=False),
+                                            axis=alt.Axis(format=NUM)), x2="hi:Q")
     dots = base.mark_point(filled=True, size=60).encode(x="value:Q", tooltip=["law", "target", "param",
                                                                              alt.Tooltip("value:Q", format=".4g"),
                                                                              alt.Tooltip("lo:Q", format=".4g"),
                                                                              alt.Tooltip("hi:Q", format=".4g")])
-    return alt.layer(rules, dots).properties(width=WIDTH - 120, height=60).facet(
-        row=alt.Row("key:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=260)),
-    ).resolve_scale(x="independent", y="independent").properties(title=_title("Fitted coefficients", df))
+    return alt.layer(rules, dots).properties(width=FACET_WIDTH + 100, height=40).facet(
+        row=alt.Row("key:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start")),
+    ).resolve_scale(x="independent", y="independent").properties(
+        title=_title("Fitted coefficients", df),
+        description="Each coefficient with its 90 % bootstrap interval; an interval that spans orders of "
+                    "magnitude, or crosses zero, is a coefficient these runs cannot identify.")
 
 
 def baseline_comparison(summary: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
-    """Held-out MAPE of every law and baseline on every split (hover for all metrics)."""
-    s = summary.assign(kind=np.where(summary.uses_measured_time, "after the fact (measured time)",
-                                     np.where(summary.baseline, "baseline", "law")))
-    return alt.Chart(s, title=_title("Held-out MAPE: laws and baselines", df)).mark_bar().encode(
-        x=alt.X("mape_pct:Q", title="MAPE on held-out runs (%)"), y=alt.Y("label:N", title=None, sort="x"),
-        color=alt.Color("kind:N", title=None), row=alt.Row("split:N", title=None,
-                                                          header=alt.Header(labelAngle=0, labelAlign="left")),
-        tooltip=["label", "split", "n", alt.Tooltip("mape_pct:Q", format=".1f"),
-                 alt.Tooltip("median_ape_pct:Q", format=".1f"), alt.Tooltip("max_ape_pct:Q", format=".1f"),
-                 alt.Tooltip("r2_log:Q", format=".3f"), alt.Tooltip("coverage_pct:Q", format=".0f")],
-    ).properties(width=WIDTH - 120)
+    """Held-out MAPE (%) of every law and baseline on every split (hover for all metrics)."""
+    s = summary.assign(kind=np.where(summary.uses_measured_time, KIND_ORDER[2],
+                                     np.where(summary.baseline, KIND_ORDER[1], KIND_ORDER[0])))
+    return alt.Chart(s, title=_title("Held-out MAPE: laws and baselines", df),
+                     description="Shorter bars predict held-out runs better; compare the laws with the "
+                                 "baselines split by split, not only pooled.").mark_bar().encode(
+        x=alt.X("mape_pct:Q", title="MAPE on held-out runs (%)"),
+        y=alt.Y("label:N", title=None, sort="x", axis=alt.Axis(labelLimit=200)),
+        color=alt.Color("kind:N", title="model", scale=KIND_SCALE, legend=alt.Legend(orient="bottom")),
+        row=alt.Row("split:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
+        tooltip=["label", "split", "n", alt.Tooltip("mape_pct:Q", format=".1f", title="MAPE (%)"),
+                 alt.Tooltip("median_ape_pct:Q", format=".1f", title="median APE (%)"),
+                 alt.Tooltip("max_ape_pct:Q", format=".1f", title="max APE (%)"),
+                 alt.Tooltip("r2_log:Q", format=".3f", title="R² (log)"),
+                 alt.Tooltip("coverage_pct:Q", format=".0f", title="interval coverage (%)")],
+    ).properties(width=FACET_WIDTH)
 
 
 def static_vs_dynamic(split: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     """Energy per step split by the energy roofline into compute, memory and static (P0 x time) parts."""
     long = split.melt(id_vars=["run_id", "mode", "flops_per_step"], value_vars=["compute_j", "memory_j", "static_j"],
                       var_name="part", value_name="energy_j")
+    long["part"] = long.part.str.removesuffix("_j")
     order = alt.EncodingSortField(field="flops_per_step", order="ascending")
-    return alt.Chart(long, title=_title("Static vs dynamic energy (energy roofline decomposition)", df)).mark_bar().encode(
-        y=alt.Y("run_id:N", sort=order, title=None, axis=alt.Axis(labelLimit=260, labelFontSize=9)),
+    return alt.Chart(long, title=_title("Static vs dynamic energy (energy roofline decomposition)", df),
+                     description="The share of each run's modelled energy that the fitted energy roofline "
+                                 "assigns to compute (ε_F·F), memory traffic (ε_Q·Q) and static power (P₀·T); "
+                                 "runs ordered by FLOPs per step.").mark_bar().encode(
+        y=alt.Y("run_id:N", sort=order, title=None, axis=alt.Axis(labelLimit=240, labelFontSize=9)),
         x=alt.X("energy_j:Q", stack="normalize", title="share of modelled energy per step", axis=alt.Axis(format="%")),
-        color=alt.Color("part:N", title=None, scale=alt.Scale(domain=["compute_j", "memory_j", "static_j"],
-                                                              range=["#4c78a8", "#72b7b2", "#e45756"])),
-        tooltip=["run_id", "mode", "part", alt.Tooltip("energy_j:Q", format=".3g")],
-    ).properties(width=WIDTH - 120)
+        color=alt.Color("part:N", title="part", scale=PART_SCALE, sort=PART_ORDER),
+        tooltip=["run_id", "mode", "part", alt.Tooltip("energy_j:Q", format=NUM, title="energy (J)")],
+    ).properties(width=WIDTH)
 
 
 def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
@@ -239,9 +345,9 @@ def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     return alt.Chart(long, title=_title("Where the step time goes (operator roofline)", df)).mark_bar().encode(
         y=alt.Y("run_id:N", sort=order, title=None, axis=alt.Axis(labelLimit=260, labelFontSize=9)),
         x=alt.X("time_s:Q", stack="normalize", title="share of modelled step time", axis=alt.Axis(format="%")),
-        color=alt.Color("operator:N", title=None, sort=parts),
-        tooltip=["run_id", "mode", "operator", alt.Tooltip("time_s:Q", format=".3g")],
-    ).properties(width=WIDTH - 120)
+        color=alt.Color("operator:N", title="operator class", sort=parts),
+        tooltip=["run_id", "mode", "operator", alt.Tooltip("time_s:Q", format=NUM, title="time (s)")],
+    ).properties(width=WIDTH)
 
 
 def eta_model_vs_measured(eta: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
@@ -262,15 +368,15 @@ def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     if scores.empty:  # too few runs to hold out whole groups: say so instead of drawing empty axes
         note = pd.DataFrame({"text": ["too few runs in this build to hold out whole groups"]})
         return alt.Chart(note, title=_title("Held-out MAPE: every model", df)).mark_text(align="left").encode(
-            text="text:N").properties(width=WIDTH - 120, height=40)
+            text="text:N").properties(width=WIDTH, height=40)
     base = alt.Chart(scores).encode(y=alt.Y("model:N", title=None, sort="x"))
     bars = base.mark_bar().encode(x=alt.X("mape_pct:Q", title="MAPE on held-out runs (%)"),
-                                  color=alt.Color("target:N", title=None),
+                                  color=alt.Color("target:N", title="target"),
                                   tooltip=["model", "split", "target", "n", alt.Tooltip("mape_pct:Q", format=".1f"),
                                            alt.Tooltip("mape_lo_pct:Q", format=".1f"),
                                            alt.Tooltip("mape_hi_pct:Q", format=".1f"),
                                            alt.Tooltip("coverage_pct:Q", format=".0f")])
     rules = base.mark_rule(color="#333").encode(x="mape_lo_pct:Q", x2="mape_hi_pct:Q")
-    return alt.layer(bars, rules).properties(width=WIDTH - 200, height=110).facet(
+    return alt.layer(bars, rules).properties(width=FACET_WIDTH // 2 + 40, height=110).facet(
         row=alt.Row("split:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")),
         column=alt.Column("target:N", title=None)).properties(title=_title("Held-out MAPE: every model", df))

@@ -10,6 +10,8 @@ A stage is a jupytext percent notebook in ``notebooks/``, converted to .ipynb an
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -18,15 +20,29 @@ from pathlib import Path
 
 import yaml
 
+from companion import paths
 from companion.errors import ConfigError
 from companion.paths import PACKAGE_DIR, derived_dir
+from companion.report import presentation
 
 SOURCE_ROOT = PACKAGE_DIR.parent.parent  # the checkout: notebooks/, params/, book/, _config.yml
-STAGES = ("01_runs", "02_proxies", "03_fit", "04_validation", "05_predict")
+STAGES = ("01_runs", "02_proxies", "03_fit", "04_validation", "05_predict", "06_headline")
+# The artifact each stage writes under data/derived/<profile>/, offered for download on its page.
+ARTIFACTS = {
+    "01_runs": ("runs.csv", "one row per finished run: its configuration, step time, energy and where the energy came from"),
+    "02_proxies": ("proxies.csv", "the runs with their proxies: FLOPs, bytes, intensity, MFU and the measured η(p)"),
+    "03_fit": ("fit.json", "the fitted models (operator roofline, the paper's law, baselines) with intervals, per device"),
+    "04_validation": ("validation.json", "held-out metrics per split and model, every held-out prediction, the verdict"),
+    "05_predict": ("explore.csv", "the predictions of the table above"),
+    "06_headline": ("headline.json", "the values of this page: per-split metrics, the law's coefficients, the comparison"),
+}
+
+
 # what each stage reads from data/derived/<profile>/ (stage 01 reads the run records)
 INPUTS = {"02_proxies": ("runs.csv",), "03_fit": ("proxies.csv",), "04_validation": ("proxies.csv",),
-          "05_predict": ("fit.json", "runs.csv")}
-PRODUCER = {"runs.csv": "01_runs", "proxies.csv": "02_proxies", "fit.json": "03_fit"}
+          "05_predict": ("fit.json", "runs.csv"), "06_headline": ("validation.json", "explore.csv")}
+PRODUCER = {"runs.csv": "01_runs", "proxies.csv": "02_proxies", "fit.json": "03_fit",
+            "validation.json": "04_validation", "explore.csv": "05_predict"}
 
 
 class StageFailed(RuntimeError):
@@ -55,8 +71,6 @@ def check_inputs(stage: str, profile: str, params: Path) -> None:
         if not path.is_file() or path.stat().st_size == 0:
             raise ConfigError(f"stage {stage} needs {path}, which is missing or empty; run stage "
                               f"{PRODUCER[name]} first (make analysis PROFILE={profile})")
-
-
 def _bin(name: str) -> str:
     local = Path(sys.executable).parent / name
     return str(local) if local.exists() else name
@@ -72,19 +86,24 @@ def run_stage(stage: str, profile: str, out_dir: Path, params: Path | None = Non
     ipynb = build / f"{stage}.ipynb"
     subprocess.run([_bin("jupytext"), "--quiet", "--to", "ipynb", str(SOURCE_ROOT / "notebooks" / f"{stage}.py"),
                     "-o", str(ipynb)], check=True)
+    log = build / f"{stage}.log"
+    log.write_text("")
+    nb = presentation.prepare(json.loads(ipynb.read_text()), log)
+    ipynb.write_text(json.dumps(nb, indent=1))
     params = params or SOURCE_ROOT / "params" / f"{stage}.yaml"
     check_inputs(stage, profile, params)
     # Stage 01 loads the profile itself (a .yaml path works); later stages read data/derived/<profile name>/.
     name = profile if stage == "01_runs" else profile_name(profile)
     out = out_dir / f"{stage}.ipynb"
-    log = build / f"{stage}.log"
-    with log.open("w") as f:
+    run_log = build / f"{stage}.papermill.log"  # papermill's own output; `log` holds what the page kept out
+    with run_log.open("w") as f:
         res = subprocess.run([_bin("papermill"), "--cwd", str(cwd or SOURCE_ROOT), "-k", "python3",
                               "--no-progress-bar", str(ipynb), str(out), "-f", str(params), "-p", "profile", name],
-                             stdout=f, stderr=subprocess.STDOUT)
+                             stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "TQDM_DISABLE": "1"})
     if res.returncode:
-        raise StageFailed(f"stage {stage} failed: {_last_error(log.read_text())} (full log: {log}; executed "
-                          f"notebook: {out})")
+        raise StageFailed(f"stage {stage} failed: {_last_error(run_log.read_text())} (full log: {run_log}; "
+                          f"executed notebook: {out})")
+    present(stage, out, profile_name(profile), log)
     return out
 
 
@@ -99,6 +118,27 @@ def _last_error(text: str) -> str:
     if not found:
         return text.strip().splitlines()[-1] if text.strip() else "papermill exited with an error"
     return f"{found[-1].group(1)}: {found[-1].group(2)}"
+
+
+def present(stage: str, executed: Path, profile: str, log: Path) -> None:
+    """Apply the book's conventions to an executed notebook (``companion.report.presentation``)."""
+    out_dir = executed.parent
+    figure_dir = out_dir.parent / "_static" / "figures" / stage  # _static is copied whole into the site
+    shutil.rmtree(figure_dir, ignore_errors=True)
+    artifact = None
+    if stage in ARTIFACTS:
+        name, what = ARTIFACTS[stage]
+        artifact = (paths.derived_dir(profile) / name, out_dir / "data" / name, f"data/{name}", what)
+    nb = json.loads(executed.read_text())
+    moved = presentation.finish(nb, stage, figure_dir, os.path.relpath(figure_dir, out_dir).replace(os.sep, "/"),
+                                presentation.path_roots(paths.repo_root(), SOURCE_ROOT), artifact)
+    executed.write_text(json.dumps(nb, indent=1, ensure_ascii=False))
+    if moved:
+        with log.open("a") as f:
+            f.write("\n".join(moved))
+    kept = log.read_text().strip()
+    if kept:
+        print(f"{stage}: warnings and stderr kept out of the page: {len(kept.splitlines())} lines in {log}")
 
 
 def assemble_book(dest: Path) -> Path:
@@ -117,9 +157,43 @@ def assemble_book(dest: Path) -> Path:
     return dest
 
 
+def repository_url() -> str | None:
+    """The checkout's ``origin`` as a browsable https address, or None (then the book shows no repository link)."""
+    try:
+        url = subprocess.run(["git", "-C", str(SOURCE_ROOT), "remote", "get-url", "origin"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    if url.startswith("git@"):
+        url = "https://" + url[4:].replace(":", "/", 1)
+    url = url.removesuffix(".git")
+    return url if url.startswith("https://") else None
+
+
+def book_config(out: Path) -> Path:
+    """``_config.yml`` plus what only the build knows: the provenance footer and the repository link."""
+    import yaml
+
+    from companion.report import provenance
+
+    cfg = yaml.safe_load((SOURCE_ROOT / "_config.yml").read_text())
+    html = cfg.setdefault("html", {})
+    html["extra_footer"] = (f'<div class="companion-provenance">Built {provenance.build_date()} from commit '
+                            f'{provenance.git_commit(SOURCE_ROOT)}; hardware, versions and data sources: '
+                            f'appendix "Provenance".</div>')
+    url = repository_url()
+    if url:
+        cfg.setdefault("repository", {})["url"] = url
+        html["use_repository_button"] = html["use_issues_button"] = True
+    path = Path(out) / "_build" / "book-config.yml"  # never the checkout's own _config.yml (make passes --out .)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+    return path
+
+
 def build_book(src: Path, out: Path) -> Path:
     """Jupyter Book 1 over executed notebooks; warnings and broken references are errors."""
-    subprocess.run([_bin("jupyter-book"), "build", str(src), "--config", str(SOURCE_ROOT / "_config.yml"),
+    subprocess.run([_bin("jupyter-book"), "build", str(src), "--config", str(book_config(Path(out))),
                     "--path-output", str(out), "-W", "-n", "--keep-going", "--quiet"], check=True)
     return Path(out) / "_build" / "html" / "index.html"
 

@@ -1,0 +1,116 @@
+"""The book check fails on each defect a reader would see: one small page per defect, read in headless Chromium."""
+
+import shutil
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+import pytest
+
+from companion.report import book_check, figures
+
+BUNDLE = Path(__file__).resolve().parents[2] / "book" / "_static" / "vega-bundle.js"
+CLEAN_OUTPUT = '<div class="cell_output docutils container"><div class="output stream"><pre>{}</pre></div></div>'
+STDERR_OUTPUT = '<div class="cell_output docutils container"><div class="output stderr"><pre>{}</pre></div></div>'
+
+
+# ------------------------------------------------------------------------------- rules, without a browser
+@pytest.mark.parametrize("text, what", [
+    ("Traceback (most recent call last):\n  File \"x.py\"", "Traceback"),
+    ("/opt/venv/lib/python3.11/site-packages/tqdm/auto.py:21: TqdmWarning: IProgress not found", "Warning"),
+    ("UserWarning: the fit did not converge", "Warning"),
+    ("fitting: 100%|██████████| 50/50 [00:03<00:00, 14.2it/s]", "progress bar"),
+    (" 45%|####5     | 9/20 [00:01<00:01,  8.1it/s]", "progress bar"),
+    ("wrote /home/alice/companion/data/derived/cpu/fit.json", "absolute path"),
+    ("wrote C:\\Users\\alice\\fit.json", "absolute path"),
+])
+def test_output_rules_catch_each_leak(text, what):
+    found = book_check.output_leaks([{"text": text, "stderr": 0}], "")
+    assert any(f.startswith(what) for f in found), found
+
+
+@pytest.mark.parametrize("text", [
+    "wrote data/derived/cpu/fit.json (5 runs)",
+    "peak 1.2e+11 FLOP/s, 2.0e+10 B/s; energy per step (J); TP / FSDP",
+    "see https://arxiv.org/abs/2606.23546 and <venv>/lib",
+    "runs 43, warnings 0, 45 % of energy static",
+])
+def test_output_rules_pass_clean_text(text):
+    assert book_check.output_leaks([{"text": text, "stderr": 0}], text) == []
+
+
+def test_stderr_and_local_paths_in_prose_are_caught():
+    assert book_check.output_leaks([{"text": "fine", "stderr": 1}], "")
+    assert book_check.output_leaks([], "the records are in /tmp/root/data/runs/cpu")
+
+
+def test_legend_rule():
+    assert book_check.legendless([{"title": "a", "colours": 3, "legend": False}]) == ["a"]
+    assert book_check.legendless([{"title": "b", "colours": 3, "legend": True},
+                                  {"title": "c", "colours": 1, "legend": False}]) == []
+
+
+# ------------------------------------------------------------------------------- in Chromium, page by page
+def _chart_html(legend: bool, width: int | str = "container") -> str:
+    df = pd.DataFrame({"x": [1, 2, 3, 1, 2, 3], "y": [1, 2, 3, 2, 3, 5], "series": list("aaabbb")})
+    color = alt.Color("series:N", legend=alt.Legend() if legend else None)
+    chart = alt.Chart(df, width=width, height=200, title="two series").mark_line().encode(x="x:Q", y="y:Q", color=color)
+    return figures.render_html(chart.to_dict())
+
+
+def _page(tmp_path: Path, body: str) -> Path:
+    shutil.copy(BUNDLE, tmp_path / "vega-bundle.js")
+    page = tmp_path / "page.html"
+    page.write_text(f"""<!DOCTYPE html><html><head><meta charset="utf-8"><script src="vega-bundle.js"></script></head>
+<body><div style="display:flex"><article class="bd-article" style="width:784px; flex: none">
+<h1>A page</h1><p>Prose.</p>{body}</article></div></body></html>""")
+    return page
+
+
+@pytest.fixture(scope="module")
+def exe():
+    if not shutil.which("chromium"):
+        pytest.fail("Debian's chromium is missing: `make setup-browser` installs it (make test does)")
+    if not BUNDLE.exists():
+        pytest.fail("book/_static/vega-bundle.js is missing: `make book` (or make test) creates it")
+    return book_check.chromium()
+
+
+def test_a_clean_page_passes(tmp_path, exe):
+    body = _chart_html(legend=True) + CLEAN_OUTPUT.format("wrote data/derived/ci/runs.csv (5 runs)")
+    r = book_check.check_page(_page(tmp_path, body), exe, screenshot=tmp_path / "shot.png")
+    assert r.charts_drawn == r.charts_expected == 1
+    assert r.ok, r.problems
+    assert (tmp_path / "shot.png").stat().st_size > 1000
+
+
+def test_a_multi_series_chart_without_a_legend_fails(tmp_path, exe):
+    r = book_check.check_page(_page(tmp_path, _chart_html(legend=False)), exe)
+    assert r.charts_without_legend == ["two series"], r.problems
+    assert not r.ok
+
+
+def test_a_chart_wider_than_the_column_fails(tmp_path, exe):
+    body = f'<div class="output" style="overflow-x:auto">{_chart_html(legend=True, width=1000)}</div>'
+    r = book_check.check_page(_page(tmp_path, body), exe)
+    assert r.overflow and not r.ok, r.problems
+
+
+def test_a_table_sticking_out_of_the_column_fails(tmp_path, exe):
+    cells = "".join(f"<td>column_number_{i}</td>" for i in range(14))
+    r = book_check.check_page(_page(tmp_path, f"<table><tr>{cells}</tr></table>"), exe)
+    assert any("table" in o for o in r.overflow), r.problems
+
+
+@pytest.mark.parametrize("output, what", [
+    (CLEAN_OUTPUT.format("wrote /home/alice/companion/data/derived/ci/fit.json"), "absolute path"),
+    (CLEAN_OUTPUT.format("Traceback (most recent call last):"), "Traceback"),
+    (CLEAN_OUTPUT.format("tqdm/auto.py:21: TqdmWarning: IProgress not found"), "Warning"),
+    (CLEAN_OUTPUT.format("100%|██████████| 50/50 [00:03&lt;00:00, 14.2it/s]"), "progress bar"),
+    (STDERR_OUTPUT.format("something went to stderr"), "stderr"),
+    ('<div class="output text_html"><p>see /home/alice/run.log</p></div>', "absolute path"),  # pasted by glue
+])
+def test_plumbing_in_an_output_fails(tmp_path, exe, output, what):
+    r = book_check.check_page(_page(tmp_path, output), exe)
+    assert any(leak.startswith(what) for leak in r.output_leaks), r.problems
+    assert not r.ok

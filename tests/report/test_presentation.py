@@ -1,0 +1,81 @@
+"""The conventions every stage notebook gets in the book, on small notebooks (no kernel, no browser)."""
+
+import json
+
+from companion.report import headline, presentation
+from companion.report.figures import render_html
+
+
+def _code(src, tags=(), outputs=()):
+    return {"cell_type": "code", "source": src, "metadata": {"tags": list(tags)}, "outputs": list(outputs)}
+
+
+def test_prepare_hides_plumbing_and_collapses_code(tmp_path):
+    nb = {"cells": [_code("profile = 'cpu'", ["parameters"]), _code("# hide\nimport pandas"),
+                    _code("glue('a', 1, display=False)\nglue('b', 2, display=False)"),
+                    _code("out = write_json(p, x)\nprint(out)"), _code("# show\nx = 1"), _code("chart(df)")]}
+    cells = presentation.prepare(nb, tmp_path / "log")["cells"]
+    assert "remove-cell" in cells[0]["metadata"]["tags"]  # the set-up cell
+    tags = [c["metadata"]["tags"] for c in cells[1:]]
+    assert tags == [["parameters"], ["remove-input"], ["remove-cell"], ["remove-cell"], [], ["hide-input"]]
+
+
+def test_parameters_are_shown_once_with_the_injected_values():
+    merged = presentation.merge_parameters('profile = "cpu"  # a profile\nn_boot = 200\nseed = 0\n',
+                                           '# Parameters\nprofile = "ci"\nn_boot = 50\n')
+    assert merged.splitlines() == ['profile = "ci"  # a profile', "n_boot = 50", "seed = 0"]
+
+
+def test_finish_moves_stderr_relativises_paths_and_captions_charts(tmp_path):
+    chart = render_html({"$schema": "https://vega.github.io/schema/vega-lite/v6.json", "description": "What to see.",
+                         "data": {"values": [{"x": 1}]}, "mark": "point", "encoding": {"x": {"field": "x", "type": "quantitative"}}})
+    root = tmp_path / "root"
+    nb = {"cells": [
+        _code("p = 1", ["parameters"]), _code("# Parameters\np = 2\n", ["injected-parameters"]),
+        _code("x", outputs=[{"output_type": "stream", "name": "stderr", "text": "UserWarning: x"},
+                            {"output_type": "stream", "name": "stdout", "text": f"wrote {root}/data/derived/ci/fit.json\n"}]),
+        _code("c", outputs=[{"output_type": "display_data", "metadata": {}, "data": {"text/html": chart}}])]}
+    artifact_src = tmp_path / "fit.json"
+    artifact_src.write_text("{}")
+    moved = presentation.finish(nb, "03_fit", tmp_path / "figs", "../_static/figures/03_fit",
+                                presentation.path_roots(root, tmp_path / "src"),
+                                (artifact_src, tmp_path / "gen" / "data" / "fit.json", "data/fit.json", "the fit"))
+    cells = nb["cells"]
+    assert moved == ["UserWarning: x"]
+    assert "remove-cell" in cells[0]["metadata"]["tags"] and "hide-input" in cells[1]["metadata"]["tags"]
+    assert cells[2]["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "wrote data/derived/ci/fit.json\n"}]
+    html = cells[3]["outputs"][0]["data"]["text/html"]
+    assert '<noscript><img src="../_static/figures/03_fit/fig-1.svg"' in html and 'download>SVG</a>' in html
+    assert (tmp_path / "figs" / "fig-1.svg").read_text().startswith("<svg")
+    assert cells[3]["metadata"]["mystnb"]["figure"] == {"caption": "What to see.", "name": "fig-03-fit-1"}
+    assert "{download}`fit.json <data/fit.json>`" in cells[-1]["source"]
+
+
+def test_headline_degrades_to_not_available_on_a_changed_schema(tmp_path):
+    assert headline.split_table({"summary": "changed"}).empty
+    assert headline.law_coefficients({"energy_laws": 3}) == {"alpha": headline.NA, "beta": headline.NA}
+    assert headline.absolute_answer(headline._read_csv(tmp_path / "missing.csv"), {}, "cpu") == headline.NA
+    assert headline._read_json(tmp_path / "missing.json") == {}
+
+
+def test_headline_per_split_metrics():
+    pred = [{"split": "s", "law": "l", "ape_pct": a, "measured_j": 1.0, "lo_j": lo, "hi_j": 2.0}
+            for a, lo in ((10, 0.5), (20, 0.5), (30, 1.5))]
+    t = headline.split_table({"predictions": pred, "summary": [{"split": "s", "law": "l", "label": "law L"}]})
+    row = t.iloc[0]
+    assert row["model"] == "law L" and row["runs"] == 3 and row["MAPE (%)"] == 20.0
+    assert round(row["coverage of 90 % intervals (%)"]) == 67
+    lo, hi = headline.mape_interval([10, 20, 30])
+    assert 10 <= lo < 20 < hi <= 30
+
+
+def test_table_headers_wrap_after_underscores_only():
+    assert presentation._breakable_headers('<tr><th class="c">energy_kwh_lo</th><td>run_id_1</td></tr>') == \
+        '<tr><th class="c">energy_<wbr>kwh_<wbr>lo</th><td>run_id_1</td></tr>'
+
+
+def test_pooled_verdict_reads_defensively():
+    assert headline.pooled({"verdict": {"mape_pct": 54.66, "best_baseline": "flops_power_law",
+                                        "best_baseline_mape_pct": 25.2}}) == {
+        "law_mape": "54.7 %", "best_baseline": "flops power law", "best_baseline_mape": "25.2 %"}
+    assert set(headline.pooled({"verdict": "changed"}).values()) == {headline.NA}

@@ -1,0 +1,32 @@
+"""The provenance appendix tabulates what the run records say about their hardware, per data source."""
+
+from companion.report import provenance
+
+
+def _record(gpu=None, meters=None, sha="abc1234567890"):
+    hw = {"cpu": "Xeon X", "cpu_count": 16, "memory_bytes": 64 * 2**30}
+    if gpu:
+        hw.update(gpu=gpu, gpu_count=8, driver="560.1", cuda="12.8")
+    return {"status": "ok", "profile": "p", "provenance": {"hardware": hw, "git": {"sha": sha, "dirty": False},
+                                                           "finished_at": "2026-11-20T10:00:00+00:00"},
+            "meters": meters or [{"measured": True, "source": "nvml"}, {"measured": False, "source": "none"}]}
+
+
+def test_one_row_per_hardware_with_model_cores_memory_gpu_and_driver():
+    t = provenance.data_sources([_record("NVIDIA H100"), _record("NVIDIA H100"), _record(None),
+                                 {"status": "failed"}])
+    assert len(t) == 2
+    gpu = t[t.GPU != "none"].iloc[0]
+    assert (gpu.runs, gpu["CPU model"], gpu["CPU cores"], gpu.memory) == (2, "Xeon X", 16, "64 GiB")
+    assert gpu.GPU == "8 × NVIDIA H100" and gpu["GPU driver / CUDA"] == "560.1 / 12.8"
+    assert gpu.energy == "measured (nvml)" and gpu["code commit"] == "abc1234567"
+
+
+def test_missing_fields_read_not_recorded():
+    t = provenance.data_sources([{"status": "ok", "meters": []}])
+    assert t.iloc[0]["CPU model"] == provenance.UNKNOWN and t.iloc[0].energy == provenance.UNKNOWN
+
+
+def test_versions_name_python_and_the_book_packages():
+    v = provenance.versions().set_index("package").version
+    assert {"python", "torch", "altair", "jupyter-book"} <= set(v.index)

@@ -133,6 +133,8 @@ eta_rows = pd.DataFrame(artifact["eta_model"])
 if len(eta_rows):
     glue("fig_eta_model", figures.eta_model_vs_measured(eta_rows, df), display=False)
     display(figures.eta_model_vs_measured(eta_rows, df))
+
+# %%
 usl_size = pd.DataFrame([{k: u[k] for k in ("size", "mode", "sigma", "kappa", "degrees")} for u in artifact["usl_per_size"]])
 glue("usl_per_size_table", usl_size, display=False)
 unphysical = [f"{k} = {law_coef.loc[k, 'value']:.2f}" for k, bad in

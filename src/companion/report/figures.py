@@ -347,7 +347,8 @@ def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
         x=alt.X("time_s:Q", stack="normalize", title="share of modelled step time", axis=alt.Axis(format="%")),
         color=alt.Color("operator:N", title="operator class", sort=parts),
         tooltip=["run_id", "mode", "operator", alt.Tooltip("time_s:Q", format=NUM, title="time (s)")],
-    ).properties(width=WIDTH)
+    ).properties(width=WIDTH, description="Each bar is one run, split into the shares of its modelled step time "
+                 "that each operator class takes; runs are ordered by FLOPs per step, smallest at the top.")
 
 
 def eta_model_vs_measured(eta: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
@@ -360,7 +361,8 @@ def eta_model_vs_measured(eta: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
         color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE), shape="world_size:N",
         tooltip=["run_id", alt.Tooltip("eta_measured:Q", format=".3f"), alt.Tooltip("eta_model:Q", format=".3f")])
     return alt.layer(line, dots, title=_title("η(p) is an output of the operator roofline", df)).properties(
-        width=HEIGHT, height=HEIGHT)
+        width=HEIGHT, height=HEIGHT, description="Each point is one parallel run: the efficiency factor the "
+        "operator roofline predicts against the measured one; on the dashed diagonal they agree.")
 
 
 def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
@@ -368,7 +370,8 @@ def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     if scores.empty:  # too few runs to hold out whole groups: say so instead of drawing empty axes
         note = pd.DataFrame({"text": ["too few runs in this build to hold out whole groups"]})
         return alt.Chart(note, title=_title("Held-out MAPE: every model", df)).mark_text(align="left").encode(
-            text="text:N").properties(width=WIDTH, height=40)
+            text="text:N").properties(width=WIDTH, height=40, description="Too few runs in this build to "
+                                      "hold out whole groups, so no model is scored.")
     base = alt.Chart(scores).encode(y=alt.Y("model:N", title=None, sort="x"))
     bars = base.mark_bar().encode(x=alt.X("mape_pct:Q", title="MAPE on held-out runs (%)"),
                                   color=alt.Color("target:N", title="target"),
@@ -379,4 +382,7 @@ def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     rules = base.mark_rule(color="#333").encode(x="mape_lo_pct:Q", x2="mape_hi_pct:Q")
     return alt.layer(bars, rules).properties(width=FACET_WIDTH // 2 + 40, height=110).facet(
         row=alt.Row("split:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")),
-        column=alt.Column("target:N", title=None)).properties(title=_title("Held-out MAPE: every model", df))
+        column=alt.Column("target:N", title=None)).properties(
+        title=_title("Held-out MAPE: every model", df),
+        description="Held-out MAPE of every model per split, time and energy apart; the black line is its "
+                    "interval from resampling whole groups. Shorter bars predict unseen runs better.")

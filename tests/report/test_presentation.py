@@ -51,6 +51,21 @@ def test_finish_moves_stderr_relativises_paths_and_captions_charts(tmp_path):
     assert "{download}`fit.json <data/fit.json>`" in cells[-1]["source"]
 
 
+def test_a_chart_beside_another_output_is_not_labelled_as_a_figure(tmp_path):
+    """myst-nb would give the cell's label to each output: two outputs, two equal labels."""
+    chart = render_html({"description": "What to see.", "data": {"values": [{"x": 1}]}, "mark": "point",
+                         "encoding": {"x": {"field": "x", "type": "quantitative"}}})
+    table = {"output_type": "execute_result", "metadata": {}, "data": {"text/html": "<table></table>"}}
+    nb = {"cells": [_code("c", outputs=[{"output_type": "display_data", "metadata": {}, "data": {"text/html": chart}},
+                                        table]),
+                    _code("d", outputs=[{"output_type": "display_data", "metadata": {}, "data": {"text/html": chart}}])]}
+    presentation.finish(nb, "03_fit", tmp_path / "figs", "figs", [])
+    first, second = nb["cells"]
+    assert "mystnb" not in first["metadata"]
+    assert 'download>SVG</a>' in first["outputs"][0]["data"]["text/html"]  # still exported with its SVG
+    assert second["metadata"]["mystnb"]["figure"] == {"caption": "What to see.", "name": "fig-03-fit-2"}
+
+
 def test_headline_degrades_to_not_available_on_a_changed_schema(tmp_path):
     assert headline.split_table({"summary": "changed"}).empty
     assert headline.law_coefficients({"energy_laws": 3}) == {"alpha": headline.NA, "beta": headline.NA}

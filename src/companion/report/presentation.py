@@ -187,7 +187,7 @@ def finish(nb: dict, stage: str, figure_dir: Path, figure_href: str, roots: list
         if cell["cell_type"] != "code":
             continue
         kept = []
-        charts_here = 0
+        charts_here, label = 0, ("", "")
         for out in cell.get("outputs", []):
             if out.get("output_type") == "stream":
                 if out.get("name") == "stderr":
@@ -212,12 +212,16 @@ def finish(nb: dict, stage: str, figure_dir: Path, figure_href: str, roots: list
                     figure_dir.mkdir(parents=True, exist_ok=True)
                     (figure_dir / name).write_text(to_svg(spec))
                     data["text/html"] = _chart_figure(html_text, m.group(0), f"{figure_href}/{name}", m.group("caption"))
-                    caption = html.unescape(m.group("caption"))
-                    if caption and charts_here == 1:
-                        cell["metadata"].setdefault("mystnb", {}).setdefault(
-                            "figure", {"caption": caption, "name": f"fig-{stage.replace('_', '-')}-{n_fig}"})
+                    if charts_here == 1:
+                        label = (html.unescape(m.group("caption")), f"fig-{stage.replace('_', '-')}-{n_fig}")
             kept.append(out)
         cell["outputs"] = kept
+        # myst-nb gives a cell's figure caption and label to each of its display outputs, so only a cell that
+        # shows its chart alone can be a numbered figure (a chart beside a table would repeat the label)
+        shown = [o for o in kept if o.get("output_type") in ("display_data", "execute_result")
+                 and "scrapbook" not in o.get("metadata", {})]
+        if charts_here == 1 and len(shown) == 1 and label[0]:
+            cell["metadata"].setdefault("mystnb", {}).setdefault("figure", {"caption": label[0], "name": label[1]})
     if artifact is not None:
         src, dest, rel, what = artifact
         if src.exists():

@@ -46,8 +46,9 @@ def test_stderr_and_local_paths_in_prose_are_caught():
 
 def test_legend_rule():
     assert book_check.legendless([{"title": "a", "colours": 3, "legend": False}]) == ["a"]
-    assert book_check.legendless([{"title": "b", "colours": 3, "legend": True},
+    assert book_check.legendless([{"title": "b", "colours": 3, "legend": True, "unkeyed": 0},
                                   {"title": "c", "colours": 1, "legend": False}]) == []
+    assert book_check.legendless([{"title": "d", "colours": 3, "legend": True, "unkeyed": 2}]) == ["d"]
 
 
 # ------------------------------------------------------------------------------- in Chromium, page by page
@@ -88,6 +89,14 @@ def test_a_multi_series_chart_without_a_legend_fails(tmp_path, exe):
     r = book_check.check_page(_page(tmp_path, _chart_html(legend=False)), exe)
     assert r.charts_without_legend == ["two series"], r.problems
     assert not r.ok
+
+
+def test_a_legend_that_does_not_key_the_colours_fails(tmp_path, exe):
+    df = pd.DataFrame({"x": [1, 2, 1, 2], "y": [1, 2, 2, 3], "series": list("aabb"), "kind": list("pqpq")})
+    chart = alt.Chart(df, width="container", height=200, title="dashes keyed, colours not").mark_line().encode(
+        x="x:Q", y="y:Q", color=alt.Color("series:N", legend=None), strokeDash="kind:N", detail="series:N")
+    r = book_check.check_page(_page(tmp_path, figures.render_html(chart.to_dict())), exe)
+    assert r.charts_without_legend == ["dashes keyed, colours not"], r.problems
 
 
 def test_a_chart_wider_than_the_column_fails(tmp_path, exe):

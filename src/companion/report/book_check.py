@@ -5,7 +5,7 @@
 For every page:
 
 * each interactive chart drew (an ``svg.marks`` per chart container), and every chart that draws several
-  series (two or more distinct colours among its data marks) also draws a legend;
+  series (two or more distinct colours among its data marks) also draws a legend that keys every colour;
 * nothing is wider than the text column: no element scrolls or is clipped horizontally, none sticks out
   on the right (tables, charts, code, math);
 * no output shows plumbing: no stderr, no "Traceback", no "Warning", no progress bar, no absolute path
@@ -98,9 +98,16 @@ PROBE_JS = r"""
         var a = chromatic(marks[k].getAttribute("fill")), b = chromatic(marks[k].getAttribute("stroke"));
         if (a) colours[a] = 1; if (b) colours[b] = 1;
       }
+      var keyed = {}, syms = d.querySelectorAll(".role-legend-symbol path, .role-legend-symbol rect");
+      for (var q = 0; q < syms.length; q++) {
+        var f = chromatic(syms[q].getAttribute("fill")), g = chromatic(syms[q].getAttribute("stroke"));
+        if (f) keyed[f] = 1; if (g) keyed[g] = 1;
+      }
+      var unkeyed = Object.keys(colours).filter(function(c) { return !keyed[c]; }).length;
       var title = d.querySelector(".role-title-text");
       charts.push({id: d.id, title: title ? title.textContent : "", drawn: !!d.querySelector("svg.marks"),
-                   colours: Object.keys(colours).length, legend: !!d.querySelector(".role-legend")});
+                   colours: Object.keys(colours).length, legend: !!d.querySelector(".role-legend"),
+                   unkeyed: unkeyed});
     }
     var outputs = [];
     // cell outputs, and outputs pasted into pages by glue
@@ -181,7 +188,9 @@ def output_leaks(outputs: list[dict], page_text: str) -> list[str]:
 
 
 def legendless(charts: list[dict]) -> list[str]:
-    return [c.get("title") or c.get("id", "?") for c in charts if c.get("colours", 0) >= 2 and not c.get("legend")]
+    """Charts that draw two or more colours and have no legend, or whose legends do not key every colour."""
+    return [c.get("title") or c.get("id", "?") for c in charts
+            if c.get("colours", 0) >= 2 and (not c.get("legend") or c.get("unkeyed", 0) > 0)]
 
 
 def _chromium(exe: str, flags: list[str], url: str) -> subprocess.CompletedProcess:

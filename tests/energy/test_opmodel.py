@@ -9,9 +9,9 @@ from companion.energy.models import OperatorRoofline, fit_model, heldout_log_res
 
 DEV = opmodel.DeviceRoofs("test", gemm_peak_flops_per_s=1e11, gemm_half_dim=32, bandwidth_bytes_per_s=1e10,
                           launch_s=5e-6, collective_alpha_s=1e-4, collective_beta_bytes_per_s=1e9, shared_node=True,
-                          overlap=False, idle_w=20.0, loaded_w=30.0)
+                          overlap=False, idle_w=20.0, loaded_w=30.0, node_cores=2, thread_exponent=0.625)
 TIME = {"gemm_s": 1.3, "attention_s": 2.0, "elementwise_s": 0.7, "state_s": 1.5, "step_fixed_s": 3.0,
-        "layer_fixed_s": 4.0, "tp_latency_s": 2.0, "tp_bytes_s": 1.2, "fsdp_s": 1.1}
+        "layer_fixed_s": 4.0, "tp_dispatch_s": 20.0, "fsdp_hooks_s": 300.0, "comm_latency_s": 1.0, "comm_bytes_s": 1.0}
 ENERGY = {"P_static_w": 22.0, "e_flop_j": 2e-11, "e_byte_j": 3e-10, "e_comm_j": 1e-9}
 
 
@@ -25,14 +25,17 @@ def frame(seed=0, noise=0.0):
                     for tp, dp in ((1, 1), (2, 1), (1, 2), (2, 2), (4, 1), (1, 4)):
                         if heads % tp:
                             continue
-                        rows.append({"run_id": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch}-tp{tp}-dp{dp}",
-                                     "layers": layers, "hidden": hidden, "heads": heads, "ffn": 4 * hidden,
-                                     "vocab": 4096, "max_positions": 512, "num_labels": 2, "batch_size": batch,
-                                     "padded_tokens": batch * seq, "attention_pairs": batch * seq * seq, "tp": tp,
-                                     "dp": dp, "world_size": tp * dp, "precision": "fp32", "attention_kernel": "math",
-                                     "mode": "single" if tp * dp == 1 else ("2d" if tp > 1 and dp > 1 else
-                                                                           ("tp" if tp > 1 else "fsdp")),
-                                     "metered_units": 1.0})
+                        # single-device runs with every core and with one thread (the parallel group's
+                        # reference), every rank of a parallel layout with one thread
+                        for threads in ((2, 1) if tp * dp == 1 else (1,)):
+                            rows.append({"run_id": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch}-tp{tp}-dp{dp}-t{threads}",
+                                         "layers": layers, "hidden": hidden, "heads": heads, "ffn": 4 * hidden,
+                                         "vocab": 4096, "max_positions": 512, "num_labels": 2, "batch_size": batch,
+                                         "padded_tokens": batch * seq, "attention_pairs": batch * seq * seq, "tp": tp,
+                                         "dp": dp, "world_size": tp * dp, "precision": "fp32", "attention_kernel": "math",
+                                         "mode": "single" if tp * dp == 1 else ("2d" if tp > 1 and dp > 1 else
+                                                                               ("tp" if tp > 1 else "fsdp")),
+                                         "metered_units": 1.0, "threads_per_rank": threads})
     df = pd.DataFrame(rows)
     terms = opmodel.operator_frame(df, DEV)
     t = opmodel.predict_time_s(terms, TIME)
@@ -44,13 +47,16 @@ def frame(seed=0, noise=0.0):
 
 def test_fit_recovers_its_own_coefficients():
     df = frame()
-    point = OperatorRoofline("operator_roofline", dev=DEV)._fit(df)
+    # fitted from a device whose calibration says linear thread scaling: the sweep's one-thread and
+    # every-core runs of one configuration pin the exponent down
+    point = OperatorRoofline("operator_roofline", dev=opmodel.DeviceRoofs(**{**DEV.to_json(), "thread_exponent": 1.0}))._fit(df)
+    assert point.dev.thread_exponent == pytest.approx(DEV.thread_exponent)
     for k, v in TIME.items():
         assert point.time[k] == pytest.approx(v, rel=1e-4), k
     for k, v in ENERGY.items():
         assert point.energy[k] == pytest.approx(v, rel=1e-4), k
     desc = point.describe()
-    assert set(desc.param) == set(TIME) | set(ENERGY) and desc.unit.str.len().min() > 0
+    assert set(desc.param) == set(TIME) | set(ENERGY) | {"thread_exponent"} and desc.unit.str.len().min() > 0
 
 
 def test_calibrated_tier_learns_nothing_from_runs():
@@ -78,9 +84,10 @@ def test_eta_and_power_are_outputs_of_the_model():
 def test_fsdp_overlaps_compute_only_where_the_device_allows():
     df = frame()
     fsdp = df[(df.dp == 2) & (df.tp == 1)]
-    exposed = opmodel.operator_frame(fsdp, DEV).fsdp_s
-    hidden = opmodel.operator_frame(fsdp, opmodel.DeviceRoofs(**{**DEV.to_json(), "overlap": True})).fsdp_s
-    assert np.all(hidden <= exposed) and np.any(hidden < exposed)
+    exposed = opmodel.operator_frame(fsdp, DEV)
+    hidden = opmodel.operator_frame(fsdp, opmodel.DeviceRoofs(**{**DEV.to_json(), "overlap": True}))
+    for term in ("comm_latency_s", "comm_bytes_s"):
+        assert np.all(hidden[term] <= exposed[term]) and np.any(hidden[term] < exposed[term])
 
 
 def test_unfused_attention_costs_score_traffic():
@@ -107,3 +114,30 @@ def test_prior_roofs_come_from_the_hardware_table():
     assert dev.tier == "prior" and 0 < dev.gemm_peak_flops_per_s < 989e12 and dev.idle_w < dev.loaded_w <= 700
     with pytest.raises(Exception, match="calibrate"):
         opmodel.roofs_from_spec("cpu", "fp32")
+
+
+def test_attention_cost_comes_from_the_calibrated_kernels():
+    u, v = {"math": (1.1e-8, 5e-11), "fused": (1e-9, 5e-11)}, None
+    rows = [{"batch": b, "heads": h, "seq": s, "head_dim": d, "kernel": k,
+             "fwd_bwd_s": b * h * s * s * (u[k][0] + u[k][1] * d)}
+            for b, h, s, d in ((8, 4, 128, 32), (8, 4, 256, 32), (8, 8, 128, 16), (8, 2, 128, 64)) for k in u]
+    cost = opmodel.attention_cost_per_score(rows)
+    for k in u:
+        assert cost[k] == pytest.approx(list(u[k]), rel=1e-6)
+    dev = opmodel.DeviceRoofs(**{**DEV.to_json(), "attention_s_per_score": cost})
+    df = frame()
+    math = opmodel.operator_frame(df, dev).attention_s
+    fused = opmodel.operator_frame(df.assign(attention_kernel="fused"), dev).attention_s
+    assert np.all(math > 3 * fused)  # the math kernel's score traffic, as measured
+
+
+def test_collective_latency_is_the_one_measured_for_the_group_size():
+    dev = opmodel.DeviceRoofs(**{**DEV.to_json(), "collective_alpha_by_world_s": {"2": 1e-4, "4": 1e-3}})
+    assert [dev.alpha_s(g) for g in (2, 3, 4, 8)] == [1e-4, 1e-4, 1e-3, 1e-3]
+    assert DEV.alpha_s(4) == DEV.collective_alpha_s
+    # 2-D: the TP pairs of a node running 4 ranks on 2 cores wait behind the other pair
+    df = frame()
+    row = df[(df.tp == 2) & (df.dp == 1)].iloc[:1]
+    t2 = opmodel.operator_frame(row, dev).comm_latency_s.iloc[0]
+    t2d = opmodel.operator_frame(row.assign(dp=2, world_size=4, mode="2d"), dev)
+    assert t2d.comm_latency_s.iloc[0] > 2 * t2

@@ -71,6 +71,9 @@ class OperatorPoint:
         rows = [{"param": k, "value": v, "unit": opmodel.TIME_UNITS[k], "target": "step_s"} for k, v in self.time.items()]
         rows += [{"param": k, "value": v, "unit": opmodel.ENERGY_UNITS[k], "target": "energy_per_step_j"}
                  for k, v in self.energy.items()]
+        if self.dev.shared_node:
+            rows.append({"param": "thread_exponent", "value": self.dev.thread_exponent,
+                         "unit": "speedup = threads ** exponent", "target": "step_s"})
         return pd.DataFrame(rows)
 
 
@@ -86,12 +89,10 @@ class OperatorRoofline(Model):
         coef = opmodel.prior_coefficients(self.dev)
         if not self.fitted:
             return OperatorPoint(self.dev, coef["time"], coef["energy"])
-        terms = opmodel.operator_frame(df, self.dev)
-        y_t = df.step_s.to_numpy(float)
-        time = opmodel.fit_time_coefficients(terms, y_t)
-        energy = opmodel.fit_energy_coefficients(terms, y_t, opmodel.metered_units(df),
+        dev, terms, time = opmodel.fit_time_model(df, self.dev)
+        energy = opmodel.fit_energy_coefficients(terms, df.step_s.to_numpy(float), opmodel.metered_units(df),
                                                  df.energy_per_step_j.to_numpy(float))
-        return OperatorPoint(self.dev, time, energy)
+        return OperatorPoint(dev, time, energy)
 
 
 @dataclass

@@ -13,11 +13,20 @@ bandwidth of the device (both from a calibration file or from spec-sheet priors,
 (T_r = padded tokens per data-parallel rank, S2_r its attention pairs, t TP degree, d FSDP degree, w bytes per
 activation, P_tp parameters per TP shard.) To these come fixed costs and communication:
 
-    T_step = s * [ sum_k c_k * max(F_k / R_k, B_k / bw) ]  +  c_step  +  c_layer * L * s
-             + n_tp * (t - 1) * alpha  +  bytes_tp / beta  +  exposed FSDP all-gather / reduce-scatter
+    T_step = s * [ sum_k c_k * max(F_k / R_k, B_k / bw) ]  +  (c_step * n_step  +  c_layer * L * n_layer) * launch * o
+             + c_tp * [t > 1] * L * n_layer * launch * o  +  c_fsdp * [d > 1] * 4 (L + 1) * launch * o
+             + c_alpha * sum_collectives (g - 1) alpha(g) * q  +  c_beta * wire bytes / beta * q
 
-where s is the number of ranks sharing one device's cores (p ranks on one CPU node, 1 on GPUs) and the
-FSDP collectives overlap with compute where the device runs communication asynchronously (GPUs). The
+where s is the compute share of one rank (on a CPU node: node cores over the cores the rank gets, so a
+1-thread run on a 2-core node computes at half the node's roof, and p ranks split the node), o = max(1, p /
+cores) the oversubscription of the node's cores (1 on GPUs), alpha(g) the latency per ring hop measured for a
+group of g ranks, q = o / max(1, g / cores) the extra contention of a group whose node runs more ranks than the
+group has (the TP groups of a 2-D layout). The TP term is the per-operator cost of DTensor dispatch and the
+FSDP term the cost of FSDP's four hooks per unit (unshard and reshard, forward and backward), both counted in
+eager-launch equivalents. The collectives are one latency and one bandwidth term shared by TP all-reduces and
+FSDP all-gathers/reduce-scatters (the same transport), so a layout whose mode the sweep never ran is
+predicted from what the other modes taught about the transport; FSDP collectives count only their exposed
+part where the device runs them beside compute (GPUs). The
 ``c_k`` are 1 in the calibrated and prior tiers; the fitted tier fits every c and fixed cost (non-negative
 least squares on relative errors), so its coefficients read as "the roofline is off by this factor".
 
@@ -51,9 +60,14 @@ class DeviceRoofs:
     ops_per_layer: float = 80.0  # operators one encoder layer launches, forward + backward + optimizer
     ops_per_step: float = 60.0  # operators outside the layers (embeddings, head, loss, optimizer, zero_grad)
     collective_alpha_s: float = 50e-6  # latency per collective per ring hop
+    collective_alpha_by_world_s: dict = field(default_factory=dict)  # measured per group size {"2": s, "4": s}
     collective_beta_bytes_per_s: float = 1e9  # ring bandwidth per rank
     shared_node: bool = False  # ranks share one device's cores (CPU ranks on one node)
     node_cores: int = 1  # cores the ranks of a shared node run on (launch and latency costs overlap up to this)
+    thread_exponent: float = 1.0  # node_cores threads compute node_cores ** exponent times one thread (CPU)
+    # measured attention forward + backward per score element (one head, one query-key pair), by kernel:
+    # {"fused": [s, s per head_dim], "math": [...]}; empty: the attention GEMMs' roofline instead
+    attention_s_per_score: dict = field(default_factory=dict)
     overlap: bool = True  # FSDP collectives run asynchronously, beside compute
     idle_w: float = 0.0  # static power per metered unit (W)
     loaded_w: float = 0.0  # power of a unit running GEMMs (W)
@@ -65,6 +79,16 @@ class DeviceRoofs:
         """Achieved FLOP/s of an (m x k) @ (k x n) GEMM: saturating in every dimension."""
         m, n, k = (np.asarray(v, float) for v in (m, n, k))
         return self.gemm_peak_flops_per_s / (1.0 + self.gemm_half_dim * (1 / m + 1 / n + 1 / k))
+
+    def alpha_s(self, group: int) -> float:
+        """Latency per ring hop of a collective over ``group`` ranks: measured for that group size where the
+        calibration has it, else the nearest measured size below (above for groups smaller than any), else the
+        single figure ``collective_alpha_s``."""
+        measured = {int(k): float(v) for k, v in (self.collective_alpha_by_world_s or {}).items()}
+        if not measured:
+            return self.collective_alpha_s
+        below = [g for g in measured if g <= group]
+        return measured[max(below)] if below else measured[min(measured)]
 
     def dynamic_j_per_flop(self) -> float:
         return max(self.loaded_w - self.idle_w, 0.0) / self.gemm_peak_flops_per_s
@@ -82,10 +106,13 @@ class DeviceRoofs:
 
 # ------------------------------------------------------------------------------------- operator counts
 TIME_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s", "step_fixed_s", "layer_fixed_s",
-              "tp_latency_s", "tp_bytes_s", "fsdp_s")
+              "tp_dispatch_s", "fsdp_hooks_s", "comm_latency_s", "comm_bytes_s")
 TIME_UNITS = {"gemm_s": "x roofline", "attention_s": "x roofline", "elementwise_s": "x roofline",
               "state_s": "x roofline", "step_fixed_s": "x launch model", "layer_fixed_s": "x launch model",
-              "tp_latency_s": "x alpha", "tp_bytes_s": "x 1/beta", "fsdp_s": "x collective model"}
+              "tp_dispatch_s": "eager launches per TP operator", "fsdp_hooks_s": "eager launches per FSDP hook",
+              "comm_latency_s": "x alpha", "comm_bytes_s": "x 1/beta"}
+HELD_TIME_TERMS = ("comm_latency_s", "comm_bytes_s")  # taken as calibrated, never fitted (fit_time_coefficients)
+FSDP_HOOKS_PER_UNIT = 4  # unshard + reshard, forward and backward, per FSDP unit (each layer and the root)
 
 
 def _row_shape(r) -> proxies.StepShape:
@@ -104,14 +131,25 @@ def operator_terms(row, dev: DeviceRoofs) -> dict:
     w = 2 if s.precision == "bf16" else 4
     T_r, S2_r, B_r = s.padded_tokens / d, s.attention_pairs / d, s.sequences / d
     seq = max(S2_r / max(T_r, 1.0), 1.0)  # mean padded length (S2 / T)
-    # On a shared node the ranks split the node's compute (work / p each, at roof / p each); fixed costs do not
-    # split (every rank launches every operator) but run side by side on up to node_cores cores.
-    share = t * d if dev.shared_node else 1
-    oversub = max(1.0, t * d / max(dev.node_cores, 1)) if dev.shared_node else 1.0
+    p_ranks = t * d
+    if dev.shared_node:
+        # The ranks share one node's cores: a rank computes at the node's roof times the share of the cores it
+        # gets (its threads, at most its fair share of the node); fixed costs do not split (every rank launches
+        # every operator) and run side by side on up to node_cores cores.
+        cores = max(dev.node_cores, 1)
+        share = _compute_share(min(_threads_per_rank(row, cores, p_ranks), cores / p_ranks), cores,
+                               dev.thread_exponent)
+        oversub = max(1.0, p_ranks / cores)
+    else:
+        cores, share, oversub = p_ranks, 1.0, 1.0
     bw = dev.bandwidth_bytes_per_s
 
     def op(flops, bytes_, roof):
         return max(flops / roof, bytes_ / bw) if flops or bytes_ else 0.0
+
+    def contention(group: int) -> float:
+        """Extra slow-down of a collective over ``group`` ranks when its node runs more ranks than the group."""
+        return oversub / max(1.0, group / cores) if dev.shared_node else 1.0
 
     # GEMMs: QKV + output projection (4 of T_r x h x h/t), FFN up and down (T_r x h x f/t); fwd + 2 bwd
     proj_f, ffn_f = 3 * L * 8 * T_r * h * h / t, 3 * L * 4 * T_r * h * f / t
@@ -123,7 +161,11 @@ def operator_terms(row, dev: DeviceRoofs) -> dict:
     # attention scores: QK^T and PV per head (M = N = seq, K = head_dim); the math kernel writes the scores
     att_f = 3 * L * 4 * h * S2_r / t
     att_b = 0.0 if s.fused_attention else 3 * L * 4 * (a / t) * S2_r * w
-    attention = op(att_f, att_b, dev.gemm_roof(seq, seq, h / a))
+    cost = (dev.attention_s_per_score or {}).get("fused" if s.fused_attention else "math")
+    if cost:  # the kernel's measured cost per score element (calibration), fwd + bwd
+        attention = L * (a / t) * S2_r * (cost[0] + cost[1] * h / a)
+    else:
+        attention = op(att_f, att_b, dev.gemm_roof(seq, seq, h / a))
     # layer norms, GELU, dropout, residuals, biases: memory-bound
     elem_b = 3 * L * T_r * (8 * h + 2 * f / t) * w
     elementwise = elem_b / bw
@@ -133,31 +175,59 @@ def operator_terms(row, dev: DeviceRoofs) -> dict:
     p_tp = enc / t + (p - enc)
     state_b = (2 * w + 8) * p_tp + 36 * p_tp / d
     state = state_b / bw
-    # fixed per-step and per-layer costs (operator launches); TP and FSDP add launches per layer
+    # fixed per-step and per-layer costs (operator launches); under TP every layer operator goes through
+    # DTensor dispatch, FSDP runs four hooks per unit
     step_fixed = dev.ops_per_step * dev.launch_s * oversub
     layer_fixed = dev.ops_per_layer * L * dev.launch_s * oversub
-    # TP: 2 all-reduces forward and 2 backward per layer, ring: 2 (t-1)/t of the activation each
+    tp_dispatch = dev.ops_per_layer * L * dev.launch_s * oversub if t > 1 else 0.0
+    fsdp_hooks = FSDP_HOOKS_PER_UNIT * (L + 1) * dev.launch_s * oversub if d > 1 else 0.0
+    # TP: 2 all-reduces forward and 2 backward per layer over the t ranks of a TP group, ring: 2 (t-1)/t of
+    # the activation each on the wire
     n_tp = 4 * L if t > 1 else 0
-    tp_latency = n_tp * (t - 1) * dev.collective_alpha_s * oversub
-    tp_bytes = n_tp * 2 * (t - 1) / t * T_r * h * w / dev.collective_beta_bytes_per_s if t > 1 else 0.0
-    # FSDP: per layer (and the root) all-gather forward, all-gather backward, reduce-scatter gradients
+    tp_lat = n_tp * (t - 1) * dev.alpha_s(t) * contention(t)
+    tp_wire = n_tp * 2 * (t - 1) / t * T_r * h * w if t > 1 else 0.0
+    tp_bytes = tp_wire / dev.collective_beta_bytes_per_s * contention(t)
+    # FSDP: per unit (each layer and the root) all-gather forward, all-gather backward, reduce-scatter gradients
     if d > 1:
         n_fsdp = 3 * (L + 1)
-        fsdp_bytes = (d - 1) / d * p_tp * (2 * w + 4)
-        comm = n_fsdp * (d - 1) * dev.collective_alpha_s * oversub + fsdp_bytes / dev.collective_beta_bytes_per_s
+        fsdp_wire = (d - 1) / d * p_tp * (2 * w + 4)
+        fsdp_lat = n_fsdp * (d - 1) * dev.alpha_s(d) * contention(d)
+        fsdp_bytes = fsdp_wire / dev.collective_beta_bytes_per_s * contention(d)
+        comm = fsdp_lat + fsdp_bytes
         compute = share * (gemm + attention + elementwise)
-        fsdp = max(comm - compute, comm / (L + 1)) if dev.overlap else comm  # the first gather is exposed
+        # where collectives run beside compute only what compute cannot hide is exposed (the first gather always
+        # is); the exposed fraction scales the latency and the bandwidth part alike
+        exposed = (max(comm - compute, comm / (L + 1)) / comm if comm > 0 else 1.0) if dev.overlap else 1.0
     else:
-        fsdp_bytes, fsdp = 0.0, 0.0
+        fsdp_wire, fsdp_lat, fsdp_bytes, exposed = 0.0, 0.0, 0.0, 1.0
     flops_total = (proj_f + ffn_f + att_f) * t * d + head_f * t * d
     bytes_total = (proj_b + ffn_b + att_b + elem_b + state_b) * t * d
-    comm_total = (tp_bytes * dev.collective_beta_bytes_per_s + fsdp_bytes) * t * d
+    comm_total = (tp_wire + fsdp_wire) * t * d
     return {
         "gemm_s": share * gemm, "attention_s": share * attention, "elementwise_s": share * elementwise,
         "state_s": share * state, "step_fixed_s": step_fixed, "layer_fixed_s": layer_fixed,
-        "tp_latency_s": tp_latency, "tp_bytes_s": tp_bytes, "fsdp_s": fsdp,
+        "tp_dispatch_s": tp_dispatch, "fsdp_hooks_s": fsdp_hooks,
+        "comm_latency_s": tp_lat + exposed * fsdp_lat, "comm_bytes_s": tp_bytes + exposed * fsdp_bytes,
         "op_flops": flops_total, "op_bytes": bytes_total, "op_comm_bytes": comm_total,
     }
+
+
+def _compute_share(cores_of_rank: float, cores: int, exponent: float) -> float:
+    """The node's roof over one rank's: the node's cores run ``cores ** exponent`` times one core; a rank with
+    x >= 1 cores runs ``x ** exponent`` times one core, a rank with a fraction x < 1 of a core (more ranks than
+    cores) x times one core (time slicing)."""
+    rank = cores_of_rank ** exponent if cores_of_rank >= 1 else cores_of_rank
+    return cores ** exponent / rank
+
+
+def _threads_per_rank(row, cores: int, ranks: int) -> float:
+    """The intra-op threads of each rank as recorded (``threads_per_rank``); where a record has none, the
+    node's cores split evenly over its ranks (torchrun's default of one thread per rank for p >= cores)."""
+    try:
+        v = float(getattr(row, "threads_per_rank", None))
+    except (TypeError, ValueError):
+        v = float("nan")
+    return v if np.isfinite(v) and v >= 1 else max(1.0, cores / ranks)
 
 
 def operator_frame(df: pd.DataFrame, dev: DeviceRoofs) -> pd.DataFrame:
@@ -196,24 +266,57 @@ def predict_energy_j(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray,
             + energy_coef["e_comm_j"] * terms.op_comm_bytes.to_numpy(float))
 
 
-def _relative_nnls(A: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """min sum((A c / y - 1)^2) over c >= 0, columns scaled for conditioning."""
+def _relative_nnls(A: np.ndarray, y: np.ndarray, weight=None) -> np.ndarray:
+    """min sum((A c - y)^2 / weight^2) over c >= 0 (weight = y: relative errors), columns scaled for conditioning."""
     from scipy.optimize import nnls  # imported here: a prediction never needs scipy
 
-    M = A / y[:, None]
+    wt = np.asarray(y if weight is None else weight, float)
+    M = A / wt[:, None]
     scale = np.abs(M).max(axis=0)
     scale[scale == 0] = 1.0
-    c, _ = nnls(M / scale, np.ones(len(y)), maxiter=2000)
+    c, _ = nnls(M / scale, y / wt, maxiter=2000)
     return c / scale
 
 
-def fit_time_coefficients(terms: pd.DataFrame, step_s: np.ndarray) -> dict:
-    """Non-negative multipliers of every time term (relative least squares); unused terms stay at 1."""
+def fit_time_coefficients(terms: pd.DataFrame, step_s: np.ndarray, held=None) -> dict:
+    """Non-negative multipliers of every time term (relative least squares); unused terms stay at 1.
+
+    ``held`` terms stay at 1: their costs come from the device's calibration as measured (collective latency
+    and bandwidth per group size), not from the sweep, which rarely varies them enough to tell them apart from
+    the software overheads that scale the same way."""
+    held = set(HELD_TIME_TERMS if held is None else held)
     A = terms[list(TIME_TERMS)].to_numpy(float)
-    used = np.abs(A).max(axis=0) > 0
+    y = np.asarray(step_s, float)
+    free = np.array([k not in held for k in TIME_TERMS]) & (np.abs(A).max(axis=0) > 0)
     c = np.ones(len(TIME_TERMS))
-    c[used] = _relative_nnls(A[:, used], np.asarray(step_s, float))
+    rest = y - A[:, ~free].sum(axis=1)
+    c[free] = _relative_nnls(A[:, free], np.clip(rest, 0.05 * y, None), weight=y)
     return dict(zip(TIME_TERMS, c.tolist()))
+
+
+THREAD_EXPONENTS = tuple(np.round(np.linspace(0.0, 1.0, 9), 3))
+
+
+def fit_time_model(df: pd.DataFrame, dev: DeviceRoofs, held=None) -> tuple[DeviceRoofs, pd.DataFrame, dict]:
+    """The time multipliers, and on a shared CPU node the thread exponent too (a profile over
+    ``THREAD_EXPONENTS``: the one whose fitted multipliers leave the smallest relative error). A training step
+    of a small model scales worse with threads than the calibration's large GEMM and copy, and the sweep runs
+    the same configuration with one thread and with every core, which pins the exponent down. Returns the
+    device with the chosen exponent, its operator terms and the multipliers."""
+    y = np.asarray(df.step_s, float)
+    candidates = [dev]
+    if dev.shared_node and "threads_per_rank" in df and df.threads_per_rank.nunique(dropna=True) > 1:
+        from dataclasses import replace
+
+        candidates = [replace(dev, thread_exponent=float(g)) for g in THREAD_EXPONENTS]
+    best = None
+    for cand in candidates:
+        terms = operator_frame(df, cand)
+        coef = fit_time_coefficients(terms, y, held)
+        err = float(np.sum((predict_time_s(terms, coef) / y - 1.0) ** 2))
+        if best is None or err < best[0] - 1e-12:
+            best = (err, cand, terms, coef)
+    return best[1], best[2], best[3]
 
 
 def fit_energy_coefficients(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_j: np.ndarray) -> dict:
@@ -236,22 +339,49 @@ def conformal_halfwidth(log_residuals, level: float) -> float:
 
 
 # ------------------------------------------------------------------------------------ where roofs come from
+def attention_cost_per_score(rows: list[dict]) -> dict:
+    """Per kernel, (u, v) of fwd + bwd time = score elements x (u + v * head_dim), least squares on relative
+    error over the calibration's attention shapes (score elements = batch x heads x seq^2). The math kernel
+    (taken under dropout) is bound by the score traffic, so u dominates; the fused kernel's cost grows with
+    head_dim."""
+    out = {}
+    for kernel in sorted({r["kernel"] for r in rows}):
+        rs = [r for r in rows if r["kernel"] == kernel]
+        n = np.array([r["batch"] * r["heads"] * r["seq"] ** 2 for r in rs], float)
+        d = np.array([r["head_dim"] for r in rs], float)
+        t = np.array([r["fwd_bwd_s"] for r in rs], float)
+        if len(rs) < 2 or not np.all(np.isfinite(t) & (t > 0)):
+            continue
+        A = np.column_stack([n, n * d]) / t[:, None]
+        from scipy.optimize import nnls
+
+        scale = A.max(axis=0)
+        scale[scale == 0] = 1.0
+        c, _ = nnls(A / scale, np.ones(len(t)))
+        out[kernel] = (c / scale).tolist()
+    return out
+
+
 def roofs_from_calibration(rec: dict) -> DeviceRoofs:
     """DeviceRoofs from a calibration record (``companion calibrate``; data/devices/<name>.json)."""
     colls = rec.get("collectives") or {}
     finite = [c for c in colls.values() if np.isfinite(c.get("beta_bytes_per_s", np.inf))]
     alpha = float(np.median([c["alpha_s"] for c in colls.values()])) if colls else 50e-6
+    alpha_by_world = {str(int(c.get("world_size", k))): float(c["alpha_s"]) for k, c in colls.items()}
     beta = float(np.median([c["beta_bytes_per_s"] for c in finite])) if finite else 1e9
     power = rec.get("power") or {}
     idle, loaded = power.get("idle_w"), power.get("loaded_w")
     return DeviceRoofs(
         name=rec["device_name"], gemm_peak_flops_per_s=float(rec["gemm"]["peak_flops_per_s"]),
         gemm_half_dim=float(rec["gemm"]["half_dim"]), bandwidth_bytes_per_s=float(rec["bandwidth"]["bandwidth_bytes_per_s"]),
-        launch_s=float(rec["launch"]["launch_s"]), collective_alpha_s=alpha, collective_beta_bytes_per_s=beta,
+        launch_s=float(rec["launch"]["launch_s"]), collective_alpha_s=alpha, collective_alpha_by_world_s=alpha_by_world,
+        collective_beta_bytes_per_s=beta,
         **({"ops_per_layer": float(rec["op_counts"]["per_layer"]), "ops_per_step": float(rec["op_counts"]["per_step"])}
            if rec.get("op_counts") else {}),
         shared_node=bool(rec.get("shared_node", rec.get("device") == "cpu")), overlap=bool(rec.get("overlap", False)),
         node_cores=int(rec.get("provenance", {}).get("torch_threads") or 1),
+        thread_exponent=float((rec.get("thread_scaling") or {}).get("exponent", 1.0)),
+        attention_s_per_score=attention_cost_per_score(rec.get("attention") or []),
         idle_w=float(idle or 0.0), loaded_w=float(loaded if loaded is not None else idle or 0.0),
         power_measured=bool(power.get("measured", False)), tier="calibrated",
         sources={"calibration": rec.get("provenance", {}).get("measured_at"), "power": power.get("method")})

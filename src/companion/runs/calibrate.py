@@ -114,8 +114,9 @@ def attention_benchmark(device, dtype, budget_s: float) -> list[dict]:
 
 def bandwidth_benchmark(device, budget_s: float) -> dict:
     n = (256 if device.type == "cuda" else 64) * 2**20 // 4
-    src = torch.empty(n, device=device)
-    dst = torch.empty_like(src)
+    # both buffers written first: an untouched buffer reads the kernel's shared zero page, from cache
+    src = torch.ones(n, device=device)
+    dst = torch.zeros_like(src)
     t = _best_time(lambda: dst.copy_(src), device, budget_s)
     return {"bytes": 2 * n * 4, "time_s": t, "bandwidth_bytes_per_s": 2 * n * 4 / t, "method": "tensor copy, read + write"}
 
@@ -271,6 +272,31 @@ def power_benchmark(device, dtype, seconds: float) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ all
+def thread_scaling_benchmark(budget_s: float) -> dict:
+    """How much faster the node's cores together run a BERT-sized GEMM and a copy than one core does (CPU):
+    speedup = threads ** exponent. Ranks with one thread each (torchrun's default) and a single process with
+    every core then sit on one curve; the operator model reads the exponent (1: linear scaling)."""
+    threads = torch.get_num_threads()
+    a, b = torch.randn(1024, 256), torch.randn(256, 1024)
+    src = torch.ones(16 * 2**20 // 4)
+    dst = torch.zeros_like(src)
+    per = budget_s / 4
+    out = {"threads": threads}
+    try:
+        for label, fn in (("gemm", lambda: a @ b), ("copy", lambda: dst.copy_(src))):
+            torch.set_num_threads(1)
+            t1 = _best_time(fn, torch.device("cpu"), per)
+            torch.set_num_threads(threads)
+            tn = _best_time(fn, torch.device("cpu"), per)
+            out[f"{label}_speedup"] = t1 / tn
+    finally:
+        torch.set_num_threads(threads)
+    speedup = float(np.sqrt(out["gemm_speedup"] * out["copy_speedup"]))  # geometric mean of both
+    out["exponent"] = float(np.clip(np.log(speedup) / np.log(threads), 0.0, 1.0)) if threads > 1 else 1.0
+    out["method"] = "1024x256x1024 GEMM and a 16 MiB copy at 1 thread and at every thread; exponent = log(speedup) / log(threads)"
+    return out
+
+
 def calibrate(device: str = "cpu", budget_s: float = 45.0, world_sizes=(2, 4), device_name: str | None = None) -> dict:
     """Run every microbenchmark within about ``budget_s`` and return the calibration record."""
     if device not in ("cpu", "cuda"):
@@ -293,6 +319,7 @@ def calibrate(device: str = "cpu", budget_s: float = 45.0, world_sizes=(2, 4), d
         "attention": attention_benchmark(dev, dtype, 0.12 * b),
         "bandwidth": bandwidth_benchmark(dev, 0.05 * b),
         "launch": launch_benchmark(dev, 0.03 * b),
+        "thread_scaling": thread_scaling_benchmark(0.04 * b) if device == "cpu" else None,
         "op_counts": op_count_benchmark(dev),
         "collectives": {str(p): collective_benchmark(p, backend, 0.12 * b) for p in world_sizes},
         "power": power_benchmark(dev, dtype, 0.08 * b),

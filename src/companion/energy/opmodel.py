@@ -68,6 +68,8 @@ class DeviceRoofs:
     # measured attention forward + backward per score element (one head, one query-key pair), by kernel:
     # {"fused": [s, s per head_dim], "math": [...]}; empty: the attention GEMMs' roofline instead
     attention_s_per_score: dict = field(default_factory=dict)
+    elementwise_bytes_per_s: float | None = None  # achieved by norms, dropout, GELU, residuals (None: bandwidth)
+    optimizer_bytes_per_s: float | None = None  # achieved by the AdamW step (None: bandwidth)
     overlap: bool = True  # FSDP collectives run asynchronously, beside compute
     idle_w: float = 0.0  # static power per metered unit (W)
     loaded_w: float = 0.0  # power of a unit running GEMMs (W)
@@ -168,13 +170,13 @@ def operator_terms(row, dev: DeviceRoofs) -> dict:
         attention = op(att_f, att_b, dev.gemm_roof(seq, seq, h / a))
     # layer norms, GELU, dropout, residuals, biases: memory-bound
     elem_b = 3 * L * T_r * (8 * h + 2 * f / t) * w
-    elementwise = elem_b / bw
+    elementwise = elem_b / (dev.elementwise_bytes_per_s or bw)
     # weights read (fwd + bwd), gradients written and read, AdamW on the local shard
     p = proxies.parameter_count(s)
     enc = L * proxies.encoder_layer_parameters(h, f)
     p_tp = enc / t + (p - enc)
     state_b = (2 * w + 8) * p_tp + 36 * p_tp / d
-    state = state_b / bw
+    state = state_b / (dev.optimizer_bytes_per_s or bw)
     # fixed per-step and per-layer costs (operator launches); under TP every layer operator goes through
     # DTensor dispatch, FSDP runs four hooks per unit
     step_fixed = dev.ops_per_step * dev.launch_s * oversub
@@ -374,7 +376,7 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
     return DeviceRoofs(
         name=rec["device_name"], gemm_peak_flops_per_s=float(rec["gemm"]["peak_flops_per_s"]),
         gemm_half_dim=float(rec["gemm"]["half_dim"]), bandwidth_bytes_per_s=float(rec["bandwidth"]["bandwidth_bytes_per_s"]),
-        launch_s=float(rec["launch"]["launch_s"]), collective_alpha_s=alpha, collective_alpha_by_world_s=alpha_by_world,
+        launch_s=float((rec.get("op_counts") or {}).get("per_op_s") or rec["launch"]["launch_s"]), collective_alpha_s=alpha, collective_alpha_by_world_s=alpha_by_world,
         collective_beta_bytes_per_s=beta,
         **({"ops_per_layer": float(rec["op_counts"]["per_layer"]), "ops_per_step": float(rec["op_counts"]["per_step"])}
            if rec.get("op_counts") else {}),
@@ -382,6 +384,8 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
         node_cores=int(rec.get("provenance", {}).get("torch_threads") or 1),
         thread_exponent=float((rec.get("thread_scaling") or {}).get("exponent", 1.0)),
         attention_s_per_score=attention_cost_per_score(rec.get("attention") or []),
+        elementwise_bytes_per_s=(rec.get("elementwise") or {}).get("bytes_per_s"),
+        optimizer_bytes_per_s=(rec.get("optimizer") or {}).get("bytes_per_s"),
         idle_w=float(idle or 0.0), loaded_w=float(loaded if loaded is not None else idle or 0.0),
         power_measured=bool(power.get("measured", False)), tier="calibrated",
         sources={"calibration": rec.get("provenance", {}).get("measured_at"), "power": power.get("method")})

@@ -121,6 +121,47 @@ def bandwidth_benchmark(device, budget_s: float) -> dict:
     return {"bytes": 2 * n * 4, "time_s": t, "bandwidth_bytes_per_s": 2 * n * 4 / t, "method": "tensor copy, read + write"}
 
 
+def elementwise_benchmark(device, dtype, budget_s: float, tokens: int = 2048, hidden: int = 256) -> dict:
+    """Achieved bytes/s of one layer's memory-bound operators, forward + backward, at a BERT shape: two layer
+    norms, three dropouts and two residual adds on tokens x hidden, GELU on tokens x 4 hidden. The bytes are
+    counted as the operator model counts them (3 x tokens x (8 hidden + 2 ffn) x bytes per element), so the
+    rate slots into its elementwise term; dropout's random numbers and GELU's arithmetic make it well below a
+    copy's bandwidth on CPUs."""
+    import torch.nn.functional as F
+
+    ffn = 4 * hidden
+    x = torch.randn(tokens, hidden, device=device, dtype=dtype, requires_grad=True)
+    u = torch.randn(tokens, ffn, device=device, dtype=dtype, requires_grad=True)
+    w, b = torch.ones(hidden, device=device, dtype=dtype), torch.zeros(hidden, device=device, dtype=dtype)
+
+    def step():
+        y = F.dropout(F.layer_norm(x, (hidden,), w, b), 0.1) + x
+        y = F.dropout(F.layer_norm(y, (hidden,), w, b), 0.1) + y
+        z = F.dropout(F.gelu(u), 0.1)
+        (y.sum() + z.sum()).backward()
+    t = _best_time(step, device, budget_s)
+    nbytes = 3 * tokens * (8 * hidden + 2 * ffn) * x.element_size()
+    return {"tokens": tokens, "hidden": hidden, "time_s": t, "bytes": nbytes, "bytes_per_s": nbytes / t,
+            "method": "layer_norm x2, dropout x3, residual add x2, GELU on 4 hidden; fwd + bwd; model's byte count"}
+
+
+def optimizer_benchmark(device, budget_s: float, parameters: int = 2_000_000) -> dict:
+    """Achieved bytes/s of AdamW (foreach) over ``parameters`` fp32 parameters in BERT-like tensors, with the
+    operator model's byte count for the step (36 bytes per parameter: weight, gradient, two moments read and
+    written)."""
+    shapes = [(256, 256)] * 16 + [(256, 1024)] * 8 + [(256,)] * 32
+    per = sum(int(np.prod(s)) for s in shapes)
+    reps = max(1, parameters // per)
+    params = [torch.zeros(s, device=device, requires_grad=True) for s in shapes * reps]
+    for q in params:
+        q.grad = torch.ones_like(q)
+    opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    t = _best_time(opt.step, device, budget_s)
+    n = sum(q.numel() for q in params)
+    return {"parameters": n, "time_s": t, "bytes_per_s": 36 * n / t,
+            "method": "AdamW foreach step, 36 bytes per fp32 parameter (the model's count)"}
+
+
 def launch_benchmark(device, budget_s: float) -> dict:
     x = torch.ones(1, device=device)
     reps = 200
@@ -134,9 +175,12 @@ def launch_benchmark(device, budget_s: float) -> dict:
     return {"launch_s": t / reps, "method": f"{reps} dependent one-element adds"}
 
 
-def op_count_benchmark(device) -> dict:
+def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
     """Operators one training step launches (forward, backward, AdamW, zero_grad), counted at the aten level
-    for BERTs of 1 and 2 layers: ops = per_step + per_layer * layers."""
+    for BERTs of 1 and 2 layers: ops = per_step + per_layer * layers. With a ``budget_s``, the same steps are
+    timed too (best of repeats): at these tiny shapes a step is almost all per-operator cost, so the extra
+    time of the second layer over its extra operators is the cost of one operator *inside a training step*
+    (autograd and optimizer included), which a loop of bare adds underestimates several-fold."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from companion.runs.config import ModelConfig
@@ -149,7 +193,7 @@ def op_count_benchmark(device) -> dict:
             Count.n += 1
             return func(*args, **(kwargs or {}))
 
-    counts = {}
+    counts, times = {}, {}
     for layers in (1, 2):
         torch.manual_seed(0)
         model = build_model(ModelConfig(layers=layers, hidden=32, heads=2, vocab=128, max_positions=64)).to(device)
@@ -167,9 +211,20 @@ def op_count_benchmark(device) -> dict:
             opt.step()
             opt.zero_grad(set_to_none=True)
         counts[layers] = Count.n
+        if budget_s > 0:
+            def step():
+                model(**batch).loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            times[layers] = _best_time(step, device, budget_s / 2, min_sample_s=0.02)
     per_layer = counts[2] - counts[1]
-    return {"per_layer": per_layer, "per_step": counts[1] - per_layer, "counts": counts,
-            "method": "aten operators dispatched by one training step (AdamW foreach), 1- and 2-layer BERT"}
+    out = {"per_layer": per_layer, "per_step": counts[1] - per_layer, "counts": counts,
+           "method": "aten operators dispatched by one training step (AdamW foreach), 1- and 2-layer BERT"}
+    if times:
+        per_op = max(times[2] - times[1], 0.0) / per_layer
+        out.update(step_s={str(k): v for k, v in times.items()}, per_op_s=per_op,
+                   per_op_method="(step time of 2 layers - of 1 layer) / extra operators, hidden 32, 2 x 16 tokens")
+    return out
 
 
 # ------------------------------------------------------------------------------------------ collectives
@@ -318,9 +373,11 @@ def calibrate(device: str = "cpu", budget_s: float = 45.0, world_sizes=(2, 4), d
         "gemm": gemm_benchmark(dev, dtype, 0.25 * b),
         "attention": attention_benchmark(dev, dtype, 0.12 * b),
         "bandwidth": bandwidth_benchmark(dev, 0.05 * b),
-        "launch": launch_benchmark(dev, 0.03 * b),
+        "launch": launch_benchmark(dev, 0.02 * b),
+        "elementwise": elementwise_benchmark(dev, dtype, 0.03 * b),
+        "optimizer": optimizer_benchmark(dev, 0.03 * b),
         "thread_scaling": thread_scaling_benchmark(0.04 * b) if device == "cpu" else None,
-        "op_counts": op_count_benchmark(dev),
+        "op_counts": op_count_benchmark(dev, 0.04 * b),
         "collectives": {str(p): collective_benchmark(p, backend, 0.12 * b) for p in world_sizes},
         "power": power_benchmark(dev, dtype, 0.08 * b),
         "shared_node": device == "cpu",

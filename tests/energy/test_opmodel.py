@@ -141,3 +141,24 @@ def test_collective_latency_is_the_one_measured_for_the_group_size():
     t2 = opmodel.operator_frame(row, dev).comm_latency_s.iloc[0]
     t2d = opmodel.operator_frame(row.assign(dp=2, world_size=4, mode="2d"), dev)
     assert t2d.comm_latency_s.iloc[0] > 2 * t2
+
+
+def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
+    df = frame(seed=3, noise=0.03)
+    train = df[(df["mode"] != "tp") & (df.layers < 4)]
+    fitted = fit_model(OperatorRoofline("operator_roofline", dev=DEV), train)
+    assert set(fitted.residuals_by_kind) == {"size", "layout", "mode", "range"}
+    new_mode = df[(df["mode"] == "tp") & (df.layers < 4)].iloc[:1]
+    deeper = df[(df["mode"] == "single") & (df.layers == 4)].iloc[:1]
+    seen = train.iloc[:1]
+    assert fitted.novelty(new_mode) == [("layout", "mode")]
+    assert fitted.novelty(deeper) == [("size", "range")]
+    assert fitted.novelty(seen) == [()]
+    # a new mode takes the width of modes left out in training, not the narrower pooled one
+    q = {k: fitted.halfwidth("step_s", 0.9, k) for k in [("layout", "mode"), ("size", "range"), ()]}
+    assert q[("layout", "mode")] == pytest.approx(opmodel.conformal_halfwidth(fitted.residuals_by_kind["mode"]["step_s"], 0.9))
+    assert q[("size", "range")] == max(opmodel.conformal_halfwidth(fitted.residuals_by_kind[k]["step_s"], 0.9)
+                                       for k in ("size", "range"))
+    pred = fitted.predict(pd.concat([new_mode, seen]))
+    width = np.log(pred.step_s_hi / pred.step_s)
+    assert width.iloc[0] == pytest.approx(q[("layout", "mode")]) and width.iloc[1] == pytest.approx(q[()])

@@ -164,16 +164,35 @@ def fit_point(model: Model, df: pd.DataFrame):
     return model._fit(df)
 
 
-def heldout_log_residuals(model: Model, df: pd.DataFrame, min_train: int = 4) -> dict[str, np.ndarray]:
-    """log(measured / predicted) of each run when its model size, and then its parallel layout, was left out."""
-    res = {"step_s": [], "energy_per_step_j": []}
+GROUP_KINDS = ("size", "layout", "mode", "range")  # what a held-out group is new in (see ``novelty``)
+RANGE_AXES = ("layers", "hidden", "seq_len", "batch_size")  # a run outside the fitted range of one is extrapolated
+
+
+def group_keys(df: pd.DataFrame) -> dict[str, pd.Series]:
+    """Per run, its key in each grouping: model size, parallel layout and parallel mode. Single-device runs have
+    no layout or mode key (""): they anchor every term and are never held out as a layout or mode."""
+    par = df.world_size > 1
+    return {"size": size_key(df), "layout": layout_key(df).where(par, ""), "mode": df["mode"].astype(str).where(par, "")}
+
+
+def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4) -> dict[str, dict[str, np.ndarray]]:
+    """log(measured / predicted) of each run when its model size, then its parallel layout, then its whole
+    parallel mode was left out of the fit: {kind: {target: residuals}}. Each kind measures the error of one
+    kind of extrapolation, so an interval for a new run can be as wide as the novelty it has."""
     if hasattr(model, "n_boot"):  # held-out residuals need point fits only
         model = replace(model, n_boot=0)
-    # model sizes, and parallel layouts (single-device runs always stay in: they anchor every term)
-    layouts = layout_key(df).where(df.world_size > 1, "")
-    for key in (size_key(df), layouts):
-        for g in sorted(set(key) - {""}):
-            test = key == g
+    out = {}
+    folds = {}
+    for kind, key in group_keys(df).items():
+        groups = sorted(set(key) - {""})
+        if kind == "mode" and len(groups) < 2:
+            groups = []  # one mode only: leaving it out is leaving every parallel run out
+        folds[kind] = [(key == g).to_numpy() for g in groups]
+    # extrapolation along one axis: the runs at the largest value of each varied axis, fitted on the rest
+    folds["range"] = [(df[a] == df[a].max()).to_numpy() for a in RANGE_AXES if a in df and df[a].nunique() > 2]
+    for kind, tests in folds.items():
+        res = {"step_s": [], "energy_per_step_j": []}
+        for test in tests:
             if test.all() or (~test).sum() < min_train:
                 continue
             try:
@@ -184,32 +203,68 @@ def heldout_log_residuals(model: Model, df: pd.DataFrame, min_train: int = 4) ->
             res["step_s"] += list(np.log(df.step_s[test].to_numpy(float) / np.clip(t, LOG_FLOOR, None)))
             res["energy_per_step_j"] += list(np.log(df.energy_per_step_j[test].to_numpy(float)
                                                     / np.clip(e, LOG_FLOOR, None)))
-    return {k: np.asarray([x for x in v if np.isfinite(x)], float) for k, v in res.items()}
+        out[kind] = {k: np.asarray([x for x in v if np.isfinite(x)], float) for k, v in res.items()}
+    return out
+
+
+def heldout_log_residuals(model: Model, df: pd.DataFrame, min_train: int = 4) -> dict[str, np.ndarray]:
+    """The held-out residuals of every size and every layout left out, pooled (the interval of a prediction
+    whose novelty is not known, e.g. ``companion predict``)."""
+    by_kind = heldout_residuals_by_kind(model, df, min_train)
+    return {t: np.concatenate([by_kind[k][t] for k in ("size", "layout") if k in by_kind])
+            for t in ("step_s", "energy_per_step_j")}
 
 
 @dataclass
 class Fitted:
     model: Model
     point: object
-    residuals: dict = field(default_factory=dict)  # held-out log residuals per target
+    residuals: dict = field(default_factory=dict)  # held-out log residuals per target (sizes and layouts pooled)
     n_train: int = 0
     extra_halfwidth: dict = field(default_factory=dict)  # prior tier: a stated log half-width per target
+    residuals_by_kind: dict = field(default_factory=dict)  # {kind: {target: residuals}}
+    train_keys: dict = field(default_factory=dict)  # {kind: set of keys seen in training}
 
     def predict(self, df: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
-        """Point predictions and ``level`` intervals for step time (s) and energy per step (J)."""
+        """Point predictions and ``level`` intervals for step time (s) and energy per step (J). Where the
+        training keys are known, each run's interval is as wide as its novelty: a parallel mode never fitted
+        takes the width of modes left out in training, a layout never fitted that of layouts left out, a new
+        model size that of sizes left out (the widest of those that apply); otherwise the pooled width."""
         t, e = self.point.predict(df)
         if self.model.uses_measured_time:
             t = np.full(len(df), np.nan)
         out = {"step_s": t, "energy_per_step_j": e}
         frame = pd.DataFrame(out, index=df.index)
+        kinds = self.novelty(df)
         for target, v in out.items():
-            q = self.halfwidth(target, level)
+            q = np.array([self.halfwidth(target, level, k) for k in kinds])
             frame[f"{target}_lo"], frame[f"{target}_hi"] = v * np.exp(-q), v * np.exp(q)
         return frame
 
-    def halfwidth(self, target: str, level: float) -> float:
+    def novelty(self, df: pd.DataFrame) -> list[tuple[str, ...]]:
+        """Per run, the kinds of grouping in which it is new to the fit (e.g. ('size', 'layout'))."""
+        if not self.train_keys:
+            return [()] * len(df)
+        keys = group_keys(df)
+        lo, hi = self.train_keys.get("range", ({}, {}))
+        out = []
+        for i in range(len(df)):
+            kinds = [k for k in ("size", "layout", "mode") if keys[k].iloc[i] and keys[k].iloc[i] not in self.train_keys[k]]
+            row = df.iloc[i]
+            if any(a in lo and not lo[a] <= row[a] <= hi[a] for a in RANGE_AXES if a in df):
+                kinds.append("range")
+            out.append(tuple(kinds))
+        return out
+
+    def halfwidth(self, target: str, level: float, kinds: tuple[str, ...] = ()) -> float:
         if target in self.extra_halfwidth:
             return float(self.extra_halfwidth[target])
+        # a new mode is a new layout too: the mode width replaces the layout width
+        kinds = tuple(k for k in kinds if not (k == "layout" and "mode" in kinds))
+        widths = [conformal_halfwidth(r, level) for k in kinds
+                  if (r := self.residuals_by_kind.get(k, {}).get(target)) is not None and len(r)]
+        if widths:
+            return max(widths)
         r = self.residuals.get(target)
         return conformal_halfwidth(r, level) if r is not None and len(r) else float("inf")
 
@@ -219,11 +274,35 @@ class Fitted:
         return out
 
 
+def keys_to_json(keys: dict) -> dict:
+    lo, hi = keys.get("range", ({}, {}))
+    return {**{k: sorted(v) for k, v in keys.items() if k != "range"},
+            "range": [{a: float(v) for a, v in lo.items()}, {a: float(v) for a, v in hi.items()}]}
+
+
+def keys_from_json(d: dict) -> dict:
+    return {**{k: set(v) for k, v in d.items() if k != "range"}, "range": tuple(d.get("range") or ({}, {}))}
+
+
+def interval_model(residuals: dict, residuals_by_kind: dict | None, train_keys: dict | None) -> Fitted:
+    """A stand-in with only what intervals need (stored residuals and training keys): ``halfwidth`` and
+    ``novelty`` of a fit read back from its artifact."""
+    return Fitted(Model(), None, {k: np.asarray(v, float) for k, v in residuals.items()},
+                  residuals_by_kind={kind: {k: np.asarray(v, float) for k, v in r.items()}
+                                     for kind, r in (residuals_by_kind or {}).items()},
+                  train_keys=keys_from_json(train_keys) if train_keys else {})
+
+
 def fit_model(model: Model, df: pd.DataFrame, intervals: bool = True) -> Fitted:
     """Fit on ``df``; with ``intervals``, also the held-out-group residuals that set the intervals."""
     point = fit_point(model, df)
-    residuals = heldout_log_residuals(model, df) if intervals else {}
-    return Fitted(model, point, residuals, len(df))
+    if not intervals:
+        return Fitted(model, point, {}, len(df))
+    by_kind = heldout_residuals_by_kind(model, df)
+    pooled = {t: np.concatenate([by_kind[k][t] for k in ("size", "layout")]) for t in ("step_s", "energy_per_step_j")}
+    keys = {k: set(v) - {""} for k, v in group_keys(df).items()}
+    keys["range"] = ({a: df[a].min() for a in RANGE_AXES if a in df}, {a: df[a].max() for a in RANGE_AXES if a in df})
+    return Fitted(model, point, pooled, len(df), residuals_by_kind=by_kind, train_keys=keys)
 
 
 # ------------------------------------------------------------------------------- the fit artifact's part
@@ -240,6 +319,9 @@ def fit_operator(df: pd.DataFrame, dev, level: float = 0.9) -> dict:
     return {
         "operator_model": {"dev": dev.to_json(), "time": point.time, "energy": point.energy,
                            "residuals": {k: v.tolist() for k, v in fitted.residuals.items()},
+                           "residuals_by_kind": {kind: {k: v.tolist() for k, v in r.items()}
+                                                 for kind, r in fitted.residuals_by_kind.items()},
+                           "train_keys": keys_to_json(fitted.train_keys),
                            "n_train": len(df), "halfwidth_log": {k: fitted.halfwidth(k, level) for k in fitted.residuals}},
         "calibrated_tier_residuals": None if dev.tier != "calibrated" else {
             "step_s": np.log(df.step_s / t_cal).tolist(), "energy_per_step_j": np.log(df.energy_per_step_j / e_cal).tolist()},

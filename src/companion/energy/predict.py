@@ -286,7 +286,8 @@ def resolve_tier(device: str, precision: str, tier: str | None = None, derived_r
         if op:
             dev = opmodel.DeviceRoofs.from_json(op["dev"])
             return {"tier": "fitted", "dev": dev, "time": op["time"], "energy": op["energy"],
-                    "source": op["path"], "residuals": op["residuals"], "input_ranges": op["input_ranges"]}
+                    "source": op["path"], "residuals": op["residuals"], "input_ranges": op["input_ranges"],
+                    "residuals_by_kind": op.get("residuals_by_kind"), "train_keys": op.get("train_keys")}
         if tier == "fitted":
             raise ConfigError(f"tier='fitted' needs a sweep fitted on {device!r} (data/derived/<profile>/fit.json); "
                               f"run `make reproduce` with a {device} profile, or use --tier calibrated or prior")
@@ -323,7 +324,8 @@ def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
             "layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "ffn": plan.ffn or 4 * plan.hidden,
             "vocab": plan.vocab, "max_positions": plan.max_positions, "num_labels": 2, "batch_size": plan.batch_size,
             "padded_tokens": tokens.padded, "attention_pairs": tokens.attention_pairs, "real_tokens": tokens.real,
-            "tp": plan.tp, "dp": plan.dp, "world_size": plan.tp * plan.dp, "mode": Layout(plan.tp, plan.dp).mode,
+            "seq_len": plan.seq_len, "tp": plan.tp, "dp": plan.dp, "world_size": plan.tp * plan.dp,
+            "mode": Layout(plan.tp, plan.dp).mode,
             "precision": precision,
             # training with dropout: SDPA's CPU kernel falls back to math; GPUs run a fused kernel
             "attention_kernel": "math" if plan.device_name == "cpu" else "fused",
@@ -349,9 +351,10 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
     t = opmodel.predict_time_s(terms, res["time"])
     e = opmodel.predict_energy_j(terms, t, X.metered_units.to_numpy(float), res["energy"])
     single_t = opmodel.predict_time_s(opmodel.operator_frame(X.assign(tp=1, dp=1, world_size=1), dev), res["time"])
-    hw = _halfwidths_at(res, level)
+    hws = _halfwidths_per_plan(res, X, level)
     out = []
     for i, plan in enumerate(plans):
+        hw = hws[i]
         intensity = carbon_intensity(plan.country)
         kwh = e[i] * plan.steps / J_PER_KWH
         hours = t[i] * plan.steps / 3600
@@ -382,6 +385,19 @@ def _outside_ranges(plan: Plan, ranges: dict) -> list[str]:
              "dp": plan.dp, "world_size": plan.tp * plan.dp}
     return [f"{col} = {asked[col]:g} lies outside the fitted range [{lo:g}, {hi:g}]: extrapolation"
             for col, (lo, hi) in ranges.items() if col in asked and not lo <= asked[col] <= hi]
+
+
+def _halfwidths_per_plan(res: dict, X, level: float) -> list[dict]:
+    """Per planned run, log half-widths at ``level``. A fitted tier that stored its held-out residuals by kind
+    gives each plan the width of the novelty it has (a new size, layout, parallel mode, or a value outside the
+    fitted ranges: the widest that applies); otherwise one width for every plan."""
+    if res.get("residuals_by_kind") and res.get("train_keys"):
+        from companion.energy.models import interval_model
+
+        stub = interval_model(res["residuals"], res["residuals_by_kind"], res["train_keys"])
+        return [{t: stub.halfwidth(t, level, kinds) for t in ("step_s", "energy_per_step_j")}
+                for kinds in stub.novelty(X)]
+    return [_halfwidths_at(res, level)] * len(X)
 
 
 def _halfwidths_at(res: dict, level: float) -> dict:

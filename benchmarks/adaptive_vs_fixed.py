@@ -1,7 +1,7 @@
 """Protocol efficiency: steps and seconds the adaptive stopping rule needs against a fixed-length protocol.
 
     python benchmarks/adaptive_vs_fixed.py --seeds 0 1 2            # replayed 100 ms NVML counter, simulated GPU configs
-    python benchmarks/adaptive_vs_fixed.py --seeds 0 1 2 --close-on time   # windows closed by step count (before)
+    python benchmarks/adaptive_vs_fixed.py --seeds 0 1 2 --close-on steps  # windows closed by step count (the former rule)
     python benchmarks/adaptive_vs_fixed.py --records data/runs/long # recorded windows of run records
 
 The adaptive rule (``companion.runs.train.measure_windows``) stops each configuration at the first window
@@ -23,7 +23,7 @@ Sources of window series:
   e.g. ``companion sweep --profile my-long.yaml``. Real measurements of this machine.
 
 Windows on the NVML counter close on a counter update (``NvmlMeter``'s default, see
-``companion.runs.train.measure_windows``); ``--close-on time`` measures the former windows closed after a
+``companion.runs.train.measure_windows``); ``--close-on steps`` measures the former windows closed after a
 fixed number of steps, whose energy carries up to one counter tick at each edge.
 
 Besides the oracle fixed duration (which knows every configuration's series in advance), a realistic fixed
@@ -244,7 +244,7 @@ def main() -> int:
     ap.add_argument("--configs", type=int, default=45, help="simulated configurations (the cpu sweep has 45)")
     ap.add_argument("--target", type=float, default=0.02, help="relative 95 %% CI half-width target")
     ap.add_argument("--min-windows", type=int, default=5)
-    ap.add_argument("--close-on", choices=["update", "time"], default="update",
+    ap.add_argument("--close-on", choices=["update", "steps"], default="update",
                     help="NVML windows end on a counter update (the runner's default) or after their steps")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--verbose", action="store_true", help="one line per configuration")

@@ -184,3 +184,17 @@ groups:
         diff = max(abs(a - b) for a, b in zip(recs[mode]["loss"]["curve"], ref))
         print(f"bf16 {mode}: max |loss - single| = {diff:.2e} over {len(ref)} steps")
         assert recs[mode]["loss"]["curve"] == pytest.approx(ref, rel=0, abs=5e-3), mode
+
+
+def test_a_stuck_nvml_counter_stops_the_run_with_a_clear_message():
+    """A counter that never advances (a board or a virtual GPU without a live energy counter) would leave
+    a window waiting for an update forever: after another window's worth of steps it is an error."""
+    from companion.runs.meters import MeterError
+
+    clock = SimClock()
+    meter = NvmlMeter(device_index=0, counter=lambda: 1000.0, clock=clock)
+    proto = Protocol(min_window_s=3.0, min_windows=5, target_rel_ci=0.02, max_steps=100_000, max_time_s=60.0)
+    window_steps = window_steps_for(proto, meter.min_window_s, 0.03)
+    with pytest.raises(MeterError, match="energy counter did not change during .* use meter='none'"):
+        measure_windows(meter, _gpu_step(clock, random.Random(0)), proto, window_steps)
+    assert clock.t < 2 * window_steps * 0.03 * 1.2

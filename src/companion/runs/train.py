@@ -217,15 +217,21 @@ def measure_windows(meter: Meter, train_step, proto, window_steps: int, agree=No
 
     def until_update(on_update, last: float | None) -> None:
         """Step until this rank's counter differs from ``last`` (then ``on_update()``, right after the step
-        in which it changed) and every rank's does."""
-        done = False
+        in which it changed) and every rank's does; a counter still unchanged after another window's worth
+        of steps (>= 3 s of work) is stuck, and that is an error, never a window of zero energy."""
+        done, waited = False, 0
         while True:
             if not done and meter.poll_counter() != last:
                 on_update()
                 done = True
             if all_ranks(done):
                 return
+            if waited > window_steps:  # the same count and the same verdict on every rank: all raise together
+                raise MeterError(f"the {meter.source} energy counter did not change during {waited} steps (at "
+                                 f"least a window, {window_steps} steps); it is not advancing on this device: "
+                                 "use meter='none' or meter='codecarbon'")
             step()
+            waited += 1
 
     measured_s, k, stop_reason = 0.0, 0, None
     if aligned:

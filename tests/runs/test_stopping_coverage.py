@@ -9,9 +9,9 @@ NVML counter that ticks every 100 ms (450 W with noise and a slow drift); their 
 step are known, and the intervals reported at the stop must cover them about 95 % of the time.
 
 What these simulations show (benchmarks/adaptive_vs_fixed.py reports the same for its configurations):
-with ``min_windows`` 5 the time interval covers 0.94-0.95 of the time at the stop (seeds 11 and 12, 720
-stops), the energy interval ~0.98 (the counter's slow drift makes neighbouring windows anticorrelated, so
-the interval is conservative). Under i.i.d. window noise of 3-4 % the erosion is larger (~0.92 at
+with ``min_windows`` 5 the time interval covers the truth at 0.946 of the stops (seeds 11 and 12, 718
+stops), the energy interval at 0.986 (the counter's slow drift makes neighbouring windows anticorrelated,
+so the interval is conservative). Under i.i.d. window noise of 3-4 % the erosion is larger (~0.92 at
 ``min_windows`` 5, ~0.90 at 3), which is one reason the minimum stays at 5.
 """
 

@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "and idle/loaded power, written to data/devices/<device-name>.json.")
     ca.add_argument("--device", default="cpu", help="cpu or cuda")
     ca.add_argument("--device-name", help="name of the file and device (default: cpu, or the GPU's model, e.g. H100)")
-    ca.add_argument("--budget-s", type=float, default=45.0, help="time for the timed benchmarks, seconds (default 45)")
+    ca.add_argument("--budget-s", type=float, default=30.0, help="time for the timed benchmarks, seconds (default 30)")
     ca.add_argument("--out", type=Path, help="output file (default data/devices/<device-name>.json)")
     return parser
 

@@ -75,10 +75,61 @@ def test_nvml_windows_of_3s_reach_a_2pct_ci_at_a_100ms_tick(trace):
     ci = 1.96 * statistics.stdev(w.energy_per_step_j) / math.sqrt(len(w.own)) / statistics.mean(w.energy_per_step_j)
     assert ci <= 0.02
     # the estimate is right, not only precise: within 2 % of the counter's own average over the same span
-    truth_j_per_step = replay.mean_power_w(t_begin, clock.t) * w.measured_s / (window_steps * len(w.own))
+    truth_j_per_step = replay.mean_power_w(t_begin, clock.t) * w.measured_s / sum(w.steps_per_window)
     assert statistics.mean(w.energy_per_step_j) == pytest.approx(truth_j_per_step, rel=0.02)
     print(f"{trace}: {len(w.own)} windows of {window_steps} steps ({w.measured_s / len(w.own):.2f} s), "
           f"energy CI {ci * 100:.2f} %")
+
+
+def _interpolated_mj(replay: CounterReplay, t: float) -> float:
+    """The counter's energy at time t, interpolated between its ticks (the truth up to power changes within
+    one tick)."""
+    import bisect
+
+    i = bisect.bisect_right(replay.t_s, t) - 1
+    t0, t1, e0, e1 = replay.t_s[i], replay.t_s[i + 1], replay.energy_mj[i], replay.energy_mj[i + 1]
+    return e0 + (e1 - e0) * (t - t0) / (t1 - t0)
+
+
+@pytest.mark.parametrize("step_s", [0.005, 0.03, 0.3])
+def test_nvml_windows_close_on_a_counter_update(step_s):
+    """A window read at arbitrary times misses up to one tick's energy at each edge; closed on counter
+    updates, its energy spans whole counter intervals and is off by at most a step's worth."""
+    err = {}
+    for close_on_update in (False, True):
+        replay, clock = _replay("synthetic-100ms", seed=5)
+        edges = []
+
+        class Edges(NvmlMeter):
+            def begin_window(self, name):
+                super().begin_window(name)
+                edges.append([clock.t])
+
+            def end_window(self, name):
+                m = super().end_window(name)
+                edges[-1].append(clock.t)
+                return m
+
+        meter = Edges(device_index=0, counter=replay.read_mj, clock=clock, close_on_update=close_on_update)
+        proto = Protocol(min_window_s=3.0, min_windows=30, target_rel_ci=0.0, max_steps=10**9, max_time_s=95.0)
+        window_steps = window_steps_for(proto, meter.min_window_s, step_s)
+        w = measure_windows(meter, _gpu_step(clock, random.Random(6), step_s), proto, window_steps)
+        assert len(w.own) >= 25 and sum(w.steps_per_window) <= w.steps_total
+        rel = []
+        for m, (t0, t1), n in zip(w.own, edges, w.steps_per_window):
+            truth_j = (_interpolated_mj(replay, t1) - _interpolated_mj(replay, t0)) / 1000.0
+            rel.append(abs(m.total_energy_j - truth_j) / truth_j)
+            if close_on_update:  # ends on the step in which the counter changed: at most a tick and a step long
+                assert window_steps <= n <= window_steps + math.ceil(TICK_S / step_s) + 1
+            else:
+                assert n == window_steps
+        err[close_on_update] = statistics.mean(rel)
+    print(f"step {step_s * 1e3:.0f} ms: mean |window energy error| {err[False] * 100:.2f} % closed by step "
+          f"count, {err[True] * 100:.2f} % closed on a counter update")
+    if step_s < TICK_S:
+        assert err[True] < err[False] / 2
+    else:  # a step longer than a tick: every window closes right after its steps either way
+        assert err[True] == pytest.approx(err[False], rel=0.5)
 
 
 def test_short_windows_carry_the_counter_quantisation():
@@ -133,3 +184,17 @@ groups:
         diff = max(abs(a - b) for a, b in zip(recs[mode]["loss"]["curve"], ref))
         print(f"bf16 {mode}: max |loss - single| = {diff:.2e} over {len(ref)} steps")
         assert recs[mode]["loss"]["curve"] == pytest.approx(ref, rel=0, abs=5e-3), mode
+
+
+def test_a_stuck_nvml_counter_stops_the_run_with_a_clear_message():
+    """A counter that never advances (a board or a virtual GPU without a live energy counter) would leave
+    a window waiting for an update forever: after another window's worth of steps it is an error."""
+    from companion.runs.meters import MeterError
+
+    clock = SimClock()
+    meter = NvmlMeter(device_index=0, counter=lambda: 1000.0, clock=clock)
+    proto = Protocol(min_window_s=3.0, min_windows=5, target_rel_ci=0.02, max_steps=100_000, max_time_s=60.0)
+    window_steps = window_steps_for(proto, meter.min_window_s, 0.03)
+    with pytest.raises(MeterError, match="energy counter did not change during .* use meter='none'"):
+        measure_windows(meter, _gpu_step(clock, random.Random(0)), proto, window_steps)
+    assert clock.t < 2 * window_steps * 0.03 * 1.2

@@ -50,7 +50,7 @@ def profile_yaml(seed: int = SEED, n: int = N_CONFIGS) -> str:
         "  64-384, head_dim 16-64, seq_len 32-512, batch 1-32; single, TP, FSDP and 2-D). Models fitted on the cpu",
         "  sweep are scored on these runs and never fitted on them. Each run is kept short.",
         "device: cpu",
-        "base: {vocab: 4096, max_positions: 512, warmup_steps: 2, min_window_s: 0.2, min_windows: 4,"
+        "base: {vocab: 4096, max_positions: 512, warmup_steps: 1, min_window_s: 0.2, min_windows: 4,"
         " target_rel_ci: 0.03, max_time_s: 3.0}",
         "groups:",
     ]

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Callable
 
 # The NVML energy counter advances every ~20-100 ms depending on the board: at a 100 ms tick a window of
-# 1 s carries up to +-10 % quantisation from its two edges, one of 3 s about +-3 % (and that error averages
-# down over windows; tests/runs/test_gpu_dry_run.py replays it). Windows on NVML last at least this long.
+# 1 s read at arbitrary times carries up to +-10 % quantisation from its two edges, one of 3 s about +-3 %
+# (tests/runs/test_gpu_dry_run.py replays it). Windows on NVML last at least this long, and the runner
+# closes them on a counter update, which leaves at most a step's misalignment at each edge.
 NVML_MIN_WINDOW_S = 3.0
 
 
@@ -71,6 +72,9 @@ class Meter:
     measured = False
     scope = "none"  # "device", "node" or "none"
     min_window_s = 0.0  # shortest window this meter measures well, seconds (the runner never goes below)
+    # True: the energy counter publishes in ticks (NVML: every ~20-100 ms) and the runner closes each window
+    # on a counter update (``poll_counter``), so a window's energy spans whole counter intervals
+    counter_ticks = False
 
     def __init__(self, sync: Callable[[], None] | None = None, clock: Callable[[], float] = time.perf_counter):
         self._sync = sync or (lambda: None)
@@ -90,6 +94,14 @@ class Meter:
         self._sync()
         elapsed = self._clock() - self._open.pop(name)
         return self._end_energy(name, elapsed)
+
+    def discard_window(self, name: str) -> None:
+        """Forget an open window without measuring it (the runner stopped before it ended)."""
+        self._open.pop(name, None)
+
+    def poll_counter(self) -> float | None:
+        """The energy counter's current value (synchronised with the device first); None without a counter."""
+        return None
 
     def describe(self) -> dict:
         return {"source": self.source, "measured": self.measured, "scope": self.scope}
@@ -204,6 +216,10 @@ class NvmlMeter(Meter):
 
     ``counter`` returns cumulative millijoules; by default the real NVML counter of ``device_index``.
     ``telemetry`` returns the device state logged with each window (temperature, SM clock, power limit).
+    ``close_on_update`` (default): the counter advances in ticks of ~20-100 ms, and a window read at
+    arbitrary times misses up to one tick's energy at each edge (+-3 % on a 3 s window at 100 ms); the
+    runner therefore ends each window on a counter update (``counter_ticks``), see
+    ``companion.runs.train.measure_windows``.
     """
 
     source = "nvml"
@@ -212,8 +228,9 @@ class NvmlMeter(Meter):
     min_window_s = NVML_MIN_WINDOW_S
 
     def __init__(self, device_index: int = 0, sync=None, counter: Callable[[], float] | None = None,
-                 clock=time.perf_counter, telemetry: Callable[[], dict] | None = None):
+                 clock=time.perf_counter, telemetry: Callable[[], dict] | None = None, close_on_update: bool = True):
         super().__init__(sync, clock)
+        self.counter_ticks = bool(close_on_update)
         if counter is None:
             counter, self.device_name = nvml_energy_counter(device_index)
             telemetry = telemetry or nvml_telemetry(device_index)
@@ -223,6 +240,14 @@ class NvmlMeter(Meter):
         self._telemetry = telemetry or dict
         self._unit = f"cuda:{device_index}"
         self._start_mj: dict[str, float] = {}
+
+    def poll_counter(self):
+        self._sync()
+        return self._counter()
+
+    def discard_window(self, name):
+        super().discard_window(name)
+        self._start_mj.pop(name, None)
 
     def _begin_energy(self, name):
         self._start_mj[name] = self._counter()
@@ -335,10 +360,17 @@ class RecordingMeter(Meter):
         self.inner, self.log_path = inner, Path(log_path)
         self.source, self.measured, self.scope = inner.source, inner.measured, inner.scope
         self.min_window_s = inner.min_window_s
+        self.counter_ticks = inner.counter_ticks
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
 
     def begin_window(self, name):
         self.inner.begin_window(name)
+
+    def discard_window(self, name):
+        self.inner.discard_window(name)
+
+    def poll_counter(self):
+        return self.inner.poll_counter()
 
     def end_window(self, name):
         m = self.inner.end_window(name)
@@ -375,6 +407,9 @@ class ReplayMeter(Meter):
         if name in self._open:
             raise MeterError(f"window {name!r} is already open")
         self._open.add(name)
+
+    def discard_window(self, name):
+        self._open.discard(name)
 
     def end_window(self, name):
         if name not in self._open:

@@ -25,7 +25,7 @@ import statistics
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -125,7 +125,8 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     window_steps = proto.window_steps or window_steps_for(proto, meter.min_window_s, step_estimate_s)
 
     # ---- measured windows
-    w = measure_windows(meter, train_step, proto, window_steps, agree=lambda m: _agree_window(m, device))
+    w = measure_windows(meter, train_step, proto, window_steps, agree=lambda m, n: _agree_window(m, n, device),
+                        all_ranks=lambda flag: _agree_max(0.0 if flag else 1.0, device) == 0.0)
     own, win_time, win_energy, measured_s, stop_reason = w.own, w.time_per_step_s, w.energy_per_step_j, \
         w.measured_s, w.stop_reason
 
@@ -141,9 +142,13 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     per_rank = parallel.all_gather_object(
         {"rank": env.rank, "measurements": [x.to_json() for x in own], "peak_memory": peak, "meter": meter.describe()}
     )
-    measured_tokens = [pool_tokens[i % POOL_BATCHES] for i in range(unmeasured_steps, step_index[0])]
-    body = _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_energy, measured_s,
+    first = unmeasured_steps + w.steps_before  # this rank's measured span (rank 0's is the record's)
+    measured_tokens = [pool_tokens[i % POOL_BATCHES] for i in range(first, first + sum(w.steps_per_window))]
+    body = _summarize(cfg, n_params, window_steps, first, win_time, win_energy, measured_s,
                       stop_reason, curve, measured_tokens, per_rank)
+    if meter.counter_ticks:  # windows closed on energy-counter updates: their step counts vary a little
+        body["time"]["per_window_steps"] = w.steps_per_window
+        body["time"]["windows_close_on"] = "counter update"
     body["time"]["min_window_s"] = max(proto.min_window_s, meter.min_window_s)
     body["precision_policy"] = parallel.precision_policy(cfg.layout, cfg.precision)
     body["optimizer"] = parallel.describe_optimizer(optimizer)
@@ -163,31 +168,100 @@ class Windows:
     energy_per_step_j: list[float]
     measured_s: float
     stop_reason: str
+    steps_per_window: list[int] = field(default_factory=list)  # this rank's steps in each window
+    steps_before: int = 0  # steps this rank ran before its first window (aligning it on a counter update)
+    steps_total: int = 0  # steps run in all (every rank runs the same)
 
 
-def measure_windows(meter: Meter, train_step, proto, window_steps: int, agree=None) -> Windows:
+def measure_windows(meter: Meter, train_step, proto, window_steps: int, agree=None, all_ranks=None) -> Windows:
     """The stopping rule: windows of ``window_steps`` steps until the 95 % CI of the per-step time (and
     energy, where metered) is within ``target_rel_ci`` after at least ``min_windows``, or a cap is hit.
 
-    ``agree(measurement) -> (slowest window time s, energy summed over ranks J, metering ranks)`` combines
-    ranks (identity for one process). Pure loop: the GPU dry run drives it with a replayed NVML counter.
+    On a meter whose energy counter advances in ticks (``meter.counter_ticks``: NVML, every ~20-100 ms),
+    windows close on a counter update: the first window begins right after a step in which the counter
+    changed, and once a window has run its ``window_steps`` steps, steps go on one at a time until the
+    counter changes again; the window ends there and the next begins. Each window's energy then spans whole
+    counter intervals, so the edges carry at most one step's misalignment instead of up to one tick's
+    energy (benchmarks/adaptive_vs_fixed.py gives the effect on the steps needed). Each rank closes on its
+    own counter; all ranks step until every one has closed (``all_ranks(flag) -> bool``: True when the flag
+    is true on every rank), so ranks may count a step or two more or less in a window. Other meters (the
+    CPU's CodeCarbon, none) use fixed windows of ``window_steps``.
+
+    ``agree(measurement, steps) -> (slowest time per step s, energy per step summed over ranks J, metering
+    ranks, slowest window time s)`` combines ranks (identity for one process). Pure loop: the GPU dry run
+    drives it with a replayed NVML counter.
     """
-    agree = agree or (lambda m: (m.time_s, m.total_energy_j or 0.0, 0 if m.energy_j is None else 1))
-    own, win_time, win_energy = [], [], []
-    measured_s, k, stop_reason = 0.0, 0, None
-    while stop_reason is None:
+    agree = agree or (lambda m, n: (m.time_s / n, (m.total_energy_j or 0.0) / n, 0 if m.energy_j is None else 1,
+                                    m.time_s))
+    all_ranks = all_ranks or (lambda flag: flag)
+    aligned = bool(getattr(meter, "counter_ticks", False))
+    own, win_time, win_energy, win_steps = [], [], [], []
+    state = {"open": False, "in_window": 0, "before": 0, "total": 0}
+
+    def step() -> None:
+        train_step()
+        state["total"] += 1
+        if state["open"]:
+            state["in_window"] += 1
+        elif not own:
+            state["before"] += 1
+
+    def begin(k: int) -> None:
         meter.begin_window(f"w{k}")
-        for _ in range(window_steps):
-            train_step()
+        state["open"], state["in_window"] = True, 0
+
+    def end(k: int):
         m = meter.end_window(f"w{k}")
+        state["open"] = False
+        return m, state["in_window"]
+
+    def until_update(on_update, last: float | None) -> None:
+        """Step until this rank's counter differs from ``last`` (then ``on_update()``, right after the step
+        in which it changed) and every rank's does; a counter still unchanged after another window's worth
+        of steps (>= 3 s of work) is stuck, and that is an error, never a window of zero energy."""
+        done, waited = False, 0
+        while True:
+            if not done and meter.poll_counter() != last:
+                on_update()
+                done = True
+            if all_ranks(done):
+                return
+            if waited > window_steps:  # the same count and the same verdict on every rank: all raise together
+                raise MeterError(f"the {meter.source} energy counter did not change during {waited} steps (at "
+                                 f"least a window, {window_steps} steps); it is not advancing on this device: "
+                                 "use meter='none' or meter='codecarbon'")
+            step()
+            waited += 1
+
+    measured_s, k, stop_reason = 0.0, 0, None
+    if aligned:
+        until_update(lambda: begin(0), meter.poll_counter())
+    else:
+        begin(0)
+    while stop_reason is None:
+        for _ in range(window_steps - 1 if aligned else window_steps):
+            step()
+        if aligned:
+            closed = {}
+
+            def close_and_reopen(k=k, closed=closed):
+                closed["m"], closed["n"] = end(k)
+                begin(k + 1)
+
+            last = meter.poll_counter()  # before the window's last step: an update in that step closes it
+            step()
+            until_update(close_and_reopen, last)
+            m, n = closed["m"], closed["n"]
+        else:
+            m, n = end(k)
         own.append(m)
-        t_max, e_sum, n_metered = agree(m)
-        win_time.append(t_max / window_steps)
+        win_steps.append(n)
+        t_step, e_step, n_metered, t_window = agree(m, n)
+        win_time.append(t_step)
         if n_metered:
-            win_energy.append(e_sum / window_steps)
-        measured_s += t_max
+            win_energy.append(e_step)
+        measured_s += t_window
         k += 1
-        steps = k * window_steps
         converged = (
             k >= proto.min_windows
             and stats.relative_ci(win_time) <= proto.target_rel_ci
@@ -195,11 +269,16 @@ def measure_windows(meter: Meter, train_step, proto, window_steps: int, agree=No
         )
         if converged:
             stop_reason = "converged"
-        elif steps + window_steps > proto.max_steps:
+        elif state["total"] + window_steps > proto.max_steps:  # the same count on every rank
             stop_reason = "max_steps"
         elif measured_s >= proto.max_time_s:
             stop_reason = "max_time"
-    return Windows(own, win_time, win_energy, measured_s, stop_reason)
+        if stop_reason is not None:
+            if aligned:
+                meter.discard_window(f"w{k}")
+        elif not aligned:
+            begin(k)
+    return Windows(own, win_time, win_energy, measured_s, stop_reason, win_steps, state["before"], state["total"])
 
 
 def window_steps_for(proto, meter_min_window_s: float, step_estimate_s: float) -> int:
@@ -243,13 +322,15 @@ def _agree_max(value: float, device) -> float:
     return float(t.item())
 
 
-def _agree_window(m, device) -> tuple[float, float, int]:
-    """(slowest rank's window time, energy summed over metering ranks, number of metering ranks)."""
-    t = torch.tensor([m.time_s], dtype=torch.float64, device=device)
+def _agree_window(m, steps: int, device) -> tuple[float, float, int, float]:
+    """(slowest rank's time per step s, energy per step summed over metering ranks J, number of metering
+    ranks, slowest rank's window time s) of a window in which this rank ran ``steps`` steps."""
+    t = torch.tensor([m.time_s / steps, m.time_s], dtype=torch.float64, device=device)
     parallel.all_reduce_(t, op=torch.distributed.ReduceOp.MAX)
-    e = torch.tensor([m.total_energy_j or 0.0, 0.0 if m.energy_j is None else 1.0], dtype=torch.float64, device=device)
+    e = torch.tensor([(m.total_energy_j or 0.0) / steps, 0.0 if m.energy_j is None else 1.0], dtype=torch.float64,
+                     device=device)
     parallel.all_reduce_(e)
-    return float(t.item()), float(e[0].item()), int(e[1].item())
+    return float(t[0].item()), float(e[0].item()), int(e[1].item()), float(t[1].item())
 
 
 def _peak_memory(device) -> dict:

@@ -31,14 +31,17 @@ def energy_kind(df: pd.DataFrame) -> str:
 def design_matrix(df: pd.DataFrame, usl: dict) -> pd.DataFrame:
     """Law inputs: proxies, eta from the USL fits, and each device's power envelope."""
     X = df.copy()
-    X["eta"] = [float(predict_eta(usl, r.device_name, r.mode, r.tp, r.dp)) for r in X.itertuples()]
-    X["eta_modelled"] = [has_eta_model(usl, r.device_name, r.mode) for r in X.itertuples()]
+    keys = list(zip(X.device_name, X["mode"], X.tp, X.dp))
+    eta = {k: (float(predict_eta(usl, k[0], k[1], k[2], k[3])), has_eta_model(usl, k[0], k[1])) for k in set(keys)}
+    X["eta"] = [eta[k][0] for k in keys]
+    X["eta_modelled"] = [eta[k][1] for k in keys]
     # Energy = metered units x power x T_p, with T_p = T_1 / (p eta). One unit per GPU (device scope: the
     # factor is 1/eta) or per node (node scope, e.g. p CPU ranks sharing one metered node: 1/(p eta)).
     X["time_factor"] = 1.0 / (X.world_size * X.eta)
     X["units_factor"] = X.metered_units * X.time_factor
-    X["tdp_w"] = [hardware.device_spec(d).get("tdp_w") for d in X.device_name]
-    X["idle_w"] = [hardware.device_spec(d).get("idle_w") for d in X.device_name]
+    specs = {d: hardware.device_spec(d) for d in set(X.device_name)}
+    X["tdp_w"] = [specs[d].get("tdp_w") for d in X.device_name]
+    X["idle_w"] = [specs[d].get("idle_w") for d in X.device_name]
     X["tdp_w"] = X.tdp_w.astype(float)
     X["idle_w"] = X.idle_w.astype(float)
     return X

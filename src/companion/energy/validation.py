@@ -159,6 +159,7 @@ def validate_models(df: pd.DataFrame, models: dict, splits=None, level: float = 
     from companion.energy.models import fit_model
 
     energy_kind(df)
+    models = _point_fits(models)
     rows = []
     for split in splits or MODEL_SPLITS:
         for fold, train_idx, test_idx in folds(df, split):
@@ -176,6 +177,14 @@ def validate_models(df: pd.DataFrame, models: dict, splits=None, level: float = 
                                      "world_size": r.world_size, "measured": getattr(r, target), "predicted": p,
                                      "lo": lo, "hi": hi})
     return _scored(rows)
+
+
+def _point_fits(models: dict) -> dict:
+    """The models without their coefficient bootstrap: a held-out prediction and its interval need the point
+    fit and the held-out-group residuals only (the bootstrap serves the fit stage's coefficient intervals)."""
+    from dataclasses import replace
+
+    return {name: replace(m, n_boot=0) if getattr(m, "n_boot", 0) else m for name, m in models.items()}
 
 
 def _scored(rows: list[dict]) -> pd.DataFrame:
@@ -230,6 +239,7 @@ def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, leve
     from companion.energy.models import fit_model
 
     energy_kind(pd.concat([train[["energy_measured"]], holdout[["energy_measured"]]]))
+    models = _point_fits(models)
     rows = []
     for name, model in models.items():
         pred = fit_model(model, train).predict(holdout, level)

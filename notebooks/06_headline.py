@@ -13,18 +13,16 @@
 # %% [markdown]
 # # Results at a glance
 #
-# What the earlier stages' artifacts say, split by split and model by model, before any pooling: how far
-# each model's predictions for runs it never saw fall from the measurements (MAPE, with a 90 % bootstrap
-# interval over the held-out runs), and how often its 90 % prediction intervals contain the measurement
-# (coverage; 90 % is the promise). The values are read from `validation.json`, `fit.json`, `runs.csv` and
-# `explore.csv` by `companion.report.headline`.
+# How far each model's predictions for runs it never saw fall from the measurements, split by split and
+# model by model, time and energy apart, before any single pooled number. Every value on this page is read
+# from the artifacts of the earlier stages (`validation.json`, `noise.json`, `fit.json`, `runs.csv`,
+# `explore.csv`) by `companion.report.headline`.
 
 # %% tags=["parameters"]
 profile = "cpu"
 
 # %%
 # hide
-import pandas as pd
 import yaml
 from myst_nb import glue
 
@@ -35,65 +33,124 @@ from companion.runs.records import write_json
 
 d = paths.derived_dir(profile)
 validation = headline._read_json(d / "validation.json")
+noise = headline._read_json(d / "noise.json") or (validation.get("noise") or {})
 fit = headline._read_json(d / "fit.json")
 runs = headline._read_csv(d / "runs.csv")
 explore = headline._read_csv(d / "explore.csv")
-predict_params = yaml.safe_load((SOURCE_ROOT / "params" / "05_predict.yaml").read_text()) or {}
-label = figures.energy_label(runs) if len(runs) else headline.NA
-splits = headline.split_table(validation)
-coef = headline.law_coefficients(fit)
-paper = headline.paper_vs_reproduction(validation, fit, label, splits)
-glue("energy_label", label, display=False)
-glue("noise_floor_pct", headline.noise_floor_pct(runs), display=False)
-glue("absolute_answer", headline.absolute_answer(explore, predict_params, label), display=False)
-glue("law_alpha", coef["alpha"], display=False)
-for key, text in headline.pooled(validation).items():
-    glue(f"pooled_{key}", text, display=False)
-glue("law_beta", coef["beta"], display=False)
-table = splits.style.format(precision=1).hide(axis="index") if len(splits) else headline.NA
-glue("splits_table", table, display=False)
-paper_style = paper.style.hide(axis="index").set_table_attributes('class="companion-prose"')
-glue("paper_table", paper_style, display=False)
+try:
+    predict_params = yaml.safe_load((SOURCE_ROOT / "params" / "05_predict.yaml").read_text()) or {}
+except (OSError, yaml.YAMLError):
+    predict_params = {}
+try:
+    label = figures.energy_label(runs) or headline.NA
+except (AttributeError, KeyError, TypeError):
+    label = headline.NA
+scores = {t: headline.score_table(validation, t) for t in headline.TARGETS}
+paper = headline.paper_vs_reproduction(validation, fit, label, noise)
 coefficients = headline.coefficient_table(fit)
 flagged = coefficients[coefficients.note != ""] if len(coefficients) else coefficients
-glue("n_flagged", len(flagged), display=False)
-glue("n_coefficients", len(coefficients), display=False)
+answer = headline.absolute_answer(explore, predict_params, label, fit.get("device_name", headline.NA))
+verdict = headline.verdict_table(validation)
+glue("energy_label", label, display=False)
+glue("level_pct", headline.level_pct(validation), display=False)
+glue("mape_level_pct", headline.mape_level_pct(), display=False)
+glue("coverage_low_pct", headline.coverage_low_pct(), display=False)
+glue("verdict_model", headline.verdict_model(validation), display=False)
+glue("n_flagged", str(len(flagged)), display=False)
+glue("n_coefficients", str(len(coefficients)), display=False)
+# sentences travel as HTML paragraphs (pasted text would be bold end to end); the introduction pastes them too
+for key, text in (("noise_text", headline.noise_text(noise)), ("summary_text", headline.summary_text(validation, noise)),
+                  ("absolute_answer", answer)):
+    glue(key, headline.paragraph(text), display=False)
+glue("split_legend", headline.legend_html(validation), display=False)
+glue("device", str(fit.get("device_name", headline.NA)), display=False)
+for target in headline.TARGETS:
+    glue(f"scores_{target}", headline.styled_scores(scores[target]), display=False)
+glue("verdict_table", headline.styled_prose(verdict), display=False)
+glue("paper_table", headline.styled_prose(paper), display=False)
 
 # %% [markdown]
 # ## Held-out error and coverage, per split and model
 #
-# Energies: {glue:text}`energy_label`. The runs' own measurement noise — the median 95 % confidence
-# half-width of a run's step time — is {glue:text}`noise_floor_pct` %: no model can be judged more precisely
-# than that. A split with one held-out run has no interval.
+# Each model is refitted without a whole group of runs and scored only on that group. A cell gives the
+# mean absolute percentage error on the held-out runs (MAPE, %, in bold), its {glue:text}`mape_level_pct` %
+# interval from resampling whole model sizes, and how often the model's {glue:text}`level_pct` % prediction
+# intervals contained the measurement (coverage: {glue:text}`level_pct` % is the promise; red below
+# {glue:text}`coverage_low_pct` %, the lower end of the verdict's range). Energies: {glue:text}`energy_label`.
+# What each column holds out:
+#
+# ```{glue:} split_legend
+# ```
+#
+# ```{glue:} noise_text
+# ```
+#
+# ### Time per step
+#
+# The baseline that multiplies TDP by the measured time reads a run's time, so it has no row here.
 
 # %%
-table
+# hide
+headline.styled_scores(scores["time"])
 
 # %% [markdown]
+# ### Energy per step
+#
+# The row "TDP × measured time" reads each held-out run's measured time, so it is an after-the-fact estimate,
+# not a prediction made before running; the other rows predict from the planned configuration alone.
+
+# %%
+# hide
+headline.styled_scores(scores["energy"])
+
+# %% [markdown]
+# ### The verdict on the primary model
+#
+# The criteria the {glue:text}`verdict_model` is held to, and what it reached on this build's runs
+# (`validation.json`, `model_verdict`).
+
+# %%
+# hide
+headline.styled_prose(verdict)
+
+# %% [markdown]
+# ## One absolute answer
+#
+# From [](05_predict.ipynb):
+#
+# ```{glue:} absolute_answer
+# ```
+#
 # ## The paper's claims and this reproduction
 #
 # The paper's abstract is not reproduced here; the left column states its claims as this project reads
-# them (README, introduction), as claims. The right column is what this build's artifacts show.
+# them (README, introduction), as claims, with one row for this companion's own primary model. The right
+# column is what this build's artifacts show.
 
 # %%
-paper_style
+# hide
+headline.styled_prose(paper)
 
 # %% [markdown]
 # ## Fitted coefficients, with what they can and cannot tell
 #
-# Every coefficient of every model, per device, with its 90 % bootstrap interval. Of
+# Every coefficient of every model fitted on this build's runs ({glue:text}`device`). The operator roofline
+# comes first: its coefficients are point values (most are multipliers of a term computed from the device's
+# calibration), and its uncertainty is carried by its prediction intervals, which come from held-out
+# residuals. The laws and the USL curves of η(p) follow with their bootstrap intervals. Of
 # {glue:text}`n_coefficients` coefficients, {glue:text}`n_flagged` carry a note: a negative exponent on
 # memory traffic, an energy per FLOP below what any device spends, an interval that spans zero or orders of
-# magnitude, or an efficiency curve fitted through a single degree. Such a coefficient is not evidence about
-# the hardware; it says these runs cannot separate that term from the others.
+# magnitude, a term held rather than fitted, or an efficiency curve fitted through a single degree. Such a
+# coefficient is not evidence about the hardware; it says these runs cannot separate that term from the others.
 
 # %%
-(coefficients.style.hide(axis="index").set_table_attributes('class="companion-prose"')
- if len(coefficients) else headline.NA)
+# hide
+headline.styled_prose(coefficients, first_width="9em")
 
 # %%
-out = write_json(d / "headline.json", {"energy_label": label, "noise_floor_pct": headline.noise_floor_pct(runs),
-                                       "splits": splits.to_dict("records"), "law_coefficients": coef,
+out = write_json(d / "headline.json", {"energy_label": label, **headline.headline_record(validation, noise),
+                                       "absolute_answer": answer,
+                                       "law_coefficients": headline.law_coefficients(fit),
                                        "coefficients": coefficients.to_dict("records"),
                                        "paper_vs_reproduction": paper.to_dict("records")})
 print(f"wrote {out}")

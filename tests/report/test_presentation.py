@@ -2,7 +2,7 @@
 
 import json
 
-from companion.report import headline, presentation
+from companion.report import presentation
 from companion.report.figures import render_html
 
 
@@ -66,31 +66,6 @@ def test_a_chart_beside_another_output_is_not_labelled_as_a_figure(tmp_path):
     assert second["metadata"]["mystnb"]["figure"] == {"caption": "What to see.", "name": "fig-03-fit-2"}
 
 
-def test_headline_degrades_to_not_available_on_a_changed_schema(tmp_path):
-    assert headline.split_table({"summary": "changed"}).empty
-    assert headline.law_coefficients({"energy_laws": 3}) == {"alpha": headline.NA, "beta": headline.NA}
-    assert headline.absolute_answer(headline._read_csv(tmp_path / "missing.csv"), {}, "cpu") == headline.NA
-    assert headline._read_json(tmp_path / "missing.json") == {}
-
-
-def test_headline_per_split_metrics():
-    pred = [{"split": "s", "law": "l", "ape_pct": a, "measured_j": 1.0, "lo_j": lo, "hi_j": 2.0}
-            for a, lo in ((10, 0.5), (20, 0.5), (30, 1.5))]
-    t = headline.split_table({"predictions": pred, "summary": [{"split": "s", "law": "l", "label": "law L"}]})
-    row = t.iloc[0]
-    assert row["model"] == "law L" and row["runs"] == 3 and row["MAPE (%)"] == 20.0
-    assert round(row["coverage of 90 % intervals (%)"]) == 67
-    lo, hi = headline.mape_interval([10, 20, 30])
-    assert 10 <= lo < 20 < hi <= 30
-
-
 def test_table_headers_wrap_after_underscores_only():
     assert presentation._breakable_headers('<tr><th class="c">energy_kwh_lo</th><td>run_id_1</td></tr>') == \
         '<tr><th class="c">energy_<wbr>kwh_<wbr>lo</th><td>run_id_1</td></tr>'
-
-
-def test_pooled_verdict_reads_defensively():
-    assert headline.pooled({"verdict": {"mape_pct": 54.66, "best_baseline": "flops_power_law",
-                                        "best_baseline_mape_pct": 25.2}}) == {
-        "law_mape": "54.7 %", "best_baseline": "flops power law", "best_baseline_mape": "25.2 %"}
-    assert set(headline.pooled({"verdict": "changed"}).values()) == {headline.NA}

@@ -116,12 +116,36 @@ def export(chart: alt.Chart, folder: Path, name: str) -> list[Path]:
     return [svg, png]
 
 
+# How each meter method obtains a component's power, in words (companion.runs.meters records the method).
+METHOD_WORDS = {"cpu_load": "CPU power from load × TDP", "constant": "CPU at a constant share of TDP",
+                "intel_rapl": "CPU from its RAPL counter", "intel_power_gadget": "CPU from Intel Power Gadget",
+                "windows_emi": "CPU from its EMI counter", "apple_powermetrics": "CPU from powermetrics",
+                "ram_model": "RAM power from its size", "nvml": "GPU from its NVML counter"}
+
+
+def describe_source(source: str) -> str:
+    """A record's energy source in words: 'codecarbon[cpu=cpu_load,ram=ram_model]' -> 'CodeCarbon: CPU power
+    from load × TDP, RAM power from its size'; 'nvml' -> 'NVML energy counter'; an unknown source as it is."""
+    source = str(source)
+    replay = source.startswith("replay:")
+    name = source.removeprefix("replay:")
+    if name == "nvml":
+        text = "NVML energy counter"
+    elif name.startswith("codecarbon[") and name.endswith("]"):
+        parts = [p.split("=", 1) for p in name[len("codecarbon["):-1].split(",") if "=" in p]
+        text = "CodeCarbon: " + ", ".join(METHOD_WORDS.get(m, f"{c} from {m}") for c, m in parts) if parts else name
+    else:
+        text = name
+    return f"replayed log of {text}" if replay else text
+
+
 def energy_label(df: pd.DataFrame) -> str:
-    """'estimated energy (codecarbon[...]) on cpu' or 'measured energy (nvml) on H100'."""
+    """'estimated energy (CodeCarbon: CPU power from load × TDP, RAM power from its size) on cpu' or
+    'measured energy (NVML energy counter) on H100'."""
     parts = []
     for (device, measured), g in df.groupby(["device_name", "energy_measured"]):
         kind = "measured" if measured else "estimated"
-        parts.append(f"{kind} energy ({', '.join(sorted(set(g.energy_source)))}) on {device}")
+        parts.append(f"{kind} energy ({'; '.join(describe_source(x) for x in sorted(set(g.energy_source)))}) on {device}")
     return "; ".join(parts)
 
 

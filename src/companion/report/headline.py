@@ -1,24 +1,55 @@
 """The book's results-first headline, computed from the stage artifacts (never typed by hand).
 
+The primary comparison is ``validation.json``'s ``model_scores`` (per split, model and target: held-out MAPE
+with its group-bootstrap interval and the coverage of the models' 90 % intervals), ``model_scores_pooled``
+(every cross-validation split pooled; the off-grid holdout apart) and ``model_verdict``. The noise floor is
+the replicate noise of ``noise.json`` (stage 02).
+
 Every reader reads the artifacts defensively: a missing file or a changed schema gives "not available" for
 the values it would have produced, never an error, so the headline survives a rewrite of a later stage.
 """
 
 from __future__ import annotations
 
+import html
+import inspect
 import json
+import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 NA = "not available"
-LEVEL = 0.9  # the level of the MAPE intervals (bootstrap over held-out runs)
+LEVEL = 0.9  # the level of the models' prediction intervals and of the MAPE's bootstrap interval
+POOLED = "pooled"
+
+# The models of the primary comparison, in the order the book shows them, in the book's words.
+MODELS = {
+    "operator_roofline": "operator roofline, fitted (primary)",
+    "calibrated_tier": "operator roofline, calibrated tier (nothing fitted)",
+    "roofline_power_law": "paper's law (roofline power law)",
+    "flops_power_law": "FLOPs-only power law (baseline)",
+    "tokens_linear": "tokens-linear, Wang et al. 2023 (baseline)",
+    "tdp_time": "TDP × measured time (baseline, after the fact)",
+}
+PRIMARY, PAPER = "operator_roofline", "roofline_power_law"
+PRE_RUN_BASELINES = ("flops_power_law", "tokens_linear")  # tdp_time reads the run's measured time
+# Short column names for the splits (the page's legend says what each holds out, from validation.json).
+SPLITS = {"leave_one_size_out": "size", "leave_one_degree_out": "degree", "leave_one_mode_out": "mode",
+          "leave_one_head_dim_out": "head dim.", "extrapolate_largest": "largest", "holdout": "off-grid"}
+HOLDOUT_TEXT = "runs off the sweep's grid (profile holdout), predicted by models fitted on every run of this profile"
+TARGETS = {"time": "time per step", "energy": "energy per step"}
+TIERS = {"fitted": "fitted tier: coefficients fitted on this build's runs",
+         "calibrated": "calibrated tier: the device's calibration at face value, nothing fitted on runs",
+         "prior": "prior tier: spec-sheet roofs and priors, wide intervals"}
 
 
 def _read_json(path: Path) -> dict:
     try:
-        return json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text())
+        return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
 
@@ -30,53 +61,390 @@ def _read_csv(path: Path) -> pd.DataFrame:
         return pd.DataFrame()
 
 
-def mape_interval(ape_pct: np.ndarray, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """Percentile-bootstrap interval (%) of the mean absolute percentage error over held-out runs."""
-    ape = np.asarray(ape_pct, dtype=float)
-    ape = ape[np.isfinite(ape)]
-    if len(ape) < 2:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    means = ape[rng.integers(0, len(ape), size=(n_boot, len(ape)))].mean(axis=1)
-    return tuple(float(q) for q in np.quantile(means, [(1 - level) / 2, (1 + level) / 2]))
+def _num(x) -> float | None:
+    """A finite number, or None (strings, booleans, NaN and missing values are not numbers here)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        return None
+    return float(x) if math.isfinite(float(x)) else None
 
 
-def split_table(validation: dict) -> pd.DataFrame:
-    """Per split and model: held-out runs, MAPE with its 90 % interval, coverage of the 90 % prediction intervals."""
+def _pct(x, digits: int = 1) -> str:
+    v = _num(x)
+    return NA if v is None else f"{v:.{digits}f} %"
+
+
+def _bound(x) -> str:
+    """An interval bound: one decimal below 10 %, none above (the cells must stay narrow)."""
+    v = _num(x)
+    return "—" if v is None else (f"{v:.1f}" if abs(v) < 10 else f"{v:.0f}")
+
+
+def model_label(name) -> str:
+    return MODELS.get(name, str(name).replace("_", " "))
+
+
+def model_name(name) -> str:
+    """The model's name in a sentence: its table label without the parenthesis."""
+    return model_label(name).split(" (")[0]
+
+
+def split_label(name) -> str:
+    return SPLITS.get(name, str(name).replace("_", " "))
+
+
+def verdict_criteria() -> dict:
+    """The thresholds ``model_verdict`` judged by (its defaults), so the page states the criteria it was held to."""
     try:
-        pred = pd.DataFrame(validation["predictions"])
-        summary = pd.DataFrame(validation["summary"])
-        rows = []
-        for (split, law), g in pred.groupby(["split", "law"], sort=False):
-            s = summary[(summary.split == split) & (summary.law == law)]
-            label = s.label.iloc[0] if len(s) and "label" in s else law
-            lo, hi = mape_interval(g.ape_pct.to_numpy())
-            covered = ((g.measured_j >= g.lo_j) & (g.measured_j <= g.hi_j)).mean() * 100 if {"lo_j", "hi_j"} <= set(g) else np.nan
-            interval = f"[{lo:.0f}, {hi:.0f}]" if np.isfinite(lo) else "— (one run)"
-            rows.append({"held out by": split.replace("_", " "), "model": label, "runs": len(g),
-                         "MAPE (%)": round(float(g.ape_pct.mean()), 1), "90 % interval of MAPE (%)": interval,
-                         "coverage of 90 % intervals (%)": round(float(covered), 0)})
-        return pd.DataFrame(rows)
+        from companion.energy.validation import model_verdict
+
+        p = inspect.signature(model_verdict).parameters
+        lo, hi = p["coverage"].default
+        return {"target_pct": float(p["target_pct"].default), "split_pct": float(p["split_pct"].default),
+                "coverage": (float(lo), float(hi))}
+    except Exception:  # a changed signature: the criteria are "not available", the booleans still read
+        return {}
+
+
+def level_pct(validation: dict) -> str:
+    """The level of the models' prediction intervals (validation.json's ``level``), in %."""
+    v = _num(validation.get("level")) if isinstance(validation, dict) else None
+    return NA if v is None else f"{100 * v:.0f}"
+
+
+def default_pct(module: str, qualname: str, param: str = "level") -> str:
+    """A level parameter's default (%) of a function that produced an artifact's numbers, e.g. the level of the
+    MAPE's group-bootstrap interval, so the page states the level that was used instead of typing it."""
+    try:
+        import importlib
+
+        obj = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        v = _num(inspect.signature(obj).parameters[param].default)
+        return NA if v is None else f"{100 * v:.0f}"
+    except Exception:  # renamed or removed: the page says "not available"
+        return NA
+
+
+def mape_level_pct() -> str:
+    """The level of the MAPE's group-bootstrap interval (the scoring's default), in %."""
+    return default_pct("companion.energy.validation", "group_bootstrap_mape")
+
+
+COEF_LEVEL = ("companion.energy.laws", "Fit.coefficient_table")  # the level of the laws' coefficient intervals
+PREDICT_LEVEL = ("companion.energy.predict", "predict_tiered")  # ... and of the book's predictions (explore.csv)
+
+
+def coverage_low_pct() -> str:
+    c = verdict_criteria().get("coverage")
+    return NA if not c else f"{c[0]:.0f}"
+
+
+# ------------------------------------------------------------------------------------ the primary comparison
+SCORE_COLUMNS = ["split", "model", "target", "n", "mape_pct", "mape_lo_pct", "mape_hi_pct", "coverage_pct"]
+
+
+def scores(validation: dict) -> pd.DataFrame:
+    """``model_scores`` and ``model_scores_pooled`` (split "pooled") as one tidy frame; empty when absent."""
+    try:
+        by_split = pd.DataFrame(validation["model_scores"])
+        pooled = pd.DataFrame(validation.get("model_scores_pooled") or [])
+        if len(pooled):
+            pooled = pooled.assign(split=POOLED)
+        df = pd.concat([by_split, pooled], ignore_index=True)
+        if not {"split", "model", "target", "mape_pct"} <= set(df.columns):
+            return pd.DataFrame(columns=SCORE_COLUMNS)
+        for col in SCORE_COLUMNS[3:]:
+            df[col] = pd.to_numeric(df[col], errors="coerce") if col in df else np.nan
+        return df[SCORE_COLUMNS].reset_index(drop=True)
     except (KeyError, TypeError, ValueError, AttributeError):
+        return pd.DataFrame(columns=SCORE_COLUMNS)
+
+
+def _pick(s: pd.DataFrame, split: str, model: str, target: str) -> pd.Series | None:
+    if s.empty:
+        return None
+    r = s[(s.split == split) & (s.model == model) & (s.target == target)]
+    return r.iloc[0] if len(r) else None
+
+
+def mape_text(s: pd.DataFrame, split: str, model: str, target: str) -> str:
+    """'9.9 % [8.1, 10.8]': a held-out MAPE with its 90 % interval, or "not available"."""
+    r = _pick(s, split, model, target)
+    if r is None or _num(r.mape_pct) is None:
+        return NA
+    lo, hi = _num(r.mape_lo_pct), _num(r.mape_hi_pct)
+    return f"{r.mape_pct:.1f} %" + (f" [{lo:.1f}, {hi:.1f}]" if lo is not None and hi is not None else "")
+
+
+def split_order(s: pd.DataFrame) -> list[str]:
+    """Pooled first, then the splits in the book's order, then any split the book does not know yet."""
+    present = list(dict.fromkeys(s.split)) if len(s) else []
+    return [x for x in [POOLED, *SPLITS] if x in present] + [x for x in present if x != POOLED and x not in SPLITS]
+
+
+def _cell(r: pd.Series | None, low_coverage: float | None) -> str:
+    if r is None or _num(r.mape_pct) is None:
+        return "—"
+    lo, hi = _num(r.mape_lo_pct), _num(r.mape_hi_pct)
+    interval = f"[{_bound(lo)}, {_bound(hi)}]" if lo is not None and hi is not None else "[—]"
+    cov = _num(r.coverage_pct)
+    cov_text = "cov —" if cov is None else f"cov {cov:.0f} %"
+    if cov is not None and low_coverage is not None and cov < low_coverage:
+        cov_text = f'<span style="color:#b00">{cov_text}</span>'
+    return f"<b>{r.mape_pct:.1f}</b><br><small>{interval}</small><br><small>{cov_text}</small>"
+
+
+def score_table(validation: dict, target: str) -> pd.DataFrame:
+    """Models as rows, splits as columns (pooled first), for one target ("time" or "energy").
+
+    Each cell (HTML), one line each: the held-out MAPE (%) in bold, its group-bootstrap interval, and the
+    coverage of the model's prediction intervals, in red below the verdict's coverage range."""
+    s = scores(validation)
+    s = s[s.target == target] if len(s) else s
+    if s.empty:
         return pd.DataFrame()
+    low = (verdict_criteria().get("coverage") or (None,))[0]
+    models = [m for m in MODELS if m in set(s.model)] + [m for m in dict.fromkeys(s.model) if m not in MODELS]
+    columns = {}
+    for split in split_order(s):
+        n = s[s.split == split].n.max()
+        columns[split] = f"{split_label(split)}<br><small>n = {int(n) if _num(n) is not None else '?'}</small>"
+    rows = []
+    for m in models:
+        row = {"model": model_label(m)}
+        for split, header in columns.items():
+            row[header] = _cell(_pick(s, split, m, target), low)
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
-def noise_floor_pct(runs: pd.DataFrame) -> str:
-    """The median relative 95 % CI half-width (%) of the runs' per-step time: no law can beat it."""
-    for col in ("energy_ci95_rel", "step_ci95_rel"):
-        if col in runs and runs[col].notna().any():
-            return f"{runs[col].median() * 100:.1f}"
-    return NA
+def styled_scores(table: pd.DataFrame):
+    """The score table as the page shows it (narrow: fits the text column), or "not available"."""
+    if table is None or table.empty:
+        return NA
+    styles = [{"selector": "td", "props": "white-space: nowrap; min-width: 0; text-align: right; line-height: 1.25; "
+                                          "padding: 0.3em 0 0.3em 0.8em; border-top: 1px solid #e5e5e5;"},
+              {"selector": "td.col0", "props": "white-space: normal; text-align: left; max-width: 11em; padding-left: 0;"},
+              {"selector": "th", "props": "text-align: right; white-space: nowrap; padding-left: 0.8em;"},
+              {"selector": "th.col_heading.col0", "props": "text-align: left; padding-left: 0;"}]
+    return table.style.hide(axis="index").set_table_styles(styles).set_table_attributes('class="companion-scores"')
 
 
-def absolute_answer(explore: pd.DataFrame, predict_params: dict, energy_label: str) -> str:
-    """One sentence a reader can use: a planned fine-tune's predicted energy (kWh) with its interval."""
+def split_items(validation: dict) -> list[tuple[str, str]]:
+    """(column name, what it holds out) for every column of the score tables, in validation.json's own words."""
+    splits = validation.get("model_splits") if isinstance(validation, dict) else None
+    if not isinstance(splits, dict) or not splits:
+        return []
+    s = scores(validation)
+    present = set(s.split) if len(s) else set(splits) | {"holdout"}
+    order = [k for k in [*SPLITS, *splits] if k in present and (k in splits or k == "holdout")]
+    n_cv = len([k for k in splits if k in present])
+    return [(POOLED, f"the {n_cv} cross-validation splits together, off-grid runs apart (a run held out by several "
+                     f"splits counts once per split, so n counts predictions)")] + \
+        [(split_label(k), str(splits[k]) if k in splits else HOLDOUT_TEXT) for k in dict.fromkeys(order)]
+
+
+def split_legend(validation: dict) -> str:
+    items = split_items(validation)
+    return "; ".join(f"{k}: {v}" for k, v in items) if items else NA
+
+
+def legend_html(validation: dict):
+    """The split legend as a short HTML list (column name in bold, then what it holds out), for ``glue``."""
+    from IPython.display import HTML
+
+    items = split_items(validation)
+    if not items:
+        return HTML(f"<p>What each column holds out is {NA}.</p>")
+    lis = "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in items)
+    return HTML(f'<ul class="companion-legend" style="font-size: 0.9em; margin-top: 0">{lis}</ul>')
+
+
+def styled_prose(table: pd.DataFrame, first_width: str = "32%"):
+    """A table of sentences: cells wrap and align at the top; the first column takes ``first_width``."""
+    if table is None or table.empty:
+        return NA
+    styles = [{"selector": "td", "props": "vertical-align: top; white-space: normal; padding: 0.35em 0.6em 0.35em 0; "
+                                          "border-top: 1px solid #e5e5e5;"},
+              {"selector": "td.col0", "props": f"width: {first_width};"},
+              {"selector": "th", "props": "text-align: left; vertical-align: bottom;"}]
+    return table.style.hide(axis="index").set_table_styles(styles).set_table_attributes('class="companion-prose"')
+
+
+# ------------------------------------------------------------------------------------------ the noise floor
+def noise_floor(noise: dict) -> dict:
+    """The replicate noise floor of noise.json: per target the mean absolute relative deviation (%) of repeated
+    runs from their configuration's mean, and how many configurations were measured more than once."""
+    out = {"time": NA, "energy": NA, "n_configs": NA, "n_runs": NA}
+    metrics = noise.get("metrics") if isinstance(noise, dict) else None
+    if not isinstance(metrics, dict):
+        return out
+    for target in TARGETS:
+        m = metrics.get(f"{target}_per_step")
+        if isinstance(m, dict) and _num(m.get("mape")) is not None and (_num(m.get("n_configs")) or 0) > 0:
+            out[target] = f"{100 * m['mape']:.1f} %"
+            out["n_configs"], out["n_runs"] = str(int(m["n_configs"])), str(int(m.get("n_runs") or 0) or NA)
+    return out
+
+
+def noise_text(noise: dict) -> str:
+    f = noise_floor(noise)
+    if f["time"] == NA and f["energy"] == NA:
+        return ("The replicate noise floor is not available: no configuration of this build was measured more "
+                "than once (or noise.json is missing).")
+    return (f"The replicate noise floor, the mean distance of repeated runs of one configuration from that "
+            f"configuration's mean, is {f['time']} for time per step and {f['energy']} for energy per step "
+            f"({f['n_configs']} configurations measured more than once, {f['n_runs']} runs). It is how far the "
+            f"same fine-tune measured twice disagrees with itself: a model's held-out MAPE near it cannot be told "
+            f"apart from a perfect model's on these runs.")
+
+
+# ------------------------------------------------------------------------------------------ the verdict
+def _met(flag) -> str:
+    return "met" if flag is True else "not met" if flag is False else NA
+
+
+def _verdict_target(validation: dict, target: str) -> dict | None:
+    v = validation.get("model_verdict") if isinstance(validation, dict) else None
+    t = (v.get("targets") or {}).get(target) if isinstance(v, dict) and isinstance(v.get("targets"), dict) else None
+    return t if isinstance(t, dict) else None
+
+
+def verdict_model(validation: dict) -> str:
+    v = validation.get("model_verdict") if isinstance(validation, dict) else None
+    return model_name(v["model"]).split(",")[0] if isinstance(v, dict) and v.get("model") else NA
+
+
+def verdict_table(validation: dict) -> pd.DataFrame:
+    """The primary model's verdict (``model_verdict``), criterion by criterion (rows), time and energy (columns).
+
+    The criteria's thresholds are ``model_verdict``'s own; a value the artifact lacks reads "not available"."""
+    c = verdict_criteria()
+    rng = c.get("coverage")
+    level = level_pct(validation)
+    fmt = lambda key: f"{c[key]:.0f} %" if key in c else NA  # noqa: E731
+    rows = {
+        "pooled": f"pooled held-out MAPE at most {fmt('target_pct')}",
+        "split": f"held-out MAPE at most {fmt('split_pct')} in every split (the worst one)",
+        "half": "at most half the MAPE of the best baseline that predicts before running",
+        "coverage": f"coverage of the {level} % intervals within "
+                    f"{f'{rng[0]:.0f}–{rng[1]:.0f} %' if rng else NA} in every split, off-grid runs included",
+        "holdout": "off-grid runs (no criterion)",
+    }
+    table = {"criterion": list(rows.values())}
+    for target, what in TARGETS.items():
+        t = _verdict_target(validation, target)
+        if t is None:
+            table[what] = [NA] * len(rows)
+            continue
+        best = t.get("best_baseline")
+        cov = t.get("coverage_pct_by_split")
+        outside = [f"{split_label(k)} {x:.0f} %" for k, x in cov.items()
+                   if _num(x) is not None and rng and not rng[0] <= x <= rng[1]] if isinstance(cov, dict) else []
+        worst = t.get("worst_split")
+        table[what] = [
+            f"{_pct(t.get('pooled_mape_pct'))}: {_met(t.get('meets_pooled'))}",
+            f"{split_label(worst) if worst else NA}, {_pct(t.get('worst_split_mape_pct'))}: "
+            f"{_met(t.get('meets_every_split'))}",
+            f"{_met(t.get('beats_half_best_baseline'))} (the {model_name(best) if best else NA} at "
+            f"{_pct(t.get('best_baseline_mape_pct'))})",
+            _met(t.get("coverage_in_range")) + (f" (outside: {', '.join(outside)})" if outside else ""),
+            _pct(t.get("holdout_mape_pct")),
+        ]
+    return pd.DataFrame(table)
+
+
+def paragraph(text: str):
+    """A sentence of the page as an HTML paragraph (numbers with their unit in bold), for ``glue``: pasted text
+    would be bold from end to end, and a pasted paragraph can travel to another page of the book."""
+    from IPython.display import HTML
+
+    body = html.escape(str(text), quote=False)
+    number = r"\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?"
+    body = re.sub(rf"(?<![\w.,^-])((?:{number})(?:–(?:{number}))?(?: %| kWh| h)?)(?![\w.]|,\d)", r"<b>\1</b>", body)
+    return HTML(f'<p class="companion-glued">{body}</p>')
+
+
+def summary_text(validation: dict, noise: dict) -> str:
+    """One sentence for the introduction: the primary model, the paper's law and the best pre-run baseline."""
+    s = scores(validation)
+    f = noise_floor(noise)
+    if s.empty:
+        return f"The held-out comparison of the models is {NA}."
+    out = []
+    for name, what in ((PRIMARY, "the operator roofline"), (PAPER, "the paper's law")):
+        out.append(f"{what} {_pct(_field(s, name, 'time'))} for time and {_pct(_field(s, name, 'energy'))} for energy")
+    best = best_pre_run_baseline(validation, "energy")
+    return (f"Pooled over the cross-validation splits, the held-out MAPE is: {out[0]}; {out[1]}; the best baseline "
+            f"that predicts before running ({model_name(best) if best else NA}) {_pct(_field(s, best, 'time'))} and "
+            f"{_pct(_field(s, best, 'energy'))}. The replicate noise floor is {f['time']} (time) and {f['energy']} "
+            f"(energy).")
+
+
+def _field(s: pd.DataFrame, model, target: str, split: str = POOLED, col: str = "mape_pct"):
+    r = _pick(s, split, model, target) if model else None
+    return None if r is None else r[col]
+
+
+def best_pre_run_baseline(validation: dict, target: str):
+    """The verdict's best pre-run baseline for the target, else the pooled best of the pre-run baselines."""
+    t = (((validation.get("model_verdict") or {}).get("targets") or {}).get(target) or {}) \
+        if isinstance(validation, dict) and isinstance(validation.get("model_verdict"), dict) else {}
+    if isinstance(t, dict) and t.get("best_baseline"):
+        return t["best_baseline"]
+    s = scores(validation)
+    cand = [(float(_field(s, m, target)), m) for m in PRE_RUN_BASELINES if _num(_field(s, m, target)) is not None]
+    return min(cand)[1] if cand else None
+
+
+def worst_split(s: pd.DataFrame, model: str, target: str) -> tuple[str | None, float | None]:
+    """The cross-validation split (not pooled, not off-grid) with the model's largest held-out MAPE."""
+    if s.empty:
+        return None, None
+    r = s[(s.model == model) & (s.target == target) & ~s.split.isin([POOLED, "holdout"])].dropna(subset=["mape_pct"])
+    if r.empty:
+        return None, None
+    r = r.loc[r.mape_pct.idxmax()]
+    return r.split, float(r.mape_pct)
+
+
+# ------------------------------------------------------------------------------------------ the answer
+def absolute_answer(explore: pd.DataFrame, predict_params: dict, energy_label: str, device: str = NA) -> str:
+    """One sentence a reader can use: a planned fine-tune's energy (kWh) and time with their intervals, naming the
+    model and tier that produced it and the energy (measured or estimated, on which device) it learned from."""
     try:
         r = explore.iloc[0]
-        return (f"fine-tuning {r.model} on {predict_params.get('examples', '?'):,} examples for "
-                f"{predict_params.get('epochs', '?')} epochs (sequence length {r.seq_len}) is predicted to take "
-                f"{r.energy_kwh:.3g} kWh (interval {r.energy_kwh_lo:.2g}–{r.energy_kwh_hi:.2g} kWh), "
-                f"by a law fitted to {energy_label}")
+        p = predict_params if isinstance(predict_params, dict) else {}
+        examples, epochs = p.get("examples"), p.get("epochs")
+        if _num(examples) is None or _num(epochs) is None:
+            return NA
+        batch = f", batch size {p['batch_size']}" if _num(p.get("batch_size")) is not None else ""
+        what = (f"Fine-tuning {r.model} (sequence length {int(r.seq_len)}{batch}) on {int(examples):,} examples for "
+                f"{int(epochs)} epochs")
+        where = f" on {device}" if device and device != NA else ""
+        kind = r.get("energy_kind")
+        learned = energy_label if energy_label and energy_label != NA else (
+            f"{kind} energy" if isinstance(kind, str) else NA)
+
+        def kwh(col):
+            lo, hi = r.get(f"{col}_lo"), r.get(f"{col}_hi")
+            if _num(r.get(col)) is None:
+                return None
+            interval = f" ({default_pct(*PREDICT_LEVEL)} % interval {lo:#.2g}–{hi:#.2g} kWh)" if _num(lo) is not None and _num(hi) is not None else ""
+            return f"{r[col]:.3g} kWh{interval}"
+
+        paper, op = kwh("energy_kwh"), kwh("op_energy_kwh")
+        if op is not None and isinstance(r.get("op_tier"), str):
+            tier = r.op_tier
+            time = f" and {r.op_time_h:.2g} h" if _num(r.get("op_time_h")) is not None else ""
+            text = f"{what} costs {op}{time}{where}, by the operator roofline in its {TIERS.get(tier, f'{tier} tier')}"
+            if tier == "fitted":
+                text += ", whose energy is " + re.sub(r"^(measured|estimated) energy", r"\1", learned)
+            return text + (f". The paper's law, fitted to the same runs, says {paper}" if paper else "")
+        if paper:
+            return f"{what} costs {paper}{where}, by the paper's law fitted to this build's runs ({learned})"
+        return NA
     except (AttributeError, IndexError, KeyError, TypeError, ValueError):
         return NA
 
@@ -96,25 +464,71 @@ def law_coefficients(fit: dict, law: str = "roofline_power_law") -> dict:
     return out
 
 
-def paper_vs_reproduction(validation: dict, fit: dict, energy_label: str, coverage: pd.DataFrame) -> pd.DataFrame:
+# ------------------------------------------------------------------------------ the paper and this build
+def _beats(s: pd.DataFrame, model: str, other, target: str) -> str:
+    """Whether ``model`` has the lower pooled MAPE than ``other``, and whether their intervals separate them."""
+    a, b = _pick(s, POOLED, model, target), _pick(s, POOLED, other, target) if other else None
+    if a is None or b is None or _num(a.mape_pct) is None or _num(b.mape_pct) is None:
+        return f"whether the law beats it is {NA}"
+    apart = None
+    if all(_num(x) is not None for x in (a.mape_lo_pct, a.mape_hi_pct, b.mape_lo_pct, b.mape_hi_pct)):
+        apart = a.mape_hi_pct < b.mape_lo_pct or b.mape_hi_pct < a.mape_lo_pct
+    gap = abs(a.mape_pct - b.mape_pct)
+    verdict = (f"the law beats it by {gap:.1f} points" if a.mape_pct < b.mape_pct
+               else f"the law does not beat it ({gap:.1f} points worse)" if a.mape_pct > b.mape_pct
+               else "the law ties with it")
+    if apart is None:
+        return verdict
+    return verdict + ("; their MAPE intervals do not overlap" if apart
+                      else "; their MAPE intervals overlap, so neither is clearly better")
+
+
+def _model_summary(s: pd.DataFrame, model: str, target: str) -> str:
+    split, worst = worst_split(s, model, target)
+    text = f"{mape_text(s, POOLED, model, target)} pooled, worst split " + \
+           (f"{split_label(split)} at {worst:.1f} %" if split else NA)
+    off = _field(s, model, target, "holdout")
+    return text + (f", off-grid runs {off:.1f} %" if _num(off) is not None else "")
+
+
+def paper_vs_reproduction(validation: dict, fit: dict, energy_label: str, noise: dict | None = None) -> pd.DataFrame:
     """What the paper claims (as this project states it) against what this build's artifacts show."""
-    v = validation.get("verdict") or {}
+    s = scores(validation)
     coef = law_coefficients(fit)
-    law_rows = coverage[coverage.model.str.contains("paper", na=False)] if len(coverage) else coverage
-    per_split = "; ".join(f"{r['held out by']}: {r['MAPE (%)']} %" for _, r in law_rows.iterrows()) or NA
-    best = v.get("best_baseline", NA)
-    best_mape = v.get("best_baseline_mape_pct")
+    floor = noise_floor(noise or {})
+    best = best_pre_run_baseline(validation, "energy")
+    best_text = f"the {model_name(best)}, {mape_text(s, POOLED, best, 'energy')}" if best else NA
+
+    def at(split, model):
+        return _pct(_field(s, model, "energy", split))
+
     return pd.DataFrame([
         {"the paper's claim": "Fine-tuning energy follows E = c·F^α·Q^β / η(p) in compute F, memory traffic Q "
                               "and the efficiency factor η(p).",
-         "this reproduction": f"fitted on {energy_label}: α = {coef['alpha']}, β = {coef['beta']} (90 % intervals)."},
-        {"the paper's claim": "The three lightweight proxies predict a fine-tune's energy.",
-         "this reproduction": f"held-out MAPE of the law per split: {per_split}; best baseline that predicts "
-                              f"before running: {best}"
-                              + (f" at {best_mape:.1f} % pooled." if isinstance(best_mape, (int, float)) else ".")},
+         "this reproduction": f"Fitted on {energy_label}: α = {coef['alpha']}, β = {coef['beta']} ({default_pct(*COEF_LEVEL)} % intervals)."},
+        {"the paper's claim": "The three lightweight proxies predict a fine-tune's energy before it runs.",
+         "this reproduction": f"The paper's law on runs it never saw: energy MAPE {_model_summary(s, PAPER, 'energy')} "
+                              f"(replicate noise floor {floor['energy']}). Best baseline that predicts before "
+                              f"running: {best_text} pooled; {_beats(s, PAPER, best, 'energy')}."},
+        {"the paper's claim": "Dividing by η(p) carries the law across parallel degrees and layouts.",
+         "this reproduction": f"Energy MAPE with a whole parallel degree held out: paper's law {at('leave_one_degree_out', PAPER)}, "
+                              f"operator roofline {at('leave_one_degree_out', PRIMARY)}; with a whole parallel mode "
+                              f"held out: {at('leave_one_mode_out', PAPER)} and {at('leave_one_mode_out', PRIMARY)}."},
+        {"the paper's claim": "(This companion, not the paper.) A roofline over the step's operators predicts time "
+                              "and energy without a power law.",
+         "this reproduction": f"Operator roofline, held out: time MAPE {_model_summary(s, PRIMARY, 'time')}; energy "
+                              f"MAPE {_model_summary(s, PRIMARY, 'energy')} (noise floor {floor['time']} and "
+                              f"{floor['energy']})."},
         {"the paper's claim": "Energy is measured on the hardware that trains.",
-         "this reproduction": f"{energy_label}."},
+         "this reproduction": f"{energy_label[:1].upper() + energy_label[1:] if energy_label else NA}."},
     ])
+
+
+def headline_record(validation: dict, noise: dict) -> dict:
+    """The numbers behind the page's tables, unrounded, for headline.json."""
+    s = scores(validation)
+    return {"scores": s.replace({np.nan: None}).to_dict("records"), "noise_floor": noise_floor(noise),
+            "verdict": verdict_table(validation).to_dict("records")}
 
 
 H100_J_PER_FLOP = 700 / 989e12  # an H100's TDP (W) over its dense bf16 peak (FLOP/s): energy per FLOP at best
@@ -131,23 +545,69 @@ def _flag(param: str, value: float, lo: float, hi: float) -> str:
         notes.append("its interval spans zero: not identified by these runs")
     elif lo > 0 and hi / lo > 100:
         notes.append("its interval spans more than two orders of magnitude: poorly identified")
+    if param == "k" and value > 1:
+        notes.append("above 1: the device's TDP is unknown here (taken as 1 W), so k is the mean power drawn in W")
     if lo == hi == value:
         notes.append("fixed or held at a bound (no spread across bootstrap replicates)")
     return "; ".join(notes)
 
 
+def _units() -> dict:
+    """Units of every coefficient name the models use (read from the modules that define them)."""
+    units = {}
+    try:
+        from companion.energy import models, opmodel
+
+        units.update(models.UNITS)
+        units.update(opmodel.TIME_UNITS)
+        units.update(opmodel.ENERGY_UNITS)
+    except Exception:  # a renamed table: the unit column stays empty
+        pass
+    return units
+
+
+def _held_terms() -> tuple:
+    try:
+        from companion.energy.opmodel import HELD_TIME_TERMS
+
+        return tuple(HELD_TIME_TERMS)
+    except Exception:
+        return ()
+
+
+def operator_coefficients(fit: dict) -> list[dict]:
+    """The operator roofline's fitted coefficients (point values: its uncertainty is in its prediction intervals,
+    from held-out residuals), as rows of ``coefficient_table``."""
+    op = fit.get("operator_model") if isinstance(fit, dict) else None
+    if not isinstance(op, dict):
+        return []
+    units, held = _units(), _held_terms()
+    rows = []
+    for part, target in (("time", "step time"), ("energy", "energy per step")):
+        for name, value in (op.get(part) or {}).items():
+            if _num(value) is None:
+                continue
+            rows.append({"model": "operator roofline", "target": target, "coefficient": name,
+                         "value": f"{value:.3g}", "unit": units.get(name, ""), "interval": "—",
+                         "note": "held at its calibrated value, not fitted" if name in held else ""})
+    return rows
+
+
 def coefficient_table(fit: dict) -> pd.DataFrame:
-    """Every fitted coefficient with its 90 % interval and, in words, why it cannot be trusted where it cannot."""
+    """Every fitted coefficient with its interval and, in words, why it cannot be trusted where it cannot:
+    the operator roofline first (point values), then the laws and the USL curves (bootstrap intervals)."""
     try:
         from companion.energy.fit import FittedModel
 
+        interval = f"{default_pct(*COEF_LEVEL)} % interval"
+        units = _units()
+        rows = [{(interval if k == "interval" else k): v for k, v in r.items()} for r in operator_coefficients(fit)]
         coef = FittedModel(fit).coefficient_table()
-        device = fit.get("device_name", NA)
         targets = {"energy_per_step_j": "energy per step", "step_s": "step time"}
-        rows = [{"device": device, "model": r.law.replace("_", " "), "target": targets.get(r.target, r.target),
-                 "coefficient": r.param,
-                 "value": f"{r.value:.3g}", "90 % interval": f"[{r.lo:.3g}, {r.hi:.3g}]",
-                 "note": _flag(r.param, r.value, r.lo, r.hi)} for r in coef.itertuples()]
+        rows += [{"model": r.law.replace("_", " "), "target": targets.get(r.target, r.target),
+                  "coefficient": r.param, "value": f"{r.value:.3g}", "unit": units.get(r.param, ""),
+                  interval: f"[{r.lo:.3g}, {r.hi:.3g}]", "note": _flag(r.param, r.value, r.lo, r.hi)}
+                 for r in coef.itertuples()]
         for u in fit.get("usl", []):
             degrees = u.get("degrees") or []
             for name in ("sigma", "kappa"):
@@ -156,21 +616,8 @@ def coefficient_table(fit: dict) -> pd.DataFrame:
                 if len(degrees) <= 1:
                     note = "; ".join(x for x in (f"measured at one degree only ({degrees[0] if degrees else '?'}): "
                                                  "σ and κ cannot both be identified", note) if x)
-                rows.append({"device": device, "model": f"USL η(p), {u['mode']}", "target": "η", "coefficient": name,
-                             "value": f"{u[name]:.3g}", "90 % interval": f"[{lo:.3g}, {hi:.3g}]", "note": note})
+                rows.append({"model": f"USL η(p), {u['mode']}", "target": "η", "coefficient": name,
+                             "value": f"{u[name]:.3g}", "unit": "", interval: f"[{lo:.3g}, {hi:.3g}]", "note": note})
         return pd.DataFrame(rows)
     except Exception:  # any schema change of fit.json: the table is "not available"
         return pd.DataFrame()
-
-
-def pooled(validation: dict) -> dict:
-    """The verdict's pooled numbers as text: the law's MAPE, the best pre-run baseline and its MAPE."""
-    v = validation.get("verdict") if isinstance(validation, dict) else None
-    out = {"law_mape": NA, "best_baseline": NA, "best_baseline_mape": NA}
-    if isinstance(v, dict):
-        for key, src in (("law_mape", "mape_pct"), ("best_baseline_mape", "best_baseline_mape_pct")):
-            if isinstance(v.get(src), (int, float)):
-                out[key] = f"{v[src]:.1f} %"
-        if v.get("best_baseline"):
-            out["best_baseline"] = str(v["best_baseline"]).replace("_", " ")
-    return out

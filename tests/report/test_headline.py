@@ -1,0 +1,207 @@
+"""The results-first headline, on small synthetic artifacts (no kernel, no book build).
+
+It reads the primary comparison (validation.json's model_scores, model_scores_pooled, model_verdict) and the
+replicate noise floor of noise.json, and says "not available" for whatever an artifact lacks.
+"""
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from companion.report import figures, headline
+
+NA = headline.NA
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _score(split, model, target, mape, lo, hi, cov, n=10):
+    return {"split": split, "model": model, "target": target, "n": n, "mape_pct": mape, "mape_lo_pct": lo,
+            "mape_hi_pct": hi, "median_ape_pct": mape, "max_ape_pct": 3 * mape, "coverage_pct": cov,
+            "noise_floor_pct": 99.0}  # the scores' own floor column is not the one the headline quotes
+
+
+@pytest.fixture
+def validation():
+    rows = []
+    for target in ("time", "energy"):
+        rows += [_score("leave_one_size_out", "operator_roofline", target, 8.7, 7.6, 9.7, 93.3, n=89),
+                 _score("leave_one_mode_out", "operator_roofline", target, 18.2, 17.3, 19.0, 58.8, n=17),
+                 _score("holdout", "operator_roofline", target, 22.3, 14.3, 30.5, 53.8, n=13),
+                 _score("leave_one_size_out", "roofline_power_law", target, 21.6, 15.3, 29.2, 97.8, n=89),
+                 _score("leave_one_mode_out", "roofline_power_law", target, 61.4, 53.8, 68.2, 88.2, n=17),
+                 _score("holdout", "roofline_power_law", target, 38.8, 26.0, 51.3, 61.5, n=13),
+                 _score("leave_one_size_out", "flops_power_law", target, 25.1, 20.6, 29.4, 91.0, n=89),
+                 _score("leave_one_size_out", "tokens_linear", target, 71.4, 49.4, 94.2, 88.8, n=89)]
+    rows.append(_score("leave_one_size_out", "tdp_time", "energy", 4.4, 1.2, 6.2, 85.4, n=89))
+    pooled = [{**_score("", m, t, mape, lo, hi, cov, n=106), "split": None}
+              for m, t, mape, lo, hi, cov in (
+                  ("operator_roofline", "time", 9.9, 8.1, 10.8, 90.8), ("operator_roofline", "energy", 8.6, 7.7, 9.4, 96.7),
+                  ("roofline_power_law", "time", 28.5, 14.7, 35.0, 98.7), ("roofline_power_law", "energy", 27.8, 15.0, 34.4, 96.7),
+                  ("flops_power_law", "time", 30.0, 23.9, 33.7, 93.5), ("flops_power_law", "energy", 27.6, 21.9, 30.8, 93.5),
+                  ("tokens_linear", "energy", 74.0, 57.3, 88.6, 86.9), ("tdp_time", "energy", 6.4, 1.5, 8.2, 89.5))]
+    for p in pooled:
+        del p["split"]
+    verdict = {"model": "operator_roofline", "targets": {
+        "time": {"pooled_mape_pct": 9.9, "worst_split": "leave_one_mode_out", "worst_split_mape_pct": 18.2,
+                 "best_baseline": "flops_power_law", "best_baseline_mape_pct": 30.0, "holdout_mape_pct": 22.3,
+                 "coverage_pct_by_split": {"leave_one_size_out": 93.3, "leave_one_mode_out": 58.8, "holdout": 53.8},
+                 "meets_pooled": True, "meets_every_split": False, "beats_half_best_baseline": True,
+                 "coverage_in_range": False}}}
+    return {"level": 0.9, "model_splits": {"leave_one_size_out": "hold out every run of one model size",
+                                           "leave_one_mode_out": "hold out every run of one parallel mode"},
+            "model_scores": rows, "model_scores_pooled": pooled, "model_verdict": verdict,
+            # the old laws-only tables: the headline must not read them
+            "summary": [{"split": "leave_one_size_out", "law": "roofline_power_law", "mape_pct": 1.0}],
+            "verdict": {"mape_pct": 1.0}}
+
+
+NOISE = {"definition": "relative deviation of each run from the mean of its configuration's replicates",
+         "metrics": {"time_per_step": {"mape": 0.0514, "n_configs": 49, "n_runs": 98},
+                     "energy_per_step": {"mape": 0.0632, "n_configs": 49, "n_runs": 98}}}
+
+
+def test_score_table_reads_model_scores_per_split_and_model(validation):
+    t = headline.score_table(validation, "time")
+    assert list(t.model) == [headline.MODELS[m] for m in
+                             ("operator_roofline", "roofline_power_law", "flops_power_law", "tokens_linear")]
+    headers = list(t.columns)
+    assert headers[0] == "model" and headers[1].startswith("pooled") and "n = 106" in headers[1]
+    assert [h.split("<br>")[0] for h in headers[1:]] == ["pooled", "size", "mode", "off-grid"]  # holdout included
+    cell = t.iloc[0][headers[1]]
+    assert cell.startswith("<b>9.9</b>") and "[8.1, 11]" in cell and "cov 91 %" in cell
+    mode = t.iloc[0][headers[3]]
+    assert "<b>18.2</b>" in mode and "[17, 19]" in mode and 'color:#b00">cov 59 %' in mode  # below the range: red
+    assert "color" not in t.iloc[0][headers[2]]
+    assert t.iloc[3][headers[3]] == "—"  # tokens-linear was not scored on that split
+    energy = headline.score_table(validation, "energy")
+    assert energy.model.iloc[-1] == headline.MODELS["tdp_time"]  # the after-the-fact baseline: energy only
+    assert "<b>27.8</b>" in energy.iloc[1][energy.columns[1]]  # pooled energy of the paper's law, not time's 28.5
+
+
+def test_noise_floor_is_the_replicate_noise_of_noise_json(validation):
+    f = headline.noise_floor(NOISE)
+    assert f == {"time": "5.1 %", "energy": "6.3 %", "n_configs": "49", "n_runs": "98"}
+    text = headline.noise_text(NOISE)
+    assert "5.1 %" in text and "6.3 %" in text and "configuration's mean" in text
+    assert "99.0" not in text  # not the scores' column, not a CI half-width
+    no_replicates = {"metrics": {"time_per_step": {"mape": None, "n_configs": 0}}}
+    assert headline.noise_floor(no_replicates)["time"] == NA
+    assert NA in headline.noise_text({}) and NA in headline.noise_text(no_replicates)
+
+
+def test_verdict_table_reads_model_verdict(validation):
+    v = headline.verdict_table(validation)
+    time = v["time per step"].tolist()
+    assert time[0] == "9.9 %: met"
+    assert time[1] == "mode, 18.2 %: not met"
+    assert time[2] == "met (the FLOPs-only power law at 30.0 %)"
+    assert time[3].startswith("not met") and "mode 59 %" in time[3] and "off-grid 54 %" in time[3]
+    assert "size" not in time[3]  # 93 % lies inside the range
+    assert time[4] == "22.3 %"
+    assert set(v["energy per step"]) == {NA}  # the verdict has no energy entry here
+    assert "10 %" in v.criterion[0] and "85–95 %" in v.criterion[3]  # model_verdict's own thresholds
+    assert headline.verdict_model(validation) == "operator roofline"
+
+
+def test_paper_vs_reproduction_from_the_artifacts(validation):
+    p = headline.paper_vs_reproduction(validation, {}, "estimated energy (x) on cpu", NOISE)
+    text = " ".join(p["this reproduction"])
+    assert "27.8 % [15.0, 34.4] pooled, worst split mode at 61.4 %, off-grid runs 38.8 %" in text
+    assert "the FLOPs-only power law, 27.6 % [21.9, 30.8]" in text
+    assert "the law does not beat it (0.2 points worse)" in text and "intervals overlap" in text
+    assert "time MAPE 9.9 % [8.1, 10.8] pooled, worst split mode at 18.2 %, off-grid runs 22.3 %" in text
+    assert "replicate noise floor 6.3 %" in text
+    assert f"α = {NA}" in text  # no fit.json: the coefficients are not available, nothing raises
+    # a law with the lower MAPE and separate intervals beats the baseline clearly
+    better = dict(validation, model_scores_pooled=[
+        {"model": "roofline_power_law", "target": "energy", "n": 9, "mape_pct": 10.0, "mape_lo_pct": 8.0, "mape_hi_pct": 12.0},
+        {"model": "flops_power_law", "target": "energy", "n": 9, "mape_pct": 30.0, "mape_lo_pct": 25.0, "mape_hi_pct": 35.0}])
+    text = " ".join(headline.paper_vs_reproduction(better, {}, "x", NOISE)["this reproduction"])
+    assert "the law beats it by 20.0 points; their MAPE intervals do not overlap" in text
+
+
+def test_missing_or_changed_artifacts_give_not_available():
+    for broken in ({}, {"model_scores": "changed"}, {"model_scores": [{"split": "s"}]}, {"model_verdict": 3}):
+        assert headline.score_table(broken, "time").empty
+        assert headline.styled_scores(headline.score_table(broken, "time")) == NA
+        assert set(headline.verdict_table(broken)["time per step"]) == {NA}
+        p = headline.paper_vs_reproduction(broken, {"energy_laws": 3}, NA, None)
+        assert all(NA in text for text in p["this reproduction"][:4])
+        assert NA in headline.summary_text(broken, {})
+        assert headline.split_legend(broken) == NA
+    assert headline.noise_floor({"metrics": "changed"})["energy"] == NA
+    assert headline.level_pct({"level": "0.9"}) == NA and headline.level_pct({"level": 0.9}) == "90"
+    assert headline.mape_level_pct() == "90" and headline.coverage_low_pct() == "85"
+    assert headline.default_pct("companion.energy.validation", "no_such_function") == NA
+
+
+def test_absolute_answer_names_the_model_and_tier():
+    explore = pd.DataFrame([{"model": "bert-tiny", "seq_len": 64, "steps": 37500, "energy_kwh": 0.00764,
+                             "energy_kwh_lo": 0.0056, "energy_kwh_hi": 0.0103, "time_h": 0.28, "energy_kind": "estimated",
+                             "op_tier": "fitted", "op_energy_kwh": 0.00644, "op_energy_kwh_lo": 0.0053,
+                             "op_energy_kwh_hi": 0.0078, "op_time_h": 0.227}])
+    params = {"examples": 100000, "epochs": 3, "batch_size": 8}
+    label = "estimated energy (CodeCarbon: CPU power from load × TDP) on cpu"
+    a = headline.absolute_answer(explore, params, label, "cpu")
+    assert a.startswith("Fine-tuning bert-tiny (sequence length 64, batch size 8) on 100,000 examples for 3 epochs "
+                        "costs 0.00644 kWh (90 % interval 0.0053–0.0078 kWh) and 0.23 h on cpu")
+    assert "by the operator roofline in its fitted tier" in a and "whose energy is estimated (CodeCarbon" in a
+    assert "The paper's law, fitted to the same runs, says 0.00764 kWh (90 % interval 0.0056–0.010 kWh)" in a
+    calibrated = headline.absolute_answer(explore.assign(op_tier="calibrated"), params, label, "cpu")
+    assert "calibrated tier" in calibrated and "whose energy" not in calibrated
+    old = explore.drop(columns=[c for c in explore if c.startswith("op_")])  # an explore.csv of before the tiers
+    assert "by the paper's law fitted to this build's runs (estimated energy" in headline.absolute_answer(old, params, label)
+    assert headline.absolute_answer(explore, {}, label) == NA  # examples and epochs unknown
+    assert headline.absolute_answer(pd.DataFrame(), params, label) == NA
+
+
+def test_sentences_become_paragraphs_with_their_numbers_in_bold():
+    html = headline.paragraph("costs 0.00644 kWh (0.0053–0.0078 kWh) on 100,000 examples, L2-h128, p > 1, 5.1 %").data
+    assert "<b>0.00644 kWh</b>" in html and "<b>0.0053–0.0078 kWh</b>" in html and "<b>100,000</b>" in html
+    assert "<b>5.1 %</b>" in html and "L2-h128" in html and "&gt;" in html
+    assert "<b>2</b>" not in html and "<b>128</b>" not in html
+
+
+def test_coefficient_table_puts_the_operator_roofline_first():
+    fit = {"operator_model": {"time": {"gemm_s": 1.24, "comm_latency_s": 1.0}, "energy": {"e_flop_j": 4.4e-12}}}
+    rows = headline.operator_coefficients(fit)
+    assert [r["coefficient"] for r in rows] == ["gemm_s", "comm_latency_s", "e_flop_j"]
+    assert rows[0]["unit"] == "x roofline" and rows[2]["unit"] == "J/FLOP"
+    assert rows[1]["note"] == "held at its calibrated value, not fitted" and rows[0]["note"] == ""
+    assert headline.operator_coefficients({"operator_model": "changed"}) == []
+
+
+def test_energy_label_says_how_the_energy_was_obtained():
+    runs = pd.DataFrame({"device_name": ["cpu", "cpu"], "energy_measured": [False, False],
+                         "energy_source": ["codecarbon[cpu=cpu_load,ram=ram_model]"] * 2})
+    assert figures.energy_label(runs) == ("estimated energy (CodeCarbon: CPU power from load × TDP, RAM power from "
+                                          "its size) on cpu")
+    assert figures.describe_source("nvml") == "NVML energy counter"
+    assert figures.describe_source("something-new") == "something-new"
+
+
+def _prose(lines):
+    """The text of markdown lines, without glue roles, code spans, links and directives."""
+    text = " ".join(lines)
+    for pattern in (r"\{glue:[a-z]*\}`[^`]*`", r"`[^`]*`", r"\]\([^)]*\)", r"```\{glue:\}[^\n]*", r":doc: \S+"):
+        text = re.sub(pattern, " ", text)
+    return text
+
+
+def test_the_headline_page_types_no_number():
+    """Every number of the headline page comes from an artifact through glue (section numbers aside)."""
+    source = (ROOT / "notebooks" / "06_headline.py").read_text()
+    cells = re.split(r"^# %%.*$", source, flags=re.M)
+    markdown = [c for c in re.findall(r"^# %% \[markdown\]\n((?:#.*\n?)*)", source, flags=re.M)]
+    assert markdown and len(cells) > len(markdown)
+    text = _prose(line.lstrip("# ") for block in markdown for line in block.splitlines())
+    assert not re.findall(r"\d", text), re.findall(r".{20}\d.{20}", text)
+
+
+def test_the_introduction_results_are_glued():
+    intro = (ROOT / "book" / "intro.md").read_text()
+    results = intro.split("## Results first", 1)[1].split("## The claim", 1)[0]
+    assert "scores_time" in results and "scores_energy" in results and "noise_text" in results
+    assert not re.findall(r"\d", _prose(results.splitlines())), _prose(results.splitlines())

@@ -5,14 +5,17 @@ Before execution (``prepare``):
 * a hidden first cell keeps warnings and progress bars out of outputs (warnings go to the stage's log);
 * every code cell is collapsed behind "Show code" (``hide-input``); a cell whose first line is ``# hide``,
   or that only glues values or writes the stage's artifact, is removed from the page (``remove-input`` or
-  ``remove-cell``); a cell whose first line is ``# show`` keeps its code visible.
+  ``remove-cell``), except that a cell writing the artifact and then showing a value (its last line is an
+  expression) keeps that output (``remove-input``); a cell whose first line is ``# show`` keeps its code
+  visible.
 
 After execution (``finish``):
 
 * the parameters are shown once, collapsed: papermill's injected values merged into the notebook's defaults;
 * table headers wrap after underscores, not inside words;
-* stderr outputs leave the page for the stage's log; absolute paths in outputs become paths relative to the
-  data root (the virtual environment reads ``<venv>``);
+* stderr outputs leave the page for the stage's log, and so do printed outputs longer than
+  ``LONG_STREAM_LINES`` lines (a sweep's run-by-run log), leaving one line that says where they went;
+  absolute paths in outputs become paths relative to the data root (the virtual environment reads ``<venv>``);
 * every chart output becomes a numbered figure captioned by the chart's ``description``, with its static SVG
   linked under it and used as the no-JavaScript fallback;
 * the page ends with a download link to the artifact the stage wrote.
@@ -33,6 +36,7 @@ CHART_DIV = re.compile(r'<div id="(?P<id>vis-[0-9a-f]+)" class="companion-chart"
 SPEC = r'<script type="application/json" id="{id}-spec">(?P<spec>.*?)</script>'
 GLUE_ONLY = {"glue", "print"}
 ARTIFACT_WRITERS = ("write_json(", ".to_csv(")
+LONG_STREAM_LINES = 20  # printed output longer than this is a log, not a result: it goes to the stage's log
 
 SETUP_CELL = """# Set by companion.report.stages: warnings go to the stage's log, progress bars are off.
 import logging as _logging, os as _os, warnings as _warnings
@@ -80,6 +84,18 @@ def _is_plumbing(source: str) -> bool:
     return bool(body) and only_glue(body) and "glue(" in source
 
 
+def _shows_a_value(source: str) -> bool:
+    """True when the cell's last statement is an expression other than a glue/print call (Jupyter shows it)."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    if not body or not isinstance(body[-1], ast.Expr):
+        return False
+    call = body[-1].value
+    return not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in GLUE_ONLY)
+
+
 def prepare(nb: dict, log: Path) -> dict:
     """Tag the cells of a converted notebook and add the hidden set-up cell (see the module docstring)."""
     for cell in nb["cells"]:
@@ -95,7 +111,8 @@ def prepare(nb: dict, log: Path) -> dict:
         elif first.startswith("# show"):
             continue
         elif _is_plumbing(src):
-            _add_tag(cell, "remove-cell")
+            writes = any(w in src for w in ARTIFACT_WRITERS)
+            _add_tag(cell, "remove-input" if writes and _shows_a_value(src) else "remove-cell")
         elif not {"remove-input", "remove-cell", "hide-cell", "show-input"} & set(tags):
             _add_tag(cell, "hide-input")
     setup = {"id": "companion-setup", "cell_type": "code", "execution_count": None, "outputs": [], "source": SETUP_CELL.format(log=str(log)),
@@ -194,6 +211,10 @@ def finish(nb: dict, stage: str, figure_dir: Path, figure_href: str, roots: list
                     moved.append(_source({"source": out.get("text", "")}))
                     continue
                 out["text"] = _relativise(_source({"source": out["text"]}), roots)
+                n_lines = len(out["text"].rstrip("\n").splitlines())
+                if n_lines > LONG_STREAM_LINES:
+                    moved.append(out["text"])
+                    out["text"] = f"({n_lines} lines of printed log kept out of the page: build/notebooks/{stage}.log)\n"
             elif out.get("output_type") in ("display_data", "execute_result"):
                 data = out.get("data", {})
                 for mime in ("text/plain", "text/html"):

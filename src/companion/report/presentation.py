@@ -179,6 +179,27 @@ def _chart_figure(text: str, div: str, svg_href: str, alt_text: str) -> str:
     return text.replace(div, div.replace("></div>", f">{noscript}</div>"), 1) + links
 
 
+def _shorten_printed_log(outputs: list[dict], stage: str, moved: list[str]) -> list[dict]:
+    """A cell's printed output (all its stdout outputs: a loop prints one per line) longer than
+    ``LONG_STREAM_LINES`` lines goes to ``moved``; one line in its place says where it went."""
+    printed = [o for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout"]
+    text = "".join(_source({"source": o.get("text", "")}) for o in printed)
+    n_lines = len(text.rstrip("\n").splitlines())
+    if n_lines <= LONG_STREAM_LINES:
+        return outputs
+    moved.append(text)
+    note = {"output_type": "stream", "name": "stdout",
+            "text": f"({n_lines} lines of printed log kept out of the page: build/notebooks/{stage}.log)\n"}
+    gone = {id(o) for o in printed}
+    out = []
+    for o in outputs:
+        if id(o) not in gone:
+            out.append(o)
+        elif o is printed[0]:
+            out.append(note)
+    return out
+
+
 def finish(nb: dict, stage: str, figure_dir: Path, figure_href: str, roots: list[tuple[str, str]],
            artifact: tuple[Path, Path, str, str] | None = None) -> list[str]:
     """Post-process an executed notebook in place; returns the stderr texts moved out of the page.
@@ -211,10 +232,6 @@ def finish(nb: dict, stage: str, figure_dir: Path, figure_href: str, roots: list
                     moved.append(_source({"source": out.get("text", "")}))
                     continue
                 out["text"] = _relativise(_source({"source": out["text"]}), roots)
-                n_lines = len(out["text"].rstrip("\n").splitlines())
-                if n_lines > LONG_STREAM_LINES:
-                    moved.append(out["text"])
-                    out["text"] = f"({n_lines} lines of printed log kept out of the page: build/notebooks/{stage}.log)\n"
             elif out.get("output_type") in ("display_data", "execute_result"):
                 data = out.get("data", {})
                 for mime in ("text/plain", "text/html"):
@@ -236,7 +253,8 @@ def finish(nb: dict, stage: str, figure_dir: Path, figure_href: str, roots: list
                     if charts_here == 1:
                         label = (html.unescape(m.group("caption")), f"fig-{stage.replace('_', '-')}-{n_fig}")
             kept.append(out)
-        cell["outputs"] = kept
+        cell["outputs"] = _shorten_printed_log(kept, stage, moved)
+        kept = cell["outputs"]
         # myst-nb gives a cell's figure caption and label to each of its display outputs, so only a cell that
         # shows its chart alone can be a numbered figure (a chart beside a table would repeat the label)
         shown = [o for o in kept if o.get("output_type") in ("display_data", "execute_result")

@@ -125,7 +125,7 @@ def test_paper_vs_reproduction_from_the_artifacts(validation):
 def test_missing_or_changed_artifacts_give_not_available():
     for broken in ({}, {"model_scores": "changed"}, {"model_scores": [{"split": "s"}]}, {"model_verdict": 3}):
         assert headline.score_table(broken, "time").empty
-        assert headline.styled_scores(headline.score_table(broken, "time")) == NA
+        assert NA in headline.styled_scores(headline.score_table(broken, "time")).data  # a sentence, not a repr
         assert set(headline.verdict_table(broken)["time per step"]) == {NA}
         p = headline.paper_vs_reproduction(broken, {"energy_laws": 3}, NA, None)
         assert all(NA in text for text in p["this reproduction"][:4])
@@ -163,6 +163,7 @@ def test_sentences_become_paragraphs_with_their_numbers_in_bold():
     assert "<b>5.1 %</b>" in html and "L2-h128" in html and "&gt;" in html
     assert "<b>2</b>" not in html and "<b>128</b>" not in html
     assert "<b>27.6 %</b>." in headline.paragraph("the baseline 27.6 %. Next").data
+    assert "3.2e+05 kWh" in headline.paragraph("between 2.3e-05 and 3.2e+05 kWh").data  # exponents stay whole
 
 
 def test_coefficient_table_puts_the_operator_roofline_first():

@@ -220,9 +220,10 @@ def score_table(validation: dict, target: str) -> pd.DataFrame:
 
 
 def styled_scores(table: pd.DataFrame, caption: str = ""):
-    """The score table as the page shows it (narrow: fits the text column), or "not available"."""
+    """The score table as the page shows it (narrow: fits the text column), or a paragraph saying it is
+    not available."""
     if table is None or table.empty:
-        return NA
+        return paragraph(f"{caption or 'The held-out scores'}: {NA} (validation.json holds no model_scores).")
     styles = [{"selector": "td", "props": "white-space: nowrap; min-width: 0; text-align: right; line-height: 1.25; "
                                           "padding: 0.3em 0 0.3em 0.8em; border-top: 1px solid #e5e5e5;"},
               {"selector": "td.col0", "props": "white-space: normal; text-align: left; max-width: 11em; padding-left: 0;"},
@@ -240,7 +241,9 @@ def split_items(validation: dict) -> list[tuple[str, str]]:
     if not isinstance(splits, dict) or not splits:
         return []
     s = scores(validation)
-    present = set(s.split) if len(s) else set(splits) | {"holdout"}
+    if s.empty:  # nothing scored: no column to explain
+        return []
+    present = set(s.split)
     order = [k for k in [*SPLITS, *splits] if k in present and (k in splits or k == "holdout")]
     n_cv = len([k for k in splits if k in present])
     return [(POOLED, f"the {n_cv} cross-validation splits together, off-grid runs apart (a run held out by several "
@@ -268,7 +271,7 @@ def styled_prose(table: pd.DataFrame, first_width: str = "32%", nowrap: tuple = 
     """A table of sentences: cells wrap and align at the top; the first column takes ``first_width``; the
     columns numbered in ``nowrap`` (numbers, intervals) never wrap."""
     if table is None or table.empty:
-        return NA
+        return paragraph(f"This table is {NA}.")
     styles = [{"selector": "td", "props": "vertical-align: top; white-space: normal; padding: 0.35em 0.6em 0.35em 0; "
                                           "border-top: 1px solid #e5e5e5;"},
               {"selector": "td.col0", "props": f"width: {first_width};"},
@@ -402,7 +405,7 @@ def paragraph(text: str):
 
     body = html.escape(str(text), quote=False)
     number = r"\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?"
-    body = re.sub(rf"(?<![\w.,^-])((?:{number})(?:–(?:{number}))?(?: %| kWh| h)?)(?!\w|\.\d|,\d)", r"<b>\1</b>", body)
+    body = re.sub(rf"(?<![\w.,^+-])((?:{number})(?:–(?:{number}))?(?: %| kWh| h)?)(?!\w|\.\d|,\d)", r"<b>\1</b>", body)
     return HTML(f'<p class="companion-glued">{body}</p>')
 
 

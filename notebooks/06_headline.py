@@ -49,6 +49,7 @@ scores = {t: headline.score_table(validation, t) for t in headline.TARGETS}
 paper = headline.paper_vs_reproduction(validation, fit, label, noise)
 coefficients = headline.coefficient_table(fit)
 flagged = coefficients[coefficients.note != ""] if len(coefficients) else coefficients
+floor = headline.noise_floor(noise)
 answer = headline.absolute_answer(explore, predict_params, label, fit.get("device_name", headline.NA))
 verdict = headline.verdict_table(validation)
 glue("energy_label", label, display=False)
@@ -64,8 +65,17 @@ for key, text in (("noise_text", headline.noise_text(noise)), ("summary_text", h
     glue(key, headline.paragraph(text), display=False)
 glue("split_legend", headline.legend_html(validation), display=False)
 glue("device", str(fit.get("device_name", headline.NA)), display=False)
+captions = {t: f"{what.capitalize()}: held-out MAPE (%), its interval, and the coverage of the prediction intervals"
+            for t, what in headline.TARGETS.items()}
 for target in headline.TARGETS:
-    glue(f"scores_{target}", headline.styled_scores(scores[target]), display=False)
+    glue(f"scores_{target}", headline.styled_scores(scores[target], captions[target]), display=False)
+# for the pages on measurement and limitations: the protocol's target, the replicates, the noise and coverage
+glue("target_ci_pct", headline.target_ci_pct(runs), display=False)
+glue("replicates_words", headline.replicates_words(runs), display=False)
+glue("noise_floor_time", floor["time"], display=False)
+glue("noise_floor_energy", floor["energy"], display=False)
+for key, text in headline.coverage_summary(validation).items():
+    glue(f"coverage_{key}", text, display=False)
 glue("verdict_table", headline.styled_prose(verdict), display=False)
 glue("paper_table", headline.styled_prose(paper), display=False)
 
@@ -91,7 +101,7 @@ glue("paper_table", headline.styled_prose(paper), display=False)
 
 # %%
 # hide
-headline.styled_scores(scores["time"])
+headline.styled_scores(scores["time"], captions["time"])
 
 # %% [markdown]
 # ### Energy per step
@@ -101,7 +111,7 @@ headline.styled_scores(scores["time"])
 
 # %%
 # hide
-headline.styled_scores(scores["energy"])
+headline.styled_scores(scores["energy"], captions["energy"])
 
 # %% [markdown]
 # ### The verdict on the primary model
@@ -145,7 +155,7 @@ headline.styled_prose(paper)
 
 # %%
 # hide
-headline.styled_prose(coefficients, first_width="9em")
+headline.styled_prose(coefficients, first_width="9em", nowrap=(1, 3, 5))
 
 # %%
 out = write_json(d / "headline.json", {"energy_label": label, **headline.headline_record(validation, noise),

@@ -51,6 +51,11 @@ def test_legend_rule():
     assert book_check.legendless([{"title": "d", "colours": 3, "legend": True, "unkeyed": 2}]) == ["d"]
 
 
+def test_shared_colour_rule():
+    assert book_check.shared_colours([{"title": "a", "shared": ["x / y"]}, {"title": "b", "shared": []}]) == ["a: x / y"]
+    assert book_check.shared_colours([{"title": "c"}]) == []
+
+
 # ------------------------------------------------------------------------------- in Chromium, page by page
 def _chart_html(legend: bool, width: int | str = "container") -> str:
     df = pd.DataFrame({"x": [1, 2, 3, 1, 2, 3], "y": [1, 2, 3, 2, 3, 5], "series": list("aaabbb")})
@@ -97,6 +102,19 @@ def test_a_legend_that_does_not_key_the_colours_fails(tmp_path, exe):
         x="x:Q", y="y:Q", color=alt.Color("series:N", legend=None), strokeDash="kind:N", detail="series:N")
     r = book_check.check_page(_page(tmp_path, figures.render_html(chart.to_dict())), exe)
     assert r.charts_without_legend == ["dashes keyed, colours not"], r.problems
+
+
+def test_a_legend_giving_two_entries_one_colour_fails(tmp_path, exe):
+    """Five series on a four-colour scale: the legend keys every colour, but two entries share one."""
+    df = pd.DataFrame({"x": [1, 2] * 5, "y": range(10), "series": [s for s in "abcde" for _ in range(2)]})
+    scale = alt.Scale(range=["#4c78a8", "#f58518", "#54a24b", "#b279a2"])
+    chart = alt.Chart(df, width="container", height=200, title="colours reused").mark_line().encode(
+        x="x:Q", y="y:Q", color=alt.Color("series:N", scale=scale))
+    r = book_check.check_page(_page(tmp_path, figures.render_html(chart.to_dict())), exe)
+    assert r.shared_colours == ["colours reused: a / e"], r.problems
+    assert not r.ok
+    clean = chart.encode(color=alt.Color("series:N"))  # the default scheme has ten colours
+    assert book_check.check_page(_page(tmp_path, figures.render_html(clean.to_dict())), exe).ok
 
 
 def test_a_chart_wider_than_the_column_fails(tmp_path, exe):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from companion.report import figures, headline
+from companion.report import headline
 
 NA = headline.NA
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +125,7 @@ def test_paper_vs_reproduction_from_the_artifacts(validation):
 def test_missing_or_changed_artifacts_give_not_available():
     for broken in ({}, {"model_scores": "changed"}, {"model_scores": [{"split": "s"}]}, {"model_verdict": 3}):
         assert headline.score_table(broken, "time").empty
-        assert headline.styled_scores(headline.score_table(broken, "time")) == NA
+        assert NA in headline.styled_scores(headline.score_table(broken, "time")).data  # a sentence, not a repr
         assert set(headline.verdict_table(broken)["time per step"]) == {NA}
         p = headline.paper_vs_reproduction(broken, {"energy_laws": 3}, NA, None)
         assert all(NA in text for text in p["this reproduction"][:4])
@@ -162,6 +162,8 @@ def test_sentences_become_paragraphs_with_their_numbers_in_bold():
     assert "<b>0.00644 kWh</b>" in html and "<b>0.0053–0.0078 kWh</b>" in html and "<b>100,000</b>" in html
     assert "<b>5.1 %</b>" in html and "L2-h128" in html and "&gt;" in html
     assert "<b>2</b>" not in html and "<b>128</b>" not in html
+    assert "<b>27.6 %</b>." in headline.paragraph("the baseline 27.6 %. Next").data
+    assert "3.2e+05 kWh" in headline.paragraph("between 2.3e-05 and 3.2e+05 kWh").data  # exponents stay whole
 
 
 def test_coefficient_table_puts_the_operator_roofline_first():
@@ -171,15 +173,6 @@ def test_coefficient_table_puts_the_operator_roofline_first():
     assert rows[0]["unit"] == "x roofline" and rows[2]["unit"] == "J/FLOP"
     assert rows[1]["note"] == "held at its calibrated value, not fitted" and rows[0]["note"] == ""
     assert headline.operator_coefficients({"operator_model": "changed"}) == []
-
-
-def test_energy_label_says_how_the_energy_was_obtained():
-    runs = pd.DataFrame({"device_name": ["cpu", "cpu"], "energy_measured": [False, False],
-                         "energy_source": ["codecarbon[cpu=cpu_load,ram=ram_model]"] * 2})
-    assert figures.energy_label(runs) == ("estimated energy (CodeCarbon: CPU power from load × TDP, RAM power from "
-                                          "its size) on cpu")
-    assert figures.describe_source("nvml") == "NVML energy counter"
-    assert figures.describe_source("something-new") == "something-new"
 
 
 def _prose(lines):

@@ -69,3 +69,29 @@ def test_a_chart_beside_another_output_is_not_labelled_as_a_figure(tmp_path):
 def test_table_headers_wrap_after_underscores_only():
     assert presentation._breakable_headers('<tr><th class="c">energy_kwh_lo</th><td>run_id_1</td></tr>') == \
         '<tr><th class="c">energy_<wbr>kwh_<wbr>lo</th><td>run_id_1</td></tr>'
+
+
+def test_a_cell_writing_the_artifact_keeps_the_value_it_shows(tmp_path):
+    nb = {"cells": [_code("noise = f(df)\nwrite_json(p, noise)\npd.DataFrame(noise)"),
+                    _code("out = write_json(p, x)\nprint(f'wrote {out}')")]}
+    cells = presentation.prepare(nb, tmp_path / "log")["cells"]
+    assert [c["metadata"]["tags"] for c in cells[1:]] == [["remove-input"], ["remove-cell"]]
+
+
+def test_a_long_printed_log_leaves_the_page(tmp_path):
+    log = "".join(f"[{i}/40] run {i} ok\n" for i in range(40))
+    nb = {"cells": [_code("sweep()", outputs=[{"output_type": "stream", "name": "stdout", "text": log}]),
+                    _code("x", outputs=[{"output_type": "stream", "name": "stdout", "text": "wrote runs.csv\n"}])]}
+    moved = presentation.finish(nb, "01_runs", tmp_path / "figs", "figs", [])
+    assert moved == [log]
+    assert nb["cells"][0]["outputs"][0]["text"] == \
+        f"({40} lines of printed log kept out of the page: build/notebooks/01_runs.log)\n"
+    assert nb["cells"][1]["outputs"][0]["text"] == "wrote runs.csv\n"  # a short output stays
+    # a loop that prints one output per line, around a table the cell shows: the lines go, the table stays
+    table = {"output_type": "execute_result", "metadata": {}, "data": {"text/html": "<table></table>"}}
+    lines = [{"output_type": "stream", "name": "stdout", "text": f"[{i}/30] ok\n"} for i in range(30)]
+    nb = {"cells": [_code("sweep()", outputs=[*lines, table])]}
+    moved = presentation.finish(nb, "01_runs", tmp_path / "figs", "figs", [])
+    assert moved == ["".join(o["text"] for o in lines)]
+    assert [o["output_type"] for o in nb["cells"][0]["outputs"]] == ["stream", "execute_result"]
+    assert nb["cells"][0]["outputs"][0]["text"].startswith("(30 lines of printed log kept out of the page")

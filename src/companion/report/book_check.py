@@ -5,7 +5,8 @@
 For every page:
 
 * each interactive chart drew (an ``svg.marks`` per chart container), and every chart that draws several
-  series (two or more distinct colours among its data marks) also draws a legend that keys every colour;
+  series (two or more distinct colours among its data marks) also draws a legend that keys every colour,
+  with one colour per entry (a legend that gives two entries one colour cannot tell them apart);
 * nothing is wider than the text column: no element scrolls or is clipped horizontally, none sticks out
   on the right (tables, charts, code, math);
 * no output shows plumbing: no stderr, no "Traceback", no "Warning", no progress bar, no absolute path
@@ -104,10 +105,25 @@ PROBE_JS = r"""
         if (f) keyed[f] = 1; if (g) keyed[g] = 1;
       }
       var unkeyed = Object.keys(colours).filter(function(c) { return !keyed[c]; }).length;
+      // within one legend, the entries (labels) each colour keys: two labels on one colour are ambiguous
+      var shared = [], legends = d.querySelectorAll(".role-legend");
+      for (var l = 0; l < legends.length; l++) {
+        var byColour = {}, entries = legends[l].querySelectorAll(".role-legend-symbol");
+        for (var e = 0; e < entries.length; e++) {
+          var shape = entries[e].querySelector("path, rect") || entries[e];
+          var c = chromatic(shape.getAttribute("fill")) || chromatic(shape.getAttribute("stroke"));
+          var label = entries[e].parentNode.querySelector(".role-legend-label text");
+          if (c) { byColour[c] = byColour[c] || {}; byColour[c][label ? label.textContent : "?"] = 1; }
+        }
+        Object.keys(byColour).forEach(function(c) {
+          var names = Object.keys(byColour[c]);
+          if (names.length > 1) shared.push(names.join(" / "));
+        });
+      }
       var title = d.querySelector(".role-title-text");
       charts.push({id: d.id, title: title ? title.textContent : "", drawn: !!d.querySelector("svg.marks"),
                    colours: Object.keys(colours).length, legend: !!d.querySelector(".role-legend"),
-                   unkeyed: unkeyed});
+                   unkeyed: unkeyed, shared: shared});
     }
     var outputs = [];
     // cell outputs, and outputs pasted into pages by glue
@@ -141,6 +157,7 @@ class PageReport:
     console_errors: list[str] = field(default_factory=list)
     remote_assets: list[str] = field(default_factory=list)
     charts_without_legend: list[str] = field(default_factory=list)
+    shared_colours: list[str] = field(default_factory=list)
     overflow: list[str] = field(default_factory=list)
     output_leaks: list[str] = field(default_factory=list)
     height_px: int = 0
@@ -155,6 +172,7 @@ class PageReport:
         out += [f"console: {e}" for e in self.console_errors]
         out += [f"remote asset: {e}" for e in self.remote_assets]
         out += [f"several series and no legend: {c}" for c in self.charts_without_legend]
+        out += [f"one colour for several legend entries: {c}" for c in self.shared_colours]
         out += [f"wider than the column: {o}" for o in self.overflow]
         out += [f"output shows {o}" for o in self.output_leaks]
         return out
@@ -193,6 +211,11 @@ def legendless(charts: list[dict]) -> list[str]:
             if c.get("colours", 0) >= 2 and (not c.get("legend") or c.get("unkeyed", 0) > 0)]
 
 
+def shared_colours(charts: list[dict]) -> list[str]:
+    """'title: a / b' for every legend colour that keys two or more entries of one chart's legend."""
+    return [f"{c.get('title') or c.get('id', '?')}: {names}" for c in charts for names in c.get("shared") or []]
+
+
 def _chromium(exe: str, flags: list[str], url: str) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory() as profile:
         return subprocess.run([exe, *flags, f"--user-data-dir={profile}", url], capture_output=True, text=True,
@@ -223,6 +246,7 @@ def check_page(html: Path, exe: str | None = None, screenshot: Path | None = Non
         console_errors=errors if m else errors + ["the page probe did not run"],
         remote_assets=REMOTE_ASSET.findall(source),
         charts_without_legend=legendless(probe.get("charts", [])),
+        shared_colours=shared_colours(probe.get("charts", [])),
         overflow=probe.get("overflow", []),
         output_leaks=output_leaks(probe.get("outputs", []), probe.get("text", "")),
         height_px=int(probe.get("height_px", 0)),

@@ -27,6 +27,24 @@ PART_ORDER = ["compute", "memory", "static"]
 PART_SCALE = alt.Scale(domain=PART_ORDER, range=["#9c755f", "#72b7b2", "#e45756"])
 KIND_ORDER = ["law", "baseline", "after the fact (measured time)"]
 KIND_SCALE = alt.Scale(domain=KIND_ORDER, range=["#ff9da6", "#bab0ac", "#eeca3b"])
+# the validation's models by kind: the law's and baselines' colours above, one more for the operator roofline
+MODEL_KIND_ORDER = ["operator roofline", "law", "baseline", "after the fact (measured time)"]
+MODEL_KIND_SCALE = alt.Scale(domain=MODEL_KIND_ORDER, range=["#1b7f79", "#ff9da6", "#bab0ac", "#eeca3b"])
+COMPARISON_WIDTH = 270  # each of the two panels of model_comparison: both fit the text column with their labels
+# The operator roofline's time terms: words, and colours of their own (ten, none used by another concept).
+OPERATOR_WORDS = {"gemm_s": "GEMMs", "attention_s": "attention", "elementwise_s": "element-wise",
+                  "state_s": "weights, gradients, AdamW", "step_fixed_s": "launches per step",
+                  "layer_fixed_s": "launches per layer", "tp_dispatch_s": "TP dispatch", "fsdp_hooks_s": "FSDP hooks",
+                  "comm_latency_s": "collectives: latency", "comm_bytes_s": "collectives: bytes"}
+OPERATOR_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                   "#bcbd22", "#17becf", "#393b79", "#637939"]
+# The models of the validation, in words and in one order (the primary model first).
+MODEL_WORDS = {"operator_roofline": "operator roofline", "calibrated_tier": "calibrated tier",
+               "roofline_power_law": "paper's law", "energy_roofline": "energy roofline",
+               "flops_power_law": "FLOPs power law", "tokens_linear": "tokens-linear", "tdp_time": "TDP × time"}
+SPLIT_WORDS = {"leave_one_size_out": "size held out", "leave_one_degree_out": "degree held out",
+               "leave_one_mode_out": "mode held out", "leave_one_head_dim_out": "head dim. held out",
+               "extrapolate_largest": "largest held out", "holdout": "off-grid runs"}
 SI = "~s"  # axis labels with SI prefixes: 100G, 2.5m
 NUM = ".3~g"  # three significant digits, no padding: 0.9, 1.6e-10
 
@@ -158,6 +176,11 @@ def _mode_color(legend_sel):
                          alt.value("#ddd"))
 
 
+def _with_split_words(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with ``split_label``: each validation split in words ("size held out")."""
+    return frame.assign(split_label=frame.split.map(lambda x: SPLIT_WORDS.get(x, str(x).replace("_", " "))))
+
+
 def _log(title: str, fmt: str = SI, **scale) -> dict:
     return {"title": title, "scale": alt.Scale(type="log", **scale), "axis": alt.Axis(format=fmt)}
 
@@ -267,48 +290,50 @@ def eta_curves(df: pd.DataFrame, usl: list[dict]) -> alt.Chart:
 
 def predicted_vs_measured(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt.Chart:
     """Held-out predictions against measurements for one law: colour = layout, shape = split; y = x is perfect."""
-    p = pred[pred.law == law]
+    p = _with_split_words(pred[pred.law == law])
     lim = [float(min(p.measured_j.min(), p.predicted_j.min()) * 0.8), float(max(p.measured_j.max(), p.predicted_j.max()) * 1.25)]
     diag = alt.Chart(pd.DataFrame({"x": lim, "y": lim})).mark_line(color="#999", strokeDash=[4, 4]).encode(x="x:Q", y="y:Q")
-    sel = alt.selection_point(fields=["split"], bind="legend")
+    sel = alt.selection_point(fields=["split_label"], bind="legend")
     scale = alt.Scale(type="log", domain=lim)
-    color = alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout")
+    color = alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout", legend=alt.Legend(symbolOpacity=1))
     errs = alt.Chart(p).mark_rule().encode(x=alt.X("measured_j:Q", scale=scale), y="lo_j:Q", y2="hi_j:Q",
                                            color=color, opacity=alt.condition(sel, alt.value(0.35), alt.value(0.03)))
     dots = alt.Chart(p).mark_point(filled=True, size=60).encode(
         x=alt.X("measured_j:Q", scale=scale, title="measured energy per step (J)", axis=alt.Axis(format=SI)),
         y=alt.Y("predicted_j:Q", scale=scale, title="predicted on held-out runs (J)", axis=alt.Axis(format=SI)),
-        color=color, shape=alt.Shape("split:N", title="held out by"),
+        color=color, shape=alt.Shape("split_label:N", title="held out"),
         opacity=alt.condition(sel, alt.value(0.9), alt.value(0.08)),
-        tooltip=["run_id", "split", "fold", alt.Tooltip("ape_pct:Q", format=".1f", title="error (%)"),
+        tooltip=["run_id", alt.Tooltip("split_label:N", title="split"), "fold", alt.Tooltip("ape_pct:Q", format=".1f", title="error (%)"),
                  alt.Tooltip("lo_j:Q", format=NUM, title="interval low (J)"),
                  alt.Tooltip("hi_j:Q", format=NUM, title="interval high (J)")]).add_params(sel)
     return alt.layer(diag, errs, dots, width=WIDTH, height=HEIGHT,
-                     title=_title(f"Held-out predictions: {law} (bars: 90 % intervals)", df),
+                     title=_title(f"Held-out predictions: {MODEL_WORDS.get(law, law)} (bars: 90 % intervals)", df),
                      description="Points on the dashed diagonal are predicted exactly; a bar that misses the "
                                  "diagonal is an interval that did not cover its measurement.")
 
 
 def residuals_by_group(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt.Chart:
     """Signed held-out error (%) per fold (the group held out), one panel per split."""
-    p = pred[pred.law == law].assign(error_pct=lambda d: (d.predicted_j / d.measured_j - 1) * 100)
-    return alt.Chart(p, title=_title(f"Held-out error by group: {law}", df),
+    p = _with_split_words(pred[pred.law == law]).assign(error_pct=lambda d: (d.predicted_j / d.measured_j - 1) * 100)
+    return alt.Chart(p, title=_title(f"Held-out error by group: {MODEL_WORDS.get(law, law)}", df),
                      description="Each tick is one held-out run; ticks right of zero are over-predicted. "
                                  "A group whose ticks sit together on one side is a bias, not noise.").mark_tick(
         thickness=2, size=14).encode(
         x=alt.X("error_pct:Q", title="prediction error (%)", axis=alt.Axis(format="~s")), y=alt.Y("fold:N", title=None),
         color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout"),
-        row=alt.Row("split:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
+        row=alt.Row("split_label:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
         tooltip=["run_id", alt.Tooltip("error_pct:Q", format=".1f", title="error (%)")]).properties(
         width=FACET_WIDTH + 60).resolve_scale(y="independent")
 
 
 def coefficients(coef: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     """Each fitted coefficient with its 90 % bootstrap interval, one panel per law and coefficient."""
-    c = coef.assign(key=coef.law + ": " + coef.param)
+    what = {"energy_per_step_j": "", "step_s": " (step time)"}
+    c = coef.assign(key=coef.law + ": " + coef.param + (coef.target.map(lambda t: what.get(t, f" ({t})"))
+                                                       if "target" in coef else ""))
     base = alt.Chart(c).encode(y=alt.Y("param:N", title=None))
     rules = base.mark_rule().encode(x=alt.X("lo:Q", title="value (90 % bootstrap interval)", scale=alt.Scale(zero=False),
-                                            axis=alt.Axis(format=NUM)), x2="hi:Q")
+                                            axis=alt.Axis(format=".4~g", tickCount=5)), x2="hi:Q")
     dots = base.mark_point(filled=True, size=60).encode(x="value:Q", tooltip=["law", "target", "param",
                                                                              alt.Tooltip("value:Q", format=".4g"),
                                                                              alt.Tooltip("lo:Q", format=".4g"),
@@ -323,7 +348,7 @@ def coefficients(coef: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
 
 def baseline_comparison(summary: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     """Held-out MAPE (%) of every law and baseline on every split (hover for all metrics)."""
-    s = summary.assign(kind=np.where(summary.uses_measured_time, KIND_ORDER[2],
+    s = _with_split_words(summary).assign(kind=np.where(summary.uses_measured_time, KIND_ORDER[2],
                                      np.where(summary.baseline, KIND_ORDER[1], KIND_ORDER[0])))
     return alt.Chart(s, title=_title("Held-out MAPE: laws and baselines", df),
                      description="Shorter bars predict held-out runs better; compare the laws with the "
@@ -331,8 +356,8 @@ def baseline_comparison(summary: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
         x=alt.X("mape_pct:Q", title="MAPE on held-out runs (%)"),
         y=alt.Y("label:N", title=None, sort="x", axis=alt.Axis(labelLimit=200)),
         color=alt.Color("kind:N", title="model", scale=KIND_SCALE, legend=alt.Legend(orient="bottom")),
-        row=alt.Row("split:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
-        tooltip=["label", "split", "n", alt.Tooltip("mape_pct:Q", format=".1f", title="MAPE (%)"),
+        row=alt.Row("split_label:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
+        tooltip=["label", alt.Tooltip("split_label:N", title="split"), "n", alt.Tooltip("mape_pct:Q", format=".1f", title="MAPE (%)"),
                  alt.Tooltip("median_ape_pct:Q", format=".1f", title="median APE (%)"),
                  alt.Tooltip("max_ape_pct:Q", format=".1f", title="max APE (%)"),
                  alt.Tooltip("r2_log:Q", format=".3f", title="R² (log)"),
@@ -363,13 +388,18 @@ def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     ``terms``: run_id, mode, flops_per_step and one column per time term (s), already multiplied by its
     fitted coefficient."""
     parts = [c for c in terms.columns if c.endswith("_s") and c != "step_s"]
-    long = terms.melt(id_vars=["run_id", "mode", "flops_per_step"], value_vars=parts, var_name="operator",
+    long = terms.melt(id_vars=["run_id", "mode", "flops_per_step"], value_vars=parts, var_name="term",
                       value_name="time_s")
+    long["operator"] = long.term.map(lambda t: OPERATOR_WORDS.get(t, t.removesuffix("_s").replace("_", " ")))
+    long["term_index"] = long.term.map({t: i for i, t in enumerate(parts)})
+    names = list(dict.fromkeys(OPERATOR_WORDS.get(t, t.removesuffix("_s").replace("_", " ")) for t in parts))
+    colors = (OPERATOR_COLORS * (len(names) // len(OPERATOR_COLORS) + 1))[:len(names)]
     order = alt.EncodingSortField(field="flops_per_step", order="ascending")
     return alt.Chart(long, title=_title("Where the step time goes (operator roofline)", df)).mark_bar().encode(
         y=alt.Y("run_id:N", sort=order, title=None, axis=alt.Axis(labelLimit=260, labelFontSize=9)),
         x=alt.X("time_s:Q", stack="normalize", title="share of modelled step time", axis=alt.Axis(format="%")),
-        color=alt.Color("operator:N", title="operator class", sort=parts),
+        color=alt.Color("operator:N", title="operator class", sort=names, scale=alt.Scale(domain=names, range=colors)),
+        order=alt.Order("term_index:Q"),
         tooltip=["run_id", "mode", "operator", alt.Tooltip("time_s:Q", format=NUM, title="time (s)")],
     ).properties(width=WIDTH, description="Each bar is one run, split into the shares of its modelled step time "
                  "that each operator class takes; runs are ordered by FLOPs per step, smallest at the top.")
@@ -382,7 +412,8 @@ def eta_model_vs_measured(eta: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     dots = alt.Chart(eta).mark_point(filled=True, size=70).encode(
         x=alt.X("eta_measured:Q", title="measured η = T₁ / (p T_p)", scale=alt.Scale(domain=[0, top])),
         y=alt.Y("eta_model:Q", title="operator roofline η", scale=alt.Scale(domain=[0, top])),
-        color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE), shape="world_size:N",
+        color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout"),
+        shape=alt.Shape("world_size:N", title="ranks"),
         tooltip=["run_id", alt.Tooltip("eta_measured:Q", format=".3f"), alt.Tooltip("eta_model:Q", format=".3f")])
     return alt.layer(line, dots, title=_title("η(p) is an output of the operator roofline", df)).properties(
         width=HEIGHT, height=HEIGHT, description="Each point is one parallel run: the efficiency factor the "
@@ -390,23 +421,41 @@ def eta_model_vs_measured(eta: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
 
 
 def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
-    """Held-out MAPE of every model for time and energy on every split, with its group-bootstrap interval."""
+    """Held-out MAPE of every model for time and energy on every split, with its group-bootstrap interval.
+
+    One row of panels per split (its name above it), time and energy side by side; bars coloured by the kind
+    of model, the models in one fixed order, the primary model first."""
     if scores.empty:  # too few runs to hold out whole groups: say so instead of drawing empty axes
         note = pd.DataFrame({"text": ["too few runs in this build to hold out whole groups"]})
         return alt.Chart(note, title=_title("Held-out MAPE: every model", df)).mark_text(align="left").encode(
             text="text:N").properties(width=WIDTH, height=40, description="Too few runs in this build to "
                                       "hold out whole groups, so no model is scored.")
-    base = alt.Chart(scores).encode(y=alt.Y("model:N", title=None, sort="x"))
-    bars = base.mark_bar().encode(x=alt.X("mape_pct:Q", title="MAPE on held-out runs (%)"),
-                                  color=alt.Color("target:N", title="target"),
-                                  tooltip=["model", "split", "target", "n", alt.Tooltip("mape_pct:Q", format=".1f"),
-                                           alt.Tooltip("mape_lo_pct:Q", format=".1f"),
-                                           alt.Tooltip("mape_hi_pct:Q", format=".1f"),
-                                           alt.Tooltip("coverage_pct:Q", format=".0f")])
+    kinds = {"operator_roofline": MODEL_KIND_ORDER[0], "calibrated_tier": MODEL_KIND_ORDER[0],
+             "roofline_power_law": MODEL_KIND_ORDER[1], "energy_roofline": MODEL_KIND_ORDER[1],
+             "tdp_time": MODEL_KIND_ORDER[3]}
+    s = scores.assign(label=scores.model.map(lambda m: MODEL_WORDS.get(m, str(m).replace("_", " "))),
+                      kind=scores.model.map(lambda m: kinds.get(m, MODEL_KIND_ORDER[2])),
+                      split_label=scores.split.map(lambda x: SPLIT_WORDS.get(x, str(x).replace("_", " "))),
+                      target_label=scores.target.map(lambda t: f"{t} per step"))
+    models = [MODEL_WORDS[m] for m in MODEL_WORDS if m in set(s.model)] + \
+        sorted(set(s.label) - {MODEL_WORDS[m] for m in MODEL_WORDS})
+    splits = [SPLIT_WORDS[x] for x in SPLIT_WORDS if x in set(s.split)] + \
+        sorted(set(s.split_label) - set(SPLIT_WORDS.values()))
+    base = alt.Chart(s).encode(y=alt.Y("label:N", title=None, sort=models, axis=alt.Axis(labelLimit=130)))
+    bars = base.mark_bar().encode(
+        x=alt.X("mape_pct:Q", title="MAPE on held-out runs (%)"),
+        color=alt.Color("kind:N", title="model", scale=MODEL_KIND_SCALE, legend=alt.Legend(orient="bottom")),
+        tooltip=[alt.Tooltip("label:N", title="model"), alt.Tooltip("split_label:N", title="split"),
+                 alt.Tooltip("target:N"), "n", alt.Tooltip("mape_pct:Q", format=".1f", title="MAPE (%)"),
+                 alt.Tooltip("mape_lo_pct:Q", format=".1f", title="interval low (%)"),
+                 alt.Tooltip("mape_hi_pct:Q", format=".1f", title="interval high (%)"),
+                 alt.Tooltip("coverage_pct:Q", format=".0f", title="interval coverage (%)")])
     rules = base.mark_rule(color="#333").encode(x="mape_lo_pct:Q", x2="mape_hi_pct:Q")
-    return alt.layer(bars, rules).properties(width=FACET_WIDTH // 2 + 40, height=110).facet(
-        row=alt.Row("split:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")),
-        column=alt.Column("target:N", title=None)).properties(
+    return alt.layer(bars, rules).properties(width=COMPARISON_WIDTH, height=16 * len(models)).facet(
+        row=alt.Row("split_label:N", title=None, sort=splits,
+                    header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
+        column=alt.Column("target_label:N", title=None, sort=["time per step", "energy per step"]),
+        spacing={"row": 8, "column": 16}).properties(
         title=_title("Held-out MAPE: every model", df),
         description="Held-out MAPE of every model per split, time and energy apart; the black line is its "
                     "interval from resampling whole groups. Shorter bars predict unseen runs better.")

@@ -219,16 +219,20 @@ def score_table(validation: dict, target: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def styled_scores(table: pd.DataFrame):
-    """The score table as the page shows it (narrow: fits the text column), or "not available"."""
+def styled_scores(table: pd.DataFrame, caption: str = ""):
+    """The score table as the page shows it (narrow: fits the text column), or a paragraph saying it is
+    not available."""
     if table is None or table.empty:
-        return NA
+        return paragraph(f"{caption or 'The held-out scores'}: {NA} (validation.json holds no model_scores).")
     styles = [{"selector": "td", "props": "white-space: nowrap; min-width: 0; text-align: right; line-height: 1.25; "
                                           "padding: 0.3em 0 0.3em 0.8em; border-top: 1px solid #e5e5e5;"},
               {"selector": "td.col0", "props": "white-space: normal; text-align: left; max-width: 11em; padding-left: 0;"},
               {"selector": "th", "props": "text-align: right; white-space: nowrap; padding-left: 0.8em;"},
-              {"selector": "th.col_heading.col0", "props": "text-align: left; padding-left: 0;"}]
-    return table.style.hide(axis="index").set_table_styles(styles).set_table_attributes('class="companion-scores"')
+              {"selector": "th.col_heading.col0", "props": "text-align: left; padding-left: 0;"},
+              {"selector": "caption", "props": "caption-side: top; text-align: left; font-weight: 600; "
+                                               "color: inherit; padding-bottom: 0.3em;"}]
+    styled = table.style.hide(axis="index").set_table_styles(styles).set_table_attributes('class="companion-scores"')
+    return styled.set_caption(html.escape(caption)) if caption else styled
 
 
 def split_items(validation: dict) -> list[tuple[str, str]]:
@@ -237,7 +241,9 @@ def split_items(validation: dict) -> list[tuple[str, str]]:
     if not isinstance(splits, dict) or not splits:
         return []
     s = scores(validation)
-    present = set(s.split) if len(s) else set(splits) | {"holdout"}
+    if s.empty:  # nothing scored: no column to explain
+        return []
+    present = set(s.split)
     order = [k for k in [*SPLITS, *splits] if k in present and (k in splits or k == "holdout")]
     n_cv = len([k for k in splits if k in present])
     return [(POOLED, f"the {n_cv} cross-validation splits together, off-grid runs apart (a run held out by several "
@@ -261,14 +267,16 @@ def legend_html(validation: dict):
     return HTML(f'<ul class="companion-legend" style="font-size: 0.9em; margin-top: 0">{lis}</ul>')
 
 
-def styled_prose(table: pd.DataFrame, first_width: str = "32%"):
-    """A table of sentences: cells wrap and align at the top; the first column takes ``first_width``."""
+def styled_prose(table: pd.DataFrame, first_width: str = "32%", nowrap: tuple = ()):
+    """A table of sentences: cells wrap and align at the top; the first column takes ``first_width``; the
+    columns numbered in ``nowrap`` (numbers, intervals) never wrap."""
     if table is None or table.empty:
-        return NA
+        return paragraph(f"This table is {NA}.")
     styles = [{"selector": "td", "props": "vertical-align: top; white-space: normal; padding: 0.35em 0.6em 0.35em 0; "
                                           "border-top: 1px solid #e5e5e5;"},
               {"selector": "td.col0", "props": f"width: {first_width};"},
               {"selector": "th", "props": "text-align: left; vertical-align: bottom;"}]
+    styles += [{"selector": f"td.col{i}", "props": "white-space: nowrap;"} for i in nowrap]
     return table.style.hide(axis="index").set_table_styles(styles).set_table_attributes('class="companion-prose"')
 
 
@@ -298,6 +306,41 @@ def noise_text(noise: dict) -> str:
             f"({f['n_configs']} configurations measured more than once, {f['n_runs']} runs). It is how far the "
             f"same fine-tune measured twice disagrees with itself: a model's held-out MAPE near it cannot be told "
             f"apart from a perfect model's on these runs.")
+
+
+def replicates_words(runs: pd.DataFrame) -> str:
+    """How many times each configuration of the sweep was measured, in words ("twice"), from runs.csv."""
+    try:
+        n = int(pd.to_numeric(runs["replicate"], errors="coerce").max()) + 1 if "replicate" in runs else 1
+    except (TypeError, ValueError):
+        return NA
+    return {1: "once", 2: "twice", 3: "three times"}.get(n, f"{n} times") if len(runs) else NA
+
+
+def target_ci_pct(runs: pd.DataFrame) -> str:
+    """The runs' stopping target: the relative 95 % CI half-width a run measured until (from runs.csv), in %."""
+    try:
+        values = sorted(set(pd.to_numeric(runs["target_rel_ci"], errors="coerce").dropna() * 100))
+    except (KeyError, TypeError):
+        return NA
+    return " or ".join(f"{v:g}" for v in values) if values else NA
+
+
+def coverage_summary(validation: dict) -> dict:
+    """The primary model's interval coverage, as text: pooled per target, the lowest cross-validation split
+    (over both targets) and the off-grid runs per target."""
+    s = scores(validation)
+    out = {f"{k}_{t}": NA for k in ("pooled", "holdout") for t in TARGETS} | {"lowest": NA}
+    if s.empty:
+        return out
+    for t in TARGETS:
+        for key, split in (("pooled", POOLED), ("holdout", "holdout")):
+            out[f"{key}_{t}"] = _pct(_field(s, PRIMARY, t, split, "coverage_pct"), 0)
+    cv = s[(s.model == PRIMARY) & ~s.split.isin([POOLED, "holdout"])].dropna(subset=["coverage_pct"])
+    if len(cv):
+        r = cv.loc[cv.coverage_pct.idxmin()]
+        out["lowest"] = f"{r.coverage_pct:.0f} % ({TARGETS.get(r.target, r.target)}, {split_label(r.split)} held out)"
+    return out
 
 
 # ------------------------------------------------------------------------------------------ the verdict
@@ -362,7 +405,7 @@ def paragraph(text: str):
 
     body = html.escape(str(text), quote=False)
     number = r"\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?"
-    body = re.sub(rf"(?<![\w.,^-])((?:{number})(?:–(?:{number}))?(?: %| kWh| h)?)(?![\w.]|,\d)", r"<b>\1</b>", body)
+    body = re.sub(rf"(?<![\w.,^+-])((?:{number})(?:–(?:{number}))?(?: %| kWh| h)?)(?!\w|\.\d|,\d)", r"<b>\1</b>", body)
     return HTML(f'<p class="companion-glued">{body}</p>')
 
 
@@ -583,7 +626,7 @@ def operator_coefficients(fit: dict) -> list[dict]:
         return []
     units, held = _units(), _held_terms()
     rows = []
-    for part, target in (("time", "step time"), ("energy", "energy per step")):
+    for part, target in (("time", "time"), ("energy", "energy")):
         for name, value in (op.get(part) or {}).items():
             if _num(value) is None:
                 continue
@@ -603,7 +646,7 @@ def coefficient_table(fit: dict) -> pd.DataFrame:
         units = _units()
         rows = [{(interval if k == "interval" else k): v for k, v in r.items()} for r in operator_coefficients(fit)]
         coef = FittedModel(fit).coefficient_table()
-        targets = {"energy_per_step_j": "energy per step", "step_s": "step time"}
+        targets = {"energy_per_step_j": "energy", "step_s": "time"}
         rows += [{"model": r.law.replace("_", " "), "target": targets.get(r.target, r.target),
                   "coefficient": r.param, "value": f"{r.value:.3g}", "unit": units.get(r.param, ""),
                   interval: f"[{r.lo:.3g}, {r.hi:.3g}]", "note": _flag(r.param, r.value, r.lo, r.hi)}

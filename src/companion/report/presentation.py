@@ -5,14 +5,17 @@ Before execution (``prepare``):
 * a hidden first cell keeps warnings and progress bars out of outputs (warnings go to the stage's log);
 * every code cell is collapsed behind "Show code" (``hide-input``); a cell whose first line is ``# hide``,
   or that only glues values or writes the stage's artifact, is removed from the page (``remove-input`` or
-  ``remove-cell``); a cell whose first line is ``# show`` keeps its code visible.
+  ``remove-cell``), except that a cell writing the artifact and then showing a value (its last line is an
+  expression) keeps that output (``remove-input``); a cell whose first line is ``# show`` keeps its code
+  visible.
 
 After execution (``finish``):
 
 * the parameters are shown once, collapsed: papermill's injected values merged into the notebook's defaults;
 * table headers wrap after underscores, not inside words;
-* stderr outputs leave the page for the stage's log; absolute paths in outputs become paths relative to the
-  data root (the virtual environment reads ``<venv>``);
+* stderr outputs leave the page for the stage's log, and so do printed outputs longer than
+  ``LONG_STREAM_LINES`` lines (a sweep's run-by-run log), leaving one line that says where they went;
+  absolute paths in outputs become paths relative to the data root (the virtual environment reads ``<venv>``);
 * every chart output becomes a numbered figure captioned by the chart's ``description``, with its static SVG
   linked under it and used as the no-JavaScript fallback;
 * the page ends with a download link to the artifact the stage wrote.
@@ -33,6 +36,7 @@ CHART_DIV = re.compile(r'<div id="(?P<id>vis-[0-9a-f]+)" class="companion-chart"
 SPEC = r'<script type="application/json" id="{id}-spec">(?P<spec>.*?)</script>'
 GLUE_ONLY = {"glue", "print"}
 ARTIFACT_WRITERS = ("write_json(", ".to_csv(")
+LONG_STREAM_LINES = 20  # printed output longer than this is a log, not a result: it goes to the stage's log
 
 SETUP_CELL = """# Set by companion.report.stages: warnings go to the stage's log, progress bars are off.
 import logging as _logging, os as _os, warnings as _warnings
@@ -80,6 +84,18 @@ def _is_plumbing(source: str) -> bool:
     return bool(body) and only_glue(body) and "glue(" in source
 
 
+def _shows_a_value(source: str) -> bool:
+    """True when the cell's last statement is an expression other than a glue/print call (Jupyter shows it)."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    if not body or not isinstance(body[-1], ast.Expr):
+        return False
+    call = body[-1].value
+    return not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in GLUE_ONLY)
+
+
 def prepare(nb: dict, log: Path) -> dict:
     """Tag the cells of a converted notebook and add the hidden set-up cell (see the module docstring)."""
     for cell in nb["cells"]:
@@ -95,7 +111,8 @@ def prepare(nb: dict, log: Path) -> dict:
         elif first.startswith("# show"):
             continue
         elif _is_plumbing(src):
-            _add_tag(cell, "remove-cell")
+            writes = any(w in src for w in ARTIFACT_WRITERS)
+            _add_tag(cell, "remove-input" if writes and _shows_a_value(src) else "remove-cell")
         elif not {"remove-input", "remove-cell", "hide-cell", "show-input"} & set(tags):
             _add_tag(cell, "hide-input")
     setup = {"id": "companion-setup", "cell_type": "code", "execution_count": None, "outputs": [], "source": SETUP_CELL.format(log=str(log)),
@@ -162,6 +179,27 @@ def _chart_figure(text: str, div: str, svg_href: str, alt_text: str) -> str:
     return text.replace(div, div.replace("></div>", f">{noscript}</div>"), 1) + links
 
 
+def _shorten_printed_log(outputs: list[dict], stage: str, moved: list[str]) -> list[dict]:
+    """A cell's printed output (all its stdout outputs: a loop prints one per line) longer than
+    ``LONG_STREAM_LINES`` lines goes to ``moved``; one line in its place says where it went."""
+    printed = [o for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout"]
+    text = "".join(_source({"source": o.get("text", "")}) for o in printed)
+    n_lines = len(text.rstrip("\n").splitlines())
+    if n_lines <= LONG_STREAM_LINES:
+        return outputs
+    moved.append(text)
+    note = {"output_type": "stream", "name": "stdout",
+            "text": f"({n_lines} lines of printed log kept out of the page: build/notebooks/{stage}.log)\n"}
+    gone = {id(o) for o in printed}
+    out = []
+    for o in outputs:
+        if id(o) not in gone:
+            out.append(o)
+        elif o is printed[0]:
+            out.append(note)
+    return out
+
+
 def finish(nb: dict, stage: str, figure_dir: Path, figure_href: str, roots: list[tuple[str, str]],
            artifact: tuple[Path, Path, str, str] | None = None) -> list[str]:
     """Post-process an executed notebook in place; returns the stderr texts moved out of the page.
@@ -215,7 +253,8 @@ def finish(nb: dict, stage: str, figure_dir: Path, figure_href: str, roots: list
                     if charts_here == 1:
                         label = (html.unescape(m.group("caption")), f"fig-{stage.replace('_', '-')}-{n_fig}")
             kept.append(out)
-        cell["outputs"] = kept
+        cell["outputs"] = _shorten_printed_log(kept, stage, moved)
+        kept = cell["outputs"]
         # myst-nb gives a cell's figure caption and label to each of its display outputs, so only a cell that
         # shows its chart alone can be a numbered figure (a chart beside a table would repeat the label)
         shown = [o for o in kept if o.get("output_type") in ("display_data", "execute_result")

@@ -36,7 +36,7 @@ from myst_nb import glue
 
 from companion import paths
 
-from companion.report import figures
+from companion.report import figures, headline
 from companion.runs.records import write_json
 from companion.energy.validation import SPLITS, explain, validate, verdict
 from companion.energy import validation as val
@@ -128,7 +128,12 @@ figures.model_comparison(by_split, df)
 # {glue:text}`model_verdict_text`
 
 # %%
-by_split.round(2)
+# models as rows, splits as columns (pooled first), one table per target: MAPE, its interval, coverage
+scored = {"model_scores": by_split.to_dict("records"), "model_scores_pooled": pooled.to_dict("records")}
+headline.styled_scores(headline.score_table(scored, "time"), "Held-out MAPE (%) of the time per step")
+
+# %%
+headline.styled_scores(headline.score_table(scored, "energy"), "Held-out MAPE (%) of the energy per step")
 
 # %%
 out = write_json(paths.derived_dir(profile) / "validation.json",

@@ -141,3 +141,27 @@ def test_plumbing_in_an_output_fails(tmp_path, exe, output, what):
     r = book_check.check_page(_page(tmp_path, output), exe)
     assert any(leak.startswith(what) for leak in r.output_leaks), r.problems
     assert not r.ok
+
+
+# ------------------------------------------------------------------ a browser that dumps the page too early
+@pytest.mark.parametrize("runs_until_probe, defect", [(2, False), (None, True)])
+def test_a_page_whose_probe_never_runs_fails_after_a_second_try(tmp_path, monkeypatch, runs_until_probe, defect):
+    """One browser run that dumps the page before the probe ran is retried; a probe that never runs fails."""
+    import subprocess
+
+    page = tmp_path / "page.html"
+    page.write_text("<html><body><p>text</p></body></html>")
+    calls = []
+    probe = '<pre id="companion-probe">{&quot;charts&quot;: [], &quot;height_px&quot;: 900}</pre>'
+
+    def fake(exe, flags, url):
+        calls.append(url)
+        ran = runs_until_probe is not None and len(calls) >= runs_until_probe
+        out = f"<html><body>{probe if ran else ''}</body></html>"
+        return subprocess.CompletedProcess([exe], 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(book_check, "_chromium", fake)
+    report = book_check.check_page(page, exe="chromium")
+    assert len(calls) == book_check.PROBE_TRIES
+    assert ("the page probe did not run" in report.console_errors) is defect
+    assert report.height_px == (0 if defect else 900)

@@ -39,6 +39,7 @@ BASE_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backgrou
 FLAGS = [*BASE_FLAGS, f"--window-size={WIDTH_PX},1000", "--dump-dom"]
 REMOTE_ASSET = re.compile(r'<(?:script|link|img|iframe|source)\b[^>]*\b(?:src|href)="(?:https?:)?//[^"]+"', re.I)
 CONSOLE = re.compile(r":CONSOLE[:(]\d+\)?\] \"(?P<msg>.*)\", source: (?P<src>\S+)")
+PROBE_TRIES = 2  # runs of the browser before "the page probe did not run" is reported
 ERROR_WORDS = ("uncaught", "error", "failed to load", "net::err", "chart unavailable", "refused")
 
 # What an output must never show. Absolute paths: a slash-rooted path of two or more parts that is not part
@@ -229,11 +230,17 @@ def check_page(html: Path, exe: str | None = None, screenshot: Path | None = Non
     probe_page = html.with_name(f".{html.stem}.probe.html")
     probe_page.write_text(source.replace("</body>", f"<script>{PROBE_JS}</script></body>", 1))
     try:
-        proc = _chromium(exe, FLAGS, probe_page.resolve().as_uri())
+        # A second try where the probe's output is missing: a headless browser on a loaded machine now and
+        # then dumps the page (or dies) before the probe ran, which says nothing about the page. A page whose
+        # probe never runs fails.
+        for _ in range(PROBE_TRIES):
+            proc = _chromium(exe, FLAGS, probe_page.resolve().as_uri())
+            dom = proc.stdout
+            m = PROBE_OUT.search(dom)
+            if m:
+                break
     finally:
         probe_page.unlink(missing_ok=True)
-    dom = proc.stdout
-    m = PROBE_OUT.search(dom)
     probe = json.loads(htmllib.unescape(m.group(1))) if m else {}
     errors = [m.group("msg") for m in CONSOLE.finditer(proc.stderr)
               if any(w in m.group("msg").lower() for w in ERROR_WORDS)]

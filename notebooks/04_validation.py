@@ -84,10 +84,12 @@ figures.residuals_by_group(pred, df, "roofline_power_law")
 # %% [markdown]
 # ## Verdict
 #
-# {glue:text}`verdict_text`
+# ```{glue:} verdict_text
+# ```
 
 # %%
-glue("verdict_text", explain(v, df), display=False)
+# sentences travel as HTML paragraphs (pasted text would be bold end to end); the limitations page pastes it
+glue("verdict_text", headline.paragraph(explain(v, df)), display=False)
 print(f"paper's law, pooled held-out MAPE: {v['mape_pct']:.1f} % (target {target_mape_pct} %)")
 print(f"best pre-run baseline: {v['best_baseline']} at {v['best_baseline_mape_pct']:.1f} %")
 print("meets the target" if v["meets_target"] else "does NOT meet the target",
@@ -120,12 +122,13 @@ by_split = val.score(model_pred, noise)
 pooled = val.score(model_pred[model_pred.split != "holdout"], noise, by=())
 mv = val.model_verdict(pooled, by_split)
 glue("model_scores", by_split.round(2), display=False)
-glue("model_verdict_text", val.describe_verdict(mv), display=False)
+glue("model_verdict_text", headline.paragraph(val.describe_verdict(mv)), display=False)
 glue("fig_models", figures.model_comparison(by_split, df), display=False)
 figures.model_comparison(by_split, df)
 
 # %% [markdown]
-# {glue:text}`model_verdict_text`
+# ```{glue:} model_verdict_text
+# ```
 
 # %%
 # models as rows, splits as columns (pooled first), one table per target: MAPE, its interval, coverage

@@ -164,6 +164,12 @@ def fit_point(model: Model, df: pd.DataFrame):
     return model._fit(df)
 
 
+def point_only(model: Model) -> Model:
+    """The model without its coefficient bootstrap: a held-out prediction and its interval need the point fit
+    and the held-out-group residuals only (the bootstrap serves the fit stage's coefficient intervals)."""
+    return replace(model, n_boot=0) if getattr(model, "n_boot", 0) else model
+
+
 GROUP_KINDS = ("size", "layout", "mode", "range")  # what a held-out group is new in (see ``novelty``)
 RANGE_AXES = ("layers", "hidden", "seq_len", "batch_size")  # a run outside the fitted range of one is extrapolated
 
@@ -179,8 +185,7 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
     """log(measured / predicted) of each run when its model size, then its parallel layout, then its whole
     parallel mode was left out of the fit: {kind: {target: residuals}}. Each kind measures the error of one
     kind of extrapolation, so an interval for a new run can be as wide as the novelty it has."""
-    if hasattr(model, "n_boot"):  # held-out residuals need point fits only
-        model = replace(model, n_boot=0)
+    model = point_only(model)  # held-out residuals need point fits only
     out = {}
     folds = {}
     for kind, key in group_keys(df).items():

@@ -309,23 +309,19 @@ def fit_time_model(df: pd.DataFrame, dev: DeviceRoofs, held=None) -> tuple[Devic
     of a small model scales worse with threads than the calibration's large GEMM and copy, and the sweep runs
     the same configuration with one thread and with every core, which pins the exponent down. Returns the
     device with the chosen exponent, its operator terms and the multipliers."""
-    from dataclasses import replace
-
     y = np.asarray(df.step_s, float)
-
-    def best_of(candidates):
-        best = None
-        for cand in candidates:
-            terms = operator_frame(df, cand)
-            coef = fit_time_coefficients(terms, y, held)
-            err = float(np.sum((predict_time_s(terms, coef) / y - 1.0) ** 2))
-            if best is None or err < best[0] - 1e-12:
-                best = (err, cand, terms, coef)
-        return best
-
-    best = best_of([dev])
+    candidates = [dev]
     if dev.shared_node and "threads_per_rank" in df and df.threads_per_rank.nunique(dropna=True) > 1:
-        best = best_of([replace(dev, thread_exponent=float(g)) for g in THREAD_EXPONENTS])
+        from dataclasses import replace
+
+        candidates = [replace(dev, thread_exponent=float(g)) for g in THREAD_EXPONENTS]
+    best = None
+    for cand in candidates:
+        terms = operator_frame(df, cand)
+        coef = fit_time_coefficients(terms, y, held)
+        err = float(np.sum((predict_time_s(terms, coef) / y - 1.0) ** 2))
+        if best is None or err < best[0] - 1e-12:
+            best = (err, cand, terms, coef)
     return best[1], best[2], best[3]
 
 

@@ -180,11 +180,9 @@ def validate_models(df: pd.DataFrame, models: dict, splits=None, level: float = 
 
 
 def _point_fits(models: dict) -> dict:
-    """The models without their coefficient bootstrap: a held-out prediction and its interval need the point
-    fit and the held-out-group residuals only (the bootstrap serves the fit stage's coefficient intervals)."""
-    from dataclasses import replace
+    from companion.energy.models import point_only
 
-    return {name: replace(m, n_boot=0) if getattr(m, "n_boot", 0) else m for name, m in models.items()}
+    return {name: point_only(m) for name, m in models.items()}
 
 
 def _scored(rows: list[dict]) -> pd.DataFrame:

@@ -392,7 +392,7 @@ def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
                       value_name="time_s")
     long["operator"] = long.term.map(lambda t: OPERATOR_WORDS.get(t, t.removesuffix("_s").replace("_", " ")))
     long["term_index"] = long.term.map({t: i for i, t in enumerate(parts)})
-    names = list(dict.fromkeys(OPERATOR_WORDS.get(t, t.removesuffix("_s").replace("_", " ")) for t in parts))
+    names = list(dict.fromkeys(long.sort_values("term_index").operator))
     colors = (OPERATOR_COLORS * (len(names) // len(OPERATOR_COLORS) + 1))[:len(names)]
     order = alt.EncodingSortField(field="flops_per_step", order="ascending")
     return alt.Chart(long, title=_title("Where the step time goes (operator roofline)", df)).mark_bar().encode(
@@ -433,10 +433,10 @@ def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     kinds = {"operator_roofline": MODEL_KIND_ORDER[0], "calibrated_tier": MODEL_KIND_ORDER[0],
              "roofline_power_law": MODEL_KIND_ORDER[1], "energy_roofline": MODEL_KIND_ORDER[1],
              "tdp_time": MODEL_KIND_ORDER[3]}
-    s = scores.assign(label=scores.model.map(lambda m: MODEL_WORDS.get(m, str(m).replace("_", " "))),
-                      kind=scores.model.map(lambda m: kinds.get(m, MODEL_KIND_ORDER[2])),
-                      split_label=scores.split.map(lambda x: SPLIT_WORDS.get(x, str(x).replace("_", " "))),
-                      target_label=scores.target.map(lambda t: f"{t} per step"))
+    s = _with_split_words(scores).assign(
+        label=scores.model.map(lambda m: MODEL_WORDS.get(m, str(m).replace("_", " "))),
+        kind=scores.model.map(lambda m: kinds.get(m, MODEL_KIND_ORDER[2])),
+        target_label=scores.target.map(lambda t: f"{t} per step"))
     models = [MODEL_WORDS[m] for m in MODEL_WORDS if m in set(s.model)] + \
         sorted(set(s.label) - {MODEL_WORDS[m] for m in MODEL_WORDS})
     splits = [SPLIT_WORDS[x] for x in SPLIT_WORDS if x in set(s.split)] + \

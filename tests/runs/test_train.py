@@ -31,6 +31,8 @@ def test_record_has_every_documented_field(tmp_path):
     th = rec["threads"]
     assert th["per_rank"] >= 1 and th["ranks_on_host"] == 1 and th["host_cpus"] >= 1
     assert len(rec["loss"]["curve"]) == rec["loss"]["unmeasured_steps"] + 4
+    assert len(t["probe_step_s"]) == rec["loss"]["unmeasured_steps"] - c["protocol"]["warmup_steps"]
+    assert all(x > 0 for x in t["probe_step_s"])
     p = rec["provenance"]
     assert {"git", "packages", "hardware", "seed", "started_at", "finished_at"} <= set(p)
     assert p["packages"]["torch"].startswith("2.13.0")

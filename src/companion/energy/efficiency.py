@@ -9,6 +9,7 @@ sigma is identifiable (kappa is fixed at 0). A 2-D layout without its own fit us
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -71,7 +72,7 @@ def _fit_usl_points(p: np.ndarray, eta: np.ndarray) -> tuple[float, float]:
     return float(coef[0]), float(coef[1]) if len(coef) > 1 else 0.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class UslFit:
     device_name: str
     mode: str
@@ -109,16 +110,27 @@ class UslFit:
 
 
 def fit_usl(runs: pd.DataFrame, n_boot: int = 200, seed: int = 0) -> dict[tuple[str, str], UslFit]:
-    """One USL fit per (device, mode) over runs with measured eta; the bootstrap resamples measured points."""
+    """One USL fit per (device, mode) over runs with measured eta; the bootstrap resamples measured points.
+
+    The fit depends on the points alone, so it is computed once per set of points: validation fits every law
+    on the same held-out folds, and each law's fit needs the same USL."""
+    data = runs[(runs.world_size > 1) & runs.eta.notna()]
+    points = tuple(zip(data.device_name.astype(str), data["mode"].astype(str), data.world_size.to_numpy(float).tolist(),
+                       data.eta.to_numpy(float).tolist()))
+    return dict(_fit_usl_points_cached(points, int(n_boot), seed))
+
+
+@lru_cache(maxsize=256)
+def _fit_usl_points_cached(points: tuple, n_boot: int, seed: int) -> tuple:
     rng = np.random.default_rng(seed)
     fits = {}
-    data = runs[(runs.world_size > 1) & runs.eta.notna()]
+    data = pd.DataFrame(list(points), columns=["device_name", "mode", "world_size", "eta"])
     for (device, mode), rows in data.groupby(["device_name", "mode"]):
         p, eta = rows.world_size.to_numpy(float), rows.eta.to_numpy(float)
         sigma, kappa = _fit_usl_points(p, eta)
         boot = np.array([_fit_usl_points(p[i], eta[i]) for i in (rng.integers(0, len(p), len(p)) for _ in range(n_boot))])
         fits[(device, mode)] = UslFit(device, mode, sigma, kappa, sorted(int(x) for x in np.unique(p)), len(p), boot)
-    return fits
+    return tuple(fits.items())
 
 
 def predict_eta(fits: dict, device: str, mode: str, tp, dp) -> np.ndarray:

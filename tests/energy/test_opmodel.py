@@ -176,3 +176,57 @@ def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
     pred = fitted.predict(pd.concat([new_mode, seen]))
     width = np.log(pred.step_s_hi / pred.step_s)
     assert width.iloc[0] == pytest.approx(q[("layout", "mode")]) and width.iloc[1] == pytest.approx(q[()])
+
+
+# ------------------------------------------------------------------------------- measured layout overheads
+def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_cores=2, alpha=lambda g: 1e-4 * g):
+    """The calibration's tiny-probe step times a device with these per-unit overheads would give."""
+    single = [{"layers": L, "step_s": single_step_s + L * single_layer_s} for L in (1, 2)]
+    rows = []
+    for (t, d), a in per_unit.items():
+        o = max(1.0, t * d / node_cores)
+        q = lambda g: o / max(1.0, g / node_cores)  # noqa: E731
+        for L in (1, 2):
+            lat = (4 * L * (t - 1) * alpha(t) * q(t) if t > 1 else 0) + (3 * (L + 1) * (d - 1) * alpha(d) * q(d) if d > 1 else 0)
+            rows.append({"tp": t, "dp": d, "layers": L, "step_s": o * (single_step_s + L * single_layer_s) + lat + a * (L + 1)})
+    return single, rows
+
+
+def test_layout_overheads_recover_the_probe_and_replace_the_launch_model():
+    truth = {(2, 1): 9e-3, (1, 2): 4e-3, (4, 1): 26e-3, (1, 4): 7e-3, (2, 2): 25e-3}
+    single, rows = _probe_rows(truth)
+    got = opmodel.layout_overheads(single, rows, 2, lambda g: 1e-4 * g)
+    assert got == pytest.approx({f"tp{t}-dp{d}": a for (t, d), a in truth.items()}, rel=1e-9)
+    dev = opmodel.DeviceRoofs(**{**DEV.to_json(), "layout_overhead_s": {"tp2-dp1": 9e-3, "tp2-dp2": 25e-3}})
+    df = frame()
+    with_probe, launch = opmodel.operator_frame(df, dev), opmodel.operator_frame(df, DEV)
+    over = (with_probe.tp_dispatch_s + with_probe.fsdp_hooks_s).to_numpy()
+    for (t, d), a in (((2, 1), 9e-3), ((2, 2), 25e-3)):
+        rows_ = ((df.tp == t) & (df.dp == d)).to_numpy()
+        assert over[rows_] == pytest.approx(a * (df.layers.to_numpy()[rows_] + 1))
+    other = ~(((df.tp == 2) & (df.dp == 1)) | ((df.tp == 2) & (df.dp == 2))).to_numpy()  # not probed: launch model
+    pd.testing.assert_frame_equal(with_probe[other], launch[other])
+
+
+def test_measured_overheads_are_fitted_with_a_pull_towards_the_calibration():
+    dev = opmodel.DeviceRoofs(**{**DEV.to_json(), "layout_overhead_s": {"tp2-dp1": 9e-3, "tp1-dp2": 4e-3,
+                                                                         "tp4-dp1": 26e-3, "tp1-dp4": 7e-3, "tp2-dp2": 25e-3}})
+    df = frame()
+    true = {**TIME, "tp_dispatch_s": 1.2, "fsdp_hooks_s": 0.9}
+    terms = opmodel.operator_frame(df, dev)
+    y = opmodel.predict_time_s(terms, true)
+    free = opmodel.fit_time_coefficients(terms, y)
+    pulled = opmodel.fit_time_coefficients(terms, y, prior=opmodel.PRIOR_TIME_TERMS)
+    assert free["tp_dispatch_s"] == pytest.approx(1.2, rel=1e-4) and free["fsdp_hooks_s"] == pytest.approx(0.9, rel=1e-4)
+    # identified by hundreds of runs, the pull moves them a little towards 1, never past it
+    assert 1.0 < pulled["tp_dispatch_s"] <= 1.2 and pulled["tp_dispatch_s"] == pytest.approx(1.2, rel=0.05)
+    assert 0.9 <= pulled["fsdp_hooks_s"] < 1.0 and pulled["fsdp_hooks_s"] == pytest.approx(0.9, rel=0.05)
+    # FSDP's term left without a run of its own (FSDP-only runs held out): the pull keeps the calibration
+    # instead of a value the 2-D runs alone cannot pin
+    no_fsdp = (df["mode"] != "fsdp").to_numpy()
+    held = opmodel.fit_time_coefficients(terms[no_fsdp], y[no_fsdp] * np.where(df["mode"][no_fsdp] == "2d", 0.8, 1.0),
+                                         prior=opmodel.PRIOR_TIME_TERMS)
+    assert np.isfinite(list(held.values())).all() and held["fsdp_hooks_s"] == pytest.approx(1.0, abs=0.5)
+    # only a measured overhead earns the pull: with the launch model's guess the multipliers are free
+    point = OperatorRoofline("operator_roofline", dev=DEV)._fit(frame())
+    assert point.time["tp_dispatch_s"] == pytest.approx(TIME["tp_dispatch_s"], rel=1e-4)

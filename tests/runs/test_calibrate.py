@@ -34,8 +34,14 @@ def test_short_cpu_calibration_is_complete_and_loads(tmp_path):
     assert rec["collectives"]["2"]["backend"] == "gloo" and rec["collectives"]["2"]["alpha_s"] >= 0
     assert rec["power"]["measured"] in (True, False) and "method" in rec["power"]
     assert rec["provenance"]["wall_s"] < 30
+    # the layout probe: the tiny BERT with 1 and 2 layers under TP and FSDP over 2 ranks, and on one process
+    probe = rec["collectives"]["2"]["layouts"]
+    assert {(r["tp"], r["dp"], r["layers"]) for r in probe} == {(2, 1, 1), (2, 1, 2), (1, 2, 1), (1, 2, 2)}
+    assert {r["layers"] for r in rec["layout_probe_single"]} == {1, 2}
+    assert all(r["step_s"] > 0 and r["threads_per_rank"] == 1 for r in probe + rec["layout_probe_single"])
     dev = roofs_from_calibration(json.loads(json.dumps(rec)))
     assert dev.tier == "calibrated" and dev.shared_node
+    assert set(dev.layout_overhead_s) == {"tp2-dp1", "tp1-dp2"} and min(dev.layout_overhead_s.values()) >= 0
 
 
 def test_bad_device_and_budget():

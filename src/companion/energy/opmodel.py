@@ -23,7 +23,9 @@ cores) the oversubscription of the node's cores (1 on GPUs), alpha(g) the latenc
 group of g ranks, q = o / max(1, g / cores) the extra contention of a group whose node runs more ranks than the
 group has (the TP groups of a 2-D layout). The TP term is the per-operator cost of DTensor dispatch and the
 FSDP term the cost of FSDP's four hooks per unit (unshard and reshard, forward and backward), both counted in
-eager-launch equivalents. The collectives are one latency and one bandwidth term shared by TP all-reduces and
+eager-launch equivalents; where the calibration probed the layout (a tiny BERT trained under it,
+``layout_overheads``), its measured overhead per unit (layers + 1) replaces that guess, and the fitted tier
+pulls their multipliers towards 1 (``PRIOR_TIME_TERMS``), so a mode the sweep never ran keeps the measurement. The collectives are one latency and one bandwidth term shared by TP all-reduces and
 FSDP all-gathers/reduce-scatters (the same transport), so a layout whose mode the sweep never ran is
 predicted from what the other modes taught about the transport; FSDP collectives count only their exposed
 part where the device runs them beside compute (GPUs). The
@@ -40,7 +42,7 @@ power across layouts are outputs: eta(p) = T_1 / (p T_p) and P = E / T follow fr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -70,6 +72,9 @@ class DeviceRoofs:
     attention_s_per_score: dict = field(default_factory=dict)
     elementwise_bytes_per_s: float | None = None  # achieved by norms, dropout, GELU, residuals (None: bandwidth)
     optimizer_bytes_per_s: float | None = None  # achieved by the AdamW step (None: bandwidth)
+    # measured overhead of each parallel layout beyond one process's own costs, collectives' latency excluded
+    # (``layout_overheads``): {"tp2-dp1": s per unit of layers + 1, ...}; empty: the eager-launch model
+    layout_overhead_s: dict = field(default_factory=dict)
     overlap: bool = True  # FSDP collectives run asynchronously, beside compute
     idle_w: float = 0.0  # static power per metered unit (W)
     loaded_w: float = 0.0  # power of a unit running GEMMs (W)
@@ -111,9 +116,14 @@ TIME_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s", "step_fixed_s
               "tp_dispatch_s", "fsdp_hooks_s", "comm_latency_s", "comm_bytes_s")
 TIME_UNITS = {"gemm_s": "x roofline", "attention_s": "x roofline", "elementwise_s": "x roofline",
               "state_s": "x roofline", "step_fixed_s": "x launch model", "layer_fixed_s": "x launch model",
-              "tp_dispatch_s": "eager launches per TP operator", "fsdp_hooks_s": "eager launches per FSDP hook",
+              "tp_dispatch_s": "x TP overhead (calibration's probe; else eager launches per TP operator)",
+              "fsdp_hooks_s": "x FSDP overhead (calibration's probe; else eager launches per hook)",
               "comm_latency_s": "x alpha", "comm_bytes_s": "x 1/beta"}
 HELD_TIME_TERMS = ("comm_latency_s",)  # taken as calibrated, never fitted (fit_time_coefficients)
+# fitted, but pulled towards the calibration (multiplier 1) with this weight: one held-out run's worth of
+# relative error per unit of multiplier. A layout's overhead is identified only by runs of that layout; with
+# none of them (a mode the sweep never ran) the calibration's measurement stands instead of an arbitrary value
+PRIOR_TIME_TERMS = {"tp_dispatch_s": 1.0, "fsdp_hooks_s": 1.0}
 FSDP_HOOKS_PER_UNIT = 4  # unshard + reshard, forward and backward, per FSDP unit (each layer and the root)
 
 
@@ -189,6 +199,18 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs) -> pd.DataFrame:
     layer_fixed = dev.ops_per_layer * L * dev.launch_s * oversub
     tp_dispatch = np.where(t > 1, dev.ops_per_layer * L * dev.launch_s * oversub, 0.0)
     fsdp_hooks = np.where(d > 1, FSDP_HOOKS_PER_UNIT * (L + 1) * dev.launch_s * oversub, 0.0)
+    if dev.layout_overhead_s:
+        # a layout the calibration probed: its measured overhead per unit (layers + 1) replaces the launch
+        # model (a 2-D layout's is split between the two terms in the launch model's proportion)
+        for name, per_unit_s in dev.layout_overhead_s.items():
+            tp_k, dp_k = (int(x[2:]) for x in name.split("-"))
+            rows = (t == tp_k) & (d == dp_k)
+            if not rows.any():
+                continue
+            total = per_unit_s * (L[rows] + 1)
+            launch = tp_dispatch[rows] + fsdp_hooks[rows]
+            share_tp = np.where(launch > 0, tp_dispatch[rows] / np.where(launch > 0, launch, 1.0), 0.0)
+            tp_dispatch[rows], fsdp_hooks[rows] = total * share_tp, total * (1 - share_tp)
     # TP: 2 all-reduces forward and 2 backward per layer over the t ranks of a TP group, ring: 2 (t-1)/t of
     # the activation each on the wire
     tp_on = t > 1
@@ -268,19 +290,25 @@ def predict_energy_j(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray,
             + energy_coef["e_comm_j"] * terms.op_comm_bytes.to_numpy(float))
 
 
-def _relative_nnls(A: np.ndarray, y: np.ndarray, weight=None) -> np.ndarray:
-    """min sum((A c - y)^2 / weight^2) over c >= 0 (weight = y: relative errors), columns scaled for conditioning."""
+def _relative_nnls(A: np.ndarray, y: np.ndarray, weight=None, prior=None) -> np.ndarray:
+    """min sum((A c - y)^2 / weight^2) + sum_k w_k^2 (c_k - 1)^2 over c >= 0 (weight = y: relative errors;
+    ``prior``: {column: w_k}, a pull of c_k towards 1), columns scaled for conditioning."""
     from scipy.optimize import nnls  # imported here: a prediction never needs scipy
 
     wt = np.asarray(y if weight is None else weight, float)
-    M = A / wt[:, None]
+    M, rhs = A / wt[:, None], y / wt
+    if prior:
+        rows = np.zeros((len(prior), A.shape[1]))
+        for i, (j, w) in enumerate(prior.items()):
+            rows[i, j] = w
+        M, rhs = np.vstack([M, rows]), np.concatenate([rhs, list(prior.values())])
     scale = np.abs(M).max(axis=0)
     scale[scale == 0] = 1.0
-    c, _ = nnls(M / scale, y / wt, maxiter=2000)
+    c, _ = nnls(M / scale, rhs, maxiter=2000)
     return c / scale
 
 
-def fit_time_coefficients(terms: pd.DataFrame, step_s: np.ndarray, held=None) -> dict:
+def fit_time_coefficients(terms: pd.DataFrame, step_s: np.ndarray, held=None, prior=None) -> dict:
     """Non-negative multipliers of every time term (relative least squares); unused terms stay at 1.
 
     ``held`` terms stay at 1: their costs come from the device's calibration as measured. The collective
@@ -289,14 +317,19 @@ def fit_time_coefficients(terms: pd.DataFrame, step_s: np.ndarray, held=None) ->
     bytes on the wire vary with width, tokens and degree, and a training step's collectives do not reach the
     calibration's isolated bandwidth (on a 2-core CPU node about a quarter of it); held at the calibration,
     the missing bandwidth cost is absorbed by the overhead terms, which then over-predict runs with few
-    tokens (the off-grid holdout by ~20 %)."""
+    tokens (the off-grid holdout by ~20 %).
+
+    ``prior`` ({term: weight}) pulls a term's multiplier towards 1, the calibration's value: ``fit_time_model``
+    passes ``PRIOR_TIME_TERMS`` when the device's layout overheads were measured (``layout_overhead_s``)."""
     held = set(HELD_TIME_TERMS if held is None else held)
     A = terms[list(TIME_TERMS)].to_numpy(float)
     y = np.asarray(step_s, float)
     free = np.array([k not in held for k in TIME_TERMS]) & (np.abs(A).max(axis=0) > 0)
     c = np.ones(len(TIME_TERMS))
     rest = y - A[:, ~free].sum(axis=1)
-    c[free] = _relative_nnls(A[:, free], np.clip(rest, 0.05 * y, None), weight=y)
+    names = [k for k, f in zip(TIME_TERMS, free) if f]
+    pull = {names.index(k): w for k, w in (prior or {}).items() if k in names}
+    c[free] = _relative_nnls(A[:, free], np.clip(rest, 0.05 * y, None), weight=y, prior=pull)
     return dict(zip(TIME_TERMS, c.tolist()))
 
 
@@ -312,13 +345,12 @@ def fit_time_model(df: pd.DataFrame, dev: DeviceRoofs, held=None) -> tuple[Devic
     y = np.asarray(df.step_s, float)
     candidates = [dev]
     if dev.shared_node and "threads_per_rank" in df and df.threads_per_rank.nunique(dropna=True) > 1:
-        from dataclasses import replace
-
         candidates = [replace(dev, thread_exponent=float(g)) for g in THREAD_EXPONENTS]
     best = None
+    prior = PRIOR_TIME_TERMS if dev.layout_overhead_s else None  # a launch-model guess earns no pull
     for cand in candidates:
         terms = operator_frame(df, cand)
-        coef = fit_time_coefficients(terms, y, held)
+        coef = fit_time_coefficients(terms, y, held, prior)
         err = float(np.sum((predict_time_s(terms, coef) / y - 1.0) ** 2))
         if best is None or err < best[0] - 1e-12:
             best = (err, cand, terms, coef)
@@ -368,6 +400,38 @@ def attention_cost_per_score(rows: list[dict]) -> dict:
     return out
 
 
+def layout_overheads(single: list[dict], layouts: list[dict], node_cores: int, alpha_s, shared_node: bool = True) -> dict:
+    """Each probed layout's overhead beyond one process's own costs, per unit of (layers + 1):
+    {"tp<t>-dp<d>": s}.
+
+    From the tiny probe's step times with 1 and 2 layers (``companion calibrate``): a layout's step, less the
+    single process's (times the node's oversubscription: every rank launches every operator) and less the
+    latency of its collectives (4 TP all-reduces per layer, 3 FSDP collectives per unit, as ``operator_frame``
+    counts them), is its overhead. It is taken as one cost per unit, layers + 1 (each layer and the root:
+    FSDP's units; under TP the layers' dispatch and the replicated rest), fitted to both depths at once: a
+    separate per-layer and per-step cost from two noisy differences swings by several times between
+    calibrations, their sum per unit does not. ``alpha_s(g)``: latency per ring hop of a group of g ranks."""
+    ref = {int(r["layers"]): float(r["step_s"]) for r in single}
+    by_layout: dict = {}
+    for r in layouts:
+        by_layout.setdefault((int(r["tp"]), int(r["dp"])), {})[int(r["layers"])] = float(r["step_s"])
+    out = {}
+    for (t, d), steps in sorted(by_layout.items()):
+        depths = sorted(set(steps) & set(ref))
+        if not depths:
+            continue
+        o = max(1.0, t * d / node_cores) if shared_node else 1.0
+        q = (lambda g: o / max(1.0, g / node_cores)) if shared_node else (lambda g: 1.0)
+        excess, units = 0.0, 0.0
+        for L in depths:
+            latency = (4 * L * (t - 1) * alpha_s(t) * q(t) if t > 1 else 0.0) + \
+                      (3 * (L + 1) * (d - 1) * alpha_s(d) * q(d) if d > 1 else 0.0)
+            excess += steps[L] - o * ref[L] - latency
+            units += L + 1
+        out[f"tp{t}-dp{d}"] = max(excess / units, 0.0)
+    return out
+
+
 def roofs_from_calibration(rec: dict) -> DeviceRoofs:
     """DeviceRoofs from a calibration record (``companion calibrate``; data/devices/<name>.json)."""
     colls = rec.get("collectives") or {}
@@ -377,15 +441,16 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
     beta = float(np.median([c["beta_bytes_per_s"] for c in finite])) if finite else 1e9
     power = rec.get("power") or {}
     idle, loaded = power.get("idle_w"), power.get("loaded_w")
-    return DeviceRoofs(
+    shared = bool(rec.get("shared_node", rec.get("device") == "cpu"))
+    cores = int(rec.get("provenance", {}).get("torch_threads") or 1)
+    dev = DeviceRoofs(
         name=rec["device_name"], gemm_peak_flops_per_s=float(rec["gemm"]["peak_flops_per_s"]),
         gemm_half_dim=float(rec["gemm"]["half_dim"]), bandwidth_bytes_per_s=float(rec["bandwidth"]["bandwidth_bytes_per_s"]),
         launch_s=float((rec.get("op_counts") or {}).get("per_op_s") or rec["launch"]["launch_s"]), collective_alpha_s=alpha, collective_alpha_by_world_s=alpha_by_world,
         collective_beta_bytes_per_s=beta,
         **({"ops_per_layer": float(rec["op_counts"]["per_layer"]), "ops_per_step": float(rec["op_counts"]["per_step"])}
            if rec.get("op_counts") else {}),
-        shared_node=bool(rec.get("shared_node", rec.get("device") == "cpu")), overlap=bool(rec.get("overlap", False)),
-        node_cores=int(rec.get("provenance", {}).get("torch_threads") or 1),
+        shared_node=shared, overlap=bool(rec.get("overlap", False)), node_cores=cores,
         thread_exponent=float((rec.get("thread_scaling") or {}).get("exponent", 1.0)),
         attention_s_per_score=attention_cost_per_score(rec.get("attention") or []),
         elementwise_bytes_per_s=(rec.get("elementwise") or {}).get("bytes_per_s"),
@@ -393,6 +458,11 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
         idle_w=float(idle or 0.0), loaded_w=float(loaded if loaded is not None else idle or 0.0),
         power_measured=bool(power.get("measured", False)), tier="calibrated",
         sources={"calibration": rec.get("provenance", {}).get("measured_at"), "power": power.get("method")})
+    probe = [r for c in colls.values() for r in (c.get("layouts") or [])]
+    if not probe:  # a calibration from before the layout probe: the eager-launch model stands
+        return dev
+    return replace(dev, layout_overhead_s=layout_overheads(rec.get("layout_probe_single") or [], probe, cores,
+                                                           dev.alpha_s, shared))
 
 
 def roofs_from_spec(device: str, precision: str) -> DeviceRoofs:

@@ -11,6 +11,10 @@ What it measures (best of repeated timings; times in s, rates in FLOP/s and byte
 * memory bandwidth (copy of a tensor far beyond the caches) and per-operator launch overhead (tiny adds);
 * collectives (all-reduce, all-gather, reduce-scatter) for p = 2 and 4 ranks (gloo on CPU, NCCL on GPUs),
   fitted to t = alpha * (p - 1) + bytes_on_the_wire / beta;
+* the layouts' own overheads: a tiny BERT (1 and 2 layers, 64 tokens) trained under every TP, FSDP and 2-D
+  layout of those ranks and on one process with one thread; at that size a step is almost all per-operator
+  and per-hook cost, so the extra time of a layout per layer and per step is its DTensor dispatch and FSDP
+  hook cost (``opmodel.layout_overheads``), measured instead of learnt from a sweep;
 * idle and loaded power from the meter the sweeps use (NVML counter on GPUs: measured; CodeCarbon's model on
   a CPU without RAPL: estimated, and labelled so).
 
@@ -228,7 +232,8 @@ def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ collectives
-def _collective_worker(rank: int, world: int, init_file: str, backend: str, out_file: str, budget_s: float) -> None:
+def _collective_worker(rank: int, world: int, init_file: str, backend: str, out_file: str, budget_s: float,
+                       layout_budget_s: float = 0.0) -> None:
     import warnings
 
     import torch.distributed as dist
@@ -268,24 +273,131 @@ def _collective_worker(rank: int, world: int, init_file: str, backend: str, out_
             t = torch.tensor([float(np.median(times))])
             dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank: every rank agrees
             rows.append({"op": name, "bytes": n * 4, "wire_bytes": wire, "time_s": float(t)})
+    layouts = _layout_steps(world, device, layout_budget_s) if layout_budget_s > 0 else []
     if rank == 0:
-        Path(out_file).write_text(json.dumps(rows))
+        Path(out_file).write_text(json.dumps({"collectives": rows, "layouts": layouts}))
     dist.destroy_process_group()
 
 
-def collective_benchmark(world: int, backend: str, budget_s: float) -> dict:
+# The tiny BERT whose training step the layout benchmark times: at these shapes a step is almost all per-operator
+# and per-hook cost, so the extra time of a second layer under a layout is the layout's per-layer overhead
+LAYOUT_PROBE = {"hidden": 64, "heads": 4, "vocab": 128, "max_positions": 64, "seq_len": 16, "batch_size": 4}
+
+
+def layout_probe_layouts(world: int) -> list:
+    """The layouts of ``world`` ranks the layout benchmark times: TP, FSDP and (where it splits) 2-D."""
+    from companion.runs.config import Layout
+
+    out = [Layout(world, 1), Layout(1, world)]
+    if world >= 4 and world % 2 == 0:
+        out.append(Layout(2, world // 2))
+    return out
+
+
+def _probe_step(layout, mesh, layers: int, device):
+    """One training step of the tiny layout probe under ``layout`` (a closure), its model built and sharded."""
+    from companion.runs import parallel
+    from companion.runs.config import ModelConfig
+    from companion.runs.model import build_model
+
+    q = LAYOUT_PROBE
+    torch.manual_seed(0)  # every rank builds the same weights and draws the same batch
+    cfg = ModelConfig(layers=layers, hidden=q["hidden"], heads=q["heads"], vocab=q["vocab"], max_positions=q["max_positions"])
+    model = parallel.parallelize_bert(build_model(cfg).to(device), layout, mesh, "fp32")
+    model.train()
+    opt = parallel.make_optimizer(model, layout, 1e-4)
+    local = q["batch_size"] // layout.dp
+    ids = torch.randint(0, q["vocab"], (local, q["seq_len"]), device=device)
+    labels = torch.zeros(local, dtype=torch.long, device=device)
+
+    def step():
+        model(input_ids=ids, labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step, cfg.ffn_size
+
+
+def _median_step_s(step, device, budget_s: float, distributed: bool) -> tuple[float, int]:
+    """Median time of one step (s) over repetitions filling ``budget_s`` (5 to 40); across ranks the slowest
+    rank's median, every rank starting each step together."""
+    import torch.distributed as dist
+
+    def agree(x: float) -> float:
+        if not distributed:
+            return x
+        v = torch.tensor([x])
+        dist.all_reduce(v, op=dist.ReduceOp.MAX)
+        return float(v)
+
+    for _ in range(2):
+        step()
+    _sync(device)
+    t0 = time.perf_counter()
+    step()
+    _sync(device)
+    reps = int(min(40, max(5, budget_s / max(agree(time.perf_counter() - t0), 1e-6))))
+    times = []
+    for _ in range(reps):
+        if distributed:
+            dist.barrier()
+        t0 = time.perf_counter()
+        step()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return agree(float(np.median(times))), reps
+
+
+def _layout_rows(layouts, device, budget_s: float, distributed: bool) -> list[dict]:
+    from companion.runs import parallel
+
+    per = budget_s / (2 * len(layouts))
+    rows = []
+    for layout in layouts:
+        mesh = parallel.build_mesh(layout, device.type)
+        for layers in (1, 2):
+            step, ffn = _probe_step(layout, mesh, layers, device)
+            t, reps = _median_step_s(step, device, per, distributed)
+            rows.append({"tp": layout.tp, "dp": layout.dp, "layers": layers, **LAYOUT_PROBE, "ffn": ffn,
+                         "threads_per_rank": 1, "step_s": t, "steps": reps})
+    return rows
+
+
+def _layout_steps(world: int, device, budget_s: float) -> list[dict]:
+    """Step time (s) of the tiny BERT with 1 and 2 encoder layers under every layout of ``world`` ranks: TP's
+    DTensor dispatch and FSDP's hooks measured the way a run pays them."""
+    return _layout_rows(layout_probe_layouts(world), device, budget_s, distributed=True)
+
+
+def single_probe_steps(device, budget_s: float) -> list[dict]:
+    """The same probe on one process with one thread: the reference the layouts' overheads are taken from."""
+    from companion.runs.config import Layout
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _layout_rows([Layout(1, 1)], device, budget_s, distributed=False)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def collective_benchmark(world: int, backend: str, budget_s: float, layout_budget_s: float = 0.0) -> dict:
+    """Collectives over ``world`` ranks, fitted to alpha and beta; with ``layout_budget_s``, the same ranks then
+    time the tiny BERT under each layout of that size (``layouts``: rows for ``layout_overheads``)."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
         init, out = os.path.join(tmp, "init"), os.path.join(tmp, "out.json")
         # fork is fast (no re-import) and safe on CPU; CUDA needs spawn
         method = "spawn" if backend == "nccl" else "fork"
-        mp.start_processes(_collective_worker, args=(world, init, backend, out, budget_s), nprocs=world,
-                           join=True, start_method=method)
-        rows = json.loads(Path(out).read_text())
+        mp.start_processes(_collective_worker, args=(world, init, backend, out, budget_s, layout_budget_s),
+                           nprocs=world, join=True, start_method=method)
+        got = json.loads(Path(out).read_text())
+    rows = got["collectives"]
     alpha, beta = fit_alpha_beta(rows, world)
     return {"world_size": world, "backend": backend, "rows": rows, "alpha_s": alpha, "beta_bytes_per_s": beta,
-            "model": "t = alpha (p - 1) + wire_bytes / beta, relative least squares, alpha and 1/beta >= 0"}
+            "model": "t = alpha (p - 1) + wire_bytes / beta, relative least squares, alpha and 1/beta >= 0",
+            "layouts": got["layouts"]}
 
 
 def fit_alpha_beta(rows: list[dict], world: int) -> tuple[float, float]:
@@ -384,7 +496,8 @@ def calibrate(device: str = "cpu", budget_s: float = DEFAULT_BUDGET_S, world_siz
         "optimizer": optimizer_benchmark(dev, 0.03 * b),
         "thread_scaling": thread_scaling_benchmark(0.04 * b) if device == "cpu" else None,
         "op_counts": op_count_benchmark(dev, 0.04 * b),
-        "collectives": {str(p): collective_benchmark(p, backend, 0.12 * b) for p in world_sizes},
+        "collectives": {str(p): collective_benchmark(p, backend, 0.12 * b, layout_budget_s=0.1 * b) for p in world_sizes},
+        "layout_probe_single": single_probe_steps(dev, 0.03 * b),
         "power": power_benchmark(dev, dtype, 0.08 * b),
         "shared_node": device == "cpu",
         "overlap": device == "cuda",

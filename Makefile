@@ -78,9 +78,10 @@ data/runs/holdout/.complete: | $(STAMP)
 $(DERIVED)/runs.csv: $(STAMP) $(PROFILE_FILE) notebooks/01_runs.py params/01_runs.yaml
 	$(call stage,01_runs)
 
-$(DERIVED)/proxies.csv: $(DERIVED)/runs.csv notebooks/02_proxies.py params/02_proxies.yaml \
+# a CPU's roofs come from its calibration (one measurement for the proxies and the operator model)
+$(DERIVED)/proxies.csv: $(DERIVED)/runs.csv notebooks/02_proxies.py params/02_proxies.yaml $(CALIBRATION) \
 		$(E)/proxies.py $(E)/tables.py $(E)/hardware.py $(E)/efficiency.py $(E)/resources/hardware.yaml $(E)/opcount.py \
-		$(E)/noise.py
+		$(E)/noise.py $(E)/opmodel.py
 	$(call stage,02_proxies)
 
 # stage 02 writes the replicate noise floor beside proxies.csv (one producer, two files)

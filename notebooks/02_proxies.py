@@ -35,12 +35,13 @@ from companion.energy import hardware, tables
 from companion.report import figures
 from companion.energy.opcount import byte_model_check
 from companion.energy.noise import replicate_noise
+from companion.energy.opmodel import measured_roofs
 from companion.runs.records import write_json
 
 figures.use_offline_renderer()
 runs = pd.read_csv(paths.derived_dir(profile) / "runs.csv")
 devices_measured = [d for d in set(runs.device_name) if hardware.device_spec(d)["bandwidth_tbs"] == "measure"]
-roofs = {d: hardware.measure_cpu_roofs() for d in devices_measured}
+roofs = {d: measured_roofs(d) for d in devices_measured}  # the device's calibration (data/devices/<d>.json)
 df = tables.proxies_frame(runs, roofs)
 glue("energy_label", figures.energy_label(df), display=False)
 
@@ -48,8 +49,9 @@ glue("energy_label", figures.energy_label(df), display=False)
 # ## The roofs of each device
 #
 # The compute roof (peak FLOP/s) and the memory roof (bandwidth) bound what a run can reach; their ratio is
-# the ridge, the arithmetic intensity above which a run can be compute-bound. For a CPU they are measured
-# here; for GPUs they come from the hardware table.
+# the ridge, the arithmetic intensity above which a run can be compute-bound. For a CPU they are the ones
+# its calibration measured (`companion calibrate`, the same file the operator model reads); for GPUs they
+# come from the hardware table.
 
 # %%
 roof_table = (df.groupby("device_name")[["peak_flops_per_s", "bandwidth_bytes_per_s"]].first()
@@ -79,7 +81,7 @@ check
 # ## Where the runs sit on the roofline
 #
 # Achieved FLOP/s per rank against arithmetic intensity (FLOP/byte), under the device's compute roof and
-# memory roof. For a CPU the roofs are measured here; for GPUs they come from the hardware table.
+# memory roof. For a CPU the roofs are its calibration's; for GPUs they come from the hardware table.
 
 # %%
 # hide

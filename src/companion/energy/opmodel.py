@@ -510,3 +510,14 @@ def load_device_roofs(device: str, precision: str, root=None) -> DeviceRoofs:
                            collective_beta_bytes_per_s=1e9, shared_node=True, overlap=False,
                            node_cores=int(r.get("threads") or 1), tier="analysis-time roofs", sources={"roofs": r["method"]})
     return roofs_from_spec(device, precision)
+
+
+def measured_roofs(device: str, precision: str = "fp32", root=None) -> dict:
+    """The compute and memory roofs the proxies use for a device whose hardware-table entry says 'measure'
+    (the CPU): the ones its calibration measured, so the proxies and the operator model read one measurement
+    (``load_device_roofs``: without a calibration file, measured now)."""
+    dev = load_device_roofs(device, precision, root)
+    how = (f"calibration data/devices/{device}.json ({dev.sources.get('calibration')})" if dev.tier == "calibrated"
+           else str(dev.sources.get("roofs", dev.tier)))
+    return {"peak_flops_per_s": dev.gemm_peak_flops_per_s, "bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s,
+            "method": how}

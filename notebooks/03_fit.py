@@ -16,9 +16,11 @@
 # The primary model is the **operator-level roofline** (`companion.energy.opmodel`): a step's time is the sum,
 # over the operators a BERT step runs (GEMMs by shape, attention, element-wise and norm traffic, weights,
 # gradients and AdamW), of each operator's own roofline max(FLOPs / achieved GEMM roof, bytes / bandwidth),
-# plus fixed per-step and per-layer costs and the TP and FSDP collectives (latency + bytes / bandwidth). The
-# roofs come from this device's calibration file (`companion calibrate`); the fit learns one non-negative
-# multiplier per term. Energy is static power × metered units × time plus dynamic energy per FLOP, per byte and
+# plus fixed per-step and per-layer costs, each parallel layout's own overhead (DTensor dispatch, FSDP hooks)
+# and the TP and FSDP collectives (latency + bytes / bandwidth). The roofs come from this device's calibration
+# file (`companion calibrate`), which also trains a tiny BERT under every TP, FSDP and 2-D layout to measure
+# those overheads; the fit learns one non-negative multiplier per term, the layout overheads' pulled towards
+# the measurement, so a layout mode the sweep never ran is still predicted from what was measured. Energy is static power × metered units × time plus dynamic energy per FLOP, per byte and
 # per byte communicated, so η(p) and the power under each layout are outputs of the model.
 #
 # Beside it, as the paper's reproduction:

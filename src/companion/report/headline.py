@@ -301,11 +301,36 @@ def noise_text(noise: dict) -> str:
     if f["time"] == NA and f["energy"] == NA:
         return ("The replicate noise floor is not available: no configuration of this build was measured more "
                 "than once (or noise.json is missing).")
-    return (f"The replicate noise floor, the mean distance of repeated runs of one configuration from that "
+    text = (f"The replicate noise floor, the mean distance of repeated runs of one configuration from that "
             f"configuration's mean, is {f['time']} for time per step and {f['energy']} for energy per step "
             f"({f['n_configs']} configurations measured more than once, {f['n_runs']} runs). It is how far the "
-            f"same fine-tune measured twice disagrees with itself: a model's held-out MAPE near it cannot be told "
-            f"apart from a perfect model's on these runs.")
+            f"same fine-tune measured again disagrees with itself.")
+    perfect = perfect_model_mape(noise)
+    if perfect:
+        text += (f" A run shares part of its noise with its configuration's mean, so a model that knew every "
+                 f"configuration's true value would still score about {perfect['time']} (time) and "
+                 f"{perfect['energy']} (energy) held-out MAPE against single runs: the floor times "
+                 f"{perfect['factor']}, for {perfect['replicates']} replicates per configuration.")
+    return text
+
+
+def perfect_model_mape(noise: dict) -> dict:
+    """The held-out MAPE an exact model would score against single runs, from the replicate floor: a run's
+    distance from the mean of k replicates has (1 - 1/k) of its own noise variance, its distance from the
+    true value all of it, so the exact model scores the floor / sqrt(1 - 1/k). {} where the floor is missing."""
+    metrics = (noise or {}).get("metrics") or {}
+    out = {}
+    for target in TARGETS:
+        m = metrics.get(f"{target}_per_step")
+        if not isinstance(m, dict) or _num(m.get("mape")) is None or not (_num(m.get("n_configs")) or 0) > 0:
+            return {}
+        k = (_num(m.get("n_runs")) or 0) / m["n_configs"]
+        if k <= 1:
+            return {}
+        factor = (1 - 1 / k) ** -0.5
+        out[target] = f"{100 * m['mape'] * factor:.1f} %"
+        out["factor"], out["replicates"] = f"{factor:.2f}", f"{k:g}"
+    return out
 
 
 def replicates_words(runs: pd.DataFrame) -> str:

@@ -188,14 +188,17 @@ def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_co
         q = lambda g: o / max(1.0, g / node_cores)  # noqa: E731
         for L in (1, 2):
             lat = (4 * L * (t - 1) * alpha(t) * q(t) if t > 1 else 0) + (3 * (L + 1) * (d - 1) * alpha(d) * q(d) if d > 1 else 0)
-            rows.append({"tp": t, "dp": d, "layers": L, "step_s": o * (single_step_s + L * single_layer_s) + lat + a * (L + 1)})
+            rows.append({"tp": t, "dp": d, "layers": L, "hidden": 64, "heads": 4, "ffn": 256, "vocab": 128,
+                         "max_positions": 64, "seq_len": 16, "batch_size": 4, "threads_per_rank": 1,
+                         "step_s": o * (single_step_s + L * single_layer_s) + lat + a * (L + 1)})
     return single, rows
 
 
 def test_layout_overheads_recover_the_probe_and_replace_the_launch_model():
     truth = {(2, 1): 9e-3, (1, 2): 4e-3, (4, 1): 26e-3, (1, 4): 7e-3, (2, 2): 25e-3}
     single, rows = _probe_rows(truth)
-    got = opmodel.layout_overheads(single, rows, 2, lambda g: 1e-4 * g)
+    probe_dev = opmodel.DeviceRoofs(**{**DEV.to_json(), "collective_alpha_by_world_s": {"2": 2e-4, "4": 4e-4}})
+    got = opmodel.layout_overheads(single, rows, probe_dev)
     assert got == pytest.approx({f"tp{t}-dp{d}": a for (t, d), a in truth.items()}, rel=1e-9)
     dev = opmodel.DeviceRoofs(**{**DEV.to_json(), "layout_overhead_s": {"tp2-dp1": 9e-3, "tp2-dp2": 25e-3}})
     df = frame()

@@ -401,36 +401,29 @@ def attention_cost_per_score(rows: list[dict]) -> dict:
     return out
 
 
-def layout_overheads(single: list[dict], layouts: list[dict], node_cores: int, alpha_s, shared_node: bool = True) -> dict:
+def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) -> dict:
     """Each probed layout's overhead beyond one process's own costs, per unit of (layers + 1):
     {"tp<t>-dp<d>": s}.
 
-    From the tiny probe's step times with 1 and 2 layers (``companion calibrate``): a layout's step, less the
-    single process's (times the node's oversubscription: every rank launches every operator) and less the
-    latency of its collectives (4 TP all-reduces per layer, 3 FSDP collectives per unit, as ``operator_frame``
-    counts them), is its overhead. It is taken as one cost per unit, layers + 1 (each layer and the root:
-    FSDP's units; under TP the layers' dispatch and the replicated rest), fitted to both depths at once: a
-    separate per-layer and per-step cost from two noisy differences swings by several times between
-    calibrations, their sum per unit does not. ``alpha_s(g)``: latency per ring hop of a group of g ranks."""
+    From the tiny probe's step times with 1 and 2 layers (``companion calibrate``; rows with the probe's shape):
+    a layout's step, less the single process's (times the node's oversubscription: every rank launches every
+    operator) and less the latency of its collectives as ``operator_frame`` counts them on ``dev``, is its
+    overhead. It is taken as one cost per unit, layers + 1 (each layer and the root: FSDP's units; under TP the
+    layers' dispatch and the replicated rest), fitted to both depths at once: a separate per-layer and per-step
+    cost from two noisy differences swings by several times between calibrations, their sum per unit does not."""
     ref = {int(r["layers"]): float(r["step_s"]) for r in single}
-    by_layout: dict = {}
-    for r in layouts:
-        by_layout.setdefault((int(r["tp"]), int(r["dp"])), {})[int(r["layers"])] = float(r["step_s"])
-    out = {}
-    for (t, d), steps in sorted(by_layout.items()):
-        depths = sorted(set(steps) & set(ref))
-        if not depths:
-            continue
-        o = max(1.0, t * d / node_cores) if shared_node else 1.0
-        q = (lambda g: o / max(1.0, g / node_cores)) if shared_node else (lambda g: 1.0)
-        excess, units = 0.0, 0.0
-        for L in depths:
-            latency = (4 * L * (t - 1) * alpha_s(t) * q(t) if t > 1 else 0.0) + \
-                      (3 * (L + 1) * (d - 1) * alpha_s(d) * q(d) if d > 1 else 0.0)
-            excess += steps[L] - o * ref[L] - latency
-            units += L + 1
-        out[f"tp{t}-dp{d}"] = max(excess / units, 0.0)
-    return out
+    probe = pd.DataFrame([r for r in layouts if int(r["layers"]) in ref])
+    if probe.empty:
+        return {}
+    probe = probe.assign(padded_tokens=probe.batch_size * probe.seq_len,
+                         attention_pairs=probe.batch_size * probe.seq_len ** 2)
+    latency = operator_frame(probe, dev).comm_latency_s.to_numpy()
+    ranks = (probe.tp * probe.dp).to_numpy(float)
+    oversub = np.maximum(1.0, ranks / max(dev.node_cores, 1)) if dev.shared_node else np.ones(len(probe))
+    excess = probe.step_s.to_numpy(float) - oversub * probe.layers.map(ref).to_numpy(float) - latency
+    per = pd.DataFrame({"name": "tp" + probe.tp.astype(str) + "-dp" + probe.dp.astype(str), "excess": excess,
+                        "units": probe.layers + 1.0}).groupby("name")[["excess", "units"]].sum()
+    return {name: float(max(row.excess / row.units, 0.0)) for name, row in per.iterrows()}
 
 
 def roofs_from_calibration(rec: dict) -> DeviceRoofs:
@@ -442,8 +435,6 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
     beta = float(np.median([c["beta_bytes_per_s"] for c in finite])) if finite else 1e9
     power = rec.get("power") or {}
     idle, loaded = power.get("idle_w"), power.get("loaded_w")
-    shared = bool(rec.get("shared_node", rec.get("device") == "cpu"))
-    cores = int(rec.get("provenance", {}).get("torch_threads") or 1)
     dev = DeviceRoofs(
         name=rec["device_name"], gemm_peak_flops_per_s=float(rec["gemm"]["peak_flops_per_s"]),
         gemm_half_dim=float(rec["gemm"]["half_dim"]), bandwidth_bytes_per_s=float(rec["bandwidth"]["bandwidth_bytes_per_s"]),
@@ -451,7 +442,8 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
         collective_beta_bytes_per_s=beta,
         **({"ops_per_layer": float(rec["op_counts"]["per_layer"]), "ops_per_step": float(rec["op_counts"]["per_step"])}
            if rec.get("op_counts") else {}),
-        shared_node=shared, overlap=bool(rec.get("overlap", False)), node_cores=cores,
+        shared_node=bool(rec.get("shared_node", rec.get("device") == "cpu")), overlap=bool(rec.get("overlap", False)),
+        node_cores=int(rec.get("provenance", {}).get("torch_threads") or 1),
         thread_exponent=float((rec.get("thread_scaling") or {}).get("exponent", 1.0)),
         attention_s_per_score=attention_cost_per_score(rec.get("attention") or []),
         elementwise_bytes_per_s=(rec.get("elementwise") or {}).get("bytes_per_s"),
@@ -462,8 +454,7 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
     probe = [r for c in colls.values() for r in (c.get("layouts") or [])]
     if not probe:  # a calibration from before the layout probe: the eager-launch model stands
         return dev
-    return replace(dev, layout_overhead_s=layout_overheads(rec.get("layout_probe_single") or [], probe, cores,
-                                                           dev.alpha_s, shared))
+    return replace(dev, layout_overhead_s=layout_overheads(rec.get("layout_probe_single") or [], probe, dev))
 
 
 def roofs_from_spec(device: str, precision: str) -> DeviceRoofs:

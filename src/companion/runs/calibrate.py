@@ -256,24 +256,10 @@ def _collective_worker(rank: int, world: int, init_file: str, backend: str, out_
             "reduce_scatter": (lambda: dist.reduce_scatter_tensor(shard, full), (world - 1) / world * n * 4),
         }
         for name, (fn, wire) in ops.items():
-            fn()  # warm-up; then every rank runs the same number of repetitions (agreed below)
-            t0 = time.perf_counter()
-            fn()
-            _sync(device)
-            first = torch.tensor([time.perf_counter() - t0])
-            dist.all_reduce(first, op=dist.ReduceOp.MAX)
-            reps = int(min(50, max(3, per / max(float(first), 1e-6))))
-            times = []
-            for _ in range(reps):
-                dist.barrier()
-                t0 = time.perf_counter()
-                fn()
-                _sync(device)
-                times.append(time.perf_counter() - t0)
-            t = torch.tensor([float(np.median(times))])
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank: every rank agrees
-            rows.append({"op": name, "bytes": n * 4, "wire_bytes": wire, "time_s": float(t)})
-    layouts = _layout_steps(world, device, layout_budget_s) if layout_budget_s > 0 else []
+            t, _ = _median_time_s(fn, device, per, distributed=True, warmups=1, min_reps=3, max_reps=50)
+            rows.append({"op": name, "bytes": n * 4, "wire_bytes": wire, "time_s": t})
+    layouts = (_layout_rows(layout_probe_layouts(world), device, layout_budget_s, distributed=True)
+               if layout_budget_s > 0 else [])
     if rank == 0:
         Path(out_file).write_text(json.dumps({"collectives": rows, "layouts": layouts}))
     dist.destroy_process_group()
@@ -318,9 +304,11 @@ def _probe_step(layout, mesh, layers: int, device):
     return step, cfg.ffn_size
 
 
-def _median_step_s(step, device, budget_s: float, distributed: bool) -> tuple[float, int]:
-    """Median time of one step (s) over repetitions filling ``budget_s`` (5 to 40); across ranks the slowest
-    rank's median, every rank starting each step together."""
+def _median_time_s(fn, device, budget_s: float, distributed: bool, warmups: int = 2, min_reps: int = 5,
+                   max_reps: int = 40) -> tuple[float, int]:
+    """Median time of one ``fn`` call (s) over repetitions filling ``budget_s`` (``min_reps`` to ``max_reps``),
+    and the repetitions; across ranks every rank runs the same number (sized on the slowest first call), each
+    call starts together, and the slowest rank's median is the result every rank returns."""
     import torch.distributed as dist
 
     def agree(x: float) -> float:
@@ -330,25 +318,27 @@ def _median_step_s(step, device, budget_s: float, distributed: bool) -> tuple[fl
         dist.all_reduce(v, op=dist.ReduceOp.MAX)
         return float(v)
 
-    for _ in range(2):
-        step()
+    for _ in range(warmups):
+        fn()
     _sync(device)
     t0 = time.perf_counter()
-    step()
+    fn()
     _sync(device)
-    reps = int(min(40, max(5, budget_s / max(agree(time.perf_counter() - t0), 1e-6))))
+    reps = int(min(max_reps, max(min_reps, budget_s / max(agree(time.perf_counter() - t0), 1e-6))))
     times = []
     for _ in range(reps):
         if distributed:
             dist.barrier()
         t0 = time.perf_counter()
-        step()
+        fn()
         _sync(device)
         times.append(time.perf_counter() - t0)
     return agree(float(np.median(times))), reps
 
 
 def _layout_rows(layouts, device, budget_s: float, distributed: bool) -> list[dict]:
+    """Step time (s) of the tiny BERT with 1 and 2 encoder layers under each of ``layouts`` (``distributed``:
+    on the ranks of an initialised process group): TP's DTensor dispatch and FSDP's hooks paid as a run pays them."""
     from companion.runs import parallel
 
     per = budget_s / (2 * len(layouts))
@@ -357,16 +347,10 @@ def _layout_rows(layouts, device, budget_s: float, distributed: bool) -> list[di
         mesh = parallel.build_mesh(layout, device.type)
         for layers in (1, 2):
             step, ffn = _probe_step(layout, mesh, layers, device)
-            t, reps = _median_step_s(step, device, per, distributed)
+            t, reps = _median_time_s(step, device, per, distributed)
             rows.append({"tp": layout.tp, "dp": layout.dp, "layers": layers, **LAYOUT_PROBE, "ffn": ffn,
                          "threads_per_rank": 1, "step_s": t, "steps": reps})
     return rows
-
-
-def _layout_steps(world: int, device, budget_s: float) -> list[dict]:
-    """Step time (s) of the tiny BERT with 1 and 2 encoder layers under every layout of ``world`` ranks: TP's
-    DTensor dispatch and FSDP's hooks measured the way a run pays them."""
-    return _layout_rows(layout_probe_layouts(world), device, budget_s, distributed=True)
 
 
 def single_probe_steps(device, budget_s: float) -> list[dict]:

@@ -118,8 +118,8 @@ if holdout_dir is not None and holdout_dir.is_dir() and any(holdout_dir.glob("*.
 noise_path = paths.derived_dir(profile) / "noise.json"
 noise = json.loads(noise_path.read_text()) if noise_path.is_file() else None
 glue("noise_text", "from replicate runs (noise.json)" if noise else "no replicates in this build", display=False)
-by_split = val.score(model_pred, noise)
-pooled = val.score(model_pred[model_pred.split != "holdout"], noise, by=())
+by_split = val.score(model_pred, noise, level=level)
+pooled = val.score(model_pred[model_pred.split != "holdout"], noise, by=(), level=level)
 mv = val.model_verdict(pooled, by_split)
 glue("model_scores", by_split.round(2), display=False)
 glue("model_verdict_text", headline.paragraph(val.describe_verdict(mv)), display=False)

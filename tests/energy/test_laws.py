@@ -219,3 +219,26 @@ def test_holdout_runs_are_scored_never_fitted(monkeypatch):
     pred = score_holdout(train, holdout, {"flops_power_law": models_mod.BASELINES["flops_power_law"]()})
     assert seen and all(not ids & set(holdout.run_id) for ids in seen)
     assert set(pred.run_id) == set(holdout.run_id) and set(pred.split) == {"holdout"}
+
+
+def test_an_unbounded_interval_is_counted_apart_never_as_covering():
+    from companion.energy.validation import _scored, coverage_range_pct, model_verdict, score
+
+    rows = [{"split": "leave_one_degree_out", "fold": "p=4", "model": "operator_roofline", "target": t,
+             "run_id": f"r{i}", "size": f"s{i % 3}", "mode": "tp", "world_size": 4, "measured": 1.0,
+             "predicted": 1.0 + 0.05 * i, "lo": lo, "hi": hi}
+            for t in ("time", "energy") for i, (lo, hi) in enumerate([(0.9, 1.1), (1.01, 1.2), (0.0, np.inf),
+                                                                      (0.0, np.nan), (0.95, 2.0)])]
+    pred = _scored(rows)
+    assert pred.covered.isna().sum() == 4  # no bound, no verdict: neither covered nor missed
+    table = score(pred, None).set_index("target")
+    assert table.loc["time", "n_unbounded"] == 2
+    assert table.loc["time", "coverage_pct"] == pytest.approx(100 * 2 / 3)  # of the three bounded intervals
+    # the coverage exact 90 % intervals show on n runs nine times in ten: all 18 of 18 is within it
+    assert coverage_range_pct(18) == (pytest.approx(100 * 14 / 18), 100.0)
+    lo, hi = coverage_range_pct(150)
+    assert 84 < lo < 90 < hi < 95
+    pooled = score(pred, None, by=())
+    v = model_verdict(pooled, score(pred, None))
+    assert v["targets"]["time"]["unbounded_intervals"] == 2
+    assert v["targets"]["time"]["coverage_in_range"] is False and v["targets"]["time"]["coverage_consistent"] is False

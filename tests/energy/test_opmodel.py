@@ -14,7 +14,7 @@ TIME = {"gemm_s": 1.3, "attention_s": 2.0, "elementwise_s": 0.7, "state_s": 1.5,
         "layer_fixed_s": 4.0, "tp_dispatch_s": 20.0, "fsdp_hooks_s": 300.0, "comm_latency_s": 1.0, 
         # a training step's collectives reach a quarter of the calibrated bandwidth: fitted, never held
         "comm_bytes_s": 4.0}
-ENERGY = {"P_static_w": 22.0, "e_flop_j": 2e-11, "e_byte_j": 3e-10, "e_comm_j": 1e-9}
+ENERGY = {"P_static_w": 22.0, "P_core_w": 4.0, "e_flop_j": 2e-11, "e_byte_j": 3e-10, "e_comm_j": 1e-9}
 
 
 def frame(seed=0, noise=0.0):
@@ -161,7 +161,7 @@ def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
     df = frame(seed=3, noise=0.03)
     train = df[(df["mode"] != "tp") & (df.layers < 4)]
     fitted = fit_model(OperatorRoofline("operator_roofline", dev=DEV), train)
-    assert set(fitted.residuals_by_kind) == {"size", "layout", "mode", "range"}
+    assert set(fitted.residuals_by_kind) == {"size", "layout", "degree", "mode", "range"}
     new_mode = df[(df["mode"] == "tp") & (df.layers < 4)].iloc[:1]
     deeper = df[(df["mode"] == "single") & (df.layers == 4)].iloc[:1]
     seen = train.iloc[:1]
@@ -176,6 +176,38 @@ def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
     pred = fitted.predict(pd.concat([new_mode, seen]))
     width = np.log(pred.step_s_hi / pred.step_s)
     assert width.iloc[0] == pytest.approx(q[("layout", "mode")]) and width.iloc[1] == pytest.approx(q[()])
+
+
+def test_a_new_degree_takes_the_width_of_degrees_left_out_and_few_residuals_stay_finite():
+    df = frame(seed=4, noise=0.03)
+    train = df[df.world_size < 4]
+    fitted = fit_model(OperatorRoofline("operator_roofline", dev=DEV), train)
+    wider = df[(df.world_size == 4) & (df.tp == 1)].iloc[:1]
+    assert fitted.novelty(wider) == [("layout", "degree")]
+    # one parallel degree in training: its degree residuals are those of predicting it from single runs only
+    assert len(fitted.residuals_by_kind["degree"]["step_s"]) == (train.world_size == 2).sum()
+    # too few residuals of a kind for the 90 % quantile: the largest one, never below the pooled width, and
+    # never the unbounded interval that would "cover" every run
+    few = {"step_s": np.array([0.01, -0.3, 0.05]), "energy_per_step_j": np.array([0.02])}
+    fitted.residuals_by_kind["degree"] = few
+    assert opmodel.conformal_halfwidth(few["step_s"], 0.9) == float("inf")
+    pooled = fitted.halfwidth("step_s", 0.9)
+    assert fitted.halfwidth("step_s", 0.9, ("degree",)) == pytest.approx(max(0.3, pooled))
+    assert fitted.halfwidth("energy_per_step_j", 0.9, ("degree",)) == pytest.approx(fitted.halfwidth("energy_per_step_j", 0.9))
+    assert np.isfinite(fitted.predict(wider)[["step_s_lo", "step_s_hi"]].to_numpy()).all()
+
+
+def test_a_cpu_node_draws_the_power_of_its_busy_cores():
+    df = frame()
+    terms = opmodel.operator_frame(df, DEV)
+    # one thread on one rank keeps one core busy; every core, or more ranks than cores, keeps them all busy
+    busy = pd.Series(terms.busy_cores.to_numpy(), index=df.run_id)
+    assert (terms.busy_cores[(df.world_size == 1) & (df.threads_per_rank == 1)] == 1).all()
+    assert (terms.busy_cores[(df.world_size == 1) & (df.threads_per_rank == 2)] == 2).all()
+    assert (terms.busy_cores[df.world_size == 4] == DEV.node_cores).all() and busy.max() == DEV.node_cores
+    # on devices of their own there is no such term: a GPU's activity is in its static and dynamic terms
+    gpu = opmodel.DeviceRoofs(**{**DEV.to_json(), "shared_node": False})
+    assert (opmodel.operator_frame(df, gpu).busy_cores == 0).all()
 
 
 # ------------------------------------------------------------------------------- measured layout overheads

@@ -170,20 +170,22 @@ def point_only(model: Model) -> Model:
     return replace(model, n_boot=0) if getattr(model, "n_boot", 0) else model
 
 
-GROUP_KINDS = ("size", "layout", "mode", "range")  # what a held-out group is new in (see ``novelty``)
+GROUP_KINDS = ("size", "layout", "degree", "mode", "range")  # what a held-out group is new in (see ``novelty``)
 RANGE_AXES = ("layers", "hidden", "seq_len", "batch_size")  # a run outside the fitted range of one is extrapolated
 
 
 def group_keys(df: pd.DataFrame) -> dict[str, pd.Series]:
-    """Per run, its key in each grouping: model size, parallel layout and parallel mode. Single-device runs have
-    no layout or mode key (""): they anchor every term and are never held out as a layout or mode."""
+    """Per run, its key in each grouping: model size, parallel layout, parallel degree (world size) and parallel
+    mode. Single-device runs have no layout, degree or mode key (""): they anchor every term and are never held
+    out as one."""
     par = df.world_size > 1
-    return {"size": size_key(df), "layout": layout_key(df).where(par, ""), "mode": df["mode"].astype(str).where(par, "")}
+    return {"size": size_key(df), "layout": layout_key(df).where(par, ""),
+            "degree": df.world_size.astype(int).astype(str).where(par, ""), "mode": df["mode"].astype(str).where(par, "")}
 
 
 def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4) -> dict[str, dict[str, np.ndarray]]:
-    """log(measured / predicted) of each run when its model size, then its parallel layout, then its whole
-    parallel mode was left out of the fit: {kind: {target: residuals}}. Each kind measures the error of one
+    """log(measured / predicted) of each run when its model size, then its parallel layout, its parallel degree
+    and its whole parallel mode was left out of the fit: {kind: {target: residuals}}. Each kind measures the error of one
     kind of extrapolation, so an interval for a new run can be as wide as the novelty it has."""
     model = point_only(model)  # held-out residuals need point fits only
     out = {}
@@ -192,6 +194,8 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
         groups = sorted(set(key) - {""})
         if kind == "mode" and len(groups) < 2:
             groups = []  # one mode only: leaving it out is leaving every parallel run out
+        # a degree is left out even where it is the only one: the fit then predicts it from the single-device
+        # runs and the calibration's layout overheads, which is what a new degree asks of a sweep with one
         folds[kind] = [(key == g).to_numpy() for g in groups]
     # extrapolation along one axis: the runs at the largest value of each varied axis, fitted on the rest
     folds["range"] = [(df[a] == df[a].max()).to_numpy() for a in RANGE_AXES if a in df and df[a].nunique() > 2]
@@ -254,7 +258,8 @@ class Fitted:
         lo, hi = self.train_keys.get("range", ({}, {}))
         out = []
         for i in range(len(df)):
-            kinds = [k for k in ("size", "layout", "mode") if keys[k].iloc[i] and keys[k].iloc[i] not in self.train_keys[k]]
+            kinds = [k for k in ("size", "layout", "degree", "mode")
+                     if k in self.train_keys and keys[k].iloc[i] and keys[k].iloc[i] not in self.train_keys[k]]
             row = df.iloc[i]
             if any(a in lo and not lo[a] <= row[a] <= hi[a] for a in RANGE_AXES if a in df):
                 kinds.append("range")
@@ -266,17 +271,27 @@ class Fitted:
             return float(self.extra_halfwidth[target])
         # a new mode is a new layout too: the mode width replaces the layout width
         kinds = tuple(k for k in kinds if not (k == "layout" and "mode" in kinds))
-        widths = [conformal_halfwidth(r, level) for k in kinds
-                  if (r := self.residuals_by_kind.get(k, {}).get(target)) is not None and len(r)]
-        if widths:
-            return max(widths)
         r = self.residuals.get(target)
-        return conformal_halfwidth(r, level) if r is not None and len(r) else float("inf")
+        pooled = conformal_halfwidth(r, level) if r is not None and len(r) else float("inf")
+        widths = [_kind_halfwidth(r, level, pooled) for k in kinds
+                  if (r := self.residuals_by_kind.get(k, {}).get(target)) is not None and len(r)]
+        return max(widths) if widths else pooled
 
     def describe(self) -> pd.DataFrame:
         out = self.point.describe()
         out.insert(0, "model", self.model.name)
         return out
+
+
+def _kind_halfwidth(residuals, level: float, pooled: float) -> float:
+    """The conformal width of one kind of novelty. A kind with too few held-out residuals for the quantile
+    (fewer than 9 at level 0.9, e.g. the two layouts of a sweep whose only other degree is held out) takes its
+    largest residual, never less than the pooled width: a finite interval that says what the data show,
+    where the quantile alone would be unbounded and would "cover" every run."""
+    w = conformal_halfwidth(residuals, level)
+    if np.isfinite(w):
+        return w
+    return max(float(np.max(np.abs(residuals))), pooled)
 
 
 def keys_to_json(keys: dict) -> dict:

@@ -34,10 +34,13 @@ least squares on relative errors), so its coefficients read as "the roofline is 
 
 Energy per step, all metered units together:
 
-    E = P_static * units * T_step  +  e_F * F  +  e_B * B  +  e_C * C
+    E = P_static * units * T_step  +  P_core * busy * T_step  +  e_F * F  +  e_B * B  +  e_C * C
 
-(F, B, C: FLOPs, bytes and bytes communicated over all ranks). Parallel efficiency and the change of mean
-power across layouts are outputs: eta(p) = T_1 / (p T_p) and P = E / T follow from the terms above.
+(F, B, C: FLOPs, bytes and bytes communicated over all ranks; busy: on a shared CPU node, the cores the run
+keeps busy, ranks x threads per rank up to the node's cores, 0 on GPUs). A CPU's power follows its busy
+cores: ranks waiting on a collective or a time slice still hold their core, so a 4-rank run on 2 cores draws
+the 2-core power for its whole, longer step. Parallel efficiency and the change of mean power across layouts
+are outputs: eta(p) = T_1 / (p T_p) and P = E / T follow from the terms above.
 """
 
 from __future__ import annotations
@@ -154,8 +157,10 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs) -> pd.DataFrame:
         threads = _threads_per_rank(df, cores, p_ranks)
         share = _compute_share(np.minimum(threads, cores / p_ranks), cores, dev.thread_exponent)
         oversub = np.maximum(1.0, p_ranks / cores)
+        busy = np.minimum(p_ranks * threads, cores)  # cores the run keeps busy (ranks x threads, at most all)
     else:
         cores, share, oversub = p_ranks, np.ones(len(df)), np.ones(len(df))
+        busy = np.zeros(len(df))  # one rank per metered unit: its activity is in the static and dynamic terms
     bw = dev.bandwidth_bytes_per_s
 
     def op(flops, bytes_, roof):
@@ -240,7 +245,7 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs) -> pd.DataFrame:
         "state_s": share * state, "step_fixed_s": step_fixed, "layer_fixed_s": layer_fixed,
         "tp_dispatch_s": tp_dispatch, "fsdp_hooks_s": fsdp_hooks,
         "comm_latency_s": tp_lat + exposed * fsdp_lat, "comm_bytes_s": tp_bytes + exposed * fsdp_bytes,
-        "op_flops": flops_total, "op_bytes": bytes_total, "op_comm_bytes": comm_total,
+        "op_flops": flops_total, "op_bytes": bytes_total, "op_comm_bytes": comm_total, "busy_cores": busy,
     }, index=df.index)
 
 
@@ -268,15 +273,15 @@ def metered_units(df: pd.DataFrame) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------- coefficients
-ENERGY_PARAMS = ("P_static_w", "e_flop_j", "e_byte_j", "e_comm_j")
-ENERGY_UNITS = {"P_static_w": "W per metered unit", "e_flop_j": "J/FLOP", "e_byte_j": "J/byte",
-                "e_comm_j": "J/byte communicated"}
+ENERGY_PARAMS = ("P_static_w", "P_core_w", "e_flop_j", "e_byte_j", "e_comm_j")
+ENERGY_UNITS = {"P_static_w": "W per metered unit", "P_core_w": "W per busy core (shared CPU node)",
+                "e_flop_j": "J/FLOP", "e_byte_j": "J/byte", "e_comm_j": "J/byte communicated"}
 
 
 def prior_coefficients(dev: DeviceRoofs) -> dict:
     """The un-fitted model: every time term at face value, energy from the device's power envelope."""
     time = {k: 1.0 for k in TIME_TERMS}
-    energy = {"P_static_w": dev.idle_w, "e_flop_j": dev.dynamic_j_per_flop(),
+    energy = {"P_static_w": dev.idle_w, "P_core_w": 0.0, "e_flop_j": dev.dynamic_j_per_flop(),
               "e_byte_j": 0.5 * dev.dynamic_j_per_byte(), "e_comm_j": 0.0}
     return {"time": time, "energy": energy}
 
@@ -286,7 +291,9 @@ def predict_time_s(terms: pd.DataFrame, time_coef: dict) -> np.ndarray:
 
 
 def predict_energy_j(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_coef: dict) -> np.ndarray:
-    return (energy_coef["P_static_w"] * units * step_s + energy_coef["e_flop_j"] * terms.op_flops.to_numpy(float)
+    busy = terms.busy_cores.to_numpy(float) if "busy_cores" in terms else np.zeros(len(terms))
+    return (energy_coef["P_static_w"] * units * step_s + energy_coef.get("P_core_w", 0.0) * busy * step_s
+            + energy_coef["e_flop_j"] * terms.op_flops.to_numpy(float)
             + energy_coef["e_byte_j"] * terms.op_bytes.to_numpy(float)
             + energy_coef["e_comm_j"] * terms.op_comm_bytes.to_numpy(float))
 
@@ -359,8 +366,11 @@ def fit_time_model(df: pd.DataFrame, dev: DeviceRoofs, held=None) -> tuple[Devic
 
 
 def fit_energy_coefficients(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_j: np.ndarray) -> dict:
-    """Static power and dynamic energies (non-negative), on the runs' measured step times."""
-    A = np.column_stack([units * np.asarray(step_s, float), terms.op_flops, terms.op_bytes, terms.op_comm_bytes])
+    """Static power, the power of each busy core (a shared CPU node: zero elsewhere) and dynamic energies
+    (non-negative), on the runs' measured step times."""
+    step_s = np.asarray(step_s, float)
+    busy = terms.busy_cores.to_numpy(float) if "busy_cores" in terms else np.zeros(len(terms))
+    A = np.column_stack([units * step_s, busy * step_s, terms.op_flops, terms.op_bytes, terms.op_comm_bytes])
     used = np.abs(A).max(axis=0) > 0
     c = np.zeros(A.shape[1])
     c[used] = _relative_nnls(A[:, used], np.asarray(energy_j, float))

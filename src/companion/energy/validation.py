@@ -188,7 +188,9 @@ def _point_fits(models: dict) -> dict:
 def _scored(rows: list[dict]) -> pd.DataFrame:
     pred = pd.DataFrame(rows, columns=PRED_COLUMNS[:-2])
     pred["ape_pct"] = (pred.predicted - pred.measured).abs() / pred.measured * 100
-    pred["covered"] = (pred.measured >= pred.lo) & (pred.measured <= pred.hi)
+    bounded = np.isfinite(pred.lo.astype(float)) & np.isfinite(pred.hi.astype(float)) & (pred.lo > 0)
+    # an unbounded interval says nothing: it is counted apart (``n_unbounded``), never as covering its run
+    pred["covered"] = ((pred.measured >= pred.lo) & (pred.measured <= pred.hi)).where(bounded)
     return pred
 
 
@@ -203,22 +205,41 @@ def group_bootstrap_mape(g: pd.DataFrame, n_boot: int = 500, seed: int = 0, leve
     return float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))
 
 
-def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",)) -> pd.DataFrame:
+def coverage_range_pct(n: int, level: float = 0.9, prob: float = 0.9) -> tuple[float, float]:
+    """The coverage (%) that exact ``level`` intervals show on ``n`` runs with probability ``prob``: the central
+    binomial range. On 18 runs exact 90 % intervals cover all 18 one time in seven; a split's coverage outside
+    this range is evidence against the intervals, inside it is not."""
+    from scipy.stats import binom
+
+    if n <= 0:
+        return float("nan"), float("nan")
+    a = (1 - prob) / 2
+    return float(binom.ppf(a, n, level) / n * 100), float(binom.isf(a, n, level) / n * 100)
+
+
+def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: float = 0.9) -> pd.DataFrame:
     """MAPE (with a group-bootstrap interval), coverage and the replicate noise floor per model x target x group.
 
     ``by=()`` pools every split. ``noise`` is ``companion.energy.noise.replicate_noise``'s output (or None).
+    Coverage counts bounded intervals only (``n_unbounded`` apart); ``coverage_lo_pct``..``coverage_hi_pct`` is
+    what exact ``level`` intervals would show on as many runs (``coverage_range_pct``).
     """
     out = []
     keys = [*by, "model", "target"]
     if pred.empty:
         return pd.DataFrame(columns=[*keys, "n", "mape_pct", "mape_lo_pct", "mape_hi_pct", "median_ape_pct",
-                                     "max_ape_pct", "coverage_pct", "noise_floor_pct"])
+                                     "max_ape_pct", "coverage_pct", "n_unbounded", "coverage_lo_pct", "coverage_hi_pct",
+                                     "noise_floor_pct"])
     for key, g in pred.groupby(keys, sort=False):
         lo, hi = group_bootstrap_mape(g)
         floor = _noise_floor(noise, g.target.iloc[0])
+        bounded = g.covered.notna()
         out.append({**dict(zip(keys, key)), "n": len(g), "mape_pct": float(g.ape_pct.mean()), "mape_lo_pct": lo,
                     "mape_hi_pct": hi, "median_ape_pct": float(g.ape_pct.median()),
-                    "max_ape_pct": float(g.ape_pct.max()), "coverage_pct": float(g.covered.mean() * 100),
+                    "max_ape_pct": float(g.ape_pct.max()),
+                    "coverage_pct": float(g.covered[bounded].astype(bool).mean() * 100) if bounded.any() else float("nan"),
+                    "n_unbounded": int((~bounded).sum()),
+                    **dict(zip(("coverage_lo_pct", "coverage_hi_pct"), coverage_range_pct(int(bounded.sum()), level))),
                     "noise_floor_pct": floor})
     return pd.DataFrame(out)
 
@@ -278,7 +299,17 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
             "meets_pooled": mape <= target_pct,
             "meets_every_split": bool((cv.mape_pct <= split_pct).all()),
             "beats_half_best_baseline": best is not None and mape <= 0.5 * float(p.loc[best, "mape_pct"]),
-            "coverage_in_range": bool(((s.coverage_pct >= coverage[0]) & (s.coverage_pct <= coverage[1])).all()),
+            "unbounded_intervals": int(s.n_unbounded.sum()) if "n_unbounded" in s else 0,
+            # an unbounded interval is not an interval that holds: any one fails the criterion
+            "coverage_in_range": bool(((s.coverage_pct >= coverage[0]) & (s.coverage_pct <= coverage[1])).all()
+                                      and ("n_unbounded" not in s or (s.n_unbounded == 0).all())),
+            # the same question asked of the sample size: is each split's coverage one that exact intervals show?
+            "coverage_consistent": bool("coverage_lo_pct" in s and (s.coverage_pct >= s.coverage_lo_pct - 1e-9).all()
+                                        and (s.coverage_pct <= s.coverage_hi_pct + 1e-9).all()
+                                        and (s.n_unbounded == 0).all()),
+            "coverage_range_pct_by_split": ({k: [float(a), float(b)] for k, a, b in
+                                             zip(s.split, s.coverage_lo_pct, s.coverage_hi_pct)}
+                                            if "coverage_lo_pct" in s else {}),
         }
     return out
 

@@ -355,7 +355,10 @@ def coverage_summary(validation: dict) -> dict:
     """The primary model's interval coverage, as text: pooled per target, the lowest cross-validation split
     (over both targets) and the off-grid runs per target."""
     s = scores(validation)
-    out = {f"{k}_{t}": NA for k in ("pooled", "holdout") for t in TARGETS} | {"lowest": NA}
+    out = {f"{k}_{t}": NA for k in ("pooled", "holdout", "consistent") for t in TARGETS} | {"lowest": NA}
+    for t in TARGETS:
+        v = _verdict_target(validation, t)
+        out[f"consistent_{t}"] = NA if v is None else _consistent(v)
     if s.empty:
         return out
     for t in TARGETS:
@@ -371,6 +374,18 @@ def coverage_summary(validation: dict) -> dict:
 # ------------------------------------------------------------------------------------------ the verdict
 def _met(flag) -> str:
     return "met" if flag is True else "not met" if flag is False else NA
+
+
+def _consistent(t: dict) -> str:
+    """Whether each split's coverage is one exact intervals show on its number of runs, naming those that are not."""
+    flag, ranges, cov = t.get("coverage_consistent"), t.get("coverage_range_pct_by_split"), t.get("coverage_pct_by_split")
+    if flag is None:
+        return NA
+    if flag or not isinstance(ranges, dict) or not isinstance(cov, dict):
+        return "yes" if flag else "no"
+    out = [f"{split_label(k)} {cov[k]:.0f} % (exact: {lo:.0f}–{hi:.0f} %)" for k, (lo, hi) in ranges.items()
+           if _num(cov.get(k)) is not None and not lo - 1e-9 <= cov[k] <= hi + 1e-9]
+    return "no" + (f" ({', '.join(out)})" if out else "")
 
 
 def _verdict_target(validation: dict, target: str) -> dict | None:
@@ -398,6 +413,8 @@ def verdict_table(validation: dict) -> pd.DataFrame:
         "half": "at most half the MAPE of the best baseline that predicts before running",
         "coverage": f"coverage of the {level} % intervals within "
                     f"{f'{rng[0]:.0f}–{rng[1]:.0f} %' if rng else NA} in every split, off-grid runs included",
+        "consistent": f"coverage in every split one that exact {level} % intervals show on as many runs nine "
+                      "times in ten (binomial; no criterion)",
         "holdout": "off-grid runs (no criterion)",
     }
     table = {"criterion": list(rows.values())}
@@ -417,7 +434,9 @@ def verdict_table(validation: dict) -> pd.DataFrame:
             f"{_met(t.get('meets_every_split'))}",
             f"{_met(t.get('beats_half_best_baseline'))} (the {model_name(best) if best else NA} at "
             f"{_pct(t.get('best_baseline_mape_pct'))})",
-            _met(t.get("coverage_in_range")) + (f" (outside: {', '.join(outside)})" if outside else ""),
+            _met(t.get("coverage_in_range")) + (f" (outside: {', '.join(outside)})" if outside else "")
+            + (f" ({t['unbounded_intervals']} unbounded intervals)" if t.get("unbounded_intervals") else ""),
+            _consistent(t),
             _pct(t.get("holdout_mape_pct")),
         ]
     return pd.DataFrame(table)

@@ -208,6 +208,11 @@ def test_a_cpu_node_draws_the_power_of_its_busy_cores():
     # on devices of their own there is no such term: a GPU's activity is in its static and dynamic terms
     gpu = opmodel.DeviceRoofs(**{**DEV.to_json(), "shared_node": False})
     assert (opmodel.operator_frame(df, gpu).busy_cores == 0).all()
+    # the calibrated tier: idle power plus the loaded-minus-idle power shared over the cores, per busy core
+    t, e = OperatorRoofline("calibrated", dev=DEV, fitted=False)._fit(df).predict(df)
+    power = pd.Series(e / t, index=df.index)
+    assert np.allclose(power[df.world_size == 4], DEV.loaded_w)
+    assert np.allclose(power[(df.world_size == 1) & (df.threads_per_rank == 1)], (DEV.idle_w + DEV.loaded_w) / 2)
 
 
 # ------------------------------------------------------------------------------- measured layout overheads

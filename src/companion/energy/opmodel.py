@@ -279,10 +279,17 @@ ENERGY_UNITS = {"P_static_w": "W per metered unit", "P_core_w": "W per busy core
 
 
 def prior_coefficients(dev: DeviceRoofs) -> dict:
-    """The un-fitted model: every time term at face value, energy from the device's power envelope."""
+    """The un-fitted model: every time term at face value, energy from the device's power envelope. A device of
+    its own (a GPU) draws idle power plus dynamic energy per FLOP and per byte, from its loaded power at its
+    roofs; a shared CPU node draws idle power plus an equal share of the loaded-minus-idle power per busy core
+    (its loaded power is measured with every core running GEMMs), whatever those cores compute or wait on."""
     time = {k: 1.0 for k in TIME_TERMS}
-    energy = {"P_static_w": dev.idle_w, "P_core_w": 0.0, "e_flop_j": dev.dynamic_j_per_flop(),
-              "e_byte_j": 0.5 * dev.dynamic_j_per_byte(), "e_comm_j": 0.0}
+    if dev.shared_node:
+        energy = {"P_static_w": dev.idle_w, "P_core_w": max(dev.loaded_w - dev.idle_w, 0.0) / max(dev.node_cores, 1),
+                  "e_flop_j": 0.0, "e_byte_j": 0.0, "e_comm_j": 0.0}
+    else:
+        energy = {"P_static_w": dev.idle_w, "P_core_w": 0.0, "e_flop_j": dev.dynamic_j_per_flop(),
+                  "e_byte_j": 0.5 * dev.dynamic_j_per_byte(), "e_comm_j": 0.0}
     return {"time": time, "energy": energy}
 
 

@@ -6,8 +6,9 @@
     fitted.describe()                                      # coefficients with units (and intervals)
 
 Prediction intervals are split-conformal on *held-out groups* (CV+ style): at fit time the model is refitted
-with each model size and each layout left out in turn, and the log errors on the left-out runs give the
-interval half-width, quantile ceil((n + 1) level) / n of |log(measured / predicted)|. In-sample residuals,
+with each model size, layout, parallel degree and mode (and the largest value of each axis) left out in
+turn, and the log errors on the left-out runs give the interval half-width, quantile ceil((n + 1) level) / n
+of |log(measured / predicted)|, from the errors of the kind of novelty a new run has. In-sample residuals,
 which are too small for a flexible model, are never used. ``fit_point`` is the only place that fits.
 """
 

@@ -242,3 +242,18 @@ def test_an_unbounded_interval_is_counted_apart_never_as_covering():
     v = model_verdict(pooled, score(pred, None))
     assert v["targets"]["time"]["unbounded_intervals"] == 2
     assert v["targets"]["time"]["coverage_in_range"] is False and v["targets"]["time"]["coverage_consistent"] is False
+
+
+def test_the_verdict_holds_the_off_grid_runs_to_the_pooled_target():
+    from companion.energy.validation import _scored, describe_verdict, model_verdict, score
+
+    rows = [{"split": split, "fold": "f", "model": "operator_roofline", "target": t, "run_id": f"{split}{i}",
+             "size": f"s{i}", "mode": "single", "world_size": 1, "measured": 1.0, "predicted": 1.0 + err,
+             "lo": 0.5, "hi": 2.0}
+            for split, err in (("leave_one_size_out", 0.05), ("holdout", 0.12)) for t in ("time", "energy")
+            for i in range(10)]
+    pred = _scored(rows)
+    v = model_verdict(score(pred[pred.split != "holdout"], None, by=()), score(pred, None))
+    t = v["targets"]["time"]
+    assert t["holdout_mape_pct"] == pytest.approx(12.0) and t["meets_holdout"] is False and t["meets_pooled"]
+    assert "of 5 criteria met" in describe_verdict(v)

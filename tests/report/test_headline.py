@@ -48,7 +48,7 @@ def validation():
                  "best_baseline": "flops_power_law", "best_baseline_mape_pct": 30.0, "holdout_mape_pct": 22.3,
                  "coverage_pct_by_split": {"leave_one_size_out": 93.3, "leave_one_mode_out": 58.8, "holdout": 53.8},
                  "meets_pooled": True, "meets_every_split": False, "beats_half_best_baseline": True,
-                 "coverage_in_range": False, "unbounded_intervals": 0, "coverage_consistent": False,
+                 "coverage_in_range": False, "meets_holdout": False, "unbounded_intervals": 0, "coverage_consistent": False,
                  "coverage_range_pct_by_split": {"leave_one_size_out": [84.3, 95.5], "leave_one_mode_out": [76.5, 100.0],
                                                  "holdout": [76.9, 100.0]}}}}
     return {"level": 0.9, "model_splits": {"leave_one_size_out": "hold out every run of one model size",
@@ -107,7 +107,7 @@ def test_verdict_table_reads_model_verdict(validation):
     assert "size" not in time[3]  # 93 % lies inside the range
     # the same coverage asked of the sample size: 59 % of 17 runs is not what exact intervals show
     assert time[4].startswith("no (") and "mode 59 % (exact: 76–100 %)" in time[4] and "size" not in time[4]
-    assert time[5] == "22.3 %"
+    assert time[5] == "22.3 %: not met" and "10 %" in v.criterion[5]
     assert set(v["energy per step"]) == {NA}  # the verdict has no energy entry here
     assert "10 %" in v.criterion[0] and "85–95 %" in v.criterion[3]  # model_verdict's own thresholds
     assert headline.verdict_model(validation) == "operator roofline"

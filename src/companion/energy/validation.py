@@ -294,7 +294,9 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
             "pooled_mape_pct": mape, "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],
             "worst_split_mape_pct": None if cv.empty else float(cv.mape_pct.max()),
             "best_baseline": best, "best_baseline_mape_pct": None if best is None else float(p.loc[best, "mape_pct"]),
-            "holdout_mape_pct": float(s[s.split == "holdout"].mape_pct.iloc[0]) if (s.split == "holdout").any() else None,
+            "holdout_mape_pct": (holdout := float(s[s.split == "holdout"].mape_pct.iloc[0]) if (s.split == "holdout").any()
+                                 else None),
+            "meets_holdout": None if holdout is None else holdout <= target_pct,
             "coverage_pct_by_split": dict(zip(s.split, s.coverage_pct.astype(float))),
             "meets_pooled": mape <= target_pct,
             "meets_every_split": bool((cv.mape_pct <= split_pct).all()),
@@ -318,13 +320,15 @@ def describe_verdict(v: dict) -> str:
     """Plain text: what the model reached against each criterion."""
     parts = []
     for target, t in v["targets"].items():
-        ok = [k for k in ("meets_pooled", "meets_every_split", "beats_half_best_baseline", "coverage_in_range") if t[k]]
+        keys = ["meets_pooled", "meets_every_split", "beats_half_best_baseline", "coverage_in_range"]
+        keys += ["meets_holdout"] if t.get("meets_holdout") is not None else []
+        ok = [k for k in keys if t[k]]
         parts.append(
             f"{target}: pooled held-out MAPE {t['pooled_mape_pct']:.1f} % (target 10 %), worst split "
             f"{t['worst_split']} at {t['worst_split_mape_pct'] or float('nan'):.1f} % (target 15 %), best pre-run "
             f"baseline {t['best_baseline']} at {t['best_baseline_mape_pct'] or float('nan'):.1f} %"
             + (f", off-grid holdout {t['holdout_mape_pct']:.1f} %" if t["holdout_mape_pct"] is not None else "")
-            + f"; {len(ok)} of 4 criteria met ({', '.join(ok) or 'none'})")
+            + f"; {len(ok)} of {len(keys)} criteria met ({', '.join(ok) or 'none'})")
     if not parts:
         return f"The {v['model'].replace('_', ' ')}: too few runs in this build to hold out whole groups."
     return f"The {v['model'].replace('_', ' ')}: " + "; ".join(parts) + "."

@@ -106,7 +106,7 @@ def test_verdict_table_reads_model_verdict(validation):
     assert time[3].startswith("not met") and "mode 59 %" in time[3] and "off-grid 54 %" in time[3]
     assert "size" not in time[3]  # 93 % lies inside the range
     # the same coverage asked of the sample size: 59 % of 17 runs is not what exact intervals show
-    assert time[4].startswith("no (") and "mode 59 % (exact: 76–100 %)" in time[4] and "size" not in time[4]
+    assert time[4].startswith("no (") and "mode 59 % against 76–100 %" in time[4] and "size" not in time[4]
     assert time[5] == "22.3 %: not met" and "10 %" in v.criterion[5]
     assert set(v["energy per step"]) == {NA}  # the verdict has no energy entry here
     assert "10 %" in v.criterion[0] and "85–95 %" in v.criterion[3]  # model_verdict's own thresholds

@@ -383,9 +383,9 @@ def _consistent(t: dict) -> str:
         return NA
     if flag or not isinstance(ranges, dict) or not isinstance(cov, dict):
         return "yes" if flag else "no"
-    out = [f"{split_label(k)} {cov[k]:.0f} % (exact: {lo:.0f}–{hi:.0f} %)" for k, (lo, hi) in ranges.items()
+    out = [f"{split_label(k)} {cov[k]:.0f} % against {lo:.0f}–{hi:.0f} %" for k, (lo, hi) in ranges.items()
            if _num(cov.get(k)) is not None and not lo - 1e-9 <= cov[k] <= hi + 1e-9]
-    return "no" + (f" ({', '.join(out)})" if out else "")
+    return "no" + (f" ({'; '.join(out)})" if out else "")
 
 
 def _verdict_target(validation: dict, target: str) -> dict | None:

@@ -74,6 +74,7 @@ glue("target_ci_pct", headline.target_ci_pct(runs), display=False)
 glue("replicates_words", headline.replicates_words(runs), display=False)
 glue("noise_floor_time", floor["time"], display=False)
 glue("noise_floor_energy", floor["energy"], display=False)
+glue("pass_drift", headline.pass_drift_text(noise), display=False)
 for key, text in headline.coverage_summary(validation).items():
     glue(f"coverage_{key}", text, display=False)
 glue("verdict_table", headline.styled_prose(verdict), display=False)

@@ -32,6 +32,14 @@ def test_replicate_noise_by_hand():
     e = noise["metrics"]["energy_per_step"]
     assert e["n_configs"] == 1 and e["mape"] == 0.0  # b has no energy
     assert noise["converged_fraction"] == pytest.approx(4 / 6) and noise["n_configs"] == 3
+    # between passes: a went 1 -> 3, b stayed at 2 (last replicate over first)
+    drift = noise["between_passes"]["time_per_step"]
+    assert drift["n_configs"] == 2 and drift["median_ratio"] == pytest.approx(2.0)
+    assert drift["median_abs_change"] == pytest.approx(1.0)
+    from companion.report.headline import pass_drift_text
+
+    assert pass_drift_text(noise).startswith("a median 100 % slower than the first")
+    assert pass_drift_text({}) == pass_drift_text({"between_passes": None}) != ""
     runs = {r["run_id"]: r for r in noise["runs"]}
     assert runs["a"]["time_per_step_rel_dev"] == pytest.approx(-0.5) and "c" not in runs
     json.dumps(noise, allow_nan=False)  # strict JSON: no NaN anywhere

@@ -60,7 +60,30 @@ def replicate_noise(frame: pd.DataFrame) -> dict:
             "n_runs": len(devs),
         }
     out["n_configs_replicated"] = max((m["n_configs"] for m in out["metrics"].values()), default=0)
+    out["between_passes"] = pass_drift(frame)
     out["runs"] = sorted(per_run.values(), key=lambda r: (r["config_id"], r["replicate"]))
+    return out
+
+
+def pass_drift(frame: pd.DataFrame) -> dict:
+    """How the machine moved between passes: per metric, the ratio of each configuration's last replicate to its
+    first (> 1: the later pass ran slower or used more energy), summarised by its median and the median of
+    |ratio - 1|. A median ratio far from 1 says the floor is mostly drift of the whole machine between passes,
+    not scatter within a pass."""
+    out = {}
+    for metric, column in METRICS.items():
+        ratios = []
+        values = frame[["config_id", "replicate", column]].dropna(subset=[column])
+        for _, group in values.groupby("config_id"):
+            if group.replicate.nunique() < 2:
+                continue
+            group = group.sort_values("replicate")
+            first, last = float(group[column].iloc[0]), float(group[column].iloc[-1])
+            if first > 0:
+                ratios.append(last / first)
+        out[metric] = {"median_ratio": statistics.median(ratios) if ratios else None,
+                       "median_abs_change": statistics.median(abs(r - 1) for r in ratios) if ratios else None,
+                       "n_configs": len(ratios)}
     return out
 
 

@@ -296,6 +296,19 @@ def noise_floor(noise: dict) -> dict:
     return out
 
 
+def pass_drift_text(noise: dict) -> str:
+    """How far the later pass of the sweep ran from the first (noise.json's ``between_passes``, time per step):
+    the median change, signed, and the median size of the change."""
+    d = ((noise or {}).get("between_passes") or {}).get("time_per_step") if isinstance(noise, dict) else None
+    ratio = _num(d.get("median_ratio")) if isinstance(d, dict) else None
+    size = _num(d.get("median_abs_change")) if isinstance(d, dict) else None
+    if ratio is None or size is None:
+        return NA
+    way = "slower" if ratio > 1 else "faster"
+    return (f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first (each configuration's change, whatever its "
+            f"sign, has a median of {size * 100:.0f} %)")
+
+
 def noise_text(noise: dict) -> str:
     f = noise_floor(noise)
     if f["time"] == NA and f["energy"] == NA:

@@ -37,14 +37,18 @@ def replicate_noise(frame: pd.DataFrame) -> dict:
     if "replicate" not in frame:
         frame["replicate"] = 0
     per_run: dict[str, dict] = {}
+    out["between_passes"] = {}
     for metric, column in METRICS.items():
-        devs = []
+        devs, ratios = [], []  # ratios: each configuration's last replicate over its first
         configs = 0
         values = frame[["run_id", "config_id", "replicate", column]].dropna(subset=[column])
         for config_id, group in values.groupby("config_id"):
             if len(group) < 2:
                 continue
             configs += 1
+            passes = group.sort_values("replicate")
+            if passes.replicate.nunique() > 1 and float(passes[column].iloc[0]) > 0:
+                ratios.append(float(passes[column].iloc[-1]) / float(passes[column].iloc[0]))
             mean = float(group[column].mean())
             for _, row in group.iterrows():
                 dev = (float(row[column]) - mean) / mean
@@ -59,31 +63,15 @@ def replicate_noise(frame: pd.DataFrame) -> dict:
             "n_configs": configs,
             "n_runs": len(devs),
         }
+        # how the machine moved between passes (> 1: the later pass ran slower or used more energy); a median
+        # ratio far from 1 says the floor is mostly drift of the whole machine, not scatter within a pass
+        out["between_passes"][metric] = {
+            "median_ratio": statistics.median(ratios) if ratios else None,
+            "median_abs_change": statistics.median(abs(r - 1) for r in ratios) if ratios else None,
+            "n_configs": len(ratios),
+        }
     out["n_configs_replicated"] = max((m["n_configs"] for m in out["metrics"].values()), default=0)
-    out["between_passes"] = pass_drift(frame)
     out["runs"] = sorted(per_run.values(), key=lambda r: (r["config_id"], r["replicate"]))
-    return out
-
-
-def pass_drift(frame: pd.DataFrame) -> dict:
-    """How the machine moved between passes: per metric, the ratio of each configuration's last replicate to its
-    first (> 1: the later pass ran slower or used more energy), summarised by its median and the median of
-    |ratio - 1|. A median ratio far from 1 says the floor is mostly drift of the whole machine between passes,
-    not scatter within a pass."""
-    out = {}
-    for metric, column in METRICS.items():
-        ratios = []
-        values = frame[["config_id", "replicate", column]].dropna(subset=[column])
-        for _, group in values.groupby("config_id"):
-            if group.replicate.nunique() < 2:
-                continue
-            group = group.sort_values("replicate")
-            first, last = float(group[column].iloc[0]), float(group[column].iloc[-1])
-            if first > 0:
-                ratios.append(last / first)
-        out[metric] = {"median_ratio": statistics.median(ratios) if ratios else None,
-                       "median_abs_change": statistics.median(abs(r - 1) for r in ratios) if ratios else None,
-                       "n_configs": len(ratios)}
     return out
 
 

@@ -298,8 +298,9 @@ def predict_time_s(terms: pd.DataFrame, time_coef: dict) -> np.ndarray:
 
 
 def predict_energy_j(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_coef: dict) -> np.ndarray:
-    busy = terms.busy_cores.to_numpy(float) if "busy_cores" in terms else np.zeros(len(terms))
-    return (energy_coef["P_static_w"] * units * step_s + energy_coef.get("P_core_w", 0.0) * busy * step_s
+    # a fit artifact written before the busy-core term has no P_core_w: it predicts without it
+    return (energy_coef["P_static_w"] * units * step_s
+            + energy_coef.get("P_core_w", 0.0) * terms.busy_cores.to_numpy(float) * step_s
             + energy_coef["e_flop_j"] * terms.op_flops.to_numpy(float)
             + energy_coef["e_byte_j"] * terms.op_bytes.to_numpy(float)
             + energy_coef["e_comm_j"] * terms.op_comm_bytes.to_numpy(float))
@@ -376,8 +377,7 @@ def fit_energy_coefficients(terms: pd.DataFrame, step_s: np.ndarray, units: np.n
     """Static power, the power of each busy core (a shared CPU node: zero elsewhere) and dynamic energies
     (non-negative), on the runs' measured step times."""
     step_s = np.asarray(step_s, float)
-    busy = terms.busy_cores.to_numpy(float) if "busy_cores" in terms else np.zeros(len(terms))
-    A = np.column_stack([units * step_s, busy * step_s, terms.op_flops, terms.op_bytes, terms.op_comm_bytes])
+    A = np.column_stack([units * step_s, terms.busy_cores * step_s, terms.op_flops, terms.op_bytes, terms.op_comm_bytes])
     used = np.abs(A).max(axis=0) > 0
     c = np.zeros(A.shape[1])
     c[used] = _relative_nnls(A[:, used], np.asarray(energy_j, float))

@@ -290,28 +290,28 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
         cv = s[s.split != "holdout"]
         best = min((n for n in pre_run if n in p.index), key=lambda n: p.loc[n, "mape_pct"], default=None)
         mape = float(p.loc[model, "mape_pct"])
+        held = s[s.split == "holdout"]
+        holdout = float(held.mape_pct.iloc[0]) if len(held) else None
         out["targets"][target] = {
             "pooled_mape_pct": mape, "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],
             "worst_split_mape_pct": None if cv.empty else float(cv.mape_pct.max()),
             "best_baseline": best, "best_baseline_mape_pct": None if best is None else float(p.loc[best, "mape_pct"]),
-            "holdout_mape_pct": (holdout := float(s[s.split == "holdout"].mape_pct.iloc[0]) if (s.split == "holdout").any()
-                                 else None),
+            "holdout_mape_pct": holdout,
             "meets_holdout": None if holdout is None else holdout <= target_pct,
             "coverage_pct_by_split": dict(zip(s.split, s.coverage_pct.astype(float))),
             "meets_pooled": mape <= target_pct,
             "meets_every_split": bool((cv.mape_pct <= split_pct).all()),
             "beats_half_best_baseline": best is not None and mape <= 0.5 * float(p.loc[best, "mape_pct"]),
-            "unbounded_intervals": int(s.n_unbounded.sum()) if "n_unbounded" in s else 0,
-            # an unbounded interval is not an interval that holds: any one fails the criterion
+            "unbounded_intervals": int(s.n_unbounded.sum()),
+            # an unbounded interval is not an interval that holds: any one fails both coverage criteria
             "coverage_in_range": bool(((s.coverage_pct >= coverage[0]) & (s.coverage_pct <= coverage[1])).all()
-                                      and ("n_unbounded" not in s or (s.n_unbounded == 0).all())),
+                                      and (s.n_unbounded == 0).all()),
             # the same question asked of the sample size: is each split's coverage one that exact intervals show?
-            "coverage_consistent": bool("coverage_lo_pct" in s and (s.coverage_pct >= s.coverage_lo_pct - 1e-9).all()
-                                        and (s.coverage_pct <= s.coverage_hi_pct + 1e-9).all()
+            "coverage_consistent": bool(((s.coverage_pct >= s.coverage_lo_pct - 1e-9)
+                                         & (s.coverage_pct <= s.coverage_hi_pct + 1e-9)).all()
                                         and (s.n_unbounded == 0).all()),
-            "coverage_range_pct_by_split": ({k: [float(a), float(b)] for k, a, b in
-                                             zip(s.split, s.coverage_lo_pct, s.coverage_hi_pct)}
-                                            if "coverage_lo_pct" in s else {}),
+            "coverage_range_pct_by_split": {k: [float(a), float(b)]
+                                            for k, a, b in zip(s.split, s.coverage_lo_pct, s.coverage_hi_pct)},
         }
     return out
 

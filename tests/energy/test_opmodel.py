@@ -168,11 +168,13 @@ def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
     assert fitted.novelty(new_mode) == [("layout", "mode")]
     assert fitted.novelty(deeper) == [("size", "range")]
     assert fitted.novelty(seen) == [()]
-    # a new mode takes the width of modes left out in training, not the narrower pooled one
+    # a new mode takes the width of modes left out in training, never narrower than the pooled one
     q = {k: fitted.halfwidth("step_s", 0.9, k) for k in [("layout", "mode"), ("size", "range"), ()]}
-    assert q[("layout", "mode")] == pytest.approx(opmodel.conformal_halfwidth(fitted.residuals_by_kind["mode"]["step_s"], 0.9))
-    assert q[("size", "range")] == max(opmodel.conformal_halfwidth(fitted.residuals_by_kind[k]["step_s"], 0.9)
-                                       for k in ("size", "range"))
+    kind_q = {k: opmodel.conformal_halfwidth(r["step_s"], 0.9) for k, r in fitted.residuals_by_kind.items()}
+    assert q[()] == pytest.approx(opmodel.conformal_halfwidth(fitted.residuals["step_s"], 0.9))
+    assert q[("layout", "mode")] == pytest.approx(max(kind_q["mode"], q[()]))
+    assert q[("size", "range")] == pytest.approx(max(kind_q["size"], kind_q["range"], q[()]))
+    assert kind_q["mode"] > q[()]  # the mode residuals are those of a harder question than the pooled ones
     pred = fitted.predict(pd.concat([new_mode, seen]))
     width = np.log(pred.step_s_hi / pred.step_s)
     assert width.iloc[0] == pytest.approx(q[("layout", "mode")]) and width.iloc[1] == pytest.approx(q[()])
@@ -180,12 +182,19 @@ def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
 
 def test_a_new_degree_takes_the_width_of_degrees_left_out_and_few_residuals_stay_finite():
     df = frame(seed=4, noise=0.03)
+    model = OperatorRoofline("operator_roofline", dev=DEV)
+    # two parallel degrees in training: each is left out in turn and predicted from the other
+    both = fit_model(model, df)
+    assert len(both.residuals_by_kind["degree"]["step_s"]) == (df.world_size > 1).sum()
     train = df[df.world_size < 4]
-    fitted = fit_model(OperatorRoofline("operator_roofline", dev=DEV), train)
+    fitted = fit_model(model, train)
     wider = df[(df.world_size == 4) & (df.tp == 1)].iloc[:1]
     assert fitted.novelty(wider) == [("layout", "degree")]
-    # one parallel degree in training: its degree residuals are those of predicting it from single runs only
-    assert len(fitted.residuals_by_kind["degree"]["step_s"]) == (train.world_size == 2).sum()
+    # one parallel degree in training: leaving it out would leave no parallel run, a harder question than a
+    # new degree asks, so the run takes the width of its new layout (never below the pooled width)
+    assert len(fitted.residuals_by_kind["degree"]["step_s"]) == 0
+    assert fitted.halfwidth("step_s", 0.9, ("layout", "degree")) == pytest.approx(
+        max(opmodel.conformal_halfwidth(fitted.residuals_by_kind["layout"]["step_s"], 0.9), fitted.halfwidth("step_s", 0.9)))
     # too few residuals of a kind for the 90 % quantile: the largest one, never below the pooled width, and
     # never the unbounded interval that would "cover" every run
     few = {"step_s": np.array([0.01, -0.3, 0.05]), "energy_per_step_j": np.array([0.02])}

@@ -193,10 +193,10 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
     folds = {}
     for kind, key in group_keys(df).items():
         groups = sorted(set(key) - {""})
-        if kind == "mode" and len(groups) < 2:
-            groups = []  # one mode only: leaving it out is leaving every parallel run out
-        # a degree is left out even where it is the only one: the fit then predicts it from the single-device
-        # runs and the calibration's layout overheads, which is what a new degree asks of a sweep with one
+        if kind in ("degree", "mode") and len(groups) < 2:
+            # one degree (or mode) only: leaving it out leaves no parallel run, a harder question than a new
+            # degree asks of this fit, which keeps its one; such a run is new in its layout, whose width it takes
+            groups = []
         folds[kind] = [(key == g).to_numpy() for g in groups]
     # extrapolation along one axis: the runs at the largest value of each varied axis, fitted on the rest
     folds["range"] = [(df[a] == df[a].max()).to_numpy() for a in RANGE_AXES if a in df and df[a].nunique() > 2]
@@ -238,8 +238,9 @@ class Fitted:
     def predict(self, df: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
         """Point predictions and ``level`` intervals for step time (s) and energy per step (J). Where the
         training keys are known, each run's interval is as wide as its novelty: a parallel mode never fitted
-        takes the width of modes left out in training, a layout never fitted that of layouts left out, a new
-        model size that of sizes left out (the widest of those that apply); otherwise the pooled width."""
+        takes the width of modes left out in training, a new degree that of degrees left out, a layout never
+        fitted that of layouts left out, a new model size that of sizes left out (the widest of those that
+        apply, never narrower than the pooled width); otherwise the pooled width."""
         t, e = self.point.predict(df)
         if self.model.uses_measured_time:
             t = np.full(len(df), np.nan)
@@ -276,7 +277,9 @@ class Fitted:
         pooled = conformal_halfwidth(r, level) if r is not None and len(r) else float("inf")
         widths = [_kind_halfwidth(r, level, pooled) for k in kinds
                   if (r := self.residuals_by_kind.get(k, {}).get(target)) is not None and len(r)]
-        return max(widths) if widths else pooled
+        # never narrower than the pooled width: a kind's width rests on a few groups of it, and a run new in
+        # something is no better known than a run of the typical held-out group
+        return max([pooled, *widths])
 
     def describe(self) -> pd.DataFrame:
         out = self.point.describe()

@@ -51,7 +51,7 @@ setup-browser: ## install Debian's chromium for the book check, when missing (ne
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 test: setup setup-browser book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-full.js ## run the test suite (CPU, gloo, several ranks; builds the ci book and checks it in Chromium)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --maxprocesses 8 --dist loadfile
 
 sweep: setup ## run (or resume) the sweep of PROFILE, writing data/runs/PROFILE/*.json
 	$(BIN)/companion sweep --profile $(PROFILE)

@@ -34,7 +34,9 @@
 #   $E = \varepsilon_F F + \varepsilon_Q Q + P_0\,T$, and three baselines.
 #
 # The laws read η from the *fitted* USL model, never from a run's own measured speedup. Coefficient
-# intervals come from a case bootstrap.
+# intervals come from a case bootstrap. A law's *prediction* interval does not: it comes from the law's errors
+# on model sizes, layouts and degrees left out of its fit (each left-out fit refits the USL too), as the
+# operator roofline's does.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -53,7 +55,7 @@ from companion.report import figures
 from companion.energy.fit import FittedModel, design_matrix, fit_all
 from companion.runs.records import write_json
 from companion.energy.laws import LAWS
-from companion.energy.models import fit_operator
+from companion.energy.models import fit_operator, law_intervals
 from companion.energy.opmodel import TIME_TERMS, load_device_roofs, operator_frame
 from companion.energy.tables import usable_runs
 
@@ -65,6 +67,7 @@ artifact = fit_all(df, laws=laws, n_boot=n_boot, seed=seed)
 artifact["left_out_runs"] = left_out
 dev = load_device_roofs(artifact["device_name"], artifact["precision"][0])
 artifact.update(fit_operator(df, dev))
+artifact["law_intervals"] = law_intervals(df, laws)  # each law's prediction interval, from held-out groups
 fitted = FittedModel(artifact)
 
 # %% [markdown]

@@ -84,7 +84,9 @@ shown
 
 # %% [markdown]
 # The roofline columns are the operator roofline in the tier named in `tier`; the last interval column is the
-# paper's law fitted on the same runs; `explore.csv` holds every figure unrounded.
+# paper's law fitted on the same runs. Both intervals come from each model's errors on groups of runs left out
+# of its fit; the paper's law errs more off its fitted runs, and its interval says so. `explore.csv` holds
+# every figure unrounded.
 #
 # ## Planning on a device never measured here
 #

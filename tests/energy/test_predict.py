@@ -11,6 +11,8 @@ from companion.energy.efficiency import measured_eta, usl_eta
 from companion.energy.fit import FittedModel, fit_all
 from companion.runs.records import write_json
 from companion.energy.laws import LAWS
+from companion.energy.models import law_intervals
+from companion.energy.opmodel import conformal_halfwidth
 from companion.energy.predict import find_fit, make_plan, predict
 from companion.energy.proxies import StepShape, step_proxies
 from conftest import companion_cmd
@@ -18,8 +20,7 @@ from conftest import companion_cmd
 THETA = np.array([-22.0, 0.85, 0.2])
 
 
-@pytest.fixture(scope="module")
-def fit_path(tmp_path_factory):
+def law_frame(noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
     rows = []
     for layers, hidden, heads in [(2, 256, 4), (4, 512, 8), (6, 512, 8), (12, 768, 12)]:
         for seq in (128, 256, 512):
@@ -37,7 +38,46 @@ def fit_path(tmp_path_factory):
                              "step_s": prox["flops_per_step"] / 4e14 / (p * usl_eta(p, 0.05 if tp > 1 else 0.02, 0.01))})
     df = measured_eta(pd.DataFrame(rows))
     df["energy_per_step_j"] = LAWS["roofline_power_law"].predict(df.assign(units_factor=1 / df.eta), THETA)
-    return write_json(tmp_path_factory.mktemp("fit") / "H100" / "fit.json", fit_all(df, n_boot=30))
+    rng = np.random.default_rng(seed)
+    for col in ("step_s", "energy_per_step_j"):
+        df[col] *= np.exp(noise * rng.standard_normal(len(df)))
+    return df
+
+
+@pytest.fixture(scope="module")
+def fit_path(tmp_path_factory):
+    return write_json(tmp_path_factory.mktemp("fit") / "H100" / "fit.json", fit_all(law_frame(), n_boot=30))
+
+
+def test_a_law_interval_comes_from_its_held_out_groups_and_widens_with_novelty():
+    df = law_frame(noise=0.05, seed=1)
+    art = fit_all(df, laws=["roofline_power_law", "flops_power_law"], n_boot=30)
+    seen = make_plan(model="bert-base", seq_len=256, batch_size=32, examples=64000, epochs=2, device="H100",
+                     devices=2, tp=2, dp=1)
+    new_size = make_plan(layers=8, hidden=640, heads=10, seq_len=256, batch_size=32, examples=64000, epochs=2,
+                         device="H100", devices=2, tp=2, dp=1)
+    boot = predict(seen, FittedModel(dict(art)))
+    assert boot["interval_source"].startswith("bootstrap with in-sample residuals")
+    art["law_intervals"] = law_intervals(df, ["roofline_power_law", "flops_power_law", "tdp_time"])
+    assert set(art["law_intervals"]) == {"roofline_power_law", "flops_power_law"}  # tdp_time reads measured time
+    fitted = FittedModel(art)
+    p, q = predict(seen, fitted), predict(new_size, fitted)
+    assert p["interval_source"].startswith("held-out groups")
+    half = lambda pred, key: np.log(pred[f"{key}_interval"][1] / pred[key])  # noqa: E731
+    assert half(p, "energy_kwh") == pytest.approx(-np.log(p["energy_kwh_interval"][0] / p["energy_kwh"]))
+    # the width is the conformal quantile of the law's own held-out errors, pooled for a run of a fitted size
+    # and layout, that of model sizes left out for a new size
+    held = art["law_intervals"]["roofline_power_law"]
+    pooled = conformal_halfwidth(held["residuals"]["energy_per_step_j"], 0.9)
+    size = conformal_halfwidth(held["residuals_by_kind"]["size"]["energy_per_step_j"], 0.9)
+    assert half(p, "energy_kwh") == pytest.approx(pooled)
+    assert half(q, "energy_kwh") == pytest.approx(max(pooled, size))
+    assert half(p, "time_h") == pytest.approx(conformal_halfwidth(held["residuals"]["step_s"], 0.9))
+    # a 5 % noise: the held-out width is of that order, not collapsed onto the point
+    assert 0.05 < half(p, "energy_kwh") < 0.5
+    other = predict(seen, fitted, law="flops_power_law")
+    assert half(other, "energy_kwh") == pytest.approx(
+        conformal_halfwidth(art["law_intervals"]["flops_power_law"]["residuals"]["energy_per_step_j"], 0.9))
 
 
 def test_prediction_has_intervals_and_recovers_the_law(fit_path):

@@ -330,6 +330,28 @@ def fit_model(model: Model, df: pd.DataFrame, intervals: bool = True) -> Fitted:
 
 
 # ------------------------------------------------------------------------------- the fit artifact's part
+def intervals_to_json(fitted: Fitted) -> dict:
+    """What a prediction's interval needs of a fit, as JSON: its held-out residuals (pooled and by kind of
+    novelty) and the keys it was trained on (read back by ``interval_model``)."""
+    return {"residuals": {k: v.tolist() for k, v in fitted.residuals.items()},
+            "residuals_by_kind": {kind: {k: v.tolist() for k, v in r.items()} for kind, r in fitted.residuals_by_kind.items()},
+            "train_keys": keys_to_json(fitted.train_keys)}
+
+
+def law_intervals(df: pd.DataFrame, laws) -> dict:
+    """Held-out-group residuals of every law that predicts before running ({law: intervals_to_json}), so a
+    law's prediction interval comes from errors on groups left out of its fit, as the operator roofline's
+    does, not from its in-sample residuals. Each left-out fit refits the USL on its own rows, so the
+    efficiency model's uncertainty is in these errors. The time law's step-time residuals come with it."""
+    out = {}
+    for name in laws:
+        if LAWS[name].uses_measured_time:
+            continue
+        model = LawModel(name, LAWS[name].label, law=name, n_boot=0, predicts_time=name == TIME_LAW)
+        out[name] = intervals_to_json(fit_model(model, df))
+    return out
+
+
 def fit_operator(df: pd.DataFrame, dev, level: float = 0.9) -> dict:
     """The operator roofline fitted on ``df`` (fitted tier), its held-out-group residuals (its intervals),
     the calibrated tier's errors on the same runs (nothing fitted: held out by construction), the model's
@@ -342,10 +364,7 @@ def fit_operator(df: pd.DataFrame, dev, level: float = 0.9) -> dict:
     eta_model = point.eta(par) if len(par) else np.array([])
     return {
         "operator_model": {"dev": dev.to_json(), "time": point.time, "energy": point.energy,
-                           "residuals": {k: v.tolist() for k, v in fitted.residuals.items()},
-                           "residuals_by_kind": {kind: {k: v.tolist() for k, v in r.items()}
-                                                 for kind, r in fitted.residuals_by_kind.items()},
-                           "train_keys": keys_to_json(fitted.train_keys),
+                           **intervals_to_json(fitted),
                            "n_train": len(df), "halfwidth_log": {k: fitted.halfwidth(k, level) for k in fitted.residuals}},
         "calibrated_tier_residuals": None if dev.tier != "calibrated" else {
             "step_s": np.log(df.step_s / t_cal).tolist(), "energy_per_step_j": np.log(df.energy_per_step_j / e_cal).tolist()},

@@ -151,6 +151,9 @@ def plan_frame(plan: Plan, fitted) -> pd.DataFrame:
                               plan.batch_size, tokens.padded, tokens.attention_pairs, plan.tp, plan.dp, precision)
     row = {
         **proxies.step_proxies(shape),
+        # the run's shape, which says what in the plan is new to the fit (its interval's width)
+        "layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "seq_len": plan.seq_len,
+        "batch_size": plan.batch_size,
         "device_name": plan.device_name, "precision": precision, "mode": Layout(plan.tp, plan.dp).mode,
         "tp": plan.tp, "dp": plan.dp, "world_size": plan.tp * plan.dp, "padded_tokens": tokens.padded,
         "real_tokens": tokens.real, "peak_flops_per_s": art["peak_flops_per_s"],
@@ -178,9 +181,17 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
     X = plan_frame(plan, fitted)
     fit = fitted.energy[law]
     e_step = float(fit.predict(X)[0])
-    e_lo, e_hi = (float(v[0]) for v in fit.interval(X, level))
     t_step = float(fitted.time.predict(X)[0])
-    t_lo, t_hi = (float(v[0]) for v in fitted.time.interval(X, level))
+    held = fitted.artifact.get("law_intervals") or {}
+    if law in held and TIME_LAW in held:
+        e_q, t_q = _law_halfwidth(held[law], "energy_per_step_j", X, level), _law_halfwidth(held[TIME_LAW], "step_s", X, level)
+        e_lo, e_hi, t_lo, t_hi = e_step * math.exp(-e_q), e_step * math.exp(e_q), t_step * math.exp(-t_q), t_step * math.exp(t_q)
+        interval_source = "held-out groups: the law's errors on model sizes, layouts and degrees left out of its fit"
+    else:
+        e_lo, e_hi = (float(v[0]) for v in fit.interval(X, level))
+        t_lo, t_hi = (float(v[0]) for v in fitted.time.interval(X, level))
+        interval_source = ("bootstrap with in-sample residuals, narrower than the law's held-out errors: this fit "
+                           "artifact holds none; re-make it with `make fit PROFILE=<profile>` (stage 03)")
     intensity = carbon_intensity(plan.country)
     kwh = lambda j: j * plan.steps / J_PER_KWH  # noqa: E731
     co2 = lambda j: kwh(j) * intensity["g_per_kwh"] / 1000  # noqa: E731
@@ -201,7 +212,8 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
         warnings.append(f"no efficiency model for {X['mode'].iloc[0]} on {plan.device_name}: eta = 1 assumed")
     return {
         "plan": {**{k: v for k, v in plan.__dict__.items() if k != "lengths"}, "lengths": plan.lengths.__dict__},
-        "law": law, "interval_level": level, "fit": str(fitted.path) if fitted.path else None,
+        "law": law, "interval_level": level, "interval_source": interval_source,
+        "fit": str(fitted.path) if fitted.path else None,
         "fit_energy_kind": fitted.artifact["energy_kind"], "fit_device": fitted.artifact["device_name"],
         "steps": plan.steps, "flops_per_step": float(X.flops_per_step.iloc[0]), "eta": float(X.eta.iloc[0]),
         "energy_kwh": kwh(e_step), "energy_kwh_interval": [kwh(e_lo), kwh(e_hi)],
@@ -210,6 +222,14 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
         "carbon_intensity_g_per_kwh": intensity["g_per_kwh"], "country": intensity["country"],
         "warnings": warnings,
     }
+
+
+def _law_halfwidth(held: dict, target: str, X: pd.DataFrame, level: float) -> float:
+    """The log half-width of a law's interval for the one planned run in ``X``: as wide as what is new in it."""
+    from companion.energy.models import interval_model
+
+    stub = interval_model(held["residuals"], held["residuals_by_kind"], held["train_keys"])
+    return stub.halfwidth(target, level, stub.novelty(X)[0])
 
 
 def format_prediction(p: dict, warnings: bool = True) -> str:
@@ -226,6 +246,7 @@ def format_prediction(p: dict, warnings: bool = True) -> str:
         f"CO2:    {p['co2_kg']:.4g} kg  [{p['co2_kg_interval'][0]:.4g} - {p['co2_kg_interval'][1]:.4g}] "
         f"at {p['carbon_intensity_g_per_kwh']:.0f} g/kWh ({p['country']})",
         f"law: {p['law']}; fit: {p['fit']}",
+        f"intervals: {p['interval_source']}",
     ]
     if warnings:
         lines += [f"warning: {w}" for w in p["warnings"]]

@@ -54,7 +54,10 @@ v = verdict(summary, target_mape=target_mape_pct)
 # ## The table
 #
 # MAPE, median and maximum absolute percentage error, R² in log space and the coverage of the
-# 90 % prediction intervals, for every law on the same held-out groups. Energies in this table:
+# 90 % prediction intervals, for every law on the same held-out groups. These intervals are a bootstrap of each
+# law's coefficients with its in-sample residuals, and their coverage shows how far short such intervals fall
+# off the fitted runs. `companion predict` and the models' table below give each law the interval of
+# its errors on held-out groups instead. Energies in this table:
 # {glue:text}`energy_label`. `tdp_time` reads each held-out
 # run's *measured* time, so it is an after-the-fact estimate, not a prediction made before running.
 

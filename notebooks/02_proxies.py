@@ -138,7 +138,8 @@ eta
 #
 # Each configuration is measured more than once, in separate passes of the sweep. How far replicates
 # of one configuration fall from their mean (mean absolute relative deviation) is the noise no law can
-# beat; the validation reports its errors beside it. Saved as `noise.json`.
+# beat. Saved as `noise.json`, over every run; the validation reports its errors beside the same floor taken
+# over the runs it scores (those its CI filter keeps).
 
 # %%
 noise = replicate_noise(df)

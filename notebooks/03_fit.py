@@ -19,8 +19,8 @@
 # plus fixed per-step and per-layer costs, each parallel layout's own overhead (DTensor dispatch, FSDP hooks)
 # and the TP and FSDP collectives (latency + bytes / bandwidth). The roofs come from this device's calibration
 # file (`companion calibrate`), which also trains a tiny BERT under every TP, FSDP and 2-D layout to measure
-# those overheads; the fit learns one non-negative multiplier per term, the layout overheads' pulled towards
-# the measurement, so a layout mode the sweep never ran is still predicted from what was measured. Energy is
+# those overheads; the fit learns one non-negative multiplier per term, those of the layout overheads pulled
+# towards the measurement, so a layout mode the sweep never ran is still predicted from what was measured. Energy is
 # static power × metered units × time, plus, on a CPU node, a power per busy core × time (ranks waiting on a
 # collective or a time slice still hold their core), plus dynamic energy per FLOP, per byte and per byte
 # communicated, so η(p) and the power under each layout are outputs of the model.

@@ -29,7 +29,6 @@ max_step_ci95_rel = 0.1
 holdout_profile = "holdout"
 
 # %%
-import json
 
 import pandas as pd
 from myst_nb import glue
@@ -41,6 +40,7 @@ from companion.runs.records import write_json
 from companion.energy.validation import SPLITS, explain, validate, verdict
 from companion.energy import validation as val
 from companion.energy.models import OperatorRoofline, all_models
+from companion.energy.noise import replicate_noise
 from companion.energy.opmodel import load_device_roofs
 from companion.energy.tables import load_runs, proxies_frame, usable_runs
 
@@ -55,9 +55,9 @@ v = verdict(summary, target_mape=target_mape_pct)
 #
 # MAPE, median and maximum absolute percentage error, R² in log space and the coverage of the
 # 90 % prediction intervals, for every law on the same held-out groups. These intervals are a bootstrap of each
-# law's coefficients with its in-sample residuals, and their coverage shows how far short such intervals fall
-# off the fitted runs. `companion predict` and the models' table below give each law the interval of
-# its errors on held-out groups instead. Energies in this table:
+# law's coefficients with its in-sample residuals, and their coverage shows how such intervals fare off the
+# fitted runs. `companion predict` and the models' table below give the paper's law and the baselines the
+# interval of their errors on held-out groups instead. Energies in this table:
 # {glue:text}`energy_label`. `tdp_time` reads each held-out
 # run's *measured* time, so it is an after-the-fact estimate, not a prediction made before running.
 
@@ -118,9 +118,11 @@ if holdout_dir is not None and holdout_dir.is_dir() and any(holdout_dir.glob("*.
     roofs = {dev.name: {"peak_flops_per_s": dev.gemm_peak_flops_per_s, "bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s}}
     holdout, holdout_left_out = usable_runs(proxies_frame(load_runs(holdout_dir), roofs), max_step_ci95_rel)
     model_pred = pd.concat([model_pred, val.score_holdout(df, holdout, models, level)], ignore_index=True)
-noise_path = paths.derived_dir(profile) / "noise.json"
-noise = json.loads(noise_path.read_text()) if noise_path.is_file() else None
-glue("noise_text", "from replicate runs (noise.json)" if noise else "no replicates in this build", display=False)
+# the floor of the runs scored here: replicates within the same CI filter (noise.json of stage 02 holds every run)
+noise = replicate_noise(df)
+n_pairs = noise["metrics"].get("time_per_step", {}).get("n_configs", 0)
+glue("noise_text", f"the replicates of the runs scored here, {n_pairs} configurations with every measurement kept by "
+     f"the CI filter" if n_pairs else "not available (no configuration kept twice by the CI filter)", display=False)
 by_split = val.score(model_pred, noise, level=level)
 pooled = val.score(model_pred[model_pred.split != "holdout"], noise, by=(), level=level)
 mv = val.model_verdict(pooled, by_split)

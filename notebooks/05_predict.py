@@ -97,7 +97,10 @@ shown
 # %%
 planned = plan_layouts(plan_devices, model=plan_model, examples=examples, epochs=epochs, device=plan_device,
                        country=country)
-plan_table = pd.DataFrame(planned["layouts"]).drop(columns=["energy_kwh_interval", "time_h_interval"])
+plan_table = pd.DataFrame(planned["layouts"])
+# the interval of each layout beside its point, as the other tables show it
+for col in ("energy_kwh", "time_h"):
+    plan_table[f"{col}_interval"] = [f"[{lo:.3g}, {hi:.3g}]" for lo, hi in plan_table[f"{col}_interval"]]
 for key, value in (("plan_model", plan_model), ("plan_devices", str(plan_devices)), ("plan_device", plan_device),
                    ("plan_tier", f"{planned['tier']} ({planned['tier_means']})")):
     glue(key, value, display=False)

@@ -33,7 +33,8 @@ from companion.runs.records import write_json
 
 d = paths.derived_dir(profile)
 validation = headline._read_json(d / "validation.json")
-noise = headline._read_json(d / "noise.json") or (validation.get("noise") or {})
+# the floor of the runs the validation scored (within its CI filter); stage 02's floor of every run otherwise
+noise = validation.get("noise") or headline._read_json(d / "noise.json")
 fit = headline._read_json(d / "fit.json")
 runs = headline._read_csv(d / "runs.csv")
 explore = headline._read_csv(d / "explore.csv")

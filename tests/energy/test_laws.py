@@ -166,7 +166,9 @@ def test_explain_names_the_reasons_from_the_data():
     bad = {"mape_pct": 30.0, "best_baseline": "flops_power_law", "best_baseline_mape_pct": 28.0, "meets_target": False,
            "beats_half_best_baseline": False, "pooled_mape_pct": {"tdp_time": 6.0}}
     text = explain(bad, df)
-    assert "does not meet" in text and "estimated by a power model" in text and "5.0 % to 40.0 %" in text
+    assert "meets neither criterion" in text and "estimated by a power model" in text and "5.0 % to 40.0 %" in text
+    assert "(FLOPs-only power law)" in text and "fitted on 1 other degree;" in text
+    assert "only one of the two" in explain({**bad, "meets_target": True}, df)
     assert "η from 0.10 to 0.30" in text and "only 4 runs" in text
     good = {**bad, "mape_pct": 4.0, "meets_target": True, "beats_half_best_baseline": True}
     assert explain(good, df.assign(energy_measured=True)).endswith("meets both criteria on these runs.")

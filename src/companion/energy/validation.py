@@ -20,6 +20,9 @@ SPLITS = {
     "leave_one_degree_out": "hold out every run of one parallel degree p > 1 (all modes)",
     "extrapolate_largest": "fit on runs below the 75th percentile of FLOPs/step, test on the rest",
 }
+SPLIT_WORDS = {"leave_one_size_out": "size held out", "leave_one_degree_out": "degree held out",
+               "leave_one_mode_out": "mode held out", "leave_one_head_dim_out": "head dim. held out",
+               "extrapolate_largest": "largest held out", "holdout": "off-grid runs"}
 MODEL_SPLITS = {
     **SPLITS,
     "leave_one_mode_out": "hold out every run of one parallel mode (tp, fsdp, 2d)",
@@ -117,10 +120,12 @@ def verdict(summary: pd.DataFrame, law: str = "roofline_power_law", target_mape:
 def explain(v: dict, df: pd.DataFrame) -> str:
     """A plain-language account of the verdict, with the figures that explain it (plain text)."""
     kinds = sorted({"measured" if m else "estimated" for m in df.energy_measured})
-    head = (f"The paper's law reaches a pooled held-out MAPE of {v['mape_pct']:.1f} % against a target of "
-            f"5 %, and the best baseline that predicts before running ({v['best_baseline']}) reaches "
-            f"{v['best_baseline_mape_pct']:.1f} %. ")
-    if v["meets_target"] and v["beats_half_best_baseline"]:
+    best = LAWS[v["best_baseline"]].label
+    head = (f"Pooled over this table's {len(SPLITS)} splits, the paper's law reaches a held-out MAPE of "
+            f"{v['mape_pct']:.1f} % against a target of 5 %, and the best baseline that predicts before running "
+            f"({best}) reaches {v['best_baseline_mape_pct']:.1f} %. ")
+    met = int(v["meets_target"]) + int(v["beats_half_best_baseline"])
+    if met == 2:
         return head + "The law meets both criteria on these runs."
     reasons = []
     if "estimated" in kinds:
@@ -136,12 +141,14 @@ def explain(v: dict, df: pd.DataFrame) -> str:
                        f"while log FLOPs and log bytes are {np.corrcoef(np.log(df.flops_per_step), np.log(df.bytes_per_step))[0, 1]:.2f} correlated")
     par = df[df.world_size > 1]
     if len(par) and par.eta.min() < 0.5:
+        others = par.world_size.nunique() - 1
         reasons.append(f"parallel runs lose most of their speed (measured η from {par.eta.min():.2f} to "
                        f"{par.eta.max():.2f}), so a held-out degree rests on extrapolating a USL curve fitted "
-                       f"on {par.world_size.nunique() - 1} other degree(s)")
+                       f"on {others} other degree{'s' if others != 1 else ''}")
     if len(df) < 30:
         reasons.append(f"there are only {len(df)} runs")
-    return head + "It does not meet both criteria on these runs, because " + "; ".join(reasons or ["of the data above"]) + "."
+    return (head + f"It meets {'neither criterion' if met == 0 else 'only one of the two criteria'} on these runs, "
+            "because " + "; ".join(reasons or ["of the data above"]) + ".")
 
 
 # ------------------------------------------------------------------------------ every model, one interface
@@ -207,7 +214,7 @@ def group_bootstrap_mape(g: pd.DataFrame, n_boot: int = 500, seed: int = 0, leve
 
 def coverage_range_pct(n: int, level: float = 0.9, prob: float = 0.9) -> tuple[float, float]:
     """The coverage (%) that exact ``level`` intervals show on ``n`` runs with probability ``prob``: the central
-    binomial range. On 18 runs exact 90 % intervals cover all 18 one time in seven; a split's coverage outside
+    binomial range. On 15 runs exact 90 % intervals cover all 15 one time in five; a split's coverage outside
     this range is evidence against the intervals, inside it is not."""
     from scipy.stats import binom
 
@@ -316,17 +323,24 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
     return out
 
 
+CRITERIA_WORDS = {"meets_pooled": "pooled", "meets_every_split": "every split",
+                  "beats_half_best_baseline": "half the best baseline", "coverage_in_range": "coverage",
+                  "meets_holdout": "off-grid"}
+
+
 def describe_verdict(v: dict) -> str:
     """Plain text: what the model reached against each criterion."""
     parts = []
     for target, t in v["targets"].items():
         keys = ["meets_pooled", "meets_every_split", "beats_half_best_baseline", "coverage_in_range"]
         keys += ["meets_holdout"] if t.get("meets_holdout") is not None else []
-        ok = [k for k in keys if t[k]]
+        ok = [CRITERIA_WORDS[k] for k in keys if t[k]]
+        worst, best = t["worst_split"], t["best_baseline"]
         parts.append(
             f"{target}: pooled held-out MAPE {t['pooled_mape_pct']:.1f} % (target 10 %), worst split "
-            f"{t['worst_split']} at {t['worst_split_mape_pct'] or float('nan'):.1f} % (target 15 %), best pre-run "
-            f"baseline {t['best_baseline']} at {t['best_baseline_mape_pct'] or float('nan'):.1f} %"
+            f"({SPLIT_WORDS.get(worst, worst)}) {t['worst_split_mape_pct'] or float('nan'):.1f} % (target 15 %), "
+            f"best pre-run baseline ({LAWS[best].label if best in LAWS else best}) "
+            f"{t['best_baseline_mape_pct'] or float('nan'):.1f} %"
             + (f", off-grid holdout {t['holdout_mape_pct']:.1f} %" if t["holdout_mape_pct"] is not None else "")
             + f"; {len(ok)} of {len(keys)} criteria met ({', '.join(ok) or 'none'})")
     if not parts:

@@ -17,6 +17,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from companion.energy.validation import SPLIT_WORDS
+
 WIDTH, HEIGHT = "container", 320  # single and layered charts take the text column's width
 FACET_WIDTH = 380  # each panel of a faceted chart (Vega-Lite cannot size facets to a container)
 MODE_ORDER = ["single", "tp", "fsdp", "2d"]
@@ -42,9 +44,6 @@ OPERATOR_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c56
 MODEL_WORDS = {"operator_roofline": "operator roofline", "calibrated_tier": "calibrated tier",
                "roofline_power_law": "paper's law", "energy_roofline": "energy roofline",
                "flops_power_law": "FLOPs power law", "tokens_linear": "tokens-linear", "tdp_time": "TDP × time"}
-SPLIT_WORDS = {"leave_one_size_out": "size held out", "leave_one_degree_out": "degree held out",
-               "leave_one_mode_out": "mode held out", "leave_one_head_dim_out": "head dim. held out",
-               "extrapolate_largest": "largest held out", "holdout": "off-grid runs"}
 SI = "~s"  # axis labels with SI prefixes: 100G, 2.5m
 NUM = ".3~g"  # three significant digits, no padding: 0.9, 1.6e-10
 

@@ -3,7 +3,8 @@
 The primary comparison is ``validation.json``'s ``model_scores`` (per split, model and target: held-out MAPE
 with its group-bootstrap interval and the coverage of the models' 90 % intervals), ``model_scores_pooled``
 (every cross-validation split pooled; the off-grid holdout apart) and ``model_verdict``. The noise floor is
-the replicate noise of ``noise.json`` (stage 02).
+the replicate noise of the runs the validation scored (``validation.json``'s ``noise``; stage 02's
+``noise.json``, over every run, where it has none).
 
 Every reader reads the artifacts defensively: a missing file or a changed schema gives "not available" for
 the values it would have produced, never an error, so the headline survives a rewrite of a later stage.
@@ -282,8 +283,8 @@ def styled_prose(table: pd.DataFrame, first_width: str = "32%", nowrap: tuple = 
 
 # ------------------------------------------------------------------------------------------ the noise floor
 def noise_floor(noise: dict) -> dict:
-    """The replicate noise floor of noise.json: per target the mean absolute relative deviation (%) of repeated
-    runs from their configuration's mean, and how many configurations were measured more than once."""
+    """The replicate noise floor (validation.json's ``noise``, or noise.json): per target the mean absolute
+    relative deviation (%) of repeated runs from their configuration's mean, and how many configurations count."""
     out = {"time": NA, "energy": NA, "n_configs": NA, "n_runs": NA}
     metrics = noise.get("metrics") if isinstance(noise, dict) else None
     if not isinstance(metrics, dict):
@@ -312,12 +313,12 @@ def pass_drift_text(noise: dict) -> str:
 def noise_text(noise: dict) -> str:
     f = noise_floor(noise)
     if f["time"] == NA and f["energy"] == NA:
-        return ("The replicate noise floor is not available: no configuration of this build was measured more "
-                "than once (or noise.json is missing).")
+        return ("The replicate noise floor is not available: no configuration of this build has more than one "
+                "run among the runs scored (or validation.json and noise.json are missing).")
     text = (f"The replicate noise floor, the mean distance of repeated runs of one configuration from that "
             f"configuration's mean, is {f['time']} for time per step and {f['energy']} for energy per step "
-            f"({f['n_configs']} configurations measured more than once, {f['n_runs']} runs). It is how far the "
-            f"same fine-tune measured again disagrees with itself.")
+            f"({f['n_configs']} configurations with more than one run among the runs scored, {f['n_runs']} runs). "
+            f"It is how far the same fine-tune measured again disagrees with itself.")
     perfect = perfect_model_mape(noise)
     if perfect:
         text += (f" A run shares part of its noise with its configuration's mean, so a model that knew every "
@@ -426,8 +427,8 @@ def verdict_table(validation: dict) -> pd.DataFrame:
         "half": "at most half the MAPE of the best baseline that predicts before running",
         "coverage": f"coverage of the {level} % intervals within "
                     f"{f'{rng[0]:.0f}–{rng[1]:.0f} %' if rng else NA} in every split, off-grid runs included",
-        "consistent": f"coverage in every split one that exact {level} % intervals show on as many runs nine "
-                      "times in ten (binomial; no criterion)",
+        "consistent": f"coverage of every split within the range exact {level} % intervals show nine times in ten "
+                      "on as many runs (binomial; no criterion)",
         "holdout": f"off-grid runs' MAPE at most {fmt('target_pct')} (measured once each: no noise floor of their own)",
     }
     table = {"criterion": list(rows.values())}
@@ -541,7 +542,7 @@ def absolute_answer(explore: pd.DataFrame, predict_params: dict, energy_label: s
             text = f"{what} costs {op}{time}{where}, by the operator roofline in its {TIERS.get(tier, f'{tier} tier')}"
             if tier == "fitted":
                 text += ", whose energy is " + re.sub(r"^(measured|estimated) energy", r"\1", learned)
-            return text + (f". The paper's law, fitted to the same runs, says {paper}" if paper else "")
+            return text + (f". The paper's law, fitted to the same runs, says {paper}." if paper else ".")
         if paper:
             return f"{what} costs {paper}{where}, by the paper's law fitted to this build's runs ({learned})"
         return NA

@@ -98,9 +98,11 @@ shown
 planned = plan_layouts(plan_devices, model=plan_model, examples=examples, epochs=epochs, device=plan_device,
                        country=country)
 plan_table = pd.DataFrame(planned["layouts"])
-# the interval of each layout beside its point, as the other tables show it
-for col in ("energy_kwh", "time_h"):
-    plan_table[f"{col}_interval"] = [f"[{lo:.3g}, {hi:.3g}]" for lo, hi in plan_table[f"{col}_interval"]]
+# each layout's point and interval in one cell, as the table above shows them (the page's width holds no more)
+for col, name in (("energy_kwh", "kWh [90 %]"), ("time_h", "h [90 %]")):
+    plan_table[col] = [f"{v:.3g} [{lo:.3g}, {hi:.3g}]" for v, (lo, hi) in zip(plan_table[col], plan_table[f"{col}_interval"])]
+    plan_table = plan_table.drop(columns=f"{col}_interval").rename(columns={col: name})
+plan_table = plan_table.drop(columns=["steps", "mean_power_w"])  # both in `companion plan --json`
 for key, value in (("plan_model", plan_model), ("plan_devices", str(plan_devices)), ("plan_device", plan_device),
                    ("plan_tier", f"{planned['tier']} ({planned['tier_means']})")):
     glue(key, value, display=False)

@@ -220,7 +220,11 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
 def heldout_log_residuals(model: Model, df: pd.DataFrame, min_train: int = 4) -> dict[str, np.ndarray]:
     """The held-out residuals of every size and every layout left out, pooled (the interval of a prediction
     whose novelty is not known, e.g. ``companion predict``)."""
-    by_kind = heldout_residuals_by_kind(model, df, min_train)
+    return _pooled(heldout_residuals_by_kind(model, df, min_train))
+
+
+def _pooled(by_kind: dict) -> dict[str, np.ndarray]:
+    """The residuals of sizes and layouts left out, pooled per target: the width of a run new in nothing known."""
     return {t: np.concatenate([by_kind[k][t] for k in ("size", "layout") if k in by_kind])
             for t in ("step_s", "energy_per_step_j")}
 
@@ -275,7 +279,7 @@ class Fitted:
         kinds = tuple(k for k in kinds if not (k == "layout" and "mode" in kinds))
         r = self.residuals.get(target)
         pooled = conformal_halfwidth(r, level) if r is not None and len(r) else float("inf")
-        widths = [_kind_halfwidth(r, level, pooled) for k in kinds
+        widths = [_kind_halfwidth(r, level) for k in kinds
                   if (r := self.residuals_by_kind.get(k, {}).get(target)) is not None and len(r)]
         # never narrower than the pooled width: a kind's width rests on a few groups of it, and a run new in
         # something is no better known than a run of the typical held-out group
@@ -287,15 +291,13 @@ class Fitted:
         return out
 
 
-def _kind_halfwidth(residuals, level: float, pooled: float) -> float:
+def _kind_halfwidth(residuals, level: float) -> float:
     """The conformal width of one kind of novelty. A kind with too few held-out residuals for the quantile
     (fewer than 9 at level 0.9, e.g. the two layouts of a sweep whose only other degree is held out) takes its
-    largest residual, never less than the pooled width: a finite interval that says what the data show,
-    where the quantile alone would be unbounded and would "cover" every run."""
+    largest residual (``halfwidth`` keeps it no narrower than the pooled width): a finite interval that says
+    what the data show, where the quantile alone would be unbounded and would "cover" every run."""
     w = conformal_halfwidth(residuals, level)
-    if np.isfinite(w):
-        return w
-    return max(float(np.max(np.abs(residuals))), pooled)
+    return w if np.isfinite(w) else float(np.max(np.abs(residuals)))
 
 
 def keys_to_json(keys: dict) -> dict:
@@ -323,7 +325,7 @@ def fit_model(model: Model, df: pd.DataFrame, intervals: bool = True) -> Fitted:
     if not intervals:
         return Fitted(model, point, {}, len(df))
     by_kind = heldout_residuals_by_kind(model, df)
-    pooled = {t: np.concatenate([by_kind[k][t] for k in ("size", "layout")]) for t in ("step_s", "energy_per_step_j")}
+    pooled = _pooled(by_kind)
     keys = {k: set(v) - {""} for k, v in group_keys(df).items()}
     keys["range"] = ({a: df[a].min() for a in RANGE_AXES if a in df}, {a: df[a].max() for a in RANGE_AXES if a in df})
     return Fitted(model, point, pooled, len(df), residuals_by_kind=by_kind, train_keys=keys)

@@ -184,7 +184,8 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
     t_step = float(fitted.time.predict(X)[0])
     held = fitted.artifact.get("law_intervals") or {}
     if law in held and TIME_LAW in held:
-        e_q, t_q = _law_halfwidth(held[law], "energy_per_step_j", X, level), _law_halfwidth(held[TIME_LAW], "step_s", X, level)
+        e_q = _halfwidths_per_plan(held[law], X, level)[0]["energy_per_step_j"]
+        t_q = _halfwidths_per_plan(held[TIME_LAW], X, level)[0]["step_s"]
         e_lo, e_hi, t_lo, t_hi = e_step * math.exp(-e_q), e_step * math.exp(e_q), t_step * math.exp(-t_q), t_step * math.exp(t_q)
         interval_source = "held-out groups: the law's errors on model sizes, layouts and degrees left out of its fit"
     else:
@@ -222,14 +223,6 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
         "carbon_intensity_g_per_kwh": intensity["g_per_kwh"], "country": intensity["country"],
         "warnings": warnings,
     }
-
-
-def _law_halfwidth(held: dict, target: str, X: pd.DataFrame, level: float) -> float:
-    """The log half-width of a law's interval for the one planned run in ``X``: as wide as what is new in it."""
-    from companion.energy.models import interval_model
-
-    stub = interval_model(held["residuals"], held["residuals_by_kind"], held["train_keys"])
-    return stub.halfwidth(target, level, stub.novelty(X)[0])
 
 
 def format_prediction(p: dict, warnings: bool = True) -> str:

@@ -1,3 +1,4 @@
+import json
 import os
 import shutil
 import subprocess
@@ -5,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 FIXTURES = Path(__file__).parent / "fixtures"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -30,9 +32,22 @@ def companion_cmd(*args: str, timeout: float = 600, cwd=None, **kw) -> subproces
 
 @pytest.fixture(scope="session")
 def ci_root(tmp_path_factory):
-    """A data root (COMPANION_ROOT) holding the records of one `companion sweep --profile ci`."""
-    root = tmp_path_factory.mktemp("ci-root")
-    env = {**os.environ, "COMPANION_ROOT": str(root)}
-    res = companion_cmd("sweep", "--profile", "ci", "--quiet", timeout=400, env=env)
+    """A data root (COMPANION_ROOT) holding the records of one `companion sweep --profile ci`.
+
+    One sweep per test session: under pytest-xdist the workers share it (the first to ask runs it, holding a
+    lock; the others wait and read it), so two sweeps never compete for the cores and time each other."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.getbasetemp().parent / "ci-root"  # the session's folder, above every worker's
+    else:
+        root = tmp_path_factory.mktemp("ci-root")
+    done = root.parent / f"{root.name}.sweep.json"
+    with FileLock(str(done) + ".lock"):
+        if not done.exists():
+            root.mkdir(exist_ok=True)
+            env = {**os.environ, "COMPANION_ROOT": str(root)}
+            res = companion_cmd("sweep", "--profile", "ci", "--quiet", timeout=400, env=env)
+            done.write_text(json.dumps({"args": res.args, "returncode": res.returncode, "stdout": res.stdout,
+                                        "stderr": res.stderr}))
+    res = subprocess.CompletedProcess(**json.loads(done.read_text()))
     assert res.returncode == 0, res.stdout + res.stderr
     return root, res

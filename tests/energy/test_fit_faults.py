@@ -1,13 +1,14 @@
-"""Fits refuse designs that cannot identify a law, refuse an unphysical compute exponent, flag barely
-identified laws, and reject n_boot <= 0."""
+"""Fits refuse designs that cannot identify a law, flag an unphysical compute exponent (and predictions with
+that law carry the flag), flag barely identified laws, and reject n_boot <= 0."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from companion.energy.efficiency import measured_eta, usl_eta
-from companion.energy.fit import check_design, fit_all
+from companion.energy.fit import FittedModel, check_design, fit_all
 from companion.energy.laws import LAWS
+from companion.energy.predict import make_plan, predict
 from companion.energy.proxies import StepShape, step_proxies
 from companion.energy.validation import validate
 from companion.errors import ConfigError
@@ -69,10 +70,16 @@ def test_an_exactly_determined_law_is_flagged():
     assert art["input_ranges"]["vocab"] == [4096.0, 4096.0] and art["input_ranges"]["layers"] == [2.0, 6.0]
 
 
-def test_a_negative_compute_exponent_is_refused():
+def test_a_negative_compute_exponent_is_flagged_and_every_prediction_with_the_law_carries_it():
     unphysical = frame(theta=np.array([5.0, -0.5, 0.2]))
-    with pytest.raises(ConfigError, match=r"compute exponent of roofline_power_law for energy is alpha = -0\.5"):
-        fit_all(unphysical, laws=["roofline_power_law"], n_boot=5)
+    art = fit_all(unphysical, laws=["roofline_power_law", "flops_power_law"], n_boot=5)
+    flag = [w for w in art["warnings"] if "compute exponent of roofline_power_law for energy is alpha = -0.5" in w]
+    assert len(flag) == 1 and "unphysical" in flag[0] and "add configurations" in flag[0]
+    plan = make_plan(model="bert-tiny", seq_len=128, batch_size=32, examples=1000, epochs=1, device="H100",
+                     vocab=4096)
+    assert f"fit: {flag[0]}" in predict(plan, FittedModel(art), law="roofline_power_law")["warnings"]
+    # a physical fit carries no such flag
+    assert not any("compute exponent" in w for w in fit_all(frame(), laws=["roofline_power_law"], n_boot=5)["warnings"])
 
 
 @pytest.mark.parametrize("n_boot", [0, -3, 2.5, "100"])

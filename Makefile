@@ -69,8 +69,8 @@ $(CALIBRATION): | $(STAMP)
 
 calibrate: $(CALIBRATION) ## calibrate this device once (data/devices/DEVICE_NAME.json)
 
-# ---- the off-grid holdout sweep (cpu profile): scored, never fitted
-data/runs/holdout/.complete: | $(STAMP)
+# ---- the off-grid holdout sweep (cpu profile): scored, never fitted; a changed profile resumes it (new runs only)
+data/runs/holdout/.complete: src/companion/runs/profiles/holdout.yaml | $(STAMP)
 	$(BIN)/companion sweep --profile holdout --quiet
 	touch $@
 

@@ -114,16 +114,21 @@ dev = load_device_roofs(df.device_name.iloc[0], df.precision.iloc[0])
 models = {**all_models(dev), "calibrated_tier": OperatorRoofline("calibrated_tier", "calibrated tier", dev=dev, fitted=False)}
 model_pred = val.validate_models(df, models, level=level)
 holdout_dir = paths.runs_dir(holdout_profile) if holdout_profile else None
+holdout_noise = None
 if holdout_dir is not None and holdout_dir.is_dir() and any(holdout_dir.glob("*.json")):
     roofs = {dev.name: {"peak_flops_per_s": dev.gemm_peak_flops_per_s, "bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s}}
     holdout, holdout_left_out = usable_runs(proxies_frame(load_runs(holdout_dir), roofs), max_step_ci95_rel)
     model_pred = pd.concat([model_pred, val.score_holdout(df, holdout, models, level)], ignore_index=True)
+    holdout_noise = replicate_noise(holdout)  # the off-grid runs' own floor: their protocol and their time
 # the floor of the runs scored here: replicates within the same CI filter (noise.json of stage 02 holds every run)
 noise = replicate_noise(df)
 n_pairs = noise["metrics"].get("time_per_step", {}).get("n_configs", 0)
-glue("noise_text", f"the replicates of the runs scored here, {n_pairs} configurations with every measurement kept by "
-     f"the CI filter" if n_pairs else "not available (no configuration kept twice by the CI filter)", display=False)
-by_split = val.score(model_pred, noise, level=level)
+n_held = ((holdout_noise or {}).get("metrics") or {}).get("time_per_step", {}).get("n_configs", 0)
+glue("noise_text", (f"the replicates of the runs scored here, {n_pairs} configurations with every measurement kept by "
+     f"the CI filter" if n_pairs else "not available (no configuration kept twice by the CI filter)")
+     + (f"; the off-grid runs have their own, from {n_held} configurations measured twice" if n_held else ""),
+     display=False)
+by_split = val.score(model_pred, noise, level=level, split_noise={"holdout": holdout_noise})
 pooled = val.score(model_pred[model_pred.split != "holdout"], noise, by=(), level=level)
 mv = val.model_verdict(pooled, by_split)
 glue("model_scores", by_split.round(2), display=False)
@@ -149,5 +154,6 @@ out = write_json(paths.derived_dir(profile) / "validation.json",
                   "predictions": pred.to_dict("records"), "left_out_runs": left_out,
                   "model_splits": val.MODEL_SPLITS, "model_scores": by_split.to_dict("records"),
                   "model_scores_pooled": pooled.to_dict("records"), "model_verdict": mv,
-                  "model_predictions": model_pred.to_dict("records"), "noise": noise})
+                  "model_predictions": model_pred.to_dict("records"), "noise": noise,
+                  "noise_holdout": holdout_noise})
 print(f"wrote {out}")

@@ -76,6 +76,9 @@ glue("replicates_words", headline.replicates_words(runs), display=False)
 glue("noise_floor_time", floor["time"], display=False)
 glue("noise_floor_energy", floor["energy"], display=False)
 glue("pass_drift", headline.pass_drift_text(noise), display=False)
+holdout_floor = headline.noise_floor(validation.get("noise_holdout") or {})  # the off-grid runs' own replicates
+glue("holdout_floor_time", holdout_floor["time"], display=False)
+glue("holdout_floor_energy", holdout_floor["energy"], display=False)
 for key, text in headline.coverage_summary(validation).items():
     glue(f"coverage_{key}", text, display=False)
 glue("verdict_table", headline.styled_prose(verdict), display=False)

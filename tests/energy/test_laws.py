@@ -259,3 +259,29 @@ def test_the_verdict_holds_the_off_grid_runs_to_the_pooled_target():
     t = v["targets"]["time"]
     assert t["holdout_mape_pct"] == pytest.approx(12.0) and t["meets_holdout"] is False and t["meets_pooled"]
     assert "of 5 criteria met" in describe_verdict(v)
+    assert t["holdout_noise_floor_pct"] is None  # no replicates: no floor of its own
+
+
+def test_the_off_grid_runs_are_held_to_their_own_replicate_floor():
+    from companion.energy.noise import replicate_noise
+    from companion.energy.validation import _scored, describe_verdict, model_verdict, score
+
+    def runs(spread):  # two replicates of five configurations, +-spread about each configuration's mean
+        return pd.DataFrame([{"run_id": f"c{i}r{r}", "config_id": f"c{i}", "replicate": r, "converged": True,
+                              "step_s": 1.0 + (spread if r else -spread), "energy_per_step_j": 2.0 * (1 + (spread if r else -spread))}
+                             for i in range(5) for r in (0, 1)])
+
+    rows = [{"split": split, "fold": "f", "model": "operator_roofline", "target": t, "run_id": f"{split}{i}",
+             "size": f"s{i}", "mode": "single", "world_size": 1, "measured": 1.0, "predicted": 1.1, "lo": 0.5, "hi": 2.0}
+            for split in ("leave_one_size_out", "holdout") for t in ("time", "energy") for i in range(10)]
+    pred = _scored(rows)
+    grid, off = replicate_noise(runs(0.02)), replicate_noise(runs(0.08))
+    s = score(pred, grid, split_noise={"holdout": off})
+    floors = s.set_index(["split", "target"]).noise_floor_pct
+    assert floors["leave_one_size_out", "time"] == pytest.approx(2.0) and floors["holdout", "time"] == pytest.approx(8.0)
+    v = model_verdict(score(pred[pred.split != "holdout"], grid, by=()), s)
+    assert v["targets"]["energy"]["holdout_noise_floor_pct"] == pytest.approx(8.0)
+    assert "(its replicate floor 8.0 %)" in describe_verdict(v)
+    # off-grid runs measured once: no floor of their own, and never the grid's in its place
+    alone = score(pred, grid, split_noise={"holdout": replicate_noise(runs(0.08).iloc[::2])})
+    assert alone.set_index(["split", "target"]).noise_floor_pct.isna()["holdout", "time"]

@@ -21,3 +21,11 @@ def test_holdout_is_off_grid_and_covers_every_layout_kind():
     head_dims = {r.model.hidden // r.model.heads for r in runs}
     assert min(head_dims) == 16 and max(head_dims) == 64
     assert max(r.model.layers for r in runs) > 4 and max(r.model.hidden for r in runs) > 256
+
+
+def test_every_holdout_configuration_is_measured_twice_for_its_own_noise_floor():
+    runs = load_profile("holdout").runs
+    per_config = {}
+    for r in runs:
+        per_config.setdefault(r.config_id, []).append(r.replicate)
+    assert len(per_config) >= 12 and all(sorted(reps) == [0, 1] for reps in per_config.values())

@@ -224,10 +224,13 @@ def coverage_range_pct(n: int, level: float = 0.9, prob: float = 0.9) -> tuple[f
     return float(binom.ppf(a, n, level) / n * 100), float(binom.isf(a, n, level) / n * 100)
 
 
-def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: float = 0.9) -> pd.DataFrame:
+def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: float = 0.9,
+          split_noise: dict | None = None) -> pd.DataFrame:
     """MAPE (with a group-bootstrap interval), coverage and the replicate noise floor per model x target x group.
 
-    ``by=()`` pools every split. ``noise`` is ``companion.energy.noise.replicate_noise``'s output (or None).
+    ``by=()`` pools every split. ``noise`` is ``companion.energy.noise.replicate_noise``'s output (or None);
+    ``split_noise`` ({split: noise}) gives a split scored on other runs its own floor (the off-grid holdout
+    runs, measured with their own protocol and at another time, against their own replicates).
     Coverage counts bounded intervals only (``n_unbounded`` apart); ``coverage_lo_pct``..``coverage_hi_pct`` is
     what exact ``level`` intervals would show on as many runs (``coverage_range_pct``).
     """
@@ -239,7 +242,8 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: f
                                      "noise_floor_pct"])
     for key, g in pred.groupby(keys, sort=False):
         lo, hi = group_bootstrap_mape(g)
-        floor = _noise_floor(noise, g.target.iloc[0])
+        own = (split_noise or {}).get(dict(zip(keys, key)).get("split"))
+        floor = _noise_floor(own if own is not None else noise, g.target.iloc[0])
         bounded = g.covered.notna()
         out.append({**dict(zip(keys, key)), "n": len(g), "mape_pct": float(g.ape_pct.mean()), "mape_lo_pct": lo,
                     "mape_hi_pct": hi, "median_ape_pct": float(g.ape_pct.median()),
@@ -299,11 +303,13 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
         mape = float(p.loc[model, "mape_pct"])
         held = s[s.split == "holdout"]
         holdout = float(held.mape_pct.iloc[0]) if len(held) else None
+        held_floor = held.noise_floor_pct.iloc[0] if len(held) and "noise_floor_pct" in held else None
         out["targets"][target] = {
             "pooled_mape_pct": mape, "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],
             "worst_split_mape_pct": None if cv.empty else float(cv.mape_pct.max()),
             "best_baseline": best, "best_baseline_mape_pct": None if best is None else float(p.loc[best, "mape_pct"]),
             "holdout_mape_pct": holdout,
+            "holdout_noise_floor_pct": None if held_floor is None or pd.isna(held_floor) else float(held_floor),
             "meets_holdout": None if holdout is None else holdout <= target_pct,
             "coverage_pct_by_split": dict(zip(s.split, s.coverage_pct.astype(float))),
             "meets_pooled": mape <= target_pct,
@@ -342,6 +348,8 @@ def describe_verdict(v: dict) -> str:
             f"best pre-run baseline ({LAWS[best].label if best in LAWS else best}) "
             f"{t['best_baseline_mape_pct'] or float('nan'):.1f} %"
             + (f", off-grid holdout {t['holdout_mape_pct']:.1f} %" if t["holdout_mape_pct"] is not None else "")
+            + (f" (its replicate floor {t['holdout_noise_floor_pct']:.1f} %)"
+               if t["holdout_mape_pct"] is not None and t.get("holdout_noise_floor_pct") is not None else "")
             + f"; {len(ok)} of {len(keys)} criteria met ({', '.join(ok) or 'none'})")
     if not parts:
         return f"The {v['model'].replace('_', ' ')}: too few runs in this build to hold out whole groups."

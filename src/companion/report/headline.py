@@ -429,7 +429,7 @@ def verdict_table(validation: dict) -> pd.DataFrame:
                     f"{f'{rng[0]:.0f}–{rng[1]:.0f} %' if rng else NA} in every split, off-grid runs included",
         "consistent": f"coverage of every split within the range exact {level} % intervals show nine times in ten "
                       "on as many runs (binomial; no criterion)",
-        "holdout": f"off-grid runs' MAPE at most {fmt('target_pct')} (measured once each: no noise floor of their own)",
+        "holdout": f"off-grid runs' MAPE at most {fmt('target_pct')} (their own replicate noise floor in brackets)",
     }
     table = {"criterion": list(rows.values())}
     for target, what in TARGETS.items():
@@ -451,7 +451,9 @@ def verdict_table(validation: dict) -> pd.DataFrame:
             _met(t.get("coverage_in_range")) + (f" (outside: {', '.join(outside)})" if outside else "")
             + (f" ({t['unbounded_intervals']} unbounded intervals)" if t.get("unbounded_intervals") else ""),
             _consistent(t),
-            f"{_pct(t.get('holdout_mape_pct'))}: {_met(t.get('meets_holdout'))}",
+            f"{_pct(t.get('holdout_mape_pct'))}: {_met(t.get('meets_holdout'))}"
+            + (f" (floor {_pct(t['holdout_noise_floor_pct'])})" if _num(t.get("holdout_noise_floor_pct")) is not None
+               else " (measured once each: no floor of their own)"),
         ]
     return pd.DataFrame(table)
 

@@ -186,6 +186,16 @@ def test_coefficient_table_puts_the_operator_roofline_first():
     assert rows[0]["unit"] == "x roofline" and rows[2]["unit"] == "J/FLOP"
     assert rows[1]["note"] == "held at its calibrated value, not fitted" and rows[0]["note"] == ""
     assert headline.operator_coefficients({"operator_model": "changed"}) == []
+    dropped = headline.operator_coefficients({"operator_model": {"time": {"elementwise_s": 0.0}, "energy": {"P_core_w": 0.0}}})
+    assert "at its bound 0" in dropped[0]["note"] and dropped[1]["note"] == ""  # an unused energy term is 0 too
+
+
+def test_coefficient_notes_name_unphysical_signs_and_coefficients_at_their_bound():
+    assert "unphysical" in headline._flag("alpha", -0.8, -1.2, -0.3)
+    assert headline._flag("alpha", 0.8, 0.7, 0.9) == ""
+    sigma = headline._flag("sigma", 0.0, 0.0, 0.0)
+    assert "at its bound 0" in sigma and "bootstrap" not in sigma  # one note, not two for the same fact
+    assert "at its bound 0" in headline._flag("kappa", 0.0, 0.0, 0.004) and headline._flag("kappa", 0.001, 0.0, 0.004) == ""
 
 
 def _prose(lines):

@@ -637,11 +637,20 @@ def headline_record(validation: dict, noise: dict) -> dict:
 H100_J_PER_FLOP = 700 / 989e12  # an H100's TDP (W) over its dense bf16 peak (FLOP/s): energy per FLOP at best
 
 
+# coefficients fitted under a non-negativity constraint: at exactly 0 the fit gave the term no weight
+NON_NEGATIVE = ("sigma", "kappa")
+AT_ZERO = "at its bound 0: these runs give the term no weight (it is absent, or they cannot tell it from the others)"
+
+
 def _flag(param: str, value: float, lo: float, hi: float) -> str:
     """Words for a coefficient that these runs cannot identify or that no device could produce."""
     notes = []
+    if param == "alpha" and value < 0:
+        notes.append("negative: energy or time would fall as FLOPs grow, which is unphysical")
     if param == "beta" and value < 0:
         notes.append("negative: energy would fall as memory traffic grows, which is unphysical")
+    if param in NON_NEGATIVE and value == 0:
+        notes.append(AT_ZERO)
     if param == "eps_F_j_per_flop" and value < H100_J_PER_FLOP / 100:
         notes.append(f"far below any device's energy per FLOP (an H100 at peak and TDP: {H100_J_PER_FLOP:.1e} J)")
     if lo < 0 < hi and not param.startswith("log_"):
@@ -650,7 +659,7 @@ def _flag(param: str, value: float, lo: float, hi: float) -> str:
         notes.append("its interval spans more than two orders of magnitude: poorly identified")
     if param == "k" and value > 1:
         notes.append("above 1: the device's TDP is unknown here (taken as 1 W), so k is the mean power drawn in W")
-    if lo == hi == value:
+    if lo == hi == value and not (param in NON_NEGATIVE and value == 0):
         notes.append("fixed or held at a bound (no spread across bootstrap replicates)")
     return "; ".join(notes)
 
@@ -692,7 +701,9 @@ def operator_coefficients(fit: dict) -> list[dict]:
                 continue
             rows.append({"model": "operator roofline", "target": target, "coefficient": name,
                          "value": f"{value:.3g}", "unit": units.get(name, ""), "interval": "—",
-                         "note": "held at its calibrated value, not fitted" if name in held else ""})
+                         "note": "held at its calibrated value, not fitted" if name in held
+                         # a time multiplier is fitted non-negative, and one no run uses stays at 1: 0 is dropped
+                         else AT_ZERO if value == 0 and part == "time" else ""})
     return rows
 
 

@@ -126,7 +126,7 @@ n_pairs = noise["metrics"].get("time_per_step", {}).get("n_configs", 0)
 n_held = ((holdout_noise or {}).get("metrics") or {}).get("time_per_step", {}).get("n_configs", 0)
 glue("noise_text", (f"the replicates of the runs scored here, {n_pairs} configurations with every measurement kept by "
      f"the CI filter" if n_pairs else "not available (no configuration kept twice by the CI filter)")
-     + (f"; the off-grid runs have their own, from {n_held} configurations measured twice" if n_held else ""),
+     + (f"; the off-grid runs have their own, from {n_held} configurations with both measurements kept" if n_held else ""),
      display=False)
 by_split = val.score(model_pred, noise, level=level, split_noise={"holdout": holdout_noise})
 pooled = val.score(model_pred[model_pred.split != "holdout"], noise, by=(), level=level)

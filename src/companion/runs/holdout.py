@@ -7,7 +7,7 @@ kind (single, TP, FSDP, 2-D on up to 4 ranks). Draws whose step would exceed ``M
 redrawn, so each run stays short on a 2-core machine; the models fitted on the cpu sweep are scored on these
 runs and never fitted on them. Each configuration is measured twice, in two passes (``REPLICATES``), so the
 off-grid score has a replicate noise floor of its own: these runs are shorter than the cpu grid's, measured
-later, and their noise is not the grid's.
+later, and their noise need not be the grid's.
 """
 
 from __future__ import annotations

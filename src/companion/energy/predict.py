@@ -5,8 +5,10 @@
 
 Uses a fit artifact of stage 03 (``data/derived/<profile>/fit.json``) made from runs on the same device
 type: energy per step from the chosen law, step time from the time law, both times the number of steps.
-Intervals are the laws' bootstrap prediction intervals. It warns when the request lies outside the range
-the law was fitted on, and refuses unknown devices, impossible layouts and devices with no fit.
+Intervals come from the law's errors on groups of runs left out of its fit (the artifact's ``law_intervals``),
+as wide as the plan's novelty; an artifact without them falls back to the bootstrap, and ``interval_source``
+says which. It warns when the request lies outside the range the law was fitted on (and carries the fit's
+flags on the law), and refuses unknown devices, impossible layouts and devices with no fit.
 """
 
 from __future__ import annotations

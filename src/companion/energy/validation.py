@@ -303,7 +303,7 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
         mape = float(p.loc[model, "mape_pct"])
         held = s[s.split == "holdout"]
         holdout = float(held.mape_pct.iloc[0]) if len(held) else None
-        held_floor = held.noise_floor_pct.iloc[0] if len(held) and "noise_floor_pct" in held else None
+        held_floor = held.noise_floor_pct.iloc[0] if len(held) else None
         out["targets"][target] = {
             "pooled_mape_pct": mape, "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],
             "worst_split_mape_pct": None if cv.empty else float(cv.mape_pct.max()),

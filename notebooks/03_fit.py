@@ -23,7 +23,9 @@
 # towards the measurement, so a layout mode the sweep never ran is still predicted from what was measured. Energy is
 # static power × metered units × time, plus, on a CPU node, a power per busy core × time (ranks waiting on a
 # collective or a time slice still hold their core), plus dynamic energy per FLOP, per byte and per byte
-# communicated, so η(p) and the power under each layout are outputs of the model.
+# communicated, so η(p) and the power under each layout are outputs of the model. The mean power is capped at
+# the device's loaded power from its calibration (every core running GEMMs): a short step's FLOP and byte
+# rates can push the linear terms past a power the device never draws.
 #
 # Beside it, as the paper's reproduction:
 #

@@ -239,6 +239,31 @@ def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_co
                          "step_s": o * (single_step_s + L * single_layer_s) + lat + a * (L + 1)})
     return single, rows
 
+def test_no_unit_is_predicted_to_draw_more_than_its_loaded_power():
+    """Short, byte-heavy steps push the linear terms' FLOP and byte rates past the device's loaded power: the
+    prediction stops at that power (per metered unit), and only where the loaded power is known."""
+    df = frame()
+    heavy = {**ENERGY, "e_byte_j": 1e-8}  # every step's bytes alone at several hundred watts
+    terms = opmodel.operator_frame(df, DEV)
+    t = opmodel.predict_time_s(terms, TIME)
+    units = df.metered_units.to_numpy(float)
+    free = opmodel.predict_energy_j(terms, t, units, heavy)
+    assert (free / t > DEV.loaded_w).mean() > 0.5
+    capped = opmodel.predict_energy_j(terms, t, units, heavy, DEV.power_ceiling_w)
+    assert np.allclose(np.minimum(free, DEV.loaded_w * t), capped)
+    # four devices of their own, one meter each: four times the ceiling
+    gpu4 = opmodel.predict_energy_j(terms, t, 4 * units, heavy, DEV.power_ceiling_w)
+    assert np.all(gpu4 / t <= 4 * DEV.loaded_w + 1e-9) and np.any(np.isclose(gpu4 / t, 4 * DEV.loaded_w))
+    # the model's predictions go through it
+    point = OperatorRoofline("operator_roofline", dev=DEV)._fit(df)
+    point.energy = heavy
+    t_fit, e = point.predict(df)
+    assert np.all(e / t_fit <= DEV.loaded_w * (1 + 1e-9)) and np.isclose(e / t_fit, DEV.loaded_w).mean() > 0.5
+    # a device whose loaded power is unknown (no meter: both powers 0) has no ceiling
+    unmetered = opmodel.DeviceRoofs(**{**DEV.to_json(), "idle_w": 0.0, "loaded_w": 0.0})
+    assert unmetered.power_ceiling_w is None and DEV.power_ceiling_w == DEV.loaded_w
+
+
 
 def test_layout_overheads_recover_the_probe_and_replace_the_launch_model():
     truth = {(2, 1): 9e-3, (1, 2): 4e-3, (4, 1): 26e-3, (1, 4): 7e-3, (2, 2): 25e-3}

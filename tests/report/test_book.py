@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from companion.report import stages
-from companion.report.book_check import check_book
+from companion.report.book_check import WIDTH_PX, book_pages, check_book, take_screenshot
 
 pytestmark = pytest.mark.slow
 
@@ -52,14 +52,23 @@ def test_book_pages_draw_offline_in_chromium(built_book):
     if not shutil.which("chromium"):
         pytest.fail("Debian's chromium is missing: `make setup-browser` installs it (make test does)")
     _, index = built_book
-    reports = check_book(index.parent, screenshots=stages.SOURCE_ROOT / "build" / "screenshots" / "ci")
+    reports = check_book(index.parent)
     pages = {r.page: r for r in reports}
     assert {"intro.html", "02_proxies.html", "03_fit.html", "04_validation.html"} <= set(pages)
     assert sum(r.charts_expected for r in reports) >= 8  # every interactive figure of the book
     bad = [r for r in reports if not r.ok]
     assert not bad, bad
     assert pages["intro.html"].math_typeset  # local MathJax
-    assert all((stages.SOURCE_ROOT / "build" / "screenshots" / "ci" / f"{r.page[:-5]}.png").is_file() for r in reports)
+
+
+def test_a_page_screenshot_is_a_png_at_the_reader_width(built_book, tmp_path):
+    """`make figures` screenshots every page the same way; one page here (each shot is a browser launch)."""
+    _, index = built_book
+    page = next(p for p in book_pages(index.parent) if p.name == "04_validation.html")
+    png = take_screenshot(page, tmp_path / "04_validation.png", 1200)
+    head = png.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(head[16:20], "big") == WIDTH_PX
 
 
 def _bash_commands(page: Path) -> list[list[str]]:

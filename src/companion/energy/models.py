@@ -60,7 +60,8 @@ class OperatorPoint:
     def predict(self, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         terms = opmodel.operator_frame(df, self.dev)
         t = opmodel.predict_time_s(terms, self.time)
-        return t, opmodel.predict_energy_j(terms, t, opmodel.metered_units(df), self.energy)
+        return t, opmodel.predict_energy_j(terms, t, opmodel.metered_units(df), self.energy,
+                                         self.dev.power_ceiling_w)
 
     def eta(self, df: pd.DataFrame) -> np.ndarray:
         """The model's efficiency factor T_1 / (p T_p) for each row's layout."""

@@ -39,7 +39,8 @@ Energy per step, all metered units together:
 (F, B, C: FLOPs, bytes and bytes communicated over all ranks; busy: on a shared CPU node, the cores the run
 keeps busy, ranks x threads per rank up to the node's cores, 0 on GPUs). A CPU's power follows its busy
 cores: ranks waiting on a collective or a time slice still hold their core, so a 4-rank run on 2 cores draws
-the 2-core power for its whole, longer step. Parallel efficiency and the change of mean power across layouts
+the 2-core power for its whole, longer step. The mean power per unit, E / (units x T_step), is capped at the
+device's loaded power (``DeviceRoofs.power_ceiling_w``): the power side of the roofline. Parallel efficiency and the change of mean power across layouts
 are outputs: eta(p) = T_1 / (p T_p) and P = E / T follow from the terms above.
 """
 
@@ -99,6 +100,11 @@ class DeviceRoofs:
             return self.collective_alpha_s
         below = [g for g in measured if g <= group]
         return measured[max(below)] if below else measured[min(measured)]
+
+    @property
+    def power_ceiling_w(self) -> float | None:
+        """Most a metered unit draws: its loaded power (every core or SM running GEMMs), where it is known."""
+        return self.loaded_w if self.loaded_w > self.idle_w > 0 else None
 
     def dynamic_j_per_flop(self) -> float:
         return max(self.loaded_w - self.idle_w, 0.0) / self.gemm_peak_flops_per_s
@@ -297,13 +303,20 @@ def predict_time_s(terms: pd.DataFrame, time_coef: dict) -> np.ndarray:
     return sum(time_coef[k] * terms[k].to_numpy(float) for k in TIME_TERMS)
 
 
-def predict_energy_j(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_coef: dict) -> np.ndarray:
+def predict_energy_j(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_coef: dict,
+                     ceiling_w: float | None = None) -> np.ndarray:
+    """Energy per step; with ``ceiling_w`` (``DeviceRoofs.power_ceiling_w``) no unit draws more than that on
+    average: the power side of the roofline. The linear terms add FLOP and byte rates that a short step can
+    push past the loaded power, which the device never draws."""
+    step_s = np.asarray(step_s, float)
+    units = np.asarray(units, float)
     # a fit artifact written before the busy-core term has no P_core_w: it predicts without it
-    return (energy_coef["P_static_w"] * units * step_s
-            + energy_coef.get("P_core_w", 0.0) * terms.busy_cores.to_numpy(float) * step_s
-            + energy_coef["e_flop_j"] * terms.op_flops.to_numpy(float)
-            + energy_coef["e_byte_j"] * terms.op_bytes.to_numpy(float)
-            + energy_coef["e_comm_j"] * terms.op_comm_bytes.to_numpy(float))
+    e = (energy_coef["P_static_w"] * units * step_s
+         + energy_coef.get("P_core_w", 0.0) * terms.busy_cores.to_numpy(float) * step_s
+         + energy_coef["e_flop_j"] * terms.op_flops.to_numpy(float)
+         + energy_coef["e_byte_j"] * terms.op_bytes.to_numpy(float)
+         + energy_coef["e_comm_j"] * terms.op_comm_bytes.to_numpy(float))
+    return e if ceiling_w is None else np.minimum(e, ceiling_w * units * step_s)
 
 
 def _relative_nnls(A: np.ndarray, y: np.ndarray, weight=None, prior=None) -> np.ndarray:

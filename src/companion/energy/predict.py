@@ -365,7 +365,7 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
     X = plan_rows(plans, precision, "node" if dev.shared_node else "device")
     terms = opmodel.operator_frame(X, dev)
     t = opmodel.predict_time_s(terms, res["time"])
-    e = opmodel.predict_energy_j(terms, t, X.metered_units.to_numpy(float), res["energy"])
+    e = opmodel.predict_energy_j(terms, t, X.metered_units.to_numpy(float), res["energy"], dev.power_ceiling_w)
     single_t = opmodel.predict_time_s(opmodel.operator_frame(X.assign(tp=1, dp=1, world_size=1), dev), res["time"])
     hws = _halfwidths_per_plan(res, X, level)
     out = []

@@ -40,8 +40,9 @@ Energy per step, all metered units together:
 keeps busy, ranks x threads per rank up to the node's cores, 0 on GPUs). A CPU's power follows its busy
 cores: ranks waiting on a collective or a time slice still hold their core, so a 4-rank run on 2 cores draws
 the 2-core power for its whole, longer step. The mean power per unit, E / (units x T_step), is capped at the
-device's loaded power (``DeviceRoofs.power_ceiling_w``): the power side of the roofline. Parallel efficiency and the change of mean power across layouts
-are outputs: eta(p) = T_1 / (p T_p) and P = E / T follow from the terms above.
+device's loaded power (``DeviceRoofs.power_ceiling_w``): the power side of the roofline. Parallel efficiency
+and the change of mean power across layouts are outputs: eta(p) = T_1 / (p T_p) and P = E / T follow from the
+terms above.
 """
 
 from __future__ import annotations

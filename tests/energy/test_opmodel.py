@@ -224,21 +224,6 @@ def test_a_cpu_node_draws_the_power_of_its_busy_cores():
     assert np.allclose(power[(df.world_size == 1) & (df.threads_per_rank == 1)], (DEV.idle_w + DEV.loaded_w) / 2)
 
 
-# ------------------------------------------------------------------------------- measured layout overheads
-def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_cores=2, alpha=lambda g: 1e-4 * g):
-    """The calibration's tiny-probe step times a device with these per-unit overheads would give."""
-    single = [{"layers": L, "step_s": single_step_s + L * single_layer_s} for L in (1, 2)]
-    rows = []
-    for (t, d), a in per_unit.items():
-        o = max(1.0, t * d / node_cores)
-        q = lambda g: o / max(1.0, g / node_cores)  # noqa: E731
-        for L in (1, 2):
-            lat = (4 * L * (t - 1) * alpha(t) * q(t) if t > 1 else 0) + (3 * (L + 1) * (d - 1) * alpha(d) * q(d) if d > 1 else 0)
-            rows.append({"tp": t, "dp": d, "layers": L, "hidden": 64, "heads": 4, "ffn": 256, "vocab": 128,
-                         "max_positions": 64, "seq_len": 16, "batch_size": 4, "threads_per_rank": 1,
-                         "step_s": o * (single_step_s + L * single_layer_s) + lat + a * (L + 1)})
-    return single, rows
-
 def test_no_unit_is_predicted_to_draw_more_than_its_loaded_power():
     """Short, byte-heavy steps push the linear terms' FLOP and byte rates past the device's loaded power: the
     prediction stops at that power (per metered unit), and only where the loaded power is known."""
@@ -263,6 +248,21 @@ def test_no_unit_is_predicted_to_draw_more_than_its_loaded_power():
     unmetered = opmodel.DeviceRoofs(**{**DEV.to_json(), "idle_w": 0.0, "loaded_w": 0.0})
     assert unmetered.power_ceiling_w is None and DEV.power_ceiling_w == DEV.loaded_w
 
+
+# ------------------------------------------------------------------------------- measured layout overheads
+def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_cores=2, alpha=lambda g: 1e-4 * g):
+    """The calibration's tiny-probe step times a device with these per-unit overheads would give."""
+    single = [{"layers": L, "step_s": single_step_s + L * single_layer_s} for L in (1, 2)]
+    rows = []
+    for (t, d), a in per_unit.items():
+        o = max(1.0, t * d / node_cores)
+        q = lambda g: o / max(1.0, g / node_cores)  # noqa: E731
+        for L in (1, 2):
+            lat = (4 * L * (t - 1) * alpha(t) * q(t) if t > 1 else 0) + (3 * (L + 1) * (d - 1) * alpha(d) * q(d) if d > 1 else 0)
+            rows.append({"tp": t, "dp": d, "layers": L, "hidden": 64, "heads": 4, "ffn": 256, "vocab": 128,
+                         "max_positions": 64, "seq_len": 16, "batch_size": 4, "threads_per_rank": 1,
+                         "step_s": o * (single_step_s + L * single_layer_s) + lat + a * (L + 1)})
+    return single, rows
 
 
 def test_layout_overheads_recover_the_probe_and_replace_the_launch_model():

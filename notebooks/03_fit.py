@@ -20,7 +20,10 @@
 # and the TP and FSDP collectives (latency + bytes / bandwidth). The roofs come from this device's calibration
 # file (`companion calibrate`), which also trains a tiny BERT under every TP, FSDP and 2-D layout to measure
 # those overheads; the fit learns one non-negative multiplier per term, those of the layout overheads pulled
-# towards the measurement, so a layout mode the sweep never ran is still predicted from what was measured. Energy is
+# towards the measurement, so a layout mode the sweep never ran is still predicted from what was measured (the
+# collective bandwidth's multiplier is pulled too, weakly, where the calibration measured the collectives: a
+# training step's collectives run well below the isolated bandwidth, and a few runs of one mode must not decide
+# by how much for every mode). Energy is
 # static power × metered units × time, plus, on a CPU node, a power per busy core × time (ranks waiting on a
 # collective or a time slice still hold their core), plus dynamic energy per FLOP, per byte and per byte
 # communicated, so η(p) and the power under each layout are outputs of the model. The mean power is capped at

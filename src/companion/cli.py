@@ -128,6 +128,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
           f"{rec['launch']['launch_s'] * 1e6:.3g} us, power idle {p.get('idle_w') or float('nan'):.4g} W / loaded "
           f"{p.get('loaded_w') or float('nan'):.4g} W ({'measured' if p.get('measured') else 'estimated'}), "
           f"{time.perf_counter() - t0:.1f} s -> {out}")
+    for w in rec.get("warnings") or []:
+        print(f"warning: {w}", file=sys.stderr)
     return 0
 
 

@@ -8,7 +8,7 @@ import torch
 
 from companion.energy.opmodel import roofs_from_calibration
 from companion.errors import ConfigError
-from companion.runs.calibrate import calibrate, device_tag, fit_alpha_beta, fit_gemm_roof
+from companion.runs.calibrate import calibrate, combine_passes, device_tag, fit_alpha_beta, fit_gemm_roof
 from conftest import companion_cmd
 
 
@@ -26,12 +26,33 @@ def test_collective_fit_recovers_latency_and_bandwidth():
     assert alpha == pytest.approx(3e-5, rel=1e-3) and beta == pytest.approx(2e9, rel=1e-3)
 
 
+def test_a_busy_spell_during_one_pass_of_the_collectives_does_not_set_the_latency():
+    def one_pass(slow: float) -> dict:
+        rows = [{"op": op, "bytes": b, "wire_bytes": b * (2 if op == "all_reduce" else 1) / 2,
+                 "time_s": slow * (3e-5 + b * (2 if op == "all_reduce" else 1) / 2 / 2e9)}
+                for op in ("all_reduce", "all_gather") for b in (4096, 65536, 1 << 20, 1 << 22)]
+        layouts = [{"tp": 2, "dp": 1, "layers": L, "step_s": slow * 0.01 * L} for L in (1, 2)]
+        alpha, beta = fit_alpha_beta(rows, 2)
+        return {"world_size": 2, "backend": "gloo", "rows": rows, "layouts": layouts, "alpha_s": alpha,
+                "beta_bytes_per_s": beta}
+
+    quiet, busy = one_pass(1.0), one_pass(10.0)
+    for order in ((quiet, busy), (busy, quiet)):
+        got = combine_passes(list(order), 2)
+        assert got["alpha_s"] == pytest.approx(3e-5, rel=1e-3) and got["beta_bytes_per_s"] == pytest.approx(2e9, rel=1e-3)
+        assert got["layouts"] == quiet["layouts"] and got["pass_spread"] == pytest.approx(10.0)
+        assert [p["alpha_s"] for p in got["passes"]] == [p["alpha_s"] for p in order]  # both passes kept
+    assert combine_passes([quiet, one_pass(1.0)], 2)["pass_spread"] == pytest.approx(1.0)
+
+
 def test_short_cpu_calibration_is_complete_and_loads(tmp_path):
     rec = calibrate("cpu", budget_s=2.0, world_sizes=(2,))
     assert rec["device_name"] == "cpu" and rec["shared_node"] and not rec["overlap"]
     assert rec["gemm"]["peak_flops_per_s"] > 0 and rec["bandwidth"]["bandwidth_bytes_per_s"] > 0
     assert {r["kernel"] for r in rec["attention"]} == {"fused", "math"}
     assert rec["collectives"]["2"]["backend"] == "gloo" and rec["collectives"]["2"]["alpha_s"] >= 0
+    assert len(rec["collectives"]["2"]["passes"]) == 2 and rec["collectives"]["2"]["pass_spread"] >= 1.0
+    assert isinstance(rec["warnings"], list)
     assert rec["power"]["measured"] in (True, False) and "method" in rec["power"]
     assert rec["provenance"]["wall_s"] < 30
     # the layout probe: the tiny BERT with 1 and 2 layers under TP and FSDP over 2 ranks, and on one process

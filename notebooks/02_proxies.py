@@ -24,6 +24,8 @@ check_configs = [[2, 128, 4, 128, 8], [4, 256, 8, 64, 8], [1, 64, 2, 256, 4]]  #
 
 # %%
 # hide
+import json
+
 import numpy as np
 import pandas as pd
 from myst_nb import glue
@@ -36,6 +38,7 @@ from companion.report import figures
 from companion.energy.opcount import byte_model_check
 from companion.energy.noise import replicate_noise
 from companion.energy.opmodel import measured_roofs
+from companion.runs.calibrate import calibration_facts, calibration_summary
 from companion.runs.records import write_json
 
 figures.use_offline_renderer()
@@ -63,6 +66,34 @@ roof_table = (df.groupby("device_name")[["peak_flops_per_s", "bandwidth_bytes_pe
 glue("roof_table", roof_table.style.format(precision=3).hide(axis="index"), display=False)
 roof_table.style.format({"compute roof (FLOP/s)": "{:.3g}", "memory roof (B/s)": "{:.3g}",
                          "ridge (FLOP/byte)": "{:.1f}"}).hide(axis="index")
+
+# %% [markdown]
+# ## What the calibration measured
+#
+# `companion calibrate` times, in about a minute, every quantity the operator roofline reads: GEMM throughput
+# over BERT's shapes, attention, memory, element-wise and optimizer traffic, the cost of one operator in a
+# training step, how the node's cores share work, the collectives over several ranks, and idle and loaded
+# power. The collectives are timed in two passes, first and last; each timing keeps the faster, and the
+# spread between the passes says how quiet the node was.
+
+# %%
+cal_rows, facts = [], {"measured_at": "(no calibration file)", "wall_s": "-", "spread": "-", "warnings": "-"}
+for d in sorted(set(runs.device_name)):
+    cal_path = paths.data_dir() / "devices" / f"{d}.json"
+    if cal_path.is_file():
+        cal = json.loads(cal_path.read_text())
+        cal_rows += [{"device": d, **row} for row in calibration_summary(cal)]
+        facts = calibration_facts(cal)
+for key, text in facts.items():
+    glue(f"calibration_{key}", text, display=False)
+calibration = pd.DataFrame(cal_rows, columns=["device", "quantity", "shown", "how"]).rename(columns={"shown": "value"})
+(calibration.drop(columns=["device"] if calibration.device.nunique() < 2 else []).style.hide(axis="index")
+ .set_properties(padding="0.15em 0.8em 0.15em 0"))
+
+# %% [markdown]
+# The calibration ran on {glue:text}`calibration_measured_at` and took {glue:text}`calibration_wall_s` s; its two
+# passes of the collectives differed by at most {glue:text}`calibration_spread`. Its warnings:
+# {glue:text}`calibration_warnings`.
 
 # %% [markdown]
 # ## Memory traffic: which model, and how it compares

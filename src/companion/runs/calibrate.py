@@ -556,3 +556,65 @@ def write_calibration(rec: dict, out: Path) -> Path:
     from companion.runs.records import write_json
 
     return write_json(Path(out), rec)
+
+
+def calibration_summary(rec: dict) -> list[dict]:
+    """What a calibration record measured, one row per quantity: {quantity, value, unit, how, shown} (the book's
+    table of the device's calibration). Power is labelled measured or estimated as its meter was; quantities
+    a record does not hold (an older file, a GPU without thread scaling) are left out."""
+    rows = []
+
+    def add(quantity, value, unit, how):
+        if value is not None:
+            rows.append({"quantity": quantity, "value": float(value), "unit": unit, "how": how,
+                         "shown": f"{float(value):.4g} {unit}".strip()})
+
+    gemm = rec.get("gemm") or {}
+    add("GEMM roof (fitted peak)", gemm.get("peak_flops_per_s"), "FLOP/s", gemm.get("model", ""))
+    add("GEMM half-speed dimension k0", gemm.get("half_dim"), "", "the same fit")
+    if gemm.get("shapes"):
+        best = max(gemm["shapes"], key=lambda r: r["flops_per_s"])
+        add("GEMM best measured shape", best["flops_per_s"], "FLOP/s",
+            f"{best['m']}x{best['n']}x{best['k']} of {len(gemm['shapes'])} BERT shapes, best of repeated timings")
+    for kernel in sorted({r["kernel"] for r in rec.get("attention") or []}):
+        rates = [r["flops_per_s"] for r in rec["attention"] if r["kernel"] == kernel]
+        add(f"attention, {kernel} kernel (median)", float(np.median(rates)), "FLOP/s",
+            f"forward + backward over {len(rates)} shapes" + (" with dropout" if kernel == "math" else ""))
+    bw = rec.get("bandwidth") or {}
+    add("memory bandwidth", bw.get("bandwidth_bytes_per_s"), "bytes/s", bw.get("method", ""))
+    for key, label in (("elementwise", "element-wise and norm traffic"), ("optimizer", "optimizer traffic")):
+        part = rec.get(key) or {}
+        add(label, part.get("bytes_per_s"), "bytes/s", part.get("method", ""))
+    ops = rec.get("op_counts") or {}
+    add("cost per operator in a step", ops.get("per_op_s"), "s", ops.get("per_op_method", ""))
+    add("operators per layer", ops.get("per_layer"), "", ops.get("method", ""))
+    add("operators per step (outside layers)", ops.get("per_step"), "", ops.get("method", ""))
+    add("launch of one tiny operator", (rec.get("launch") or {}).get("launch_s"), "s", (rec.get("launch") or {}).get("method", ""))
+    ts = rec.get("thread_scaling") or {}
+    add("thread-scaling exponent", ts.get("exponent"), "", ts.get("method", ""))
+    for p, c in sorted((rec.get("collectives") or {}).items(), key=lambda kv: int(kv[0])):
+        how = f"{c.get('backend', '')}, {c.get('model', '')}"
+        add(f"collective latency alpha, p = {p}", c.get("alpha_s"), "s", how)
+        add(f"collective bandwidth beta, p = {p}", c.get("beta_bytes_per_s"), "bytes/s", how)
+        add(f"spread between the two passes, p = {p}", c.get("pass_spread"), "x",
+            f"median ratio of the slower to the faster pass; {c.get('combined', 'one pass')}")
+    power = rec.get("power") or {}
+    label = "measured" if power.get("measured") else "estimated"
+    for key, name in (("idle_w", "idle power"), ("loaded_w", "loaded power (GEMMs)")):
+        add(f"{name}, {label}", power.get(key), "W", f"{power.get('method', '')}, {power.get('scope', 'device')}")
+    return rows
+
+
+
+def calibration_facts(rec: dict) -> dict:
+    """What the book says of a calibration record, as text: when it ran (``measured_at``), how long (``wall_s``),
+    how far its passes of the collectives disagreed at most (``spread``; a file from before two passes says so) and
+    its warnings (``warnings``: 'none' when it reported none)."""
+    prov = rec.get("provenance") or {}
+    spreads = [c["pass_spread"] for c in (rec.get("collectives") or {}).values() if "pass_spread" in c]
+    wall = prov.get("wall_s")
+    warnings = rec.get("warnings") or []
+    return {"measured_at": str(prov.get("measured_at", "an unrecorded date")),
+            "wall_s": f"{wall:.0f}" if isinstance(wall, (int, float)) else "?",
+            "spread": f"{max(spreads):.2f}x" if spreads else "- (timed in one pass)",
+            "warnings": " ".join(w[0].upper() + w[1:] + "." for w in warnings) if warnings else "none"}

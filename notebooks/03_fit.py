@@ -23,7 +23,9 @@
 # towards the measurement, so a layout mode the sweep never ran is still predicted from what was measured (the
 # collective bandwidth's multiplier is pulled too, weakly, where the calibration measured the collectives: a
 # training step's collectives run well below the isolated bandwidth, and a few runs of one mode must not decide
-# by how much for every mode). Energy is
+# by how much for every mode; so is the weights' and optimizer state's traffic, towards the calibration's timed
+# AdamW step: in a grid it grows with the parameter count as the GEMMs do, and a run of few tokens, mostly this
+# traffic, must not inherit what its multiplier absorbed there). Energy is
 # static power × metered units × time, plus, on a CPU node, a power per busy core × time (ranks waiting on a
 # collective or a time slice still hold their core), plus dynamic energy per FLOP, per byte and per byte
 # communicated, so η(p) and the power under each layout are outputs of the model. The mean power is capped at

@@ -30,7 +30,10 @@ The collectives are one latency and one bandwidth term shared by TP all-reduces 
 all-gathers/reduce-scatters (the same transport), so a layout whose mode the sweep never ran is predicted from
 what the other modes taught about the transport, its bandwidth multiplier weakly pulled towards the
 calibration's (``PRIOR_COMM_BYTES``) where few runs pin it down; FSDP collectives count only their exposed
-part where the device runs them beside compute (GPUs). The ``c_k`` are 1 in the calibrated and prior tiers;
+part where the device runs them beside compute (GPUs). The weights' and optimizer state's multiplier is pulled
+towards the calibration's timed AdamW step (``PRIOR_STATE_BYTES``): in a grid it grows with the parameter count as
+the GEMMs do, and a run of few tokens, mostly this term, must not inherit what it absorbed there. The ``c_k`` are 1
+in the calibrated and prior tiers;
 the fitted tier fits every c and fixed cost (non-negative least squares on relative errors), so its
 coefficients read as "the roofline is off by this factor".
 
@@ -145,6 +148,13 @@ PRIOR_TIME_TERMS = {"tp_dispatch_s": 0.5, "fsdp_hooks_s": 0.5}
 # sweeps, 0.05 lowered pooled held-out time MAPE on all nine (mean 10.2 -> 9.5 %) and left off-grid unchanged
 # (11.0 %); 0.1 and above began to cost off-grid accuracy.
 PRIOR_COMM_BYTES = {"comm_bytes_s": 0.05}
+# The weights, gradients and AdamW state term is pulled at the layout overheads' weight where the calibration timed
+# the optimizer step itself (AdamW over the model's byte count). In a sweep grid its bytes grow with the parameter
+# count, as the GEMMs' FLOPs do, so its multiplier is weakly identified and absorbs other costs (fitted 1.5 to 3);
+# a run of few tokens (batch 1) is mostly this term, and the free multiplier over-predicted such off-grid runs up
+# to 2x. Weight: over eleven stored cpu sweeps, mean off-grid time MAPE 12.9 % free, 11.9 / 11.7 / 11.7 % at 0.2 /
+# 0.5 / 1, pooled held-out 9.85 -> 9.78 %; the same pull on any other single term did not help (12.5-13.3 %).
+PRIOR_STATE_BYTES = {"state_s": 0.5}
 FSDP_HOOKS_PER_UNIT = 4  # unshard + reshard, forward and backward, per FSDP unit (each layer and the root)
 
 
@@ -380,10 +390,13 @@ THREAD_EXPONENTS = tuple(np.round(np.linspace(0.0, 1.0, 9), 3))
 def time_prior(dev: DeviceRoofs) -> dict:
     """The pulls towards the calibration that the fitted tier gives ``dev``'s time multipliers ({term: weight}):
     the layout overheads where the calibration probed the layouts (a launch-model guess earns no pull), the
-    collective bandwidth where it measured the collectives (a default bandwidth earns none)."""
+    collective bandwidth where it measured the collectives (a default bandwidth earns none), the weights' and
+    optimizer state's traffic where it timed the optimizer step (the memory roof's guess earns none)."""
     prior = dict(PRIOR_TIME_TERMS) if dev.layout_overhead_s else {}
     if dev.collective_alpha_by_world_s:
         prior.update(PRIOR_COMM_BYTES)
+    if dev.optimizer_bytes_per_s:
+        prior.update(PRIOR_STATE_BYTES)
     return prior
 
 

@@ -91,9 +91,9 @@ calibration = pd.DataFrame(cal_rows, columns=["device", "quantity", "shown", "ho
  .set_properties(padding="0.15em 0.8em 0.15em 0"))
 
 # %% [markdown]
-# The calibration ran on {glue:text}`calibration_measured_at` and took {glue:text}`calibration_wall_s` s; its two
-# passes of the collectives differed by at most {glue:text}`calibration_spread`. Its warnings:
-# {glue:text}`calibration_warnings`.
+# The calibration ran on {glue:text}`calibration_measured_at` and took {glue:text}`calibration_wall_s` s; the
+# median ratio of its slower pass of the collectives to the faster was {glue:text}`calibration_spread` at most
+# (over the numbers of ranks). Its warnings: {glue:text}`calibration_warnings`.
 
 # %% [markdown]
 # ## Memory traffic: which model, and how it compares

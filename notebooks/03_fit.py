@@ -69,7 +69,7 @@ from companion.energy.tables import usable_runs
 figures.use_offline_renderer()
 df, left_out = usable_runs(pd.read_csv(paths.derived_dir(profile) / "proxies.csv"), max_step_ci95_rel)
 glue("energy_label", figures.energy_label(df), display=False)
-glue("n_left_out", str(len(left_out)), display=False)
+glue("n_left_out", str(len(left_out)) if left_out else "none", display=False)
 artifact = fit_all(df, laws=laws, n_boot=n_boot, seed=seed)
 artifact["left_out_runs"] = left_out
 dev = load_device_roofs(artifact["device_name"], artifact["precision"][0])
@@ -120,9 +120,10 @@ figures.static_vs_dynamic(split, df)
 # %% [markdown]
 # ## The operator roofline
 #
-# {glue:text}`n_left_out` run(s) whose step time was not known to within the parameter `max_step_ci95_rel`
-# (other load on the machine) are left out of every fit. The roofs are {glue:text}`op_roofs_source`. Each time
-# coefficient multiplies its term's roofline time: 1 means the roofline holds as calibrated.
+# Runs left out of every fit because their step time was not known to within the parameter
+# `max_step_ci95_rel` (a CI that wide comes from other load on the machine): {glue:text}`n_left_out`. The
+# roofs are {glue:text}`op_roofs_source`. Each time coefficient multiplies its term's roofline time: 1 means the
+# roofline holds as calibrated.
 
 # %%
 op = artifact["operator_model"]

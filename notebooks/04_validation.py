@@ -62,7 +62,11 @@ v = verdict(summary, target_mape=target_mape_pct)
 # run's *measured* time, so it is an after-the-fact estimate, not a prediction made before running.
 
 # %%
-table = summary[["split", "label", "n", "mape_pct", "median_ape_pct", "max_ape_pct", "r2_log", "coverage_pct"]]
+table = (summary[["split", "label", "n", "mape_pct", "median_ape_pct", "max_ape_pct", "r2_log", "coverage_pct"]]
+         .assign(split=lambda t: t.split.map(val.SPLIT_WORDS))
+         .rename(columns={"label": "law", "mape_pct": "MAPE (%)", "median_ape_pct": "median APE (%)",
+                          "max_ape_pct": "max APE (%)", "r2_log": "R² (log)",
+                          "coverage_pct": "coverage of bootstrap intervals (%)"}))
 glue("validation_table", table.round(2), display=False)
 glue("law_mape", f"{v['mape_pct']:.1f}", display=False)
 glue("best_baseline", v["best_baseline"], display=False)
@@ -70,7 +74,7 @@ glue("best_baseline_mape", f"{v['best_baseline_mape_pct']:.1f}", display=False)
 glue("meets_target", "meets" if v["meets_target"] else "does not meet", display=False)
 glue("beats_half", "is" if v["beats_half_best_baseline"] else "is not", display=False)
 glue("tdp_time_mape", f"{v['pooled_mape_pct'].get('tdp_time', float('nan')):.1f}", display=False)
-table.round(2)
+table.style.format(precision=1).hide(axis="index")
 
 # %%
 glue("fig_baselines", figures.baseline_comparison(summary, df), display=False)

@@ -13,7 +13,7 @@
 # %% [markdown]
 # # Results at a glance
 #
-# How far each model's predictions for runs it never saw fall from the measurements, split by split and
+# How far each model's predictions for runs it never saw fall from the observed runs, split by split and
 # model by model, time and energy apart, before any single pooled number. Every value on this page is read
 # from the artifacts of the earlier stages (`validation.json`, `noise.json`, `fit.json`, `runs.csv`,
 # `explore.csv`) by `companion.report.headline`.
@@ -89,9 +89,10 @@ glue("paper_table", headline.styled_prose(paper), display=False)
 #
 # Each model is refitted without a whole group of runs and scored only on that group. A cell gives the
 # mean absolute percentage error on the held-out runs (MAPE, %, in bold), its {glue:text}`mape_level_pct` %
-# interval from resampling whole model sizes, and how often the model's {glue:text}`level_pct` % prediction
-# intervals contained the measurement (coverage: {glue:text}`level_pct` % is the promise; red below
-# {glue:text}`coverage_low_pct` %, the lower end of the verdict's range). Energies: {glue:text}`energy_label`.
+# interval from resampling whole model sizes ([—] where the held-out runs come from fewer than four), and how
+# often the model's {glue:text}`level_pct` % prediction intervals contained the observed value (coverage:
+# {glue:text}`level_pct` % is the promise; red below {glue:text}`coverage_low_pct` %, the lower end of the
+# verdict's range). Energies: {glue:text}`energy_label`.
 # What each column holds out:
 #
 # ```{glue:} split_legend

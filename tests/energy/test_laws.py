@@ -166,12 +166,15 @@ def test_explain_names_the_reasons_from_the_data():
     bad = {"mape_pct": 30.0, "best_baseline": "flops_power_law", "best_baseline_mape_pct": 28.0, "meets_target": False,
            "beats_half_best_baseline": False, "pooled_mape_pct": {"tdp_time": 6.0}}
     text = explain(bad, df)
-    assert "meets neither criterion" in text and "estimated by a power model" in text and "5.0 % to 40.0 %" in text
-    assert "(FLOPs-only power law)" in text and "fitted on 1 other degree;" in text
-    assert "only one of the two" in explain({**bad, "meets_target": True}, df)
+    assert "at most 5 %, and at most half the best baseline's" in text  # the criteria are named
+    assert "It meets neither on these runs." in text and "estimated by a power model" in text and "5.0 % to 40.0 %" in text
+    assert "held-out MAPE of 6.0 %" in text  # a mean error, not a bound
+    assert "(FLOPs-only power law)" in text and "fitted on 1 other degree." in text
+    assert "It meets only one on these runs." in explain({**bad, "meets_target": True}, df)
     assert "η from 0.10 to 0.30" in text and "only 4 runs" in text
+    assert "because" not in text  # facts beside the verdict, not a claimed cause
     good = {**bad, "mape_pct": 4.0, "meets_target": True, "beats_half_best_baseline": True}
-    assert explain(good, df.assign(energy_measured=True)).endswith("meets both criteria on these runs.")
+    assert explain(good, df.assign(energy_measured=True)).endswith("meets both on these runs.")
 
 
 def test_model_validation_never_fits_on_held_out_rows(monkeypatch):
@@ -285,3 +288,17 @@ def test_the_off_grid_runs_are_held_to_their_own_replicate_floor():
     # off-grid runs measured once: no floor of their own, and never the grid's in its place
     alone = score(pred, grid, split_noise={"holdout": replicate_noise(runs(0.08).iloc[::2])})
     assert alone.set_index(["split", "target"]).noise_floor_pct.isna()["holdout", "time"]
+
+
+def test_the_mape_interval_needs_enough_model_sizes_to_resample():
+    from companion.energy.validation import MIN_BOOTSTRAP_GROUPS, group_bootstrap_mape
+
+    rng = np.random.default_rng(0)
+    def frame(n_sizes):
+        return pd.DataFrame({"size": np.repeat([f"s{i}" for i in range(n_sizes)], 5),
+                             "ape_pct": rng.uniform(0, 20, 5 * n_sizes)})
+    lo, hi = group_bootstrap_mape(frame(MIN_BOOTSTRAP_GROUPS - 1))
+    assert np.isnan(lo) and np.isnan(hi)  # two or three sizes: no interval rather than a falsely narrow one
+    g = frame(8)
+    lo, hi = group_bootstrap_mape(g)
+    assert lo < g.ape_pct.mean() < hi

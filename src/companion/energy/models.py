@@ -123,7 +123,7 @@ class LawPoint:
 
 
 UNITS = {"log_c": "log J (or log s)", "alpha": "per log FLOP", "beta": "per log byte", "a_j_per_token": "J/token",
-         "b_j": "J", "k": "fraction of TDP"}
+         "b_j": "J", "k": "fraction of TDP (W where the TDP is unknown)"}
 
 
 @dataclass

@@ -118,37 +118,39 @@ def verdict(summary: pd.DataFrame, law: str = "roofline_power_law", target_mape:
 
 
 def explain(v: dict, df: pd.DataFrame) -> str:
-    """A plain-language account of the verdict, with the figures that explain it (plain text)."""
+    """A plain-language account of the verdict, with the figures that bear on it (plain text)."""
     kinds = sorted({"measured" if m else "estimated" for m in df.energy_measured})
     best = LAWS[v["best_baseline"]].label
-    head = (f"Pooled over this table's {len(SPLITS)} splits, the paper's law reaches a held-out MAPE of "
-            f"{v['mape_pct']:.1f} % against a target of 5 %, and the best baseline that predicts before running "
-            f"({best}) reaches {v['best_baseline_mape_pct']:.1f} %. ")
+    names = ", ".join(SPLIT_WORDS.get(k, k) for k in SPLITS)
+    head = (f"Pooled over this table's {len(SPLITS)} splits ({names}), the paper's law reaches a held-out energy MAPE of "
+            f"{v['mape_pct']:.1f} %, and the best baseline that predicts before running ({best}) reaches "
+            f"{v['best_baseline_mape_pct']:.1f} %. The criteria: a MAPE of at most 5 %, and at most half the best "
+            "baseline's. ")
     met = int(v["meets_target"]) + int(v["beats_half_best_baseline"])
     if met == 2:
-        return head + "The law meets both criteria on these runs."
-    reasons = []
+        return head + "The law meets both on these runs."
+    facts = []
     if "estimated" in kinds:
         after = v["pooled_mape_pct"].get("tdp_time")
-        reasons.append("the energy here is estimated by a power model, not measured: it is close to a constant "
-                       "power times wall time" + (f" (a fitted power times each run's measured time is within "
-                                                  f"{after:.1f} %)" if after is not None else "")
-                       + ", so the law is really asked to predict time")
+        facts.append("The energy here is estimated by a power model, not measured, and is close to a constant "
+                     "power times wall time" + (f" (a fitted power times each run's measured time has a held-out "
+                                                f"MAPE of {after:.1f} %)" if after is not None else "")
+                     + ": predicting it is predicting time.")
     mfu = df.mfu[df.world_size == 1]
     if len(mfu) and mfu.max() / max(mfu.min(), 1e-12) > 2:
-        reasons.append(f"time per FLOP is not a function of FLOPs and bytes alone on this device: single-device "
-                       f"model FLOP utilisation ranges from {mfu.min() * 100:.1f} % to {mfu.max() * 100:.1f} %, "
-                       f"while log FLOPs and log bytes are {np.corrcoef(np.log(df.flops_per_step), np.log(df.bytes_per_step))[0, 1]:.2f} correlated")
+        facts.append(f"Time per FLOP is not a function of FLOPs and bytes alone on this device: single-device "
+                     f"model FLOP utilisation ranges from {mfu.min() * 100:.1f} % to {mfu.max() * 100:.1f} %, "
+                     f"while log FLOPs and log bytes are {np.corrcoef(np.log(df.flops_per_step), np.log(df.bytes_per_step))[0, 1]:.2f} correlated.")
     par = df[df.world_size > 1]
     if len(par) and par.eta.min() < 0.5:
         others = par.world_size.nunique() - 1
-        reasons.append(f"parallel runs lose most of their speed (measured η from {par.eta.min():.2f} to "
-                       f"{par.eta.max():.2f}), so a held-out degree rests on extrapolating a USL curve fitted "
-                       f"on {others} other degree{'s' if others != 1 else ''}")
+        facts.append(f"Parallel runs lose most of their speed (measured η from {par.eta.min():.2f} to "
+                     f"{par.eta.max():.2f} over the runs fitted), so a held-out degree rests on extrapolating a USL "
+                     f"curve fitted on {others} other degree{'s' if others != 1 else ''}.")
     if len(df) < 30:
-        reasons.append(f"there are only {len(df)} runs")
-    return (head + f"It meets {'neither criterion' if met == 0 else 'only one of the two criteria'} on these runs, "
-            "because " + "; ".join(reasons or ["of the data above"]) + ".")
+        facts.append(f"There are only {len(df)} runs.")
+    return (head + f"It meets {'neither' if met == 0 else 'only one'} on these runs. "
+            + (" ".join(facts) if facts else ""))
 
 
 # ------------------------------------------------------------------------------ every model, one interface
@@ -201,11 +203,16 @@ def _scored(rows: list[dict]) -> pd.DataFrame:
     return pred
 
 
+MIN_BOOTSTRAP_GROUPS = 4  # fewer model sizes give no interval: resampling two or three says nothing
+
+
 def group_bootstrap_mape(g: pd.DataFrame, n_boot: int = 500, seed: int = 0, level: float = 0.9) -> tuple[float, float]:
-    """Interval of the MAPE when whole model sizes (not single runs) are resampled."""
+    """Interval of the MAPE when whole model sizes (not single runs) are resampled; NaN with fewer than
+    ``MIN_BOOTSTRAP_GROUPS`` sizes (the parallel runs of a grid often come from two, whose resampling gives an
+    interval that looks precise and is not)."""
     rng = np.random.default_rng(seed)
     groups = [x.ape_pct.to_numpy() for _, x in g.groupby("size")]
-    if len(groups) < 2:
+    if len(groups) < MIN_BOOTSTRAP_GROUPS:
         return float("nan"), float("nan")
     stats = [np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))]).mean() for _ in range(n_boot)]
     a = (1 - level) / 2

@@ -166,6 +166,12 @@ def energy_label(df: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
+def energy_kind(df: pd.DataFrame) -> str:
+    """'measured', 'estimated' or 'observed' (both kinds in one frame): the word for a frame's energies."""
+    kinds = set(df.energy_measured.astype(bool)) if "energy_measured" in df and len(df) else set()
+    return {frozenset({True}): "measured", frozenset({False}): "estimated"}.get(frozenset(kinds), "observed")
+
+
 def _title(text: str, df: pd.DataFrame) -> alt.TitleParams:
     return alt.TitleParams(text, subtitle=[energy_label(df)])
 
@@ -298,7 +304,7 @@ def predicted_vs_measured(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt
     errs = alt.Chart(p).mark_rule().encode(x=alt.X("measured_j:Q", scale=scale), y="lo_j:Q", y2="hi_j:Q",
                                            color=color, opacity=alt.condition(sel, alt.value(0.35), alt.value(0.03)))
     dots = alt.Chart(p).mark_point(filled=True, size=60).encode(
-        x=alt.X("measured_j:Q", scale=scale, title="measured energy per step (J)", axis=alt.Axis(format=SI)),
+        x=alt.X("measured_j:Q", scale=scale, title=f"{energy_kind(df)} energy per step (J)", axis=alt.Axis(format=SI)),
         y=alt.Y("predicted_j:Q", scale=scale, title="predicted on held-out runs (J)", axis=alt.Axis(format=SI)),
         color=color, shape=alt.Shape("split_label:N", title="held out"),
         opacity=alt.condition(sel, alt.value(0.9), alt.value(0.08)),
@@ -308,7 +314,7 @@ def predicted_vs_measured(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt
     return alt.layer(diag, errs, dots, width=WIDTH, height=HEIGHT,
                      title=_title(f"Held-out predictions: {MODEL_WORDS.get(law, law)} (bars: 90 % intervals)", df),
                      description="Points on the dashed diagonal are predicted exactly; a bar that misses the "
-                                 "diagonal is an interval that did not cover its measurement.")
+                                 "diagonal is an interval that did not cover the run's observed energy.")
 
 
 def residuals_by_group(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt.Chart:

@@ -321,17 +321,19 @@ def noise_text(noise: dict) -> str:
             f"It is how far the same fine-tune measured again disagrees with itself.")
     perfect = perfect_model_mape(noise)
     if perfect:
-        text += (f" A run shares part of its noise with its configuration's mean, so a model that knew every "
-                 f"configuration's true value would still score about {perfect['time']} (time) and "
-                 f"{perfect['energy']} (energy) held-out MAPE against single runs: the floor times "
-                 f"{perfect['factor']}, for {perfect['replicates']} replicates per configuration.")
+        text += (f" A model that knew every configuration's true mean would still score, against single runs, "
+                 f"between the floor (noise that is a shift shared by a whole pass of the sweep) and the floor times "
+                 f"{perfect['factor']} (noise of each run its own, {perfect['replicates']} replicates per "
+                 f"configuration): {perfect['time']} for time and {perfect['energy']} for energy.")
     return text
 
 
 def perfect_model_mape(noise: dict) -> dict:
-    """The held-out MAPE an exact model would score against single runs, from the replicate floor: a run's
-    distance from the mean of k replicates has (1 - 1/k) of its own noise variance, its distance from the
-    true value all of it, so the exact model scores the floor / sqrt(1 - 1/k). {} where the floor is missing."""
+    """The range of held-out MAPE an exact model (one that knew each configuration's true mean) would score
+    against single runs, from the replicate floor. Noise independent from run to run: a run's distance from the
+    mean of k replicates carries (1 - 1/k) of its noise variance, its distance from the true value all of it, so
+    the exact model scores the floor / sqrt(1 - 1/k). Noise that is a shift common to a pass of the sweep (one
+    replicate per pass): both distances are the shift, so it scores the floor. {} where the floor is missing."""
     metrics = (noise or {}).get("metrics") or {}
     out = {}
     for target in TARGETS:
@@ -342,7 +344,7 @@ def perfect_model_mape(noise: dict) -> dict:
         if k <= 1:
             return {}
         factor = (1 - 1 / k) ** -0.5
-        out[target] = f"{100 * m['mape'] * factor:.1f} %"
+        out[target] = f"{100 * m['mape']:.1f}–{100 * m['mape'] * factor:.1f} %"
         out["factor"], out["replicates"] = f"{factor:.2f}", f"{k:g}"
     return out
 

@@ -51,3 +51,17 @@ def ci_root(tmp_path_factory):
     res = subprocess.CompletedProcess(**json.loads(done.read_text()))
     assert res.returncode == 0, res.stdout + res.stderr
     return root, res
+
+
+@pytest.fixture(scope="session")
+def short_calibration(tmp_path_factory) -> dict:
+    """One short `companion calibrate --device cpu` record (budget 2 s, 2 ranks) per test session, shared by
+    the xdist workers as ``ci_root`` is: the calibration test checks it, the book's stages read it."""
+    from companion.runs.calibrate import calibrate, write_calibration
+
+    base = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else tmp_path_factory.mktemp("cal")
+    path = base / "short-calibration.json"
+    with FileLock(str(path) + ".lock"):
+        if not path.exists():
+            write_calibration(calibrate("cpu", budget_s=2.0, world_sizes=(2,)), path)
+    return json.loads(path.read_text())

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def built_book(ci_root, tmp_path_factory):
+def built_book(ci_root, short_calibration, tmp_path_factory):
     root, _ = ci_root
     os.environ["COMPANION_ROOT"] = str(root)  # stages write data/derived/ci under the temporary root
     try:
@@ -27,9 +27,9 @@ def built_book(ci_root, tmp_path_factory):
                 pytest.fail(f"book/{name} is missing: `make book` (or make test) creates it")
         # the device calibrated first, as `make reproduce` does: every stage reads its roofs and layout overheads
         # from data/devices/cpu.json instead of measuring the roofs again in each notebook
-        from companion.runs.calibrate import calibrate, write_calibration
+        from companion.runs.calibrate import write_calibration
 
-        write_calibration(calibrate("cpu", budget_s=2.0, world_sizes=(2,)), root / "data" / "devices" / "cpu.json")
+        write_calibration(short_calibration, root / "data" / "devices" / "cpu.json")
         # the byte proxy's op-level check on one tiny configuration (the cpu book checks three larger ones, 4 s)
         small = tmp_path_factory.mktemp("params") / "02_proxies.yaml"
         small.write_text("check_configs: [[1, 64, 2, 32, 4]]\n")

@@ -46,8 +46,8 @@ def test_a_busy_spell_during_one_pass_of_the_collectives_does_not_set_the_latenc
     assert combine_passes([quiet, one_pass(1.0)], 2)["pass_spread"] == pytest.approx(1.0)
 
 
-def test_short_cpu_calibration_is_complete_and_loads(tmp_path):
-    rec = calibrate("cpu", budget_s=2.0, world_sizes=(2,))
+def test_short_cpu_calibration_is_complete_and_loads(short_calibration):
+    rec = short_calibration  # calibrate("cpu", budget_s=2.0, world_sizes=(2,)), once per test session
     assert rec["device_name"] == "cpu" and rec["shared_node"] and not rec["overlap"]
     assert rec["gemm"]["peak_flops_per_s"] > 0 and rec["bandwidth"]["bandwidth_bytes_per_s"] > 0
     assert {r["kernel"] for r in rec["attention"]} == {"fused", "math"}

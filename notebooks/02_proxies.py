@@ -112,7 +112,10 @@ check
 # ## Where the runs sit on the roofline
 #
 # Achieved FLOP/s per rank against arithmetic intensity (FLOP/byte), under the device's compute roof and
-# memory roof. For a CPU the roofs are its calibration's; for GPUs they come from the hardware table.
+# memory roof. For a CPU the roofs are its calibration's; for GPUs they come from the hardware table. Model FLOP
+# utilisation (MFU) is a run's achieved FLOP/s per rank over that compute roof, so on a CPU it is relative to
+# the calibrated GEMM peak, not to a spec sheet. Intensity here divides by the analytic byte count; the op-level
+# count above is several times larger, so which side of the ridge a run sits on depends on the byte model.
 
 # %%
 # hide
@@ -169,13 +172,21 @@ eta
 #
 # Each configuration is measured more than once, in separate passes of the sweep. How far replicates
 # of one configuration fall from their mean (mean absolute relative deviation) is the noise no law can
-# beat. Saved as `noise.json`, over every run; the validation reports its errors beside the same floor taken
-# over the runs it scores (those its CI filter keeps).
+# beat. Saved as `noise.json`, over every run of the sweep; the validation reports its errors beside the same
+# floor taken over the runs it scores (those its CI filter keeps), so the two can differ. The last column is how
+# the whole machine moved between passes: the median over configurations of the later replicate's value over
+# the first's (1: no drift).
 
 # %%
 noise = replicate_noise(df)
 write_json(paths.derived_dir(profile) / "noise.json", noise)
-pd.DataFrame(noise["metrics"]).T.assign(converged_fraction=noise["converged_fraction"])
+drift = noise.get("between_passes") or {}
+pd.DataFrame([{"metric": metric.replace("_", " "), "floor, mean (%)": 100 * m["mape"] if m["mape"] is not None else None,
+               "median (%)": 100 * m["median_ape"] if m["median_ape"] is not None else None,
+               "max (%)": 100 * m["max_ape"] if m["max_ape"] is not None else None,
+               "configurations": m["n_configs"], "runs": m["n_runs"],
+               "later pass / first, median": (drift.get(metric) or {}).get("median_ratio")}
+              for metric, m in noise["metrics"].items()]).style.format(precision=2, na_rep="—").hide(axis="index")
 
 # %%
 out = paths.derived_dir(profile) / "proxies.csv"

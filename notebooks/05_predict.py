@@ -90,9 +90,11 @@ shown
 #
 # ## Planning on a device never measured here
 #
-# Every TP × FSDP layout and batch size of a {glue:text}`plan_model` fine-tune on {glue:text}`plan_devices`
-# × {glue:text}`plan_device`, ranked by predicted energy; `pareto` marks the layouts no other beats on both
-# energy and time. Tier: {glue:text}`plan_tier`.
+# Every valid TP × FSDP layout (TP dividing the heads, the rest FSDP) and batch size of a {glue:text}`plan_model`
+# fine-tune on {glue:text}`plan_devices` × {glue:text}`plan_device`, ranked by predicted energy; `pareto` marks the
+# layouts no other beats on both energy and time. Sequences of {glue:text}`plan_seq_len` tokens, in
+# {glue:text}`plan_precision`; the batch size is global (examples per optimizer step, split over the FSDP ranks).
+# Tier: {glue:text}`plan_tier`; {glue:text}`plan_notes`.
 
 # %%
 planned = plan_layouts(plan_devices, model=plan_model, examples=examples, epochs=epochs, device=plan_device,
@@ -104,7 +106,9 @@ for col, name in (("energy_kwh", "kWh [90 %]"), ("time_h", "h [90 %]")):
     plan_table = plan_table.drop(columns=f"{col}_interval").rename(columns={col: name})
 plan_table = plan_table.drop(columns=["steps", "mean_power_w"])  # both in `companion plan --json`
 for key, value in (("plan_model", plan_model), ("plan_devices", str(plan_devices)), ("plan_device", plan_device),
-                   ("plan_tier", f"{planned['tier']} ({planned['tier_means']})")):
+                   ("plan_tier", f"{planned['tier']} ({planned['tier_means']})"),
+                   ("plan_seq_len", str(planned["seq_len"])), ("plan_precision", planned["precision"]),
+                   ("plan_notes", "; ".join(planned["notes"]) or "no notes")):
     glue(key, value, display=False)
 glue("plan_table", plan_table.round(4), display=False)
 plan_table.round(4)

@@ -65,6 +65,7 @@ def test_plan_ranks_layouts_and_marks_the_pareto_front(tmp_path):
     req = {k: v for k, v in PLAN.items() if k not in ("devices", "tp", "dp", "batch_size")}
     out = plan_layouts(8, (16, 32, 64), derived_root=tmp_path, devices_root=tmp_path, **req)
     assert out["tier"] == "prior" and {(r["tp"], r["dp"]) for r in out["layouts"]} == {(1, 8), (2, 4), (4, 2)}
+    assert out["seq_len"] == PLAN.get("seq_len", 128) and out["precision"] == "bf16"  # what was planned, said
     energies = [r["energy_kwh"] for r in out["layouts"]]
     assert energies == sorted(energies)
     front = out["pareto_front"]

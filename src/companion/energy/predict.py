@@ -489,6 +489,7 @@ def plan_layouts(devices: int, batch_sizes=(8, 16, 32, 64, 128), tier: str | Non
     ranked = sorted(rows, key=lambda r: (r["energy_kwh"], r["time_h"]))
     return {"tier": preds[0]["tier"], "tier_means": preds[0]["tier_means"], "source": preds[0]["source"],
             "device_name": plans[0].device_name, "devices": devices, "interval_level": level,
+            "seq_len": plans[0].seq_len, "precision": preds[0]["plan"]["precision"],
             "layouts": ranked, "pareto_front": [rows[i] for i in front], "notes": preds[0]["notes"]}
 
 

@@ -97,6 +97,9 @@ def test_noise_floor_is_the_replicate_noise_of_noise_json(validation):
     no_replicates = {"metrics": {"time_per_step": {"mape": None, "n_configs": 0}}}
     assert headline.noise_floor(no_replicates)["time"] == NA
     assert NA in headline.noise_text({}) and NA in headline.noise_text(no_replicates)
+    assert "later pass" not in text  # no drift figure in this noise.json: none said
+    drifted = {**NOISE, "between_passes": {"time_per_step": {"median_ratio": 1.31, "median_abs_change": 0.31}}}
+    assert "The later pass of the sweep ran a median 31 % slower than the first" in headline.noise_text(drifted)
 
 
 def test_verdict_table_reads_model_verdict(validation):

@@ -319,6 +319,9 @@ def noise_text(noise: dict) -> str:
             f"configuration's mean, is {f['time']} for time per step and {f['energy']} for energy per step "
             f"({f['n_configs']} configurations with more than one run among the runs scored, {f['n_runs']} runs). "
             f"It is how far the same fine-tune measured again disagrees with itself.")
+    drift = pass_drift_text(noise)
+    if drift != NA:
+        text += f" The later pass of the sweep ran {drift}."
     perfect = perfect_model_mape(noise)
     if perfect:
         text += (f" A model that knew every configuration's true mean would still score, against single runs, "

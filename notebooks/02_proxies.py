@@ -24,8 +24,6 @@ check_configs = [[2, 128, 4, 128, 8], [4, 256, 8, 64, 8], [1, 64, 2, 256, 4]]  #
 
 # %%
 # hide
-import json
-
 import numpy as np
 import pandas as pd
 from myst_nb import glue
@@ -38,6 +36,7 @@ from companion.report import figures
 from companion.energy.opcount import byte_model_check
 from companion.energy.noise import replicate_noise
 from companion.energy.opmodel import measured_roofs
+from companion.energy.predict import find_calibration
 from companion.runs.calibrate import calibration_facts, calibration_summary
 from companion.runs.records import write_json
 
@@ -79,9 +78,8 @@ roof_table.style.format({"compute roof (FLOP/s)": "{:.3g}", "memory roof (B/s)":
 # %%
 cal_rows, facts = [], {"measured_at": "(no calibration file)", "wall_s": "-", "spread": "-", "warnings": "-"}
 for d in sorted(set(runs.device_name)):
-    cal_path = paths.data_dir() / "devices" / f"{d}.json"
-    if cal_path.is_file():
-        cal = json.loads(cal_path.read_text())
+    cal = find_calibration(d)  # data/devices/<d>.json, or None
+    if cal:
         cal_rows += [{"device": d, **row} for row in calibration_summary(cal)]
         facts = calibration_facts(cal)
 for key, text in facts.items():
@@ -181,10 +179,9 @@ eta
 noise = replicate_noise(df)
 write_json(paths.derived_dir(profile) / "noise.json", noise)
 drift = noise.get("between_passes") or {}
-pd.DataFrame([{"metric": metric.replace("_", " "), "floor, mean (%)": 100 * m["mape"] if m["mape"] is not None else None,
-               "median (%)": 100 * m["median_ape"] if m["median_ape"] is not None else None,
-               "max (%)": 100 * m["max_ape"] if m["max_ape"] is not None else None,
-               "configurations": m["n_configs"], "runs": m["n_runs"],
+pct = lambda x: None if x is None else 100 * x  # noqa: E731
+pd.DataFrame([{"metric": metric.replace("_", " "), "floor, mean (%)": pct(m["mape"]), "median (%)": pct(m["median_ape"]),
+               "max (%)": pct(m["max_ape"]), "configurations": m["n_configs"], "runs": m["n_runs"],
                "later pass / first, median": (drift.get(metric) or {}).get("median_ratio")}
               for metric, m in noise["metrics"].items()]).style.format(precision=2, na_rep="—").hide(axis="index")
 

@@ -116,11 +116,11 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     import time
 
     from companion.runs.calibrate import calibrate, write_calibration
-    from companion.paths import data_dir
+    from companion.paths import devices_dir
 
     t0 = time.perf_counter()
     rec = calibrate(args.device, budget_s=args.budget_s, device_name=args.device_name)
-    out = args.out or data_dir() / "devices" / f"{rec['device_name']}.json"
+    out = args.out or devices_dir() / f"{rec['device_name']}.json"
     write_calibration(rec, out)
     g, p = rec["gemm"], rec["power"]
     print(f"{rec['device_name']}: GEMM peak {g['peak_flops_per_s'] / 1e9:.4g} GFLOP/s (k0 {g['half_dim']:.3g}), "

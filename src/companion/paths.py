@@ -38,6 +38,11 @@ def derived_dir(profile: str) -> Path:
     return data_dir() / "derived" / profile
 
 
+def devices_dir() -> Path:
+    """Calibration files of ``companion calibrate``: data/devices/<device-name>.json."""
+    return data_dir() / "devices"
+
+
 def reference_dir(device: str) -> Path:
     """Committed reference records measured on a named device (e.g. ``H100``)."""
     return data_dir() / "reference" / device

@@ -32,10 +32,9 @@ what the other modes taught about the transport, its bandwidth multiplier weakly
 calibration's (``PRIOR_COMM_BYTES``) where few runs pin it down; FSDP collectives count only their exposed
 part where the device runs them beside compute (GPUs). The weights' and optimizer state's multiplier is pulled
 towards the calibration's timed AdamW step (``PRIOR_STATE_BYTES``): in a grid it grows with the parameter count as
-the GEMMs do, and a run of few tokens, mostly this term, must not inherit what it absorbed there. The ``c_k`` are 1
-in the calibrated and prior tiers;
-the fitted tier fits every c and fixed cost (non-negative least squares on relative errors), so its
-coefficients read as "the roofline is off by this factor".
+the GEMMs do, and a run of few tokens, mostly this term, must not inherit what it absorbed there. The ``c_k`` are
+1 in the calibrated and prior tiers; the fitted tier fits every c and fixed cost (non-negative least squares on
+relative errors), so its coefficients read as "the roofline is off by this factor".
 
 Energy per step, all metered units together:
 
@@ -370,8 +369,7 @@ def fit_time_coefficients(terms: pd.DataFrame, step_s: np.ndarray, held=None, pr
     tokens (the off-grid holdout by ~20 %).
 
     ``prior`` ({term: weight}) pulls a term's multiplier towards 1, the calibration's value: ``fit_time_model``
-    passes ``time_prior(dev)``: the layout overheads where the calibration probed them, the collective
-    bandwidth, weakly, where it measured the collectives."""
+    passes ``time_prior(dev)``, which says which terms the device's calibration earns a pull for."""
     held = set(HELD_TIME_TERMS if held is None else held)
     A = terms[list(TIME_TERMS)].to_numpy(float)
     y = np.asarray(step_s, float)
@@ -553,9 +551,9 @@ def load_device_roofs(device: str, precision: str, root=None) -> DeviceRoofs:
     import json
     from pathlib import Path
 
-    from companion.paths import data_dir
+    from companion.paths import devices_dir
 
-    path = Path(root or data_dir() / "devices") / f"{device}.json"
+    path = Path(root or devices_dir()) / f"{device}.json"
     if path.is_file():
         return roofs_from_calibration(json.loads(path.read_text()))
     if device == "cpu":

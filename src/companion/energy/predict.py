@@ -29,7 +29,7 @@ from companion.runs.data import expected_token_counts
 from companion.energy.fit import FittedModel, design_matrix
 from companion.energy.laws import LAWS, TIME_LAW
 from companion.energy import opmodel
-from companion.paths import data_dir
+from companion.paths import data_dir, devices_dir
 
 # Named BERT sizes (Turc et al. 2019 for the small ones; Devlin et al. 2019 for base and large).
 NAMED_SIZES = {
@@ -255,11 +255,6 @@ TIER_TEXT = {
     "calibrated": "operator roofline at face value from this device's calibration file (no sweep)",
     "prior": "operator roofline from spec-sheet roofs and TDP with published efficiency and power priors",
 }
-
-
-def devices_dir() -> Path:
-    """Calibration files of ``companion calibrate``: data/devices/<device-name>.json."""
-    return data_dir() / "devices"
 
 
 def find_operator_fit(device: str, root: Path | None = None) -> dict | None:

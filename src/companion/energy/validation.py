@@ -149,8 +149,7 @@ def explain(v: dict, df: pd.DataFrame) -> str:
                      f"curve fitted on {others} other degree{'s' if others != 1 else ''}.")
     if len(df) < 30:
         facts.append(f"There are only {len(df)} runs.")
-    return (head + f"It meets {'neither' if met == 0 else 'only one'} on these runs. "
-            + (" ".join(facts) if facts else ""))
+    return head + f"It meets {'neither' if met == 0 else 'only one'} on these runs. " + " ".join(facts)
 
 
 # ------------------------------------------------------------------------------ every model, one interface

@@ -17,7 +17,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from companion.energy.fit import energy_kind
 from companion.energy.validation import SPLIT_WORDS
+from companion.errors import ConfigError
 
 WIDTH, HEIGHT = "container", 320  # single and layered charts take the text column's width
 FACET_WIDTH = 380  # each panel of a faceted chart (Vega-Lite cannot size facets to a container)
@@ -166,10 +168,12 @@ def energy_label(df: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
-def energy_kind(df: pd.DataFrame) -> str:
-    """'measured', 'estimated' or 'observed' (both kinds in one frame): the word for a frame's energies."""
-    kinds = set(df.energy_measured.astype(bool)) if "energy_measured" in df and len(df) else set()
-    return {frozenset({True}): "measured", frozenset({False}): "estimated"}.get(frozenset(kinds), "observed")
+def energy_word(df: pd.DataFrame) -> str:
+    """'measured' or 'estimated' (``fit.energy_kind``), or 'observed' for a frame that holds both kinds."""
+    try:
+        return energy_kind(df)
+    except ConfigError:
+        return "observed"
 
 
 def _title(text: str, df: pd.DataFrame) -> alt.TitleParams:
@@ -304,7 +308,7 @@ def predicted_vs_measured(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt
     errs = alt.Chart(p).mark_rule().encode(x=alt.X("measured_j:Q", scale=scale), y="lo_j:Q", y2="hi_j:Q",
                                            color=color, opacity=alt.condition(sel, alt.value(0.35), alt.value(0.03)))
     dots = alt.Chart(p).mark_point(filled=True, size=60).encode(
-        x=alt.X("measured_j:Q", scale=scale, title=f"{energy_kind(df)} energy per step (J)", axis=alt.Axis(format=SI)),
+        x=alt.X("measured_j:Q", scale=scale, title=f"{energy_word(df)} energy per step (J)", axis=alt.Axis(format=SI)),
         y=alt.Y("predicted_j:Q", scale=scale, title="predicted on held-out runs (J)", axis=alt.Axis(format=SI)),
         color=color, shape=alt.Shape("split_label:N", title="held out"),
         opacity=alt.condition(sel, alt.value(0.9), alt.value(0.08)),

@@ -605,7 +605,6 @@ def calibration_summary(rec: dict) -> list[dict]:
     return rows
 
 
-
 def calibration_facts(rec: dict) -> dict:
     """What the book says of a calibration record, as text: when it ran (``measured_at``), how long (``wall_s``),
     how far its passes of the collectives disagreed at most (``spread``; a file from before two passes says so) and

@@ -58,7 +58,7 @@ from myst_nb import glue
 
 from companion import paths
 
-from companion.report import figures
+from companion.report import figures, headline
 from companion.energy.fit import FittedModel, design_matrix, fit_all
 from companion.runs.records import write_json
 from companion.energy.laws import LAWS
@@ -81,9 +81,6 @@ fitted = FittedModel(artifact)
 # ## η(p): measured points and fitted curves
 
 # %%
-usl = pd.DataFrame([{k: u[k] for k in ("mode", "sigma", "kappa", "degrees", "sigma_ci90", "kappa_ci90")}
-                    for u in artifact["usl"]])
-glue("usl_table", usl, display=False)
 glue("fig_eta", figures.eta_curves(df, artifact["usl"]), display=False)
 figures.eta_curves(df, artifact["usl"])
 
@@ -155,15 +152,14 @@ if len(eta_rows):
     display(figures.eta_model_vs_measured(eta_rows, df))
 
 # %%
-usl_size = pd.DataFrame([{k: u[k] for k in ("size", "mode", "sigma", "kappa", "degrees")} for u in artifact["usl_per_size"]])
-glue("usl_per_size_table", usl_size, display=False)
+usl_size = headline.usl_table(artifact["usl_per_size"])
 unphysical = [f"{k} = {law_coef.loc[k, 'value']:.2f}" for k, bad in
               (("alpha", not 0 < law_coef.loc["alpha", "value"] <= 1.5), ("beta", law_coef.loc["beta", "value"] < 0)) if bad]
 glue("law_unphysical", ("The paper's law has unphysical coefficients here (" + ", ".join(unphysical) + "): energy "
                         "cannot fall as FLOPs or memory traffic rise; F and Q are too correlated in this sweep to be "
                         "told apart.") if unphysical else "The paper's law's coefficients are physically plausible.",
      display=False)
-usl_size
+usl_size.style.hide(axis="index")
 
 # %% [markdown]
 # {glue:text}`law_unphysical`

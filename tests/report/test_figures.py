@@ -54,3 +54,11 @@ def test_coefficient_panels_keep_targets_apart():
                          "param": ["alpha", "alpha"], "value": [0.3, 0.25], "lo": [0.1, 0.1], "hi": [0.5, 0.4]})
     keys = set(figures.coefficients(coef, RUNS).data.key)
     assert keys == {"roofline_power_law: alpha", "roofline_power_law: alpha (step time)"}
+
+
+def test_bar_labels_drop_the_content_hash_unless_two_runs_would_share_one():
+    ids = pd.Series(["L2-h128-a4-s128-b8_tp1-dp1@cpu-fp32-r1.942a08", "L2-h128-a4-s128-b8_tp1-dp1@cpu-fp32-r1.942a08",
+                     "L1-h64-a2-s64-b8_tp1-dp1@cpu-fp32.4afd27", "L1-h64-a2-s64-b8_tp1-dp1@cpu-fp32.bb3e75"])
+    labels = figures.run_labels(ids).tolist()
+    assert labels[:2] == ["L2-h128-a4-s128-b8_tp1-dp1@cpu-fp32-r1"] * 2  # one run, melted over two parts
+    assert labels[2:] == ids.tolist()[2:]  # two runs that differ only in their hash keep it

@@ -77,6 +77,16 @@ def test_score_table_reads_model_scores_per_split_and_model(validation):
     mode = t.iloc[0][headers[3]]
     assert "<b>18.2</b>" in mode and "[17, 19]" in mode and 'color:#b00">cov 59 %' in mode  # below the range: red
     assert "color" not in t.iloc[0][headers[2]]
+    assert 'color:#b00">cov 99 %' in t.iloc[1][headers[1]]  # above the range (wider than promised): red too
+    # where the scores carry the binomial range, it decides: 100 % on 17 runs is what exact intervals often show
+    rows = validation["model_scores"]
+    for r in rows:
+        r.update({"coverage_lo_pct": 76.5, "coverage_hi_pct": 100.0} if r["n"] == 17 else {})
+    ranged = headline.score_table({**validation, "model_scores": rows + [
+        {**rows[1], "coverage_pct": 100.0, "split": "leave_one_degree_out"}]}, "time")
+    degree = [c for c in ranged.columns if c.startswith("degree")][0]
+    assert "cov 100 %" in ranged.iloc[0][degree] and "color" not in ranged.iloc[0][degree]
+    assert 'color:#b00">cov 59 %' in ranged.iloc[0][headers[3]]  # 58.8 % on 17 runs: below even that range
     assert t.iloc[3][headers[3]] == "—"  # tokens-linear was not scored on that split
     energy = headline.score_table(validation, "energy")
     assert energy.model.iloc[-1] == headline.MODELS["tdp_time"]  # the after-the-fact baseline: energy only
@@ -150,7 +160,7 @@ def test_missing_or_changed_artifacts_give_not_available():
         assert headline.split_legend(broken) == NA
     assert headline.noise_floor({"metrics": "changed"})["energy"] == NA
     assert headline.level_pct({"level": "0.9"}) == NA and headline.level_pct({"level": 0.9}) == "90"
-    assert headline.mape_level_pct() == "90" and headline.coverage_low_pct() == "85"
+    assert headline.mape_level_pct() == "90"
     assert headline.default_pct("companion.energy.validation", "no_such_function") == NA
 
 
@@ -225,3 +235,20 @@ def test_the_introduction_results_are_glued():
     results = intro.split("## Results first", 1)[1].split("## The claim", 1)[0]
     assert "scores_time" in results and "scores_energy" in results and "noise_text" in results
     assert not re.findall(r"\d", _prose(results.splitlines())), _prose(results.splitlines())
+
+
+def test_a_usl_fitted_at_one_degree_says_kappa_was_fixed_not_fitted():
+    fits = [{"size": "L2-h256", "mode": "tp", "sigma": 0.61234, "kappa": 0.0412, "degrees": [2, 4]},
+            {"size": "L2-h256", "mode": "2d", "sigma": 1.70848, "kappa": 0.0, "degrees": [4]}]
+    t = headline.usl_table(fits)
+    assert list(t.columns) == ["size", "mode", "σ", "κ", "degrees", "note"]
+    assert t.iloc[0].tolist() == ["L2-h256", "tp", "0.612", "0.0412", "2, 4", ""]
+    assert t.iloc[1]["κ"] == "0 (fixed)" and t.iloc[1]["degrees"] == "4" and "one degree only (4)" in t.iloc[1]["note"]
+    assert "size" not in headline.usl_table([{k: v for k, v in fits[0].items() if k != "size"}])
+    sigma, kappa, *two = headline.usl_coefficient_rows(
+        [{**fits[1], "sigma_ci90": [1.66, 1.76], "kappa_ci90": [0.0, 0.0]},
+         {**fits[0], "sigma_ci90": [0.5, 0.7], "kappa_ci90": [0.0, 0.09]}], "90 % interval")
+    assert kappa["note"].startswith("fixed at 0, not fitted") and "at its bound" not in kappa["note"]
+    assert kappa["90 % interval"] == "—"  # no interval for a value that was never fitted
+    assert "κ fixed at 0" in sigma["note"] and sigma["90 % interval"] == "[1.66, 1.76]"
+    assert [r["note"] for r in two] == ["", ""] and two[1]["90 % interval"] == "[0, 0.09]"  # two degrees: fitted

@@ -58,6 +58,12 @@ def usl_eta(p, sigma: float, kappa: float):
     return 1.0 / (1.0 + sigma * (p - 1) + kappa * p * (p - 1))
 
 
+def kappa_fitted(degrees) -> bool:
+    """Whether a USL's kappa is fitted: it needs two or more parallel degrees; on one it is fixed at 0 (one point
+    on the curve cannot tell it from sigma)."""
+    return len(set(degrees)) >= 2
+
+
 def _fit_usl_points(p: np.ndarray, eta: np.ndarray) -> tuple[float, float]:
     """Non-negative least squares on the linear form 1/eta - 1 = sigma (p-1) + kappa p (p-1).
 
@@ -67,7 +73,7 @@ def _fit_usl_points(p: np.ndarray, eta: np.ndarray) -> tuple[float, float]:
     p, eta = p[keep], eta[keep]
     if len(p) == 0:
         return 0.0, 0.0
-    A = np.column_stack([p - 1, p * (p - 1)]) if len(np.unique(p)) >= 2 else (p - 1)[:, None]
+    A = np.column_stack([p - 1, p * (p - 1)]) if kappa_fitted(p.tolist()) else (p - 1)[:, None]
     coef, _ = nnls(A, 1.0 / eta - 1.0)
     return float(coef[0]), float(coef[1]) if len(coef) > 1 else 0.0
 

@@ -230,6 +230,12 @@ def coverage_range_pct(n: int, level: float = 0.9, prob: float = 0.9) -> tuple[f
     return float(binom.ppf(a, n, level) / n * 100), float(binom.isf(a, n, level) / n * 100)
 
 
+def coverage_consistent(coverage_pct, lo_pct, hi_pct):
+    """Whether a coverage (%) lies within its binomial range (``coverage_range_pct``), up to rounding; scalars or
+    arrays alike."""
+    return (coverage_pct >= lo_pct - 1e-9) & (coverage_pct <= hi_pct + 1e-9)
+
+
 def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: float = 0.9,
           split_noise: dict | None = None) -> pd.DataFrame:
     """MAPE (with a group-bootstrap interval), coverage and the replicate noise floor per model x target x group.
@@ -326,8 +332,7 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
             "coverage_in_range": bool(((s.coverage_pct >= coverage[0]) & (s.coverage_pct <= coverage[1])).all()
                                       and (s.n_unbounded == 0).all()),
             # the same question asked of the sample size: is each split's coverage one that exact intervals show?
-            "coverage_consistent": bool(((s.coverage_pct >= s.coverage_lo_pct - 1e-9)
-                                         & (s.coverage_pct <= s.coverage_hi_pct + 1e-9)).all()
+            "coverage_consistent": bool(coverage_consistent(s.coverage_pct, s.coverage_lo_pct, s.coverage_hi_pct).all()
                                         and (s.n_unbounded == 0).all()),
             "coverage_range_pct_by_split": {k: [float(a), float(b)]
                                             for k, a, b in zip(s.split, s.coverage_lo_pct, s.coverage_hi_pct)},

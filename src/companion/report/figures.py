@@ -374,17 +374,27 @@ def baseline_comparison(summary: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     ).properties(width=FACET_WIDTH)
 
 
+def run_labels(run_ids: pd.Series) -> pd.Series:
+    """Run ids as bar labels: without their content hash (".942a08"), which tells nothing to a reader, unless
+    two runs would then share a label (the full id stays in the tooltip)."""
+    ids = pd.Series(run_ids, dtype=str)
+    short = ids.str.replace(r"\.[0-9a-f]{6,}$", "", regex=True)
+    clash = short.map(short[~ids.duplicated()].value_counts()) > 1
+    return short.where(~clash, ids)
+
+
 def static_vs_dynamic(split: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     """Energy per step split by the energy roofline into compute, memory and static (P0 x time) parts."""
     long = split.melt(id_vars=["run_id", "mode", "flops_per_step"], value_vars=["compute_j", "memory_j", "static_j"],
                       var_name="part", value_name="energy_j")
     long["part"] = long.part.str.removesuffix("_j")
+    long["run"] = run_labels(long.run_id)
     order = alt.EncodingSortField(field="flops_per_step", order="ascending")
     return alt.Chart(long, title=_title("Static vs dynamic energy (energy roofline decomposition)", df),
                      description="The share of each run's modelled energy that the fitted energy roofline "
                                  "assigns to compute (ε_F·F), memory traffic (ε_Q·Q) and static power (P₀·T); "
                                  "runs ordered by FLOPs per step.").mark_bar().encode(
-        y=alt.Y("run_id:N", sort=order, title=None, axis=alt.Axis(labelLimit=240, labelFontSize=9)),
+        y=alt.Y("run:N", sort=order, title=None, axis=alt.Axis(labelLimit=240, labelFontSize=9)),
         x=alt.X("energy_j:Q", stack="normalize", title="share of modelled energy per step", axis=alt.Axis(format="%")),
         color=alt.Color("part:N", title="part", scale=PART_SCALE, sort=PART_ORDER),
         tooltip=["run_id", "mode", "part", alt.Tooltip("energy_j:Q", format=NUM, title="energy (J)")],
@@ -401,11 +411,12 @@ def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
                       value_name="time_s")
     long["operator"] = long.term.map(lambda t: OPERATOR_WORDS.get(t, t.removesuffix("_s").replace("_", " ")))
     long["term_index"] = long.term.map({t: i for i, t in enumerate(parts)})
+    long["run"] = run_labels(long.run_id)
     names = list(dict.fromkeys(long.sort_values("term_index").operator))
     colors = (OPERATOR_COLORS * (len(names) // len(OPERATOR_COLORS) + 1))[:len(names)]
     order = alt.EncodingSortField(field="flops_per_step", order="ascending")
     return alt.Chart(long, title=_title("Where the step time goes (operator roofline)", df)).mark_bar().encode(
-        y=alt.Y("run_id:N", sort=order, title=None, axis=alt.Axis(labelLimit=260, labelFontSize=9)),
+        y=alt.Y("run:N", sort=order, title=None, axis=alt.Axis(labelLimit=260, labelFontSize=9)),
         x=alt.X("time_s:Q", stack="normalize", title="share of modelled step time", axis=alt.Axis(format="%")),
         color=alt.Color("operator:N", title="operator class", sort=names, scale=alt.Scale(domain=names, range=colors)),
         order=alt.Order("term_index:Q"),

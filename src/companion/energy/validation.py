@@ -119,7 +119,6 @@ def verdict(summary: pd.DataFrame, law: str = "roofline_power_law", target_mape:
 
 def explain(v: dict, df: pd.DataFrame) -> str:
     """A plain-language account of the verdict, with the figures that bear on it (plain text)."""
-    kinds = sorted({"measured" if m else "estimated" for m in df.energy_measured})
     best = LAWS[v["best_baseline"]].label
     names = ", ".join(SPLIT_WORDS.get(k, k) for k in SPLITS)
     head = (f"Pooled over this table's {len(SPLITS)} splits ({names}), the paper's law reaches a held-out energy MAPE of "
@@ -130,7 +129,7 @@ def explain(v: dict, df: pd.DataFrame) -> str:
     if met == 2:
         return head + "The law meets both on these runs."
     facts = []
-    if "estimated" in kinds:
+    if energy_kind(df) == "estimated":
         after = v["pooled_mape_pct"].get("tdp_time")
         facts.append("The energy here is estimated by a power model, not measured, and is close to a constant "
                      "power times wall time" + (f" (a fitted power times each run's measured time has a held-out "

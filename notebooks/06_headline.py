@@ -92,7 +92,10 @@ glue("paper_table", headline.styled_prose(paper), display=False)
 # often the model's {glue:text}`level_pct` % prediction intervals contained the observed value (coverage:
 # {glue:text}`level_pct` % is the promise; red where the coverage lies outside the range that exact
 # {glue:text}`level_pct` % intervals show nine times in ten on as many runs: below it the intervals are too
-# narrow, above it wider than promised; a small split's full coverage is no sign of either). Energies: {glue:text}`energy_label`.
+# narrow, above it wider than promised; a small split's full coverage is no sign of either), and the replicate
+# noise floor of the runs the cell scores (floor, %: how far those runs measured twice lie from their
+# configuration's mean, where at least four were; a split of oversubscribed parallel runs is noisier than the
+# sweep). Energies: {glue:text}`energy_label`.
 # What each column holds out:
 #
 # ```{glue:} split_legend

@@ -290,6 +290,29 @@ def test_the_off_grid_runs_are_held_to_their_own_replicate_floor():
     assert alone.set_index(["split", "target"]).noise_floor_pct.isna()["holdout", "time"]
 
 
+def test_the_stretch_holds_every_mape_to_the_floor_of_the_runs_it_scores():
+    from companion.energy.noise import replicate_noise
+    from companion.energy.validation import _scored, model_verdict, score
+
+    def runs(spread):  # two replicates of five configurations, +-spread about each configuration's mean
+        return pd.DataFrame([{"run_id": f"c{i}r{r}", "config_id": f"c{i}", "replicate": r, "converged": True,
+                              "step_s": 1.0 + (spread if r else -spread), "energy_per_step_j": 2.0 * (1 + (spread if r else -spread))}
+                             for i in range(5) for r in (0, 1)])
+
+    rows = [{"split": "leave_one_size_out", "fold": "f", "model": "operator_roofline", "target": t, "run_id": f"c{i}r{r}",
+             "size": f"s{i}", "mode": "single", "world_size": 1, "measured": 1.0, "predicted": 1.1, "lo": 0.5, "hi": 2.0}
+            for t in ("time", "energy") for i in range(5) for r in (0, 1)]
+    pred = _scored(rows)
+    for spread, met in ((0.02, False), (0.08, True)):  # MAPE 10 % against floors of 2 % and 8 %
+        noise = replicate_noise(runs(spread))
+        t = model_verdict(score(pred, noise, by=()), score(pred, noise))["targets"]["time"]
+        assert t["floor_ratio_by_split"]["leave_one_size_out"] == pytest.approx(10 / (100 * spread))
+        assert t["floor_ratio_by_split"]["pooled"] == pytest.approx(10 / (100 * spread)) and t["meets_stretch"] is met
+    # runs never measured twice: no floor, and the stretch is not judged (neither met nor failed)
+    t = model_verdict(score(pred, None, by=()), score(pred, None))["targets"]["time"]
+    assert t["meets_stretch"] is None and t["floor_ratio_by_split"]["pooled"] is None
+
+
 def test_the_mape_interval_needs_enough_model_sizes_to_resample():
     from companion.energy.validation import MIN_BOOTSTRAP_GROUPS, group_bootstrap_mape
 

@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -91,3 +92,20 @@ def test_validation_reports_the_noise_floor_beside_every_mape():
     assert table.loc["time", "noise_floor_pct"] == pytest.approx(4.0)
     assert pd.isna(table.loc["energy", "noise_floor_pct"])  # no replicated energy: no floor, not zero
     assert pd.isna(score(pred, None).noise_floor_pct).all()
+
+
+def test_each_group_has_the_floor_of_the_runs_it_scores():
+    """A split's own floor is the mean replicate deviation of its scored runs that were measured twice (each
+    run counted once, whatever the number of folds or models); none below MIN_FLOOR_RUNS such runs."""
+    from companion.energy.validation import MIN_FLOOR_RUNS, score
+
+    ids = [f"r{i}" for i in range(8)]
+    noise = {"metrics": {"time_per_step": {"mape": 0.05, "n_configs": 4}},
+             "runs": [{"run_id": r, "time_per_step_rel_dev": (-1) ** i * 0.01 * (i + 1)} for i, r in enumerate(ids[:6])]}
+    pred = pd.DataFrame({"split": ["noisy"] * 6 + ["quiet"] * 3 + ["noisy"] * 2, "model": "m", "target": "time",
+                         "run_id": ids[:6] + ids[:2] + ["r7"] + ids[4:6], "ape_pct": 5.0, "covered": True,
+                         "fold": "a", "size": "s"})
+    table = score(pred, noise).set_index("split")
+    assert table.loc["noisy", "runs_floor_pct"] == pytest.approx(100 * np.mean([0.01, 0.02, 0.03, 0.04, 0.05, 0.06]))
+    assert table.loc["noisy", "runs_floor_n"] == 6 and table.loc["noisy", "noise_floor_pct"] == pytest.approx(5.0)
+    assert table.loc["quiet", "runs_floor_n"] == 2 < MIN_FLOOR_RUNS and pd.isna(table.loc["quiet", "runs_floor_pct"])

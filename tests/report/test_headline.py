@@ -88,6 +88,10 @@ def test_score_table_reads_model_scores_per_split_and_model(validation):
     assert "cov 100 %" in ranged.iloc[0][degree] and "color" not in ranged.iloc[0][degree]
     assert 'color:#b00">cov 59 %' in ranged.iloc[0][headers[3]]  # 58.8 % on 17 runs: below even that range
     assert t.iloc[3][headers[3]] == "—"  # tokens-linear was not scored on that split
+    assert "floor" not in cell  # no floor of the cell's own runs in these scores: none shown
+    floored = headline.score_table({**validation, "model_scores_pooled": [
+        {**r, "runs_floor_pct": 7.26} for r in validation["model_scores_pooled"]]}, "time")
+    assert floored.iloc[0][headers[1]].endswith("<small>floor 7.3</small>")
     energy = headline.score_table(validation, "energy")
     assert energy.model.iloc[-1] == headline.MODELS["tdp_time"]  # the after-the-fact baseline: energy only
     assert "<b>27.8</b>" in energy.iloc[1][energy.columns[1]]  # pooled energy of the paper's law, not time's 28.5
@@ -130,6 +134,14 @@ def test_verdict_table_reads_model_verdict(validation):
     twice = copy.deepcopy(validation)
     twice["model_verdict"]["targets"]["time"]["holdout_noise_floor_pct"] = 8.4
     assert headline.verdict_table(twice)["time per step"].tolist()[5] == "22.3 %: not met (floor 8.4 %)"
+    # the stretch: the split whose MAPE is the most times the floor of its own runs, or why none is judged
+    assert time[6] == NA and "1.5 x the replicate floor" in v.criterion[6]
+    twice["model_verdict"]["targets"]["time"].update(
+        floor_ratio_by_split={"pooled": 1.4, "leave_one_mode_out": 2.46, "holdout": 1.1}, meets_stretch=False)
+    assert headline.verdict_table(twice)["time per step"].tolist()[6] == "not met (mode, 2.5 x its floor)"
+    twice["model_verdict"]["targets"]["time"].update(floor_ratio_by_split={"pooled": 1.4, "holdout": None},
+                                                     meets_stretch=None)
+    assert headline.verdict_table(twice)["time per step"].tolist()[6] == f"{NA} (too few replicated runs for a floor: off-grid)"
 
 
 def test_paper_vs_reproduction_from_the_artifacts(validation):

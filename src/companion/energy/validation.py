@@ -250,11 +250,13 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: f
     if pred.empty:
         return pd.DataFrame(columns=[*keys, "n", "mape_pct", "mape_lo_pct", "mape_hi_pct", "median_ape_pct",
                                      "max_ape_pct", "coverage_pct", "n_unbounded", "coverage_lo_pct", "coverage_hi_pct",
-                                     "noise_floor_pct"])
+                                     "noise_floor_pct", "runs_floor_pct", "runs_floor_n"])
     for key, g in pred.groupby(keys, sort=False):
         lo, hi = group_bootstrap_mape(g)
         own = (split_noise or {}).get(dict(zip(keys, key)).get("split"))
         floor = _noise_floor(own if own is not None else noise, g.target.iloc[0])
+        runs_floor, runs_n = runs_noise_floor(own if own is not None else noise, g.target.iloc[0],
+                                            g.run_id if "run_id" in g else ())
         bounded = g.covered.notna()
         out.append({**dict(zip(keys, key)), "n": len(g), "mape_pct": float(g.ape_pct.mean()), "mape_lo_pct": lo,
                     "mape_hi_pct": hi, "median_ape_pct": float(g.ape_pct.median()),
@@ -262,8 +264,22 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: f
                     "coverage_pct": float(g.covered[bounded].astype(bool).mean() * 100) if bounded.any() else float("nan"),
                     "n_unbounded": int((~bounded).sum()),
                     **dict(zip(("coverage_lo_pct", "coverage_hi_pct"), coverage_range_pct(int(bounded.sum()), level))),
-                    "noise_floor_pct": floor})
+                    "noise_floor_pct": floor, "runs_floor_pct": runs_floor, "runs_floor_n": runs_n})
     return pd.DataFrame(out)
+
+
+MIN_FLOOR_RUNS = 4  # a group's own floor needs this many of its scored runs measured more than once
+
+
+def runs_noise_floor(noise: dict | None, target: str, run_ids) -> tuple[float | None, int]:
+    """The replicate floor of the runs a group scores (%): the mean distance of those of them that were measured
+    more than once from their configuration's mean (``replicate_noise``'s per-run deviations), and how many
+    count; None below ``MIN_FLOOR_RUNS``. A split of oversubscribed parallel runs is noisier than the sweep as a
+    whole, and a model cannot score below the noise of the runs it is scored on."""
+    devs = {r["run_id"]: r.get(f"{target}_per_step_rel_dev") for r in ((noise or {}).get("runs") or [])}
+    ids = set(run_ids)
+    v = [abs(float(devs[i])) for i in ids if isinstance(devs.get(i), (int, float)) and np.isfinite(devs[i])]
+    return (100 * float(np.mean(v)) if len(v) >= MIN_FLOOR_RUNS else None), len(v)
 
 
 def _noise_floor(noise: dict | None, target: str):
@@ -295,11 +311,14 @@ def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, leve
 
 
 def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "operator_roofline",
-                  target_pct: float = 10.0, split_pct: float = 15.0, coverage=(85.0, 95.0)) -> dict:
+                  target_pct: float = 10.0, split_pct: float = 15.0, coverage=(85.0, 95.0),
+                  stretch: float = 1.5) -> dict:
     """The issue's criteria for one model, from ``score`` tables (pooled: by=(); by_split: by=('split',)).
 
     Held-out pooled MAPE <= target for time and energy, every split <= split_pct, at most half the best
-    baseline that does not read measured time, and interval coverage within ``coverage`` in every split."""
+    baseline that does not read measured time, and interval coverage within ``coverage`` in every split; the
+    stretch, every MAPE at most ``stretch`` x the replicate floor of the runs it scores (``runs_floor_pct``;
+    None where a split has too few replicated runs for a floor)."""
     from companion.energy.models import BASELINES
 
     pre_run = [n for n, f in BASELINES.items() if not f().uses_measured_time]
@@ -315,6 +334,10 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
         held = s[s.split == "holdout"]
         holdout = float(held.mape_pct.iloc[0]) if len(held) else None
         held_floor = held.noise_floor_pct.iloc[0] if len(held) else None
+        # the stretch: every MAPE (pooled, each split, off-grid) within stretch x the floor of the runs it scores
+        scored = pd.concat([s, pooled[(pooled.model == model) & (pooled.target == target)].assign(split="pooled")])
+        ratio = {k: (float(m) / float(f) if f is not None and pd.notna(f) and f > 0 else None)
+                 for k, m, f in zip(scored.split, scored.mape_pct, scored.get("runs_floor_pct", [None] * len(scored)))}
         out["targets"][target] = {
             "pooled_mape_pct": mape, "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],
             "worst_split_mape_pct": None if cv.empty else float(cv.mape_pct.max()),
@@ -335,6 +358,9 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
                                         and (s.n_unbounded == 0).all()),
             "coverage_range_pct_by_split": {k: [float(a), float(b)]
                                             for k, a, b in zip(s.split, s.coverage_lo_pct, s.coverage_hi_pct)},
+            "floor_ratio_by_split": ratio,
+            "meets_stretch": None if any(r is None for r in ratio.values()) or not ratio
+            else all(r <= stretch for r in ratio.values()),
         }
     return out
 

@@ -104,7 +104,7 @@ def verdict_criteria() -> dict:
         p = inspect.signature(model_verdict).parameters
         lo, hi = p["coverage"].default
         return {"target_pct": float(p["target_pct"].default), "split_pct": float(p["split_pct"].default),
-                "coverage": (float(lo), float(hi))}
+                "coverage": (float(lo), float(hi)), "stretch": float(p["stretch"].default)}
     except Exception:  # a changed signature: the criteria are "not available", the booleans still read
         return {}
 
@@ -141,7 +141,7 @@ PREDICT_LEVEL = ("companion.energy.predict", "predict_tiered")  # ... and of the
 
 # ------------------------------------------------------------------------------------ the primary comparison
 SCORE_COLUMNS = ["split", "model", "target", "n", "mape_pct", "mape_lo_pct", "mape_hi_pct", "coverage_pct",
-                 "coverage_lo_pct", "coverage_hi_pct"]
+                 "coverage_lo_pct", "coverage_hi_pct", "runs_floor_pct"]
 
 
 def scores(validation: dict) -> pd.DataFrame:
@@ -198,7 +198,9 @@ def _cell(r: pd.Series | None, coverage_range: tuple | None) -> str:
         outside = cov is not None and bool(coverage_range) and not coverage_range[0] <= cov <= coverage_range[1]
     if outside:
         cov_text = f'<span style="color:#b00">{cov_text}</span>'
-    return f"<b>{r.mape_pct:.1f}</b><br><small>{interval}</small><br><small>{cov_text}</small>"
+    floor = _num(r.get("runs_floor_pct"))
+    floor_text = f"<br><small>floor {floor:.1f}</small>" if floor is not None else ""
+    return f"<b>{r.mape_pct:.1f}</b><br><small>{interval}</small><br><small>{cov_text}</small>{floor_text}"
 
 
 def score_table(validation: dict, target: str) -> pd.DataFrame:
@@ -414,6 +416,19 @@ def _consistent(t: dict) -> str:
     return "no" + (f" ({'; '.join(out)})" if out else "")
 
 
+def _stretch(t: dict) -> str:
+    """The stretch criterion: met or not, with the split whose MAPE is the most times its runs' floor."""
+    ratios = t.get("floor_ratio_by_split")
+    if not isinstance(ratios, dict) or not ratios:
+        return NA
+    known = {k: r for k, r in ratios.items() if _num(r) is not None}
+    if len(known) < len(ratios):
+        missing = ", ".join(split_label(k) for k in ratios if k not in known)
+        return f"{NA} (too few replicated runs for a floor: {missing})"
+    worst = max(known, key=known.get)
+    return f"{_met(t.get('meets_stretch'))} ({split_label(worst)}, {known[worst]:.1f} x its floor)"
+
+
 def _verdict_target(validation: dict, target: str) -> dict | None:
     v = validation.get("model_verdict") if isinstance(validation, dict) else None
     t = (v.get("targets") or {}).get(target) if isinstance(v, dict) and isinstance(v.get("targets"), dict) else None
@@ -442,6 +457,8 @@ def verdict_table(validation: dict) -> pd.DataFrame:
         "consistent": f"coverage of every split within the range exact {level} % intervals show nine times in ten "
                       "on as many runs (binomial; no criterion)",
         "holdout": f"off-grid runs' MAPE at most {fmt('target_pct')} (their own replicate noise floor in brackets)",
+        "stretch": f"stretch: every MAPE above at most {c['stretch'] if 'stretch' in c else NA:g} x the replicate "
+                   "floor of the runs it scores (the worst ratio)",
     }
     table = {"criterion": list(rows.values())}
     for target, what in TARGETS.items():
@@ -466,6 +483,7 @@ def verdict_table(validation: dict) -> pd.DataFrame:
             f"{_pct(t.get('holdout_mape_pct'))}: {_met(t.get('meets_holdout'))}"
             + (f" (floor {_pct(t['holdout_noise_floor_pct'])})" if _num(t.get("holdout_noise_floor_pct")) is not None
                else " (measured once each: no floor of their own)"),
+            _stretch(t),
         ]
     return pd.DataFrame(table)
 

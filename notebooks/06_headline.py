@@ -65,8 +65,8 @@ for key, text in (("noise_text", headline.noise_text(noise)), ("summary_text", h
     glue(key, headline.paragraph(text), display=False)
 glue("split_legend", headline.legend_html(validation), display=False)
 glue("device", str(fit.get("device_name", headline.NA)), display=False)
-captions = {t: f"{what.capitalize()}: held-out MAPE (%), its interval, and the coverage of the prediction intervals"
-            for t, what in headline.TARGETS.items()}
+captions = {t: f"{what.capitalize()}: held-out MAPE (%), its interval, the coverage of the prediction intervals "
+               "and the runs' replicate floor" for t, what in headline.TARGETS.items()}
 for target in headline.TARGETS:
     glue(f"scores_{target}", headline.styled_scores(scores[target], captions[target]), display=False)
 # for the pages on measurement and limitations: the protocol's target, the replicates, the noise and coverage

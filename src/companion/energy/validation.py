@@ -254,9 +254,9 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: f
     for key, g in pred.groupby(keys, sort=False):
         lo, hi = group_bootstrap_mape(g)
         own = (split_noise or {}).get(dict(zip(keys, key)).get("split"))
-        floor = _noise_floor(own if own is not None else noise, g.target.iloc[0])
-        runs_floor, runs_n = runs_noise_floor(own if own is not None else noise, g.target.iloc[0],
-                                            g.run_id if "run_id" in g else ())
+        replicates = own if own is not None else noise
+        floor = _noise_floor(replicates, g.target.iloc[0])
+        runs_floor, runs_n = runs_noise_floor(replicates, g.target.iloc[0], g.run_id if "run_id" in g else ())
         bounded = g.covered.notna()
         out.append({**dict(zip(keys, key)), "n": len(g), "mape_pct": float(g.ape_pct.mean()), "mape_lo_pct": lo,
                     "mape_hi_pct": hi, "median_ape_pct": float(g.ape_pct.median()),
@@ -336,7 +336,7 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
         held_floor = held.noise_floor_pct.iloc[0] if len(held) else None
         # the stretch: every MAPE (pooled, each split, off-grid) within stretch x the floor of the runs it scores
         scored = pd.concat([s, pooled[(pooled.model == model) & (pooled.target == target)].assign(split="pooled")])
-        ratio = {k: (float(m) / float(f) if f is not None and pd.notna(f) and f > 0 else None)
+        ratio = {k: (float(m) / float(f) if pd.notna(f) and f > 0 else None)
                  for k, m, f in zip(scored.split, scored.mape_pct, scored.get("runs_floor_pct", [None] * len(scored)))}
         out["targets"][target] = {
             "pooled_mape_pct": mape, "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],

@@ -42,10 +42,13 @@ from companion.energy import validation as val
 from companion.energy.models import OperatorRoofline, all_models
 from companion.energy.noise import replicate_noise
 from companion.energy.opmodel import load_device_roofs
-from companion.energy.tables import load_runs, proxies_frame, usable_runs
+from companion.energy.tables import filter_counts, load_runs, proxies_frame, usable_runs
 
 figures.use_offline_renderer()
-df, left_out = usable_runs(pd.read_csv(paths.derived_dir(profile) / "proxies.csv"), max_step_ci95_rel)
+all_runs = pd.read_csv(paths.derived_dir(profile) / "proxies.csv")
+df, left_out = usable_runs(all_runs, max_step_ci95_rel)
+# how many runs the CI filter kept, for the headline: a busy machine leaves few, and few runs judge little
+ci_filter = {"max_step_ci95_rel": max_step_ci95_rel, "sweep": filter_counts(all_runs, left_out)}
 glue("energy_label", figures.energy_label(df), display=False)
 summary, pred = validate(df, laws=laws, n_boot=n_boot, level=level, seed=seed)
 v = verdict(summary, target_mape=target_mape_pct)
@@ -121,7 +124,9 @@ holdout_dir = paths.runs_dir(holdout_profile) if holdout_profile else None
 holdout_noise = None
 if holdout_dir is not None and holdout_dir.is_dir() and any(holdout_dir.glob("*.json")):
     roofs = {dev.name: {"peak_flops_per_s": dev.gemm_peak_flops_per_s, "bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s}}
-    holdout, holdout_left_out = usable_runs(proxies_frame(load_runs(holdout_dir), roofs), max_step_ci95_rel)
+    holdout_all = proxies_frame(load_runs(holdout_dir), roofs)
+    holdout, holdout_left_out = usable_runs(holdout_all, max_step_ci95_rel)
+    ci_filter["holdout"] = filter_counts(holdout_all, holdout_left_out)
     model_pred = pd.concat([model_pred, val.score_holdout(df, holdout, models, level)], ignore_index=True)
     holdout_noise = replicate_noise(holdout)  # the off-grid runs' own floor: their protocol and their time
 # the floor of the runs scored here: replicates within the same CI filter (noise.json of stage 02 holds every run)
@@ -155,7 +160,7 @@ headline.styled_scores(headline.score_table(scored, "energy"), "Held-out MAPE (%
 # %%
 out = write_json(paths.derived_dir(profile) / "validation.json",
                  {"splits": SPLITS, "level": level, "verdict": v, "summary": summary.to_dict("records"),
-                  "predictions": pred.to_dict("records"), "left_out_runs": left_out,
+                  "predictions": pred.to_dict("records"), "left_out_runs": left_out, "ci_filter": ci_filter,
                   "model_splits": val.MODEL_SPLITS, "model_scores": by_split.to_dict("records"),
                   "model_scores_pooled": pooled.to_dict("records"), "model_verdict": mv,
                   "model_predictions": model_pred.to_dict("records"), "noise": noise,

@@ -35,6 +35,7 @@ d = paths.derived_dir(profile)
 validation = headline._read_json(d / "validation.json")
 # the floor of the runs the validation scored (within its CI filter); stage 02's floor of every run otherwise
 noise = validation.get("noise") or headline._read_json(d / "noise.json")
+sweep_noise = headline._read_json(d / "noise.json")  # every run of the sweep, the CI filter's left-outs too
 fit = headline._read_json(d / "fit.json")
 runs = headline._read_csv(d / "runs.csv")
 explore = headline._read_csv(d / "explore.csv")
@@ -60,10 +61,12 @@ glue("verdict_model", headline.verdict_model(validation), display=False)
 glue("n_flagged", str(len(flagged)), display=False)
 glue("n_coefficients", str(len(coefficients)), display=False)
 # sentences travel as HTML paragraphs (pasted text would be bold end to end); the introduction pastes them too
-for key, text in (("noise_text", headline.noise_text(noise)), ("summary_text", headline.summary_text(validation, noise)),
+for key, text in (("noise_text", headline.noise_text(noise)),
+                  ("scored_runs_text", headline.scored_runs_text(validation, sweep_noise)), ("summary_text", headline.summary_text(validation, noise)),
                   ("absolute_answer", answer)):
     glue(key, headline.paragraph(text), display=False)
 glue("split_legend", headline.legend_html(validation), display=False)
+glue("scored_runs_short", headline.scored_runs_short(validation), display=False)
 glue("device", str(fit.get("device_name", headline.NA)), display=False)
 captions = {t: f"{what.capitalize()}: held-out MAPE (%), its interval, the coverage of the prediction intervals "
                "and the runs' replicate floor" for t, what in headline.TARGETS.items()}
@@ -104,6 +107,9 @@ glue("paper_table", headline.styled_prose(paper), display=False)
 # ```{glue:} noise_text
 # ```
 #
+# ```{glue:} scored_runs_text
+# ```
+#
 # ### Time per step
 #
 # The baseline that multiplies TDP by the measured time reads a run's time, so it has no row here.
@@ -126,7 +132,7 @@ headline.styled_scores(scores["energy"], captions["energy"])
 # ### The verdict on the primary model
 #
 # The criteria the {glue:text}`verdict_model` is held to, and what it reached on this build's runs
-# (`validation.json`, `model_verdict`).
+# (`validation.json`, `model_verdict`): {glue:text}`scored_runs_short`.
 
 # %%
 # hide

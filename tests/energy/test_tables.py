@@ -52,3 +52,13 @@ def test_disturbed_runs_are_left_out_and_named():
     kept, left_out = usable_runs(df, 0.1)
     assert list(kept.run_id) == ["a", "d"] and left_out == ["b", "c"]  # d: fixed steps, no precision asked
     assert len(usable_runs(df, None)[0]) == 4
+
+
+def test_the_filter_counts_say_how_many_runs_and_parallel_runs_were_kept():
+    import pandas as pd
+
+    from companion.energy.tables import filter_counts
+
+    df = pd.DataFrame({"run_id": list("abcde"), "world_size": [1, 1, 2, 4, 4]})
+    assert filter_counts(df, ["b", "d", "e"]) == {"runs": 5, "kept": 2, "parallel_runs": 3, "parallel_kept": 1}
+    assert filter_counts(df, []) == {"runs": 5, "kept": 5, "parallel_runs": 3, "parallel_kept": 3}

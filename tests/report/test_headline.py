@@ -264,3 +264,32 @@ def test_a_usl_fitted_at_one_degree_says_kappa_was_fixed_not_fitted():
     assert kappa["90 % interval"] == "—"  # no interval for a value that was never fitted
     assert "κ fixed at 0" in sigma["note"] and sigma["90 % interval"] == "[1.66, 1.76]"
     assert [r["note"] for r in two] == ["", ""] and two[1]["90 % interval"] == "[0, 0.09]"  # two degrees: fitted
+
+
+def test_the_runs_the_scores_rest_on_are_named_and_a_busy_machine_is_said(validation):
+    sweep_noise = {"metrics": {"time_per_step": {"mape": 0.181, "n_configs": 53, "n_runs": 106}}}
+    busy = {**validation, "noise": NOISE, "ci_filter": {"max_step_ci95_rel": 0.1, "sweep": {
+        "runs": 106, "kept": 43, "parallel_runs": 20, "parallel_kept": 3}, "holdout": {"runs": 28, "kept": 16}}}
+    text = headline.scored_runs_text(busy, sweep_noise)
+    assert "43 of the sweep's 106 runs (3 of its 20 parallel runs) and 16 of the 28 off-grid runs" in text
+    assert "within ±10 %" in text and "18.1 % for time, against 5.1 % over the runs scored" in text
+    assert "busy" in text and "quiet machine" in text
+    assert "mode on 17 runs" not in text  # the fixture's splits all have >= FEW_RUNS runs: none named as few
+    few = copy.deepcopy(busy)
+    few["model_scores"] = [dict(r, n=3) if r["split"] == "leave_one_mode_out" else r for r in few["model_scores"]]
+    assert "(mode on 3 runs, which say little)" in headline.scored_runs_text(few, sweep_noise)
+    assert "busy" in headline.scored_runs_short(busy) and "43 of the sweep's 106 runs" in headline.scored_runs_short(busy)
+    # a sweep the filter barely touched is not called busy; the parallel runs count on their own
+    quiet = {**busy, "ci_filter": {"max_step_ci95_rel": 0.1, "sweep": {
+        "runs": 106, "kept": 100, "parallel_runs": 20, "parallel_kept": 18}}}
+    assert "busy" not in headline.scored_runs_text(quiet, sweep_noise) + headline.scored_runs_short(quiet)
+    par = {**busy, "ci_filter": {"max_step_ci95_rel": 0.1, "sweep": {
+        "runs": 106, "kept": 90, "parallel_runs": 20, "parallel_kept": 4}}}
+    assert "busy" in headline.scored_runs_text(par, sweep_noise)
+    # an artifact from before the filter's counts were written: said, not guessed
+    assert NA in headline.scored_runs_text(validation) and NA in headline.scored_runs_short(validation)
+
+
+def test_a_glued_paragraph_sets_commands_as_code():
+    html = headline.paragraph("measure again (then `make reproduce`) on 2 cores").data
+    assert "<code>make reproduce</code>" in html and "`" not in html

@@ -134,3 +134,13 @@ def usable_runs(df: pd.DataFrame, max_step_ci95_rel: float | None) -> tuple[pd.D
     fixed_steps = df.target_rel_ci.fillna(1.0) <= 0 if "target_rel_ci" in df else False
     keep = (df.step_ci95_rel.fillna(np.inf) <= max_step_ci95_rel) | fixed_steps
     return df[keep].reset_index(drop=True), sorted(df.run_id[~keep])
+
+
+def filter_counts(df: pd.DataFrame, left_out) -> dict:
+    """How many of ``df``'s runs a filter kept (``left_out``: the run ids it left out), in all and among the
+    parallel runs (world size > 1), whose few measured steps make their intervals the widest."""
+    out = set(left_out)
+    gone = df.run_id.isin(out) if "run_id" in df else pd.Series(False, index=df.index)
+    par = df.world_size > 1 if "world_size" in df else pd.Series(False, index=df.index)
+    return {"runs": int(len(df)), "kept": int((~gone).sum()),
+            "parallel_runs": int(par.sum()), "parallel_kept": int((par & ~gone).sum())}

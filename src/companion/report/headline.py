@@ -340,6 +340,70 @@ def noise_text(noise: dict) -> str:
     return text
 
 
+BUSY_KEPT_FRACTION = 0.75  # the CI filter keeping fewer of the sweep's runs than this says the machine was busy
+FEW_RUNS = 8  # a split scored on fewer runs than this says little about the model
+
+
+def scored_runs_text(validation: dict, sweep_noise: dict | None = None) -> str:
+    """Which runs the scores rest on: how many the CI filter kept of the sweep (and of its parallel runs) and of
+    the off-grid runs (validation.json's ``ci_filter``), the floor over every run of the sweep beside the floor
+    over the runs scored (``sweep_noise``: noise.json), and, where the filter left out many, that the machine
+    was busy and which splits rest on few runs."""
+    f = validation.get("ci_filter") if isinstance(validation, dict) else None
+    sweep = f.get("sweep") if isinstance(f, dict) else None
+    if not isinstance(sweep, dict) or not sweep.get("runs"):
+        return f"How many runs the scores rest on is {NA} (validation.json holds no ci_filter)."
+    limit = _num(f.get("max_step_ci95_rel"))
+    par = (f" ({sweep['parallel_kept']} of its {sweep['parallel_runs']} parallel runs)"
+           if sweep.get("parallel_runs") else "")
+    held = f.get("holdout")
+    off = (f" and {held['kept']} of the {held['runs']} off-grid runs" if isinstance(held, dict) and held.get("runs")
+           else "")
+    text = (f"These scores rest on {sweep['kept']} of the sweep's {sweep['runs']} runs{par}{off}: a run whose step "
+            f"time is not known to within ±{_pct(100 * limit, 0) if limit is not None else NA} (95 % interval, a "
+            f"width other load on the machine causes) is left out of every fit and score.")
+    every, scored = noise_floor(sweep_noise or {}), noise_floor(validation.get("noise") or {})
+    if every["time"] != NA and scored["time"] != NA:
+        text += (f" Over every run of the sweep the replicate floor is {every['time']} for time, against "
+                 f"{scored['time']} over the runs scored.")
+    if _busy(sweep) or _busy(held):
+        s = scores(validation)
+        few = s[(s.model == PRIMARY) & (s.target == "time") & ~s.split.isin([POOLED]) & (s.n < FEW_RUNS)] \
+            if not s.empty else s
+        rest = (f" ({', '.join(f'{split_label(r.split)} on {int(r.n)} runs' for r in few.itertuples())}, which say "
+                f"little)" if len(few) else "")
+        text += (f" The machine was busy while the runs were measured: the filter left out many, and the splits rest "
+                 f"on fewer{rest}. The verdict's criteria are judged on what remains; measure again on a quiet "
+                 f"machine (move the profile's records in data/runs/ aside, then `make reproduce`) before reading "
+                 f"them as the model's accuracy.")
+    return text
+
+
+def _busy(counts) -> bool:
+    """Whether the CI filter kept fewer than ``BUSY_KEPT_FRACTION`` of a sweep's runs, or of its parallel runs."""
+    if not isinstance(counts, dict):
+        return False
+    pairs = [(counts.get("kept", 0), counts.get("runs", 0)),
+             (counts.get("parallel_kept", 0), counts.get("parallel_runs", 0))]
+    return any(n and k < BUSY_KEPT_FRACTION * n for k, n in pairs)
+
+
+def scored_runs_short(validation: dict) -> str:
+    """The runs the verdict judges, in a few words: the CI filter's kept runs of the sweep and the off-grid runs,
+    and whether the machine was busy (the filter kept fewer than ``BUSY_KEPT_FRACTION`` of them)."""
+    f = validation.get("ci_filter") if isinstance(validation, dict) else None
+    sweep = f.get("sweep") if isinstance(f, dict) else None
+    if not isinstance(sweep, dict) or not sweep.get("runs"):
+        return f"the runs the CI filter kept (how many: {NA})"
+    held = f.get("holdout")
+    text = f"{sweep['kept']} of the sweep's {sweep['runs']} runs"
+    if isinstance(held, dict) and held.get("runs"):
+        text += f" and {held['kept']} of the {held['runs']} off-grid runs"
+    busy = _busy(sweep) or _busy(held if isinstance(held, dict) else {})
+    return text + (", the rest left out by the CI filter on a busy machine (see above)" if busy
+                   else ", those the CI filter kept")
+
+
 def perfect_model_mape(noise: dict) -> dict:
     """The range of held-out MAPE an exact model (one that knew each configuration's true mean) would score
     against single runs, from the replicate floor. Noise independent from run to run: a run's distance from the
@@ -489,13 +553,14 @@ def verdict_table(validation: dict) -> pd.DataFrame:
 
 
 def paragraph(text: str):
-    """A sentence of the page as an HTML paragraph (numbers with their unit in bold), for ``glue``: pasted text
-    would be bold from end to end, and a pasted paragraph can travel to another page of the book."""
+    """A sentence of the page as an HTML paragraph (numbers with their unit in bold, `commands` as code), for
+    ``glue``: pasted text would be bold from end to end, and a pasted paragraph can travel to another page."""
     from IPython.display import HTML
 
     body = html.escape(str(text), quote=False)
     number = r"\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?"
     body = re.sub(rf"(?<![\w.,^+-])((?:{number})(?:–(?:{number}))?(?: %| kWh| h)?)(?!\w|\.\d|,\d)", r"<b>\1</b>", body)
+    body = re.sub(r"`([^`]+)`", r"<code>\1</code>", body)  # a command, as the book's text sets one
     return HTML(f'<p class="companion-glued">{body}</p>')
 
 
@@ -661,6 +726,7 @@ def headline_record(validation: dict, noise: dict) -> dict:
     """The numbers behind the page's tables, unrounded, for headline.json."""
     s = scores(validation)
     return {"scores": s.replace({np.nan: None}).to_dict("records"), "noise_floor": noise_floor(noise),
+            "ci_filter": validation.get("ci_filter") if isinstance(validation, dict) else None,
             "verdict": verdict_table(validation).to_dict("records")}
 
 

@@ -277,7 +277,7 @@ def test_the_runs_the_scores_rest_on_are_named_and_a_busy_machine_is_said(valida
     assert "mode on 17 runs" not in text  # the fixture's splits all have >= FEW_RUNS runs: none named as few
     few = copy.deepcopy(busy)
     few["model_scores"] = [dict(r, n=3) if r["split"] == "leave_one_mode_out" else r for r in few["model_scores"]]
-    assert "(mode on 3 runs, which say little)" in headline.scored_runs_text(few, sweep_noise)
+    assert "some splits rest on few (mode on 3 runs), which say little" in headline.scored_runs_text(few, sweep_noise)
     assert "busy" in headline.scored_runs_short(busy) and "43 of the sweep's 106 runs" in headline.scored_runs_short(busy)
     # a sweep the filter barely touched is not called busy; the parallel runs count on their own
     quiet = {**busy, "ci_filter": {"max_step_ci95_rel": 0.1, "sweep": {

@@ -370,10 +370,9 @@ def scored_runs_text(validation: dict, sweep_noise: dict | None = None) -> str:
         s = scores(validation)
         few = s[(s.model == PRIMARY) & (s.target == "time") & ~s.split.isin([POOLED]) & (s.n < FEW_RUNS)] \
             if not s.empty else s
-        rest = (f" ({', '.join(f'{split_label(r.split)} on {int(r.n)} runs' for r in few.itertuples())}, which say "
-                f"little)" if len(few) else "")
-        text += (f" The machine was busy while the runs were measured: the filter left out many, and the splits rest "
-                 f"on fewer{rest}. The verdict's criteria are judged on what remains; measure again on a quiet "
+        rest = (f", and some splits rest on few ({', '.join(f'{split_label(r.split)} on {int(r.n)} runs' for r in few.itertuples())}), "
+                f"which say little" if len(few) else "")
+        text += (f" The machine was busy while the runs were measured: the filter left out many runs{rest}. The verdict's criteria are judged on what remains; measure again on a quiet "
                  f"machine (move the profile's records in data/runs/ aside, then `make reproduce`) before reading "
                  f"them as the model's accuracy.")
     return text

@@ -33,9 +33,9 @@ from companion.runs.records import write_json
 
 d = paths.derived_dir(profile)
 validation = headline._read_json(d / "validation.json")
-# the floor of the runs the validation scored (within its CI filter); stage 02's floor of every run otherwise
-noise = validation.get("noise") or headline._read_json(d / "noise.json")
 sweep_noise = headline._read_json(d / "noise.json")  # every run of the sweep, the CI filter's left-outs too
+# the floor of the runs the validation scored (within its CI filter); stage 02's floor of every run otherwise
+noise = validation.get("noise") or sweep_noise
 fit = headline._read_json(d / "fit.json")
 runs = headline._read_csv(d / "runs.csv")
 explore = headline._read_csv(d / "explore.csv")
@@ -62,8 +62,8 @@ glue("n_flagged", str(len(flagged)), display=False)
 glue("n_coefficients", str(len(coefficients)), display=False)
 # sentences travel as HTML paragraphs (pasted text would be bold end to end); the introduction pastes them too
 for key, text in (("noise_text", headline.noise_text(noise)),
-                  ("scored_runs_text", headline.scored_runs_text(validation, sweep_noise)), ("summary_text", headline.summary_text(validation, noise)),
-                  ("absolute_answer", answer)):
+                  ("scored_runs_text", headline.scored_runs_text(validation, sweep_noise)),
+                  ("summary_text", headline.summary_text(validation, noise)), ("absolute_answer", answer)):
     glue(key, headline.paragraph(text), display=False)
 glue("split_legend", headline.legend_html(validation), display=False)
 glue("scored_runs_short", headline.scored_runs_short(validation), display=False)

@@ -344,24 +344,34 @@ BUSY_KEPT_FRACTION = 0.75  # the CI filter keeping fewer of the sweep's runs tha
 FEW_RUNS = 8  # a split scored on fewer runs than this says little about the model
 
 
+def _ci_filter(validation: dict) -> tuple[dict | None, dict | None, float | None]:
+    """validation.json's ``ci_filter``: the sweep's counts (None where the artifact holds none), the off-grid
+    runs' counts (None where there were none) and the filter's limit (relative 95 % CI half-width)."""
+    f = validation.get("ci_filter") if isinstance(validation, dict) else None
+    sweep = f.get("sweep") if isinstance(f, dict) else None
+    if not isinstance(sweep, dict) or not sweep.get("runs"):
+        return None, None, None
+    held = f.get("holdout")
+    return sweep, held if isinstance(held, dict) and held.get("runs") else None, _num(f.get("max_step_ci95_rel"))
+
+
+def _off_grid_words(held: dict | None) -> str:
+    return f" and {held['kept']} of the {held['runs']} off-grid runs" if held else ""
+
+
 def scored_runs_text(validation: dict, sweep_noise: dict | None = None) -> str:
     """Which runs the scores rest on: how many the CI filter kept of the sweep (and of its parallel runs) and of
     the off-grid runs (validation.json's ``ci_filter``), the floor over every run of the sweep beside the floor
     over the runs scored (``sweep_noise``: noise.json), and, where the filter left out many, that the machine
     was busy and which splits rest on few runs."""
-    f = validation.get("ci_filter") if isinstance(validation, dict) else None
-    sweep = f.get("sweep") if isinstance(f, dict) else None
-    if not isinstance(sweep, dict) or not sweep.get("runs"):
+    sweep, held, limit = _ci_filter(validation)
+    if sweep is None:
         return f"How many runs the scores rest on is {NA} (validation.json holds no ci_filter)."
-    limit = _num(f.get("max_step_ci95_rel"))
     par = (f" ({sweep['parallel_kept']} of its {sweep['parallel_runs']} parallel runs)"
            if sweep.get("parallel_runs") else "")
-    held = f.get("holdout")
-    off = (f" and {held['kept']} of the {held['runs']} off-grid runs" if isinstance(held, dict) and held.get("runs")
-           else "")
-    text = (f"These scores rest on {sweep['kept']} of the sweep's {sweep['runs']} runs{par}{off}: a run whose step "
-            f"time is not known to within ±{_pct(100 * limit, 0) if limit is not None else NA} (95 % interval, a "
-            f"width other load on the machine causes) is left out of every fit and score.")
+    text = (f"These scores rest on {sweep['kept']} of the sweep's {sweep['runs']} runs{par}{_off_grid_words(held)}: "
+            f"a run whose step time is not known to within ±{_pct(100 * limit, 0) if limit is not None else NA} "
+            f"(95 % interval, a width other load on the machine causes) is left out of every fit and score.")
     every, scored = noise_floor(sweep_noise or {}), noise_floor(validation.get("noise") or {})
     if every["time"] != NA and scored["time"] != NA:
         text += (f" Over every run of the sweep the replicate floor is {every['time']} for time, against "
@@ -370,11 +380,12 @@ def scored_runs_text(validation: dict, sweep_noise: dict | None = None) -> str:
         s = scores(validation)
         few = s[(s.model == PRIMARY) & (s.target == "time") & ~s.split.isin([POOLED]) & (s.n < FEW_RUNS)] \
             if not s.empty else s
-        rest = (f", and some splits rest on few ({', '.join(f'{split_label(r.split)} on {int(r.n)} runs' for r in few.itertuples())}), "
-                f"which say little" if len(few) else "")
-        text += (f" The machine was busy while the runs were measured: the filter left out many runs{rest}. The verdict's criteria are judged on what remains; measure again on a quiet "
-                 f"machine (move the profile's records in data/runs/ aside, then `make reproduce`) before reading "
-                 f"them as the model's accuracy.")
+        named = ", ".join(f"{split_label(r.split)} on {int(r.n)} runs" for r in few.itertuples())
+        rest = f", and some splits rest on few ({named}), which say little" if len(few) else ""
+        text += (f" The machine was busy while the runs were measured: the filter left out many runs{rest}. The "
+                 f"verdict's criteria are judged on what remains; measure again on a quiet machine (move the "
+                 f"profile's records in data/runs/ aside, then `make reproduce`) before reading them as the "
+                 f"model's accuracy.")
     return text
 
 
@@ -390,16 +401,11 @@ def _busy(counts) -> bool:
 def scored_runs_short(validation: dict) -> str:
     """The runs the verdict judges, in a few words: the CI filter's kept runs of the sweep and the off-grid runs,
     and whether the machine was busy (the filter kept fewer than ``BUSY_KEPT_FRACTION`` of them)."""
-    f = validation.get("ci_filter") if isinstance(validation, dict) else None
-    sweep = f.get("sweep") if isinstance(f, dict) else None
-    if not isinstance(sweep, dict) or not sweep.get("runs"):
+    sweep, held, _ = _ci_filter(validation)
+    if sweep is None:
         return f"the runs the CI filter kept (how many: {NA})"
-    held = f.get("holdout")
-    text = f"{sweep['kept']} of the sweep's {sweep['runs']} runs"
-    if isinstance(held, dict) and held.get("runs"):
-        text += f" and {held['kept']} of the {held['runs']} off-grid runs"
-    busy = _busy(sweep) or _busy(held if isinstance(held, dict) else {})
-    return text + (", the rest left out by the CI filter on a busy machine (see above)" if busy
+    text = f"{sweep['kept']} of the sweep's {sweep['runs']} runs{_off_grid_words(held)}"
+    return text + (", the rest left out by the CI filter on a busy machine (see above)" if _busy(sweep) or _busy(held)
                    else ", those the CI filter kept")
 
 

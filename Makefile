@@ -80,7 +80,8 @@ $(CALIBRATION): | $(STAMP)
 
 calibrate: $(CALIBRATION) ## calibrate this device once (data/devices/DEVICE_NAME.json)
 
-# ---- the off-grid holdout sweep (cpu profile): scored, never fitted; a changed profile resumes it (new runs only)
+# ---- the off-grid holdout sweep (cpu profile): scored, never fitted. The cpu sweep measures it in its own launches
+# (cpu.yaml's measured_with), so this only resumes what is missing (a changed holdout profile's new runs)
 data/runs/holdout/.complete: src/companion/runs/profiles/holdout.yaml | $(STAMP)
 	$(BIN)/companion sweep --profile holdout --quiet
 	touch $@

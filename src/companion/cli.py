@@ -26,7 +26,7 @@ def _cmd_run(argv: list[str]) -> int:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from companion.paths import build_dir, runs_dir
     from companion.runs.profiles import load_profile
-    from companion.runs.sweep import emit_launch, run_sweep
+    from companion.runs.sweep import emit_launch, measured_alongside, run_sweep
 
     profile = load_profile(args.profile, device_name=args.device_name)
     out_dir = args.out or runs_dir(profile.name)
@@ -38,18 +38,27 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         for path in emit_launch(profile, args.emit, emit_dir, out_dir, gpus_per_node=args.gpus_per_node):
             print(path)
         return 0
+    alongside = [] if args.alone else measured_alongside(profile, out_dir)
     print(f"profile {profile.name}: {len(profile.runs)} runs -> {out_dir}", flush=True)
+    for other, folder in alongside:
+        print(f"  measured with profile {other.name}: {len(other.runs)} runs -> {folder} (in the same launches)",
+              flush=True)
     try:
-        result = run_sweep(profile, out_dir, retry_failed=args.retry_failed, progress=not args.quiet)
+        result = run_sweep(profile, out_dir, retry_failed=args.retry_failed, progress=not args.quiet,
+                           alongside=alongside)
     except KeyboardInterrupt:
-        kept = len(list(Path(out_dir).glob("*.json")))
-        print(f"interrupted: {kept} records kept in {out_dir}; the run in flight has none. Re-run the same "
-              "command to resume", file=sys.stderr)
+        for folder in [out_dir, *(f for _, f in alongside)]:
+            kept = len(list(Path(folder).glob("*.json")))
+            print(f"interrupted: {kept} records kept in {folder}", file=sys.stderr)
+        print("the run in flight has none. Re-run the same command to resume", file=sys.stderr)
         return 130
-    print(result.summary())
-    if result.failed:
-        print("failed: " + ", ".join(result.failed), file=sys.stderr)
-    return 0 if not result.failed else 1
+    results = [result, *result.alongside]
+    failed = [run_id for r in results for run_id in r.failed]
+    for r in results:
+        print(r.summary())
+    if failed:
+        print("failed: " + ", ".join(failed), file=sys.stderr)
+    return 0 if not failed else 1
 
 
 def _cmd_profiles(_: argparse.Namespace) -> int:
@@ -58,7 +67,8 @@ def _cmd_profiles(_: argparse.Namespace) -> int:
     for name in available_profiles():
         p = load_profile(name, device_name="GPU" if name.startswith("gpu") else None)
         sizes = ", ".join(f"{len(r)}x ws{ws}" for ws, r in p.by_world_size().items())
-        print(f"{name:10s} {len(p.runs):3d} runs ({sizes}) on {p.device}: {' '.join(p.description.split())}")
+        alongside = f" [measured with {', '.join(p.measured_with)}]" if p.measured_with else ""
+        print(f"{name:10s} {len(p.runs):3d} runs ({sizes}) on {p.device}{alongside}: {' '.join(p.description.split())}")
     return 0
 
 
@@ -176,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--retry-failed", action="store_true", help="run failed configurations again "
                     "(their earlier records are moved to failed/, not deleted)")
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.add_argument("--alone", action="store_true", help="leave out the profiles the profile is measured with "
+                    "(measured_with: their runs otherwise share its launches)")
     sw.add_argument("--emit", choices=["torchrun", "slurm"],
                     help="write multi-node launch scripts and plans instead of running")
     sw.add_argument("--emit-dir", type=Path, help="where --emit writes (default build/launch/<profile>)")

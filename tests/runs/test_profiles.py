@@ -104,3 +104,23 @@ groups:
 def test_replicates_must_be_positive_integers(tmp_path, text):
     with pytest.raises(ConfigError, match="replicates"):
         load_profile(_write(tmp_path, text))
+
+
+def test_measured_with_names_other_profiles(tmp_path):
+    other = tmp_path / "off.yaml"
+    other.write_text("groups: [{set: {layers: 3}}]\n")
+    p = load_profile(_write(tmp_path, f"measured_with: [holdout, {other}]\ngroups: [{{}}]\n"))
+    assert p.measured_with == ("holdout", str(other))
+    assert load_profile("cpu").measured_with == ("holdout",)  # the grid and its off-grid runs share launches
+    assert load_profile("ci").measured_with == ()
+
+
+@pytest.mark.parametrize("value, match", [
+    ("holdout", "must be a list of profile names"),
+    ("[nowhere]", "measured_with: unknown profile 'nowhere'"),
+    ("[{self}]", "names the profile itself"),
+])
+def test_measured_with_must_name_other_profiles(tmp_path, value, match):
+    with pytest.raises(ConfigError, match=match):
+        value = value.format(self=tmp_path / "p.yaml")
+        load_profile(_write(tmp_path, f"measured_with: {value}\ngroups: [{{}}]\n"))

@@ -6,8 +6,9 @@ Layers 1-8, head_dim 16-64, hidden 64-384 (= heads x head_dim), seq_len 32-512, 
 kind (single, TP, FSDP, 2-D on up to 4 ranks). Draws whose step would exceed ``MAX_FLOPS_PER_STEP`` are
 redrawn, so each run stays short on a 2-core machine; the models fitted on the cpu sweep are scored on these
 runs and never fitted on them. Each configuration is measured twice, in two passes (``REPLICATES``), so the
-off-grid score has a replicate noise floor of its own: these runs are shorter than the cpu grid's, measured
-later, and their noise need not be the grid's.
+off-grid score has a replicate noise floor of its own: these runs are shorter than the cpu grid's and their
+noise need not be the grid's. The cpu profile names this one in ``measured_with``: its runs share the grid's
+launches, so both are measured over the same minutes of the machine.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ A profile is YAML (``src/companion/profiles/<name>.yaml``, or any path)::
         layouts: [tp1-dp1, tp2-dp1, tp1-dp2]
         replicates: 2                             # measure each configuration twice (default: top level's)
     replicates: 2               # every configuration measured this many times (default 1)
+    measured_with: [holdout]    # profiles (names or paths) whose runs share this sweep's launches
 
 Replicates share a configuration (``config_id``) and differ in ``replicate`` (0, 1, ...); the sweep runs
 them in passes, every configuration once and then all again, so a replicate is never adjacent to its twin
@@ -36,7 +37,7 @@ from companion.runs.config import Layout, RunConfig, build_run
 from companion.paths import PROFILES_DIR
 
 TOP_LEVEL_KEYS = {"description", "device", "device_name", "precision", "meter", "country", "seed", "base", "groups",
-                  "replicates"}
+                  "replicates", "measured_with"}
 GROUP_KEYS = {"name", "vary", "zip", "set", "layouts", "replicates"}
 
 
@@ -48,6 +49,7 @@ class Profile:
     device: str
     runs: tuple[RunConfig, ...]
     groups: dict[str, tuple[str, ...]]  # group name -> run ids
+    measured_with: tuple[str, ...] = ()  # profiles whose runs share this one's launches (``sweep.run_sweep``)
 
     def by_world_size(self, runs=None) -> dict[int, list[RunConfig]]:
         """Runs grouped by world size, smallest first: one launch per world size."""
@@ -153,7 +155,22 @@ def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     ordered = tuple(sorted(runs.values(), key=lambda r: r.replicate))  # passes: replicates never adjacent
-    return Profile(path.stem, str(spec.get("description", "")), path, device, ordered, group_ids)
+    return Profile(path.stem, str(spec.get("description", "")), path, device, ordered, group_ids,
+                   _measured_with(spec.get("measured_with", []), path.stem, where))
+
+
+def _measured_with(value, own: str, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: measured_with={value!r} must be a list of profile names or .yaml paths, "
+                          "e.g. [holdout]")
+    for name in value:
+        try:
+            stem = profile_path(name).stem
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: measured_with: {exc}") from None
+        if stem == own:
+            raise ConfigError(f"{where}: measured_with names the profile itself ({name!r}); name other profiles")
+    return tuple(dict.fromkeys(value))
 
 
 def _replicates(value, where: str) -> int:

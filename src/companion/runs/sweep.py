@@ -8,11 +8,14 @@
   rest are launched again. A launch that fails as a whole (no record, and its worker said ``error:`` or
   never started a run: a meter or package missing) stops the sweep with the worker's one-line message.
 * Replicates run in passes (``Profile.launch_order``): every configuration once, then all again.
+* A profile's ``measured_with`` profiles (the cpu grid's off-grid holdout) share its launches: their runs
+  are spread among its own, so both are measured over the same minutes of a machine whose speed drifts.
 * ``emit_launch`` writes the same plans with multi-node torchrun commands and SLURM array scripts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -41,10 +44,19 @@ class SweepResult:
     skipped: int = 0
     ok: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    alongside: list["SweepResult"] = field(default_factory=list)  # profiles measured in the same launches
 
     def summary(self) -> str:
         return (f"{self.total} runs in {self.out_dir}: {len(self.ok)} ok, {len(self.failed)} failed, "
                 f"{self.skipped} already done")
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A run to do and where its record goes: its profile's name and record folder."""
+    run: RunConfig
+    profile: str
+    out_dir: Path
 
 
 def worker_command(plan_path: Path, out_dir: Path, world_size: int) -> list[str]:
@@ -54,8 +66,12 @@ def worker_command(plan_path: Path, out_dir: Path, world_size: int) -> list[str]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world_size}", *train]
 
 
-def write_plan(path: Path, profile: str, runs: list[RunConfig]) -> Path:
-    return write_json(path, {"profile": profile, "runs": [r.to_dict() for r in runs]})
+def write_plan(path: Path, profile: str, runs: list[RunConfig], destinations=None) -> Path:
+    """A launch's plan; ``destinations`` ((profile, folder) per run) where it runs several profiles' runs."""
+    plan = {"profile": profile, "runs": [r.to_dict() for r in runs]}
+    if destinations is not None:
+        plan["destinations"] = [[name, str(folder)] for name, folder in destinations]
+    return write_json(path, plan)
 
 
 def _die_with_parent() -> None:
@@ -68,15 +84,44 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_sweep(profile: Profile, out_dir: Path, retry_failed: bool = False, progress: bool = True) -> SweepResult:
-    """Run every configuration without a record, holding the folder's lock (a second sweep or run into the same
-    folder is refused with the holder's name). Ctrl-C stops the launch in flight; finished records stay."""
-    check_writable(out_dir)
-    with FolderLock(out_dir):
-        return _run_sweep(profile, Path(out_dir), retry_failed, progress)
+def measured_alongside(profile: Profile, out_dir: Path) -> list[tuple[Profile, Path]]:
+    """The profiles ``profile`` names in ``measured_with``, tagged for the same device, each with its record
+    folder beside ``out_dir`` (``data/runs/<name>`` for the default): the runs its sweep measures in the same
+    launches (``run_sweep``'s ``alongside``)."""
+    from companion.runs.profiles import load_profile
+
+    device_name = profile.runs[0].device_name
+    out = []
+    for name in profile.measured_with:
+        other = load_profile(name, device_name=device_name)
+        if other.device != profile.device:
+            raise ConfigError(f"profile {profile.name!r} is measured with {name!r}, which runs on {other.device}, "
+                              f"not {profile.device}; name profiles of the same device in measured_with")
+        out.append((other, Path(out_dir).parent / other.name))
+    return out
 
 
-def _run_sweep(profile: Profile, out_dir: Path, retry_failed: bool, progress: bool) -> SweepResult:
+def run_sweep(profile: Profile, out_dir: Path, retry_failed: bool = False, progress: bool = True,
+              alongside: list[tuple[Profile, Path]] = ()) -> SweepResult:
+    """Run every configuration without a record, holding the folders' locks (a second sweep or run into the
+    same folder is refused with the holder's name). Ctrl-C stops the launch in flight; finished records stay.
+
+    ``alongside`` ((profile, record folder) pairs, e.g. ``measured_alongside(profile)``): other profiles whose
+    runs share this sweep's launches, spread evenly among its runs of the same pass and world size, each
+    record filed under its own profile. A machine whose speed drifts over minutes (a shared VM) then drifts
+    alike for both: off-grid runs measured after the grid they are scored against carry the drift as a bias.
+    Their results are in the returned result's ``alongside``."""
+    members = [(profile, Path(out_dir)), *((p, Path(d)) for p, d in alongside)]
+    for _, folder in members:
+        check_writable(folder)
+    with contextlib.ExitStack() as stack:
+        for _, folder in members:
+            stack.enter_context(FolderLock(folder))
+        return _run_sweep(members, retry_failed, progress)
+
+
+def _run_sweep(members: list[tuple[Profile, Path]], retry_failed: bool, progress: bool) -> SweepResult:
+    profile, out_dir = members[0]
     if profile.device == "cuda":
         import torch
 
@@ -85,39 +130,67 @@ def _run_sweep(profile: Profile, out_dir: Path, retry_failed: bool, progress: bo
                 f"profile {profile.name!r} needs a CUDA GPU and none is visible; run it on a GPU machine, or "
                 "write cluster launch scripts with --emit torchrun|slurm"
             )
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    result = SweepResult(out_dir, len(profile.runs))
-    pending = []
-    for run in profile.runs:
-        status = resume_status(out_dir, run.run_id, utc_now().replace(":", ""))
-        if status == "failed" and retry_failed:
-            set_aside_failed(out_dir, run.run_id, utc_now().replace(":", ""))
-            status = None
-        if status is None:
-            pending.append(run)
-        else:
-            result.skipped += 1
-    bar = _progress_bar(len(pending), enabled=progress)
-    if result.skipped and progress:
-        bar.write(f"{result.skipped} of {result.total} runs already have records in {out_dir}: skipped")
+    results, pending = [], []
+    for prof, folder in members:
+        folder.mkdir(parents=True, exist_ok=True)
+        result = SweepResult(folder, len(prof.runs))
+        mine = []
+        for run in prof.runs:
+            status = resume_status(folder, run.run_id, utc_now().replace(":", ""))
+            if status == "failed" and retry_failed:
+                set_aside_failed(folder, run.run_id, utc_now().replace(":", ""))
+                status = None
+            if status is None:
+                mine.append(Pending(run, prof.name, folder))
+            else:
+                result.skipped += 1
+        results.append(result)
+        pending.append(mine)
+    bar = _progress_bar(sum(map(len, pending)), enabled=progress)
+    for result in results:
+        if result.skipped and progress:
+            bar.write(f"{result.skipped} of {result.total} runs already have records in {result.out_dir}: skipped")
     try:
-        for world_size, runs in profile.launch_order(pending):  # replicate passes, then world sizes
-            _launch_until_done(profile.name, runs, world_size, out_dir, bar)
+        for world_size, items in launch_order(pending):  # replicate passes, then world sizes
+            _launch_until_done(profile.name, out_dir, items, world_size, bar)
     finally:
         bar.close()
-    for run in pending:
-        status = existing_status(out_dir, run.run_id)
-        (result.ok if status == "ok" else result.failed).append(run.run_id)
-    return result
+    for result, mine in zip(results, pending):
+        for item in mine:
+            status = existing_status(item.out_dir, item.run.run_id)
+            (result.ok if status == "ok" else result.failed).append(item.run.run_id)
+    main, *rest = results
+    main.alongside = rest
+    return main
 
 
-def _launch_until_done(profile: str, runs: list[RunConfig], world_size: int, out_dir: Path, bar) -> None:
-    todo = list(runs)
+def launch_order(pending: list[list[Pending]]) -> list[tuple[int, list[Pending]]]:
+    """(world size, runs) launches: one pass per replicate (every configuration once, then all again), one
+    launch per world size within a pass, as ``Profile.launch_order``; within a launch the runs of every
+    profile, each profile's in its own order, spread evenly among the others' (a run at position i of n sits
+    at (i + 1/2) / n of the launch)."""
+    every = [item for mine in pending for item in mine]
+    passes = sorted({item.run.replicate for item in every})
+    sizes = sorted({item.run.layout.world_size for item in every})
+    out = []
+    for rep in passes:
+        for ws in sizes:
+            groups = [[item for item in mine if item.run.replicate == rep and item.run.layout.world_size == ws]
+                      for mine in pending]
+            spread = sorted(((i + 0.5) / len(g), k, item) for k, g in enumerate(groups) for i, item in enumerate(g))
+            if spread:
+                out.append((ws, [item for _, _, item in spread]))
+    return out
+
+
+def _launch_until_done(profile: str, out_dir: Path, items: list[Pending], world_size: int, bar) -> None:
+    todo = list(items)
     log_path = out_dir / "logs" / f"ws{world_size}.log"
     log_path.parent.mkdir(exist_ok=True)
     while todo:
-        plan = write_plan(out_dir / ".plans" / f"ws{world_size}.json", profile, todo)
+        shared = any(item.out_dir != out_dir or item.profile != profile for item in todo)
+        plan = write_plan(out_dir / ".plans" / f"ws{world_size}.json", profile, [item.run for item in todo],
+                          [(item.profile, item.out_dir) for item in todo] if shared else None)
         cmd = worker_command(plan, out_dir, world_size)
         with log_path.open("a") as log:
             log.write(f"\n=== {utc_now()} {' '.join(cmd)}\n")
@@ -125,8 +198,8 @@ def _launch_until_done(profile: str, runs: list[RunConfig], world_size: int, out
             start = log_path.stat().st_size
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
-            rc = _follow(proc, todo, out_dir, bar, log_path, start)
-        missing = [r for r in todo if not record_path(out_dir, r.run_id).exists()]
+            rc = _follow(proc, todo, bar, log_path, start)
+        missing = [item for item in todo if not _done(item)]
         if not missing:
             return
         if len(missing) == len(todo) and _launch_level(log_path, start):
@@ -148,11 +221,15 @@ def _launch_until_done(profile: str, runs: list[RunConfig], world_size: int, out
             "oom": "out of memory" in tail.lower(),
             "traceback": tail,
         }
-        write_record(out_dir, make_record(in_flight, profile, "failed", None, error, utc_now(),
-                                          {"world_size": world_size, "exit_code": rc}))
-        bar.write(f"{in_flight.run_id} FAILED: launch exited with code {rc}; see {log_path}")
+        write_record(in_flight.out_dir, make_record(in_flight.run, in_flight.profile, "failed", None, error,
+                                                    utc_now(), {"world_size": world_size, "exit_code": rc}))
+        bar.write(f"{in_flight.run.run_id} FAILED: launch exited with code {rc}; see {log_path}")
         bar.update(1)
         todo = missing[1:]
+
+
+def _done(item: Pending) -> bool:
+    return record_path(item.out_dir, item.run.run_id).exists()
 
 
 class LaunchFailed(ConfigError):
@@ -179,16 +256,16 @@ def _last_error_line(log_path: Path, offset: int) -> str:
     return lines[-1] if lines else "no output"
 
 
-def _follow(proc, runs, out_dir: Path, bar, log_path: Path, offset: int) -> int:
+def _follow(proc, items: list[Pending], bar, log_path: Path, offset: int) -> int:
     """Wait for the launch, advancing the bar as records appear and echoing the worker's run lines."""
-    seen = {r.run_id for r in runs if record_path(out_dir, r.run_id).exists()}
+    seen = {item.run.run_id for item in items if _done(item)}
     stop = threading.Event()
 
     def echo():
         pos = offset
         while not stop.is_set():
             pos = _echo_new_lines(log_path, pos, bar)
-            new = {r.run_id for r in runs if r.run_id not in seen and record_path(out_dir, r.run_id).exists()}
+            new = {item.run.run_id for item in items if item.run.run_id not in seen and _done(item)}
             if new:
                 seen.update(new)
                 bar.update(len(new))
@@ -209,7 +286,7 @@ def _follow(proc, runs, out_dir: Path, bar, log_path: Path, offset: int) -> int:
     finally:
         stop.set()
         thread.join()
-    new = {r.run_id for r in runs if r.run_id not in seen and record_path(out_dir, r.run_id).exists()}
+    new = {item.run.run_id for item in items if item.run.run_id not in seen and _done(item)}
     bar.update(len(new))
     return rc
 

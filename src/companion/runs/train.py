@@ -480,8 +480,11 @@ def make_record(cfg: RunConfig, profile: str, status: str, body: dict | None, er
     }
 
 
-def run_plan(configs: list[RunConfig], out_dir: Path, profile: str) -> int:
-    """Run every configuration of a plan in this launch; return the number of failed runs."""
+def run_plan(configs: list[RunConfig], out_dir: Path, profile: str, destinations=None) -> int:
+    """Run every configuration of a plan in this launch; return the number of failed runs. ``destinations``
+    ((profile, folder) per configuration, from a sweep that measures several profiles in shared launches)
+    files each record under its own profile; without it every record goes to ``out_dir`` under ``profile``."""
+    destinations = list(destinations or [(profile, out_dir)] * len(configs))
     device_type = configs[0].device
     if any(c.device != device_type for c in configs):
         raise ConfigError("a plan mixes devices; give every run of one launch the same device")
@@ -499,7 +502,7 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str) -> int:
     launch = {"world_size": env.world_size, "backend": "nccl" if device_type == "cuda" else "gloo",
               "torch_threads": default_threads}
     failures = 0
-    for i, cfg in enumerate(configs):
+    for i, (cfg, (profile, out_dir)) in enumerate(zip(configs, destinations)):
         done = parallel.broadcast_object(resume_status(out_dir, cfg.run_id, utc_now().replace(":", ""))
                                          if env.is_main else None)
         if done is not None:
@@ -612,6 +615,18 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return build_run(flat)
 
 
+def _plan_destinations(plan: dict, n: int, path: Path) -> list[tuple[str, Path]] | None:
+    """A shared launch's (profile, record folder) per run (``destinations``), or None: every run is the plan's."""
+    if "destinations" not in plan:
+        return None
+    dest = plan["destinations"]
+    if (not isinstance(dest, list) or len(dest) != n
+            or not all(isinstance(d, list) and len(d) == 2 and all(isinstance(x, str) for x in d) for d in dest)):
+        raise ConfigError(f"plan {path} is malformed (destinations must give [profile, folder] for each of its {n} "
+                          "runs); write it again with `companion sweep`")
+    return [(name, Path(folder)) for name, folder in dest]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="companion run", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -639,19 +654,21 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"plan {args.plan} is malformed ({exc}); write it again with `companion sweep "
                                   "--emit`") from None
             profile = plan.get("profile", args.profile_name)
+            destinations = _plan_destinations(plan, len(configs), args.plan)
         else:
             configs = [config_from_args(args)]
-            profile = args.profile_name
+            profile, destinations = args.profile_name, None
         check_sources(configs)
         out_dir = args.out or runs_dir(profile)
         if main_rank:
-            check_writable(out_dir)  # before training: a measurement is never lost for want of a folder
+            for folder in {out_dir, *(Path(d) for _, d in destinations or ())}:
+                check_writable(folder)  # before training: a measurement is never lost for want of a folder
             if not args.plan:  # a sweep holds the lock for the launches it starts
                 lock = FolderLock(out_dir).acquire()
                 if args.retry_failed and existing_status(out_dir, configs[0].run_id) == "failed":
                     kept = set_aside_failed(out_dir, configs[0].run_id, utc_now().replace(":", ""))
                     print(f"earlier failed record moved to {kept}", flush=True)
-        failures = run_plan(configs, out_dir, profile)
+        failures = run_plan(configs, out_dir, profile, destinations)
     except (ConfigError, MeterError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

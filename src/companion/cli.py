@@ -47,10 +47,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         result = run_sweep(profile, out_dir, retry_failed=args.retry_failed, progress=not args.quiet,
                            alongside=alongside)
     except KeyboardInterrupt:
-        for folder in [out_dir, *(f for _, f in alongside)]:
-            kept = len(list(Path(folder).glob("*.json")))
-            print(f"interrupted: {kept} records kept in {folder}", file=sys.stderr)
-        print("the run in flight has none. Re-run the same command to resume", file=sys.stderr)
+        kept = " and ".join(f"{len(list(Path(folder).glob('*.json')))} records kept in {folder}"
+                            for folder in [out_dir, *(f for _, f in alongside)])
+        print(f"interrupted: {kept}; the run in flight has none. Re-run the same command to resume", file=sys.stderr)
         return 130
     results = [result, *result.alongside]
     failed = [run_id for r in results for run_id in r.failed]

@@ -138,7 +138,8 @@ def test_launch_order_spreads_the_profiles_measured_alongside(tmp_path):
 
 def test_a_profile_measured_alongside_shares_the_launches_and_keeps_its_records(tmp_path):
     off = tmp_path / "off.yaml"
-    off.write_text(PROFILE.format(extra="max_time_s: 5.0").replace("[0, 1, 2, 3, 4, 5]", "[7]").replace("layers: 1", "layers: 2"))
+    off.write_text(PROFILE.format(extra="max_time_s: 5.0").replace("[0, 1, 2, 3, 4, 5]", "[7]")
+                   .replace("layers: 1", "layers: 2"))
     grid = tmp_path / "grid.yaml"
     grid.write_text(PROFILE.format(extra="max_time_s: 5.0").replace("[0, 1, 2, 3, 4, 5]", "[0, 1]")
                     + f"measured_with: [{off}]\n")

@@ -106,9 +106,9 @@ def run_sweep(profile: Profile, out_dir: Path, retry_failed: bool = False, progr
     """Run every configuration without a record, holding the folders' locks (a second sweep or run into the
     same folder is refused with the holder's name). Ctrl-C stops the launch in flight; finished records stay.
 
-    ``alongside`` ((profile, record folder) pairs, e.g. ``measured_alongside(profile, out_dir)``): other profiles whose
-    runs share this sweep's launches, spread evenly among its runs of the same pass and world size, each
-    record filed under its own profile. A machine whose speed drifts over minutes (a shared VM) then drifts
+    ``alongside`` ((profile, record folder) pairs, e.g. ``measured_alongside(profile, out_dir)``): other
+    profiles whose runs share this sweep's launches, spread evenly among its runs of the same pass and world
+    size, each record filed under its own profile. A machine whose speed drifts over minutes (a shared VM) then drifts
     alike for both: off-grid runs measured after the grid they are scored against carry the drift as a bias.
     Their results are in the returned result's ``alongside``."""
     members = [(profile, Path(out_dir)), *((p, Path(d)) for p, d in alongside)]

@@ -1,0 +1,62 @@
+"""Profiles measured alongside another (``measured_with``): their runs share its launches, spread among its
+own, and keep their own records. A file of its own, so the test runner places it beside test_sweep.py's."""
+
+import pytest
+
+from companion.runs.profiles import load_profile
+from companion.runs.records import load_records
+from companion.runs.sweep import Pending, launch_order
+from conftest import companion_cmd
+from test_sweep import PROFILE
+
+
+def _pending(profile, folder):
+    return [Pending(r, profile.name, folder) for r in profile.runs]
+
+
+def test_launch_order_spreads_the_profiles_measured_alongside(tmp_path):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(PROFILE.format(extra="max_time_s: 1.0") + "replicates: 2\n")
+    off = tmp_path / "off.yaml"
+    off.write_text(PROFILE.format(extra="max_time_s: 1.0").replace("[0, 1, 2, 3, 4, 5]", "[7, 8]")
+                   .replace("layers: 1", "layers: 2") + "    layouts: [tp1-dp1, tp1-dp2]\nreplicates: 2\n")
+    a, b = load_profile(str(grid)), load_profile(str(off))
+    order = launch_order([_pending(a, tmp_path / "a"), _pending(b, tmp_path / "b")])
+    # pass 0 then pass 1, world size 1 then 2 within each; the off-grid runs spread among the grid's
+    assert [(ws, {i.run.replicate for i in items}) for ws, items in order] == [(1, {0}), (2, {0}), (1, {1}), (2, {1})]
+    first = [i.profile for i in order[0][1]]
+    assert first == ["grid", "grid", "off", "grid", "grid", "grid", "off", "grid"]
+    assert [i.profile for i in order[1][1]] == ["off", "off"]
+    assert sorted(i.run.run_id for _, items in order for i in items) == sorted(r.run_id for r in a.runs + b.runs)
+    # alone, a profile's launches are its own launch order
+    alone = launch_order([_pending(a, tmp_path / "a")])
+    assert [(ws, [i.run for i in items]) for ws, items in alone] == a.launch_order()
+
+
+@pytest.mark.slow
+def test_a_profile_measured_alongside_shares_the_launches_and_keeps_its_records(tmp_path):
+    off = tmp_path / "off.yaml"
+    off.write_text(PROFILE.format(extra="max_time_s: 5.0").replace("[0, 1, 2, 3, 4, 5]", "[7]")
+                   .replace("layers: 1", "layers: 2"))
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(PROFILE.format(extra="max_time_s: 5.0").replace("[0, 1, 2, 3, 4, 5]", "[0, 1]")
+                    + f"measured_with: [{off}]\n")
+    out = tmp_path / "runs" / "grid"
+    res = companion_cmd("sweep", "--profile", str(grid), "--out", str(out), "--quiet", timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "2 runs in" in res.stdout and "1 runs in" in res.stdout
+    grid_records, off_records = load_records(out), load_records(tmp_path / "runs" / "off")
+    assert len(grid_records) == 2 and {r["profile"] for r in grid_records} == {"grid"}
+    assert len(off_records) == 1 and off_records[0]["profile"] == "off"
+    assert off_records[0]["config"]["model"]["layers"] == 2
+    # one launch ran all three, the other profile's run between the grid's two
+    log = (out / "logs" / "ws1.log").read_text()
+    assert log.count("\n=== ") == 1
+    started = [line.split()[1] for line in log.splitlines() if line.startswith("run-start: ")]
+    ids = {r["run_id"]: r["profile"] for r in grid_records + off_records}
+    assert [ids[i] for i in started] == ["grid", "off", "grid"]
+    # resuming skips both; --alone leaves the other profile out
+    res = companion_cmd("sweep", "--profile", str(grid), "--out", str(out), "--quiet", timeout=300)
+    assert res.returncode == 0 and "0 ok, 0 failed, 2 already done" in res.stdout and "1 already done" in res.stdout
+    res = companion_cmd("sweep", "--profile", str(grid), "--out", str(out), "--quiet", "--alone", timeout=300)
+    assert res.returncode == 0 and "measured with" not in res.stdout and res.stdout.count("runs in") == 1

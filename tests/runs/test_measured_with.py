@@ -28,9 +28,10 @@ def test_launch_order_spreads_the_profiles_measured_alongside(tmp_path):
     assert first == ["grid", "grid", "off", "grid", "grid", "grid", "off", "grid"]
     assert [i.profile for i in order[1][1]] == ["off", "off"]
     assert sorted(i.run.run_id for _, items in order for i in items) == sorted(r.run_id for r in a.runs + b.runs)
-    # alone, a profile's launches are its own launch order
+    # alone, a profile's launches are its passes, each in the profile's own order
     alone = launch_order([_pending(a, tmp_path / "a")])
-    assert [(ws, [i.run for i in items]) for ws, items in alone] == a.launch_order()
+    assert [(ws, [i.run for i in items]) for ws, items in alone] == [
+        (1, [r for r in a.runs if r.replicate == rep]) for rep in (0, 1)]
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@ import pytest
 
 from companion.errors import ConfigError
 from companion.runs.profiles import available_profiles, load_profile
+from companion.runs.sweep import Pending, launch_order
 
 
 def test_shipped_profiles_load_and_validate():
@@ -92,7 +93,8 @@ groups:
     twins = [r for r in p.runs if r.replicate == 1]
     assert {r.config_id for r in twins} <= {r.run_id for r in first}
     assert all(r.run_id.split(".")[0].endswith("-r1") and r.run_id != r.config_id for r in twins)
-    order = [(ws, [r.replicate for r in runs]) for ws, runs in p.launch_order()]
+    order = [(ws, [i.run.replicate for i in items]) for ws, items in launch_order([[Pending(r, p.name, tmp_path)
+                                                                                   for r in p.runs]])]
     # pass 0 (every configuration once, world size 1 then 2), then pass 1, then pass 2
     assert [ws for ws, _ in order] == [1, 2, 1, 2, 1] and [set(r) for _, r in order] == [{0}, {0}, {1}, {1}, {2}]
     ids = [r.run_id for r in p.runs]

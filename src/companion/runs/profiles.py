@@ -58,14 +58,6 @@ class Profile:
             out.setdefault(r.layout.world_size, []).append(r)
         return dict(sorted(out.items()))
 
-    def launch_order(self, runs=None) -> list[tuple[int, list[RunConfig]]]:
-        """(world size, runs) launches in sweep order: one pass per replicate (every configuration once, then
-        all again), one launch per world size within a pass."""
-        runs = list(runs if runs is not None else self.runs)
-        passes = sorted({r.replicate for r in runs})
-        return [(ws, group) for rep in passes
-                for ws, group in self.by_world_size([r for r in runs if r.replicate == rep]).items()]
-
 
 def available_profiles() -> dict[str, Path]:
     return {p.stem: p for p in sorted(PROFILES_DIR.glob("*.yaml"))}

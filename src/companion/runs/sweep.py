@@ -7,7 +7,7 @@
   timeout), the first configuration without a record was in flight: it gets a ``failed`` record, and the
   rest are launched again. A launch that fails as a whole (no record, and its worker said ``error:`` or
   never started a run: a meter or package missing) stops the sweep with the worker's one-line message.
-* Replicates run in passes (``Profile.launch_order``): every configuration once, then all again.
+* Replicates run in passes (``launch_order``): every configuration once, then all again.
 * A profile's ``measured_with`` profiles (the cpu grid's off-grid holdout) share its launches: their runs
   are spread among its own, so both are measured over the same minutes of a machine whose speed drifts.
 * ``emit_launch`` writes the same plans with multi-node torchrun commands and SLURM array scripts.
@@ -108,9 +108,9 @@ def run_sweep(profile: Profile, out_dir: Path, retry_failed: bool = False, progr
 
     ``alongside`` ((profile, record folder) pairs, e.g. ``measured_alongside(profile, out_dir)``): other
     profiles whose runs share this sweep's launches, spread evenly among its runs of the same pass and world
-    size, each record filed under its own profile. A machine whose speed drifts over minutes (a shared VM) then drifts
-    alike for both: off-grid runs measured after the grid they are scored against carry the drift as a bias.
-    Their results are in the returned result's ``alongside``."""
+    size, each record filed under its own profile. A machine whose speed drifts over minutes (a shared VM)
+    then drifts alike for both: off-grid runs measured after the grid they are scored against carry the drift
+    as a bias. Their results are in the returned result's ``alongside``."""
     members = [(profile, Path(out_dir)), *((p, Path(d)) for p, d in alongside)]
     for _, folder in members:
         check_writable(folder)
@@ -165,10 +165,10 @@ def _run_sweep(members: list[tuple[Profile, Path]], retry_failed: bool, progress
 
 
 def launch_order(pending: list[list[Pending]]) -> list[tuple[int, list[Pending]]]:
-    """(world size, runs) launches: one pass per replicate (every configuration once, then all again), one
-    launch per world size within a pass, as ``Profile.launch_order``; within a launch the runs of every
-    profile, each profile's in its own order, spread evenly among the others' (a run at position i of n sits
-    at (i + 1/2) / n of the launch)."""
+    """(world size, runs) launches in sweep order: one pass per replicate (every configuration once, then all
+    again), one launch per world size within a pass; within a launch the runs of every profile, each
+    profile's in its own order, spread evenly among the others' (a run at position i of n sits at
+    (i + 1/2) / n of the launch)."""
     every = [item for mine in pending for item in mine]
     passes = sorted({item.run.replicate for item in every})
     sizes = sorted({item.run.layout.world_size for item in every})

@@ -131,7 +131,7 @@ def test_prior_roofs_come_from_the_hardware_table():
 
 
 def test_attention_cost_comes_from_the_calibrated_kernels():
-    u, v = {"math": (1.1e-8, 5e-11), "fused": (1e-9, 5e-11)}, None
+    u = {"math": (1.1e-8, 5e-11), "fused": (1e-9, 5e-11)}
     rows = [{"batch": b, "heads": h, "seq": s, "head_dim": d, "kernel": k,
              "fwd_bwd_s": b * h * s * s * (u[k][0] + u[k][1] * d)}
             for b, h, s, d in ((8, 4, 128, 32), (8, 4, 256, 32), (8, 8, 128, 16), (8, 2, 128, 64)) for k in u]

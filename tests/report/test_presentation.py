@@ -1,7 +1,5 @@
 """The conventions every stage notebook gets in the book, on small notebooks (no kernel, no browser)."""
 
-import json
-
 from companion.report import presentation
 from companion.report.figures import render_html
 

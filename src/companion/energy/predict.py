@@ -26,7 +26,7 @@ from companion.runs.carbon import J_PER_KWH, carbon_intensity
 from companion.errors import ConfigError
 from companion.runs.config import DataConfig, Layout, LengthDist, build_run
 from companion.runs.data import expected_token_counts
-from companion.energy.fit import FittedModel, design_matrix
+from companion.energy.fit import FittedModel
 from companion.energy.laws import LAWS, TIME_LAW
 from companion.energy import opmodel
 from companion.paths import data_dir, devices_dir

@@ -13,8 +13,12 @@ import math
 import os
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from companion.errors import ConfigError
+
+if TYPE_CHECKING:
+    from companion.runs.config import RunConfig
 
 SCHEMA_VERSION = 1
 LOCK_NAME = ".lock"
@@ -213,3 +217,33 @@ class FolderLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def make_record(cfg: RunConfig, profile: str, status: str, body: dict | None, error: dict | None,
+                started: str, launch: dict) -> dict:
+    """A run's record: its configuration, what the run measured (``body``) or its ``error``, and provenance
+    (the launcher writes a failed run's with no body). Here, not in the training module, so a sweep's
+    launcher writes one without importing torch."""
+    from companion.runs.provenance import meter_environment, static_provenance, utc_now
+
+    config = cfg.to_dict()
+    config.update(world_size=cfg.layout.world_size, mode=cfg.layout.mode)
+    return {
+        "schema": SCHEMA_VERSION,
+        "run_id": cfg.run_id,
+        "config_id": cfg.config_id,  # shared by every replicate of the configuration
+        "profile": profile,
+        "status": status,
+        "config": config,
+        **(body or {}),
+        "error": error,
+        "provenance": {
+            **static_provenance(cfg.device),
+            "seed": cfg.seed,
+            "config_digest": cfg.digest(),
+            "started_at": started,
+            "finished_at": utc_now(),
+            "launch": launch,
+            "meter_environment": meter_environment(),
+        },
+    }

@@ -29,9 +29,8 @@ from companion.errors import ConfigError
 from companion.runs.config import RunConfig
 from companion.runs.profiles import Profile
 from companion.runs.provenance import utc_now
-from companion.runs.records import (FolderLock, check_writable, existing_status, record_path, resume_status,
-                                    set_aside_failed, write_json, write_record)
-from companion.runs.train import make_record
+from companion.runs.records import (FolderLock, check_writable, existing_status, make_record, record_path,
+                                    resume_status, set_aside_failed, write_json, write_record)
 
 POLL_S = 0.5
 _PROGRESS_LINE = re.compile(r"^\[\d+/\d+\] ")

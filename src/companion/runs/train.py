@@ -37,8 +37,8 @@ from companion.runs.data import collate, make_task, shard, token_counts
 from companion.runs.meters import Meter, MeterError, make_meter
 from companion.runs.optional import MissingPackage
 from companion.runs.model import build_model, parameter_count
-from companion.runs.provenance import meter_environment, neutralise_meter_environment, static_provenance, utc_now
-from companion.runs.records import (SCHEMA_VERSION, FolderLock, RecordExists, check_writable, existing_status,
+from companion.runs.provenance import neutralise_meter_environment, utc_now
+from companion.runs.records import (FolderLock, RecordExists, check_writable, existing_status, make_record,
                                     record_path, resume_status, set_aside_failed, write_record)
 
 POOL_BATCHES = 16  # distinct pre-collated batches cycled through; host data prep stays out of the step
@@ -452,31 +452,6 @@ def _describe_error(exc: BaseException) -> dict:
         "message": str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
         "oom": oom,
         "traceback": "".join(traceback.format_exception(exc))[-4000:],
-    }
-
-
-def make_record(cfg: RunConfig, profile: str, status: str, body: dict | None, error: dict | None,
-                started: str, launch: dict) -> dict:
-    config = cfg.to_dict()
-    config.update(world_size=cfg.layout.world_size, mode=cfg.layout.mode)
-    return {
-        "schema": SCHEMA_VERSION,
-        "run_id": cfg.run_id,
-        "config_id": cfg.config_id,  # shared by every replicate of the configuration
-        "profile": profile,
-        "status": status,
-        "config": config,
-        **(body or {}),
-        "error": error,
-        "provenance": {
-            **static_provenance(cfg.device),
-            "seed": cfg.seed,
-            "config_digest": cfg.digest(),
-            "started_at": started,
-            "finished_at": utc_now(),
-            "launch": launch,
-            "meter_environment": meter_environment(),
-        },
     }
 
 

@@ -33,12 +33,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.emit and profile.device == "cuda" and args.device_name is None and profile.runs[0].device_name == "cuda":
         raise ConfigError(f"no GPU is visible here to name the hardware of profile {profile.name!r}'s runs; "
                           "pass --device-name with the cluster's GPU type, e.g. --device-name H100")
+    alongside = [] if args.alone else measured_alongside(profile, out_dir)
     if args.emit:
         emit_dir = args.emit_dir or build_dir() / "launch" / profile.name
-        for path in emit_launch(profile, args.emit, emit_dir, out_dir, gpus_per_node=args.gpus_per_node):
+        for other, folder in alongside:
+            print(f"measured with profile {other.name}: {len(other.runs)} runs -> {folder} (in the same plans)")
+        for path in emit_launch(profile, args.emit, emit_dir, out_dir, gpus_per_node=args.gpus_per_node,
+                                alongside=alongside):
             print(path)
         return 0
-    alongside = [] if args.alone else measured_alongside(profile, out_dir)
     print(f"profile {profile.name}: {len(profile.runs)} runs -> {out_dir}", flush=True)
     for other, folder in alongside:
         print(f"  measured with profile {other.name}: {len(other.runs)} runs -> {folder} (in the same launches)",

@@ -311,35 +311,49 @@ def _progress_bar(total: int, enabled: bool):
 
 # --------------------------------------------------------------------------------- cluster scripts
 def emit_launch(profile: Profile, kind: str, emit_dir: Path, out_dir: Path, gpus_per_node: int = 8,
-                port: int = 29500) -> list[Path]:
+                port: int = 29500, alongside: list[tuple[Profile, Path]] = ()) -> list[Path]:
     """Write per-world-size plans and launch scripts for several nodes; return the files written.
 
     ``torchrun``: ``launch-torchrun.sh``, one multi-node rendezvous command per world size, to run on every
     node with MASTER_ADDR and NODE_RANK set. ``slurm``: one array script per node count whose tasks are
     the world sizes needing that many nodes; each task starts torchrun once per node with ``srun``.
+    ``alongside`` (as ``run_sweep``'s): other profiles' runs in the same plans, in the order a local sweep
+    launches them, each record filed under its own profile and folder.
     """
     if kind not in ("torchrun", "slurm"):
         raise ConfigError(f"--emit {kind!r} is unknown; use torchrun or slurm")
     if gpus_per_node < 1:
         raise ConfigError("--gpus-per-node must be at least 1")
     emit_dir = Path(emit_dir)
-    groups = profile.by_world_size()
+    if alongside:
+        pending = [[Pending(run, prof.name, Path(folder)) for run in prof.runs]
+                   for prof, folder in [(profile, out_dir), *alongside]]
+        items: dict[int, list[Pending]] = {}
+        for ws, launch in launch_order(pending):  # every pass of a world size in one plan, in sweep order
+            items.setdefault(ws, []).extend(launch)
+        groups = {ws: [item.run for item in launch] for ws, launch in sorted(items.items())}
+        destinations = {ws: [(item.profile, item.out_dir) for item in launch] for ws, launch in items.items()}
+    else:
+        groups, destinations = profile.by_world_size(), {}
     plans: dict[int, Path] = {}
     for ws, runs in groups.items():
         if ws > gpus_per_node and ws % gpus_per_node:
             raise ConfigError(
                 f"world size {ws} does not fill whole nodes of {gpus_per_node} GPUs; "
-                "change --gpus-per-node or the profile's layouts"
+                "change --gpus-per-node or the layouts of the profiles in this launch"
             )
-        plans[ws] = write_plan(emit_dir / "plans" / f"{profile.name}-ws{ws}.json", profile.name, runs)
+        plans[ws] = write_plan(emit_dir / "plans" / f"{profile.name}-ws{ws}.json", profile.name, runs,
+                               destinations.get(ws))
+    others = "".join(f" and profile '{p.name}' ({len(p.runs)} runs -> {d})" for p, d in alongside)
     written = list(plans.values())
     shape = {ws: (max(1, ws // gpus_per_node), min(ws, gpus_per_node)) for ws in plans}  # (nodes, procs/node)
     out = str(out_dir)
     if kind == "torchrun":
         lines = [
             "#!/usr/bin/env bash",
-            f"# Launch commands for profile '{profile.name}' ({len(profile.runs)} runs). Run this script on every",
-            "# node of the job with the same MASTER_ADDR and this node's NODE_RANK (0 on the master).",
+            f"# Launch commands for profile '{profile.name}' ({len(profile.runs)} runs){others}.",
+            "# Run this script on every node of the job with the same MASTER_ADDR and this node's NODE_RANK",
+            "# (0 on the master).",
             "# Records go to a folder all nodes share; re-running skips finished runs.",
             "set -euo pipefail",
             ': "${MASTER_ADDR:?set MASTER_ADDR to the first node\'s address}"',
@@ -368,7 +382,7 @@ def emit_launch(profile: Profile, kind: str, emit_dir: Path, out_dir: Path, gpus
         plan_list = " ".join(str(plans[ws]) for ws in sizes)
         nproc_list = " ".join(str(shape[ws][1]) for ws in sizes)
         text = f"""#!/bin/bash
-# SLURM array for profile '{profile.name}': world sizes {sizes} on {nodes} node(s) each.
+# SLURM array for profile '{profile.name}'{others}: world sizes {sizes} on {nodes} node(s) each.
 # Submit with: sbatch {emit_dir / f'slurm-{profile.name}-n{nodes}.sbatch'}
 #SBATCH --job-name=companion-{profile.name}-n{nodes}
 #SBATCH --nodes={nodes}

@@ -155,6 +155,9 @@ PRIOR_COMM_BYTES = {"comm_bytes_s": 0.05}
 # 0.5 / 1, pooled held-out 9.85 -> 9.78 %; the same pull on any other single term did not help (12.5-13.3 %).
 PRIOR_STATE_BYTES = {"state_s": 0.5}
 FSDP_HOOKS_PER_UNIT = 4  # unshard + reshard, forward and backward, per FSDP unit (each layer and the root)
+# activation all-reduces of one encoder layer under TP (T_r x h each): attention-out and FFN-out forward, the
+# attention's and the FFN's input gradients backward (the plan in companion.runs.parallel; its test counts them)
+TP_ALL_REDUCES_PER_LAYER = 4
 
 
 def _column(df: pd.DataFrame, name: str, default) -> np.ndarray:
@@ -243,11 +246,11 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs) -> pd.DataFrame:
             launch = tp_dispatch[rows] + fsdp_hooks[rows]
             share_tp = np.where(launch > 0, tp_dispatch[rows] / np.where(launch > 0, launch, 1.0), 0.0)
             tp_dispatch[rows], fsdp_hooks[rows] = total * share_tp, total * (1 - share_tp)
-    # TP: 2 all-reduces forward and 2 backward per layer over the t ranks of a TP group, ring: 2 (t-1)/t of
-    # the activation each on the wire
+    # TP: 2 all-reduces forward and 2 backward per layer (TP_ALL_REDUCES_PER_LAYER, the plan's: companion.runs.
+    # parallel) over the t ranks of a TP group, ring: 2 (t-1)/t of the activation each on the wire
     tp_on = t > 1
-    tp_lat = np.where(tp_on, 4 * L * (t - 1) * alpha(t) * contention(t), 0.0)
-    tp_wire = np.where(tp_on, 4 * L * 2 * (t - 1) / t * T_r * h * w, 0.0)
+    tp_lat = np.where(tp_on, TP_ALL_REDUCES_PER_LAYER * L * (t - 1) * alpha(t) * contention(t), 0.0)
+    tp_wire = np.where(tp_on, TP_ALL_REDUCES_PER_LAYER * L * 2 * (t - 1) / t * T_r * h * w, 0.0)
     tp_bytes = tp_wire / dev.collective_beta_bytes_per_s * contention(t)
     # FSDP: per unit (each layer and the root) all-gather forward, all-gather backward, reduce-scatter gradients
     dp_on = d > 1

@@ -18,7 +18,8 @@ from companion.errors import ConfigError
 from companion.runs.config import Layout
 
 # Megatron-style sharding of one BertLayer: Q/K/V and FFN-in split by output features (heads / FFN
-# columns), attention-out and FFN-out split by input features, so each sub-block needs one all-reduce.
+# columns), attention-out and FFN-out split by input features, so each sub-block needs one all-reduce forward
+# (its output) and one backward (its input's gradient): 4 per layer (opmodel.TP_ALL_REDUCES_PER_LAYER).
 TP_PLAN_STYLES = {
     "attention.self.query": "colwise",
     "attention.self.key": "colwise",
@@ -119,10 +120,17 @@ def parallelize_bert(model: torch.nn.Module, layout: Layout, mesh, precision: st
     classifier are replicated across TP ranks (they are small) and sharded by FSDP.
     """
     if layout.tp > 1:
-        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        from torch.distributed.tensor import Replicate
+        from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                                       parallelize_module)
 
         styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
         plan = {name: styles[style]() for name, style in TP_PLAN_STYLES.items()}
+        # the self-attention's input enters as one replicated DTensor shared by query, key and value, so their
+        # three input gradients are summed before the one all-reduce that makes it whole (Megatron's f
+        # operator); each colwise projection would otherwise all-reduce its own (3 backward all-reduces for 1)
+        plan["attention.self"] = PrepareModuleInput(input_layouts=(Replicate(),), desired_input_layouts=(Replicate(),),
+                                                    use_local_output=False)
         for layer in model.bert.encoder.layer:
             parallelize_module(layer, mesh["tp"], plan)
             # transformers 4.x reshapes with these attributes; 5.x infers heads from the tensor. Each rank

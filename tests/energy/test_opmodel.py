@@ -258,7 +258,9 @@ def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_co
         o = max(1.0, t * d / node_cores)
         q = lambda g: o / max(1.0, g / node_cores)  # noqa: E731
         for L in (1, 2):
-            lat = (4 * L * (t - 1) * alpha(t) * q(t) if t > 1 else 0) + (3 * (L + 1) * (d - 1) * alpha(d) * q(d) if d > 1 else 0)
+            n_fsdp = opmodel.FSDP_COLLECTIVES_PER_LAYER * L + opmodel.FSDP_COLLECTIVES_ROOT
+            lat = ((opmodel.TP_ALL_REDUCES_PER_LAYER * L * (t - 1) * alpha(t) * q(t) if t > 1 else 0)
+                   + (n_fsdp * (d - 1) * alpha(d) * q(d) if d > 1 else 0))
             rows.append({"tp": t, "dp": d, "layers": L, "hidden": 64, "heads": 4, "ffn": 256, "vocab": 128,
                          "max_positions": 64, "seq_len": 16, "batch_size": 4, "threads_per_rank": 1,
                          "step_s": o * (single_step_s + L * single_layer_s) + lat + a * (L + 1)})

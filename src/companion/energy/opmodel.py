@@ -155,6 +155,9 @@ PRIOR_COMM_BYTES = {"comm_bytes_s": 0.05}
 # 0.5 / 1, pooled held-out 9.85 -> 9.78 %; the same pull on any other single term did not help (12.5-13.3 %).
 PRIOR_STATE_BYTES = {"state_s": 0.5}
 FSDP_HOOKS_PER_UNIT = 4  # unshard + reshard, forward and backward, per FSDP unit (each layer and the root)
+# FSDP collectives of one step: per encoder layer two parameter all-gathers (forward, and backward after the
+# reshard) and one gradient reduce-scatter; the root unit is not resharded after forward: one gather, one scatter
+FSDP_COLLECTIVES_PER_LAYER, FSDP_COLLECTIVES_ROOT = 3, 2
 # activation all-reduces of one encoder layer under TP (T_r x h each): attention-out and FFN-out forward, the
 # attention's and the FFN's input gradients backward (the plan in companion.runs.parallel; its test counts them)
 TP_ALL_REDUCES_PER_LAYER = 4
@@ -252,10 +255,13 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs) -> pd.DataFrame:
     tp_lat = np.where(tp_on, TP_ALL_REDUCES_PER_LAYER * L * (t - 1) * alpha(t) * contention(t), 0.0)
     tp_wire = np.where(tp_on, TP_ALL_REDUCES_PER_LAYER * L * 2 * (t - 1) / t * T_r * h * w, 0.0)
     tp_bytes = tp_wire / dev.collective_beta_bytes_per_s * contention(t)
-    # FSDP: per unit (each layer and the root) all-gather forward, all-gather backward, reduce-scatter gradients
+    # FSDP: per layer all-gather forward, all-gather backward (resharded after forward) and reduce-scatter of the
+    # gradients (fp32); the root (embeddings, pooler, head), kept gathered from forward to backward, is gathered
+    # once (FSDP_COLLECTIVES_PER_LAYER, FSDP_COLLECTIVES_ROOT: companion.runs.parallel's plan, counted by its test)
     dp_on = d > 1
-    fsdp_wire = np.where(dp_on, (d - 1) / d * p_tp * (2 * w + 4), 0.0)
-    fsdp_lat = np.where(dp_on, 3 * (L + 1) * (d - 1) * alpha(d) * contention(d), 0.0)
+    fsdp_wire = np.where(dp_on, (d - 1) / d * ((2 * w + 4) * enc / t + (w + 4) * (p - enc)), 0.0)
+    n_fsdp = FSDP_COLLECTIVES_PER_LAYER * L + FSDP_COLLECTIVES_ROOT
+    fsdp_lat = np.where(dp_on, n_fsdp * (d - 1) * alpha(d) * contention(d), 0.0)
     fsdp_bytes = fsdp_wire / dev.collective_beta_bytes_per_s * contention(d)
     comm = fsdp_lat + fsdp_bytes
     if dev.overlap:

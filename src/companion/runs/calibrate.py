@@ -151,20 +151,23 @@ def elementwise_benchmark(device, dtype, budget_s: float, tokens: int = 2048, hi
 
 
 def optimizer_benchmark(device, budget_s: float, parameters: int = 2_000_000) -> dict:
-    """Achieved bytes/s of AdamW (foreach) over ``parameters`` fp32 parameters in BERT-like tensors, with the
-    operator model's byte count for the step (36 bytes per parameter: weight, gradient, two moments read and
-    written)."""
+    """Achieved bytes/s of AdamW, with the kernel training uses (``parallel.adamw_kernel``), over ``parameters``
+    fp32 parameters in BERT-like tensors, with the operator model's byte count for the step (36 bytes per
+    parameter: weight, gradient, two moments read and written)."""
+    from companion.runs.parallel import adamw_kernel
+
     shapes = [(256, 256)] * 16 + [(256, 1024)] * 8 + [(256,)] * 32
     per = sum(int(np.prod(s)) for s in shapes)
     reps = max(1, parameters // per)
     params = [torch.zeros(s, device=device, requires_grad=True) for s in shapes * reps]
     for q in params:
         q.grad = torch.ones_like(q)
-    opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    kernel = adamw_kernel(torch.device(device).type)
+    opt = torch.optim.AdamW(params, lr=1e-4, **kernel)
     t = _best_time(opt.step, device, budget_s)
     n = sum(q.numel() for q in params)
     return {"parameters": n, "time_s": t, "bytes_per_s": 36 * n / t,
-            "method": "AdamW foreach step, 36 bytes per fp32 parameter (the model's count)"}
+            "method": f"AdamW {', '.join(kernel)} step, 36 bytes per fp32 parameter (the model's count)"}
 
 
 def launch_benchmark(device, budget_s: float) -> dict:
@@ -190,6 +193,7 @@ def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
 
     from companion.runs.config import ModelConfig
     from companion.runs.model import build_model
+    from companion.runs.parallel import adamw_kernel
 
     class Count(TorchDispatchMode):
         n = 0
@@ -203,7 +207,8 @@ def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
         torch.manual_seed(0)
         model = build_model(ModelConfig(layers=layers, hidden=32, heads=2, vocab=128, max_positions=64)).to(device)
         model.train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        kernel = adamw_kernel(torch.device(device).type)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **kernel)  # training's kernel: its operator count
         ids = torch.randint(0, 128, (2, 16), device=device)
         batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.zeros(2, dtype=torch.long,
                                                                                                 device=device)}
@@ -224,7 +229,7 @@ def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
             times[layers] = _best_time(step, device, budget_s / 2, min_sample_s=0.02)
     per_layer = counts[2] - counts[1]
     out = {"per_layer": per_layer, "per_step": counts[1] - per_layer, "counts": counts,
-           "method": "aten operators dispatched by one training step (AdamW foreach), 1- and 2-layer BERT"}
+           "method": f"aten operators dispatched by one training step (AdamW {', '.join(kernel)}), 1- and 2-layer BERT"}
     if times:
         per_op = max(times[2] - times[1], 0.0) / per_layer
         out.update(step_s={str(k): v for k, v in times.items()}, per_op_s=per_op,

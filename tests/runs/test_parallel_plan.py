@@ -5,6 +5,9 @@ import pytest
 import torch
 
 LAYERS = 3
+# CommDebugMode tracks modules with backward hooks, which warn on Hugging Face's output classes
+pytestmark = [pytest.mark.filterwarnings("ignore:For backward hooks to be called"),
+              pytest.mark.filterwarnings("ignore:Full backward hook is firing")]
 
 
 def _counts(layout) -> list[dict[str, int]]:

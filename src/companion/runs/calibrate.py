@@ -202,12 +202,12 @@ def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
             Count.n += 1
             return func(*args, **(kwargs or {}))
 
+    kernel = adamw_kernel(torch.device(device).type)
     counts, times = {}, {}
     for layers in (1, 2):
         torch.manual_seed(0)
         model = build_model(ModelConfig(layers=layers, hidden=32, heads=2, vocab=128, max_positions=64)).to(device)
         model.train()
-        kernel = adamw_kernel(torch.device(device).type)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **kernel)  # training's kernel: its operator count
         ids = torch.randint(0, 128, (2, 16), device=device)
         batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.zeros(2, dtype=torch.long,

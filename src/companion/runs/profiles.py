@@ -51,10 +51,10 @@ class Profile:
     groups: dict[str, tuple[str, ...]]  # group name -> run ids
     measured_with: tuple[str, ...] = ()  # profiles whose runs share this one's launches (``sweep.run_sweep``)
 
-    def by_world_size(self, runs=None) -> dict[int, list[RunConfig]]:
+    def by_world_size(self) -> dict[int, list[RunConfig]]:
         """Runs grouped by world size, smallest first: one launch per world size."""
         out: dict[int, list[RunConfig]] = {}
-        for r in runs if runs is not None else self.runs:
+        for r in self.runs:
             out.setdefault(r.layout.world_size, []).append(r)
         return dict(sorted(out.items()))
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from companion.errors import ConfigError
+from companion.runs.provenance import meter_environment, static_provenance, utc_now
 
 if TYPE_CHECKING:
     from companion.runs.config import RunConfig
@@ -224,8 +225,6 @@ def make_record(cfg: RunConfig, profile: str, status: str, body: dict | None, er
     """A run's record: its configuration, what the run measured (``body``) or its ``error``, and provenance
     (the launcher writes a failed run's with no body). Here, not in the training module, so a sweep's
     launcher writes one without importing torch."""
-    from companion.runs.provenance import meter_environment, static_provenance, utc_now
-
     config = cfg.to_dict()
     config.update(world_size=cfg.layout.world_size, mode=cfg.layout.mode)
     return {

@@ -187,9 +187,8 @@ def _launch_until_done(profile: str, out_dir: Path, items: list[Pending], world_
     log_path = out_dir / "logs" / f"ws{world_size}.log"
     log_path.parent.mkdir(exist_ok=True)
     while todo:
-        shared = any(item.out_dir != out_dir or item.profile != profile for item in todo)
         plan = write_plan(out_dir / ".plans" / f"ws{world_size}.json", profile, [item.run for item in todo],
-                          [(item.profile, item.out_dir) for item in todo] if shared else None)
+                          _destinations(todo, profile, out_dir))
         cmd = worker_command(plan, out_dir, world_size)
         with log_path.open("a") as log:
             log.write(f"\n=== {utc_now()} {' '.join(cmd)}\n")
@@ -225,6 +224,14 @@ def _launch_until_done(profile: str, out_dir: Path, items: list[Pending], world_
         bar.write(f"{in_flight.run.run_id} FAILED: launch exited with code {rc}; see {log_path}")
         bar.update(1)
         todo = missing[1:]
+
+
+def _destinations(items: list[Pending], profile: str, out_dir: Path) -> list[tuple[str, Path]] | None:
+    """A plan's (profile, folder) per run where its runs go to more than the plan's own profile and folder;
+    None otherwise, so a plan of one profile keeps the format it always had."""
+    if all(item.profile == profile and item.out_dir == out_dir for item in items):
+        return None
+    return [(item.profile, item.out_dir) for item in items]
 
 
 def _done(item: Pending) -> bool:
@@ -324,17 +331,13 @@ def emit_launch(profile: Profile, kind: str, emit_dir: Path, out_dir: Path, gpus
         raise ConfigError(f"--emit {kind!r} is unknown; use torchrun or slurm")
     if gpus_per_node < 1:
         raise ConfigError("--gpus-per-node must be at least 1")
-    emit_dir = Path(emit_dir)
-    if alongside:
-        pending = [[Pending(run, prof.name, Path(folder)) for run in prof.runs]
-                   for prof, folder in [(profile, out_dir), *alongside]]
-        items: dict[int, list[Pending]] = {}
-        for ws, launch in launch_order(pending):  # every pass of a world size in one plan, in sweep order
-            items.setdefault(ws, []).extend(launch)
-        groups = {ws: [item.run for item in launch] for ws, launch in sorted(items.items())}
-        destinations = {ws: [(item.profile, item.out_dir) for item in launch] for ws, launch in items.items()}
-    else:
-        groups, destinations = profile.by_world_size(), {}
+    emit_dir, out_dir = Path(emit_dir), Path(out_dir)
+    pending = [[Pending(run, prof.name, Path(folder)) for run in prof.runs]
+               for prof, folder in [(profile, out_dir), *alongside]]
+    items: dict[int, list[Pending]] = {}
+    for ws, launch in launch_order(pending):  # every pass of a world size in one plan, in sweep order
+        items.setdefault(ws, []).extend(launch)
+    groups = {ws: [item.run for item in launch] for ws, launch in sorted(items.items())}
     plans: dict[int, Path] = {}
     for ws, runs in groups.items():
         if ws > gpus_per_node and ws % gpus_per_node:
@@ -343,7 +346,7 @@ def emit_launch(profile: Profile, kind: str, emit_dir: Path, out_dir: Path, gpus
                 "change --gpus-per-node or the layouts of the profiles in this launch"
             )
         plans[ws] = write_plan(emit_dir / "plans" / f"{profile.name}-ws{ws}.json", profile.name, runs,
-                               destinations.get(ws))
+                               _destinations(items[ws], profile.name, out_dir))
     others = "".join(f" and profile '{p.name}' ({len(p.runs)} runs -> {d})" for p, d in alongside)
     written = list(plans.values())
     shape = {ws: (max(1, ws // gpus_per_node), min(ws, gpus_per_node)) for ws in plans}  # (nodes, procs/node)

@@ -173,7 +173,9 @@ eta
 # beat. Saved as `noise.json`, over every run of the sweep; the validation reports its errors beside the same
 # floor taken over the runs it scores (those its CI filter keeps), so the two can differ. The last column is how
 # the whole machine moved between passes: the median over configurations of the later replicate's value over
-# the first's (1: no drift).
+# the first's (1: no drift). The column before it is what a model that knew every configuration exactly would
+# score against single runs: the passes separate a shift of the whole machine (which the floor counts in full)
+# from each run's own scatter (of which a configuration's mean of two replicates hides a share).
 
 # %%
 noise = replicate_noise(df)
@@ -182,6 +184,7 @@ drift = noise.get("between_passes") or {}
 pct = lambda x: None if x is None else 100 * x  # noqa: E731
 pd.DataFrame([{"metric": metric.replace("_", " "), "floor, mean (%)": pct(m["mape"]), "median (%)": pct(m["median_ape"]),
                "max (%)": pct(m["max_ape"]), "configurations": m["n_configs"], "runs": m["n_runs"],
+               "exact model (%)": pct((m.get("exact_model") or {}).get("mape")),
                "later pass / first, median": (drift.get(metric) or {}).get("median_ratio")}
               for metric, m in noise["metrics"].items()]).style.format(precision=2, na_rep="—").hide(axis="index")
 

@@ -308,9 +308,13 @@ def test_the_stretch_holds_every_mape_to_the_floor_of_the_runs_it_scores():
         t = model_verdict(score(pred, noise, by=()), score(pred, noise))["targets"]["time"]
         assert t["floor_ratio_by_split"]["leave_one_size_out"] == pytest.approx(10 / (100 * spread))
         assert t["floor_ratio_by_split"]["pooled"] == pytest.approx(10 / (100 * spread)) and t["meets_stretch"] is met
+        # every first replicate low and every second high: a shift of the whole pass, all of which the floor counts,
+        # so an exact model scores the floor too (the verdict sets this beside the stretch, as no criterion)
+        assert t["exact_floor_ratio_by_split"]["pooled"] == pytest.approx(10 / (100 * spread), rel=0.01)
     # runs never measured twice: no floor, and the stretch is not judged (neither met nor failed)
     t = model_verdict(score(pred, None, by=()), score(pred, None))["targets"]["time"]
     assert t["meets_stretch"] is None and t["floor_ratio_by_split"]["pooled"] is None
+    assert t["exact_floor_ratio_by_split"]["pooled"] is None
 
 
 def test_the_mape_interval_needs_enough_model_sizes_to_resample():

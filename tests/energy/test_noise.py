@@ -46,6 +46,40 @@ def test_replicate_noise_by_hand():
     json.dumps(noise, allow_nan=False)  # strict JSON: no NaN anywhere
 
 
+def _passes(sd: float, shift: float, configs: int = 400, seed: int = 0) -> tuple[pd.DataFrame, float]:
+    """Two passes of a sweep: log step time = configuration + the pass's shift (+-shift) + scatter (sd), and the
+    MAPE of the exact model (each configuration's true value at the mean shift) on these very runs."""
+    rng = np.random.default_rng(seed)
+    mu = rng.uniform(-3, 0, configs)
+    rows, ape = [], []
+    for c in range(configs):
+        for r, s in ((0, shift), (1, -shift)):
+            x = float(np.exp(mu[c] + s + sd * rng.standard_normal()))
+            rows.append({"run_id": f"c{c}r{r}", "config_id": f"c{c}", "replicate": r, "converged": True,
+                         "step_s": x, "energy_per_step_j": 3 * x})
+            ape.append(abs(np.exp(mu[c]) - x) / x)
+    return pd.DataFrame(rows), float(np.mean(ape))
+
+
+@pytest.mark.parametrize("sd, shift", [(0.08, 0.0), (0.08, 0.04), (0.03, 0.08), (0.0, 0.05)])
+def test_the_exact_model_floor_is_what_an_exact_model_scores(sd, shift):
+    from companion.energy.noise import exact_model_floor
+
+    frame, truth = _passes(sd, shift)
+    noise = replicate_noise(frame)
+    exact = noise["metrics"]["time_per_step"]["exact_model"]
+    assert exact["mape"] == pytest.approx(truth, rel=0.08, abs=1e-4)
+    assert exact["scatter_sd_log"] == pytest.approx(sd, rel=0.1, abs=2e-3)
+    assert exact["pass_shift_log"] == pytest.approx([shift, -shift], abs=0.01) and exact["passes"] == 2
+    floor = noise["metrics"]["time_per_step"]["mape"]
+    if shift == 0:  # each run's own noise: the floor counts 1 / sqrt(2) of it
+        assert exact["mape"] == pytest.approx(floor * 2 ** 0.5, rel=0.08)
+    if sd == 0:  # a shift of the whole pass: the floor counts all of it
+        assert exact["mape"] == pytest.approx(floor, rel=0.05)
+    # too few configurations measured in both passes: no estimate, never a guess
+    assert exact_model_floor(frame.head(4), "step_s") is None
+
+
 def test_frame_has_replicates_and_co2_from_energy_at_analysis_time(tmp_path):
     cfgs = [build_run({**TINY, "replicate": r}) for r in (0, 1)]
     assert run_plan(cfgs, tmp_path, "unit") == 0

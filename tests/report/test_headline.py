@@ -99,7 +99,8 @@ def test_score_table_reads_model_scores_per_split_and_model(validation):
 
 def test_noise_floor_is_the_replicate_noise_of_noise_json(validation):
     f = headline.noise_floor(NOISE)
-    assert f == {"time": "5.1 %", "energy": "6.3 %", "n_configs": "49", "n_runs": "98"}
+    assert f == {"time": "5.1 %", "energy": "6.3 %", "n_configs": "49", "n_runs": "98", "exact_time": NA,
+                 "exact_energy": NA}
     text = headline.noise_text(NOISE)
     assert "5.1 %" in text and "6.3 %" in text and "configuration's mean" in text
     assert "99.0" not in text  # not the scores' column, not a CI half-width
@@ -114,6 +115,16 @@ def test_noise_floor_is_the_replicate_noise_of_noise_json(validation):
     assert "later pass" not in text  # no drift figure in this noise.json: none said
     drifted = {**NOISE, "between_passes": {"time_per_step": {"median_ratio": 1.31, "median_abs_change": 0.31}}}
     assert "The later pass of the sweep ran a median 31 % slower than the first" in headline.noise_text(drifted)
+    # the passes separate a pass's shift from each run's scatter: the exact model's error replaces the range
+    exact = copy.deepcopy(NOISE)
+    for metric, mape in (("time_per_step", 0.071), ("energy_per_step", 0.088)):
+        exact["metrics"][metric]["exact_model"] = {"mape": mape, "scatter_sd_log": 0.085, "n_configs": 36, "passes": 2,
+                                                   "pass_shift_log": [0.0392, -0.0392]}
+    text = headline.noise_text(exact)
+    assert "an exact model would score about 7.1 % for time and 8.8 % for energy" in text and "5.1–7.3 %" not in text
+    assert "a pass sat 4 % off the mean of the passes and a run scattered by 8 %" in text
+    f = headline.noise_floor(exact)
+    assert (f["exact_time"], f["exact_energy"]) == ("7.1 %", "8.8 %")
 
 
 def test_verdict_table_reads_model_verdict(validation):
@@ -142,6 +153,11 @@ def test_verdict_table_reads_model_verdict(validation):
     twice["model_verdict"]["targets"]["time"].update(floor_ratio_by_split={"pooled": 1.4, "holdout": None},
                                                      meets_stretch=None)
     assert headline.verdict_table(twice)["time per step"].tolist()[6] == f"{NA} (too few replicated runs for a floor: off-grid)"
+    # beside the stretch, no criterion: the MAPEs over what an exact model would score on the same runs
+    assert time[7] == NA and "no criterion" in v.criterion[7]
+    twice["model_verdict"]["targets"]["time"]["exact_floor_ratio_by_split"] = {
+        "pooled": 1.38, "leave_one_size_out": 1.3, "leave_one_mode_out": 2.14, "holdout": None}
+    assert headline.verdict_table(twice)["time per step"].tolist()[7] == "1.4 x (mode, 2.1 x)"
 
 
 def test_paper_vs_reproduction_from_the_artifacts(validation):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 
+import numpy as np
 import pandas as pd
 
 # metric name in the artifact -> column of the tidy frame (companion.energy.tables)
@@ -24,7 +25,7 @@ def replicate_noise(frame: pd.DataFrame) -> dict:
     metric, a run's deviation is ``(x - mean) / mean`` (a fraction; with two replicates
     ``|a - b| / (a + b)``). Summary per metric: ``mape`` (mean absolute deviation, fraction),
     ``median_ape``, ``max_ape``, ``n_configs`` (configurations with >= 2 replicates of that metric),
-    ``n_runs``. Also the fraction of all runs that reached their CI target (``converged_fraction``).
+    ``n_runs``, ``exact_model`` (``exact_model_floor``: the error of a model that knew every configuration). Also the fraction of all runs that reached their CI target (``converged_fraction``).
     """
     out: dict = {"definition": "relative deviation of each run from the mean of its configuration's replicates",
                  "n_runs": int(len(frame)),
@@ -62,6 +63,8 @@ def replicate_noise(frame: pd.DataFrame) -> dict:
             "max_ape": max(devs) if devs else None,
             "n_configs": configs,
             "n_runs": len(devs),
+            # what a model that knew each configuration exactly would score against single runs (see below)
+            "exact_model": exact_model_floor(values, column),
         }
         # how the machine moved between passes (> 1: the later pass ran slower or used more energy); a median
         # ratio far from 1 says the floor is mostly drift of the whole machine, not scatter within a pass
@@ -73,6 +76,48 @@ def replicate_noise(frame: pd.DataFrame) -> dict:
     out["n_configs_replicated"] = max((m["n_configs"] for m in out["metrics"].values()), default=0)
     out["runs"] = sorted(per_run.values(), key=lambda r: (r["config_id"], r["replicate"]))
     return out
+
+
+MIN_EXACT_CONFIGS = 3  # configurations measured in every pass that the decomposition needs
+
+
+def exact_model_floor(values: pd.DataFrame, column: str) -> dict | None:
+    """The held-out MAPE an exact model would score against single runs: one that knew every configuration's
+    step time (or energy), averaged over the passes of the sweep. None with fewer than ``MIN_EXACT_CONFIGS``
+    configurations measured in every pass.
+
+    The floor (``mape``) measures runs against the mean of their own replicates, which shares part of each run's
+    noise: with independent noise and two replicates it is 1/sqrt(2) of a run's distance from the truth; with
+    noise that is a shift of a whole pass it is all of it. The passes tell the two apart. In logs, a run of
+    configuration c in pass j is ``mu_c + s_j + e_cj``: ``s_j`` (a pass's shift, the machine moving between
+    passes) is the mean over configurations of the run's distance from its configuration's mean, and the
+    scatter ``e`` is what remains (two-way layout), its scale taken from its mean absolute value. The
+    exact model predicts ``mu_c`` plus the mean shift; its expected APE on a run of pass j is
+    E|exp(-(s_j + e)) - 1| over a normal ``e`` (Gauss-Hermite), averaged over passes. Drift slower than a pass,
+    which moves a configuration's replicates together, is in neither term: the estimate is a lower bound there.
+
+    ``values``: rows with ``config_id``, ``replicate`` (the pass) and ``column``. Returns ``mape`` (fraction),
+    ``scatter_sd_log``, ``pass_shift_log`` (per pass, in pass order), ``n_configs``, ``passes``."""
+    v = values[values[column] > 0]
+    wide = v.pivot_table(index="config_id", columns="replicate", values=column, aggfunc="first")
+    # the passes most configurations have (a configuration repeated more often than the rest does not set them)
+    wide = wide.loc[:, wide.notna().sum() * 2 >= len(wide)].dropna()
+    n_configs, passes = wide.shape
+    if passes < 2 or n_configs < MIN_EXACT_CONFIGS:
+        return None
+    y = np.log(wide.to_numpy(float))
+    dev = y - y.mean(axis=1, keepdims=True)
+    shift = dev.mean(axis=0)
+    resid = dev - shift
+    # the scatter's scale from its mean absolute value, as the floor and MAPE measure (a variance would let the
+    # few far-off runs of a busy machine inflate it): a run's residual in a two-way layout keeps (K - 1) / K of
+    # its variance, and a normal e has E|e| = sd sqrt(2 / pi)
+    sd = float(np.abs(resid).mean()) / math.sqrt((passes - 1) / passes * 2 / math.pi)
+    nodes, weights = np.polynomial.hermite_e.hermegauss(40)  # probabilists' Hermite: weight exp(-x^2 / 2)
+    weights = weights / weights.sum()
+    ape = float(np.mean([np.sum(weights * np.abs(np.exp(-(s + sd * nodes)) - 1.0)) for s in shift]))
+    return {"mape": ape, "scatter_sd_log": sd, "pass_shift_log": [float(s) for s in shift],
+            "n_configs": int(n_configs), "passes": int(passes)}
 
 
 def _float(x) -> float | None:

@@ -242,7 +242,8 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: f
     ``by=()`` pools every split. ``noise`` is ``companion.energy.noise.replicate_noise``'s output (or None);
     ``split_noise`` ({split: noise}) gives a split scored on other runs its own floor (the off-grid holdout
     runs, measured with their own protocol and at another time, against their own replicates).
-    Coverage counts bounded intervals only (``n_unbounded`` apart); ``coverage_lo_pct``..``coverage_hi_pct`` is
+    ``exact_floor_pct``: the error a model that knew every configuration would score on the group's runs
+    (``runs_exact_floor``). Coverage counts bounded intervals only (``n_unbounded`` apart); ``coverage_lo_pct``..``coverage_hi_pct`` is
     what exact ``level`` intervals would show on as many runs (``coverage_range_pct``).
     """
     out = []
@@ -250,7 +251,7 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: f
     if pred.empty:
         return pd.DataFrame(columns=[*keys, "n", "mape_pct", "mape_lo_pct", "mape_hi_pct", "median_ape_pct",
                                      "max_ape_pct", "coverage_pct", "n_unbounded", "coverage_lo_pct", "coverage_hi_pct",
-                                     "noise_floor_pct", "runs_floor_pct", "runs_floor_n"])
+                                     "noise_floor_pct", "runs_floor_pct", "runs_floor_n", "exact_floor_pct"])
     for key, g in pred.groupby(keys, sort=False):
         lo, hi = group_bootstrap_mape(g)
         own = (split_noise or {}).get(dict(zip(keys, key)).get("split"))
@@ -264,7 +265,9 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: f
                     "coverage_pct": float(g.covered[bounded].astype(bool).mean() * 100) if bounded.any() else float("nan"),
                     "n_unbounded": int((~bounded).sum()),
                     **dict(zip(("coverage_lo_pct", "coverage_hi_pct"), coverage_range_pct(int(bounded.sum()), level))),
-                    "noise_floor_pct": floor, "runs_floor_pct": runs_floor, "runs_floor_n": runs_n})
+                    "noise_floor_pct": floor, "runs_floor_pct": runs_floor, "runs_floor_n": runs_n,
+                    "exact_floor_pct": runs_exact_floor(replicates, g.target.iloc[0],
+                                                        g.run_id if "run_id" in g else ())})
     return pd.DataFrame(out)
 
 
@@ -288,6 +291,22 @@ def _noise_floor(noise: dict | None, target: str):
     metric = ((noise or {}).get("metrics") or {}).get(f"{target}_per_step") or {}
     v = metric.get("mape")
     return 100 * float(v) if isinstance(v, (int, float)) and metric.get("n_configs") else None
+
+
+def runs_exact_floor(noise: dict | None, target: str, run_ids) -> float | None:
+    """What a model that knew every configuration exactly would score on the runs a group scores (%): the
+    sweep's passes separate a pass's shift from each run's scatter (``companion.energy.noise.exact_model_floor``)
+    over the configurations whose every replicate is among them; None where fewer configurations are."""
+    from companion.energy.noise import exact_model_floor
+
+    ids = set(run_ids)
+    rows = [{"config_id": r["config_id"], "replicate": r["replicate"], "value": 1.0 + float(r[key])}
+            for r in ((noise or {}).get("runs") or []) if r.get("run_id") in ids and "config_id" in r and "replicate" in r
+            and isinstance(r.get(key := f"{target}_per_step_rel_dev"), (int, float)) and np.isfinite(r[key])]
+    if not rows:
+        return None
+    out = exact_model_floor(pd.DataFrame(rows), "value")  # a run's distance from its configuration's mean is enough
+    return None if out is None else 100 * out["mape"]
 
 
 def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, level: float = 0.9) -> pd.DataFrame:
@@ -338,6 +357,9 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
         scored = pd.concat([s, pooled[(pooled.model == model) & (pooled.target == target)].assign(split="pooled")])
         ratio = {k: (float(m) / float(f) if pd.notna(f) and f > 0 else None)
                  for k, m, f in zip(scored.split, scored.mape_pct, scored.get("runs_floor_pct", [None] * len(scored)))}
+        # beside it, no criterion: each MAPE over the error of an exact model, estimated from the sweep's passes
+        exact = {k: (float(m) / float(f) if f is not None and pd.notna(f) and f > 0 else None)
+                 for k, m, f in zip(scored.split, scored.mape_pct, scored.get("exact_floor_pct", [None] * len(scored)))}
         out["targets"][target] = {
             "pooled_mape_pct": mape, "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],
             "worst_split_mape_pct": None if cv.empty else float(cv.mape_pct.max()),
@@ -359,6 +381,7 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
             "coverage_range_pct_by_split": {k: [float(a), float(b)]
                                             for k, a, b in zip(s.split, s.coverage_lo_pct, s.coverage_hi_pct)},
             "floor_ratio_by_split": ratio,
+            "exact_floor_ratio_by_split": exact,
             "meets_stretch": None if any(r is None for r in ratio.values()) or not ratio
             else all(r <= stretch for r in ratio.values()),
         }

@@ -293,8 +293,9 @@ def styled_prose(table: pd.DataFrame, first_width: str = "32%", nowrap: tuple = 
 # ------------------------------------------------------------------------------------------ the noise floor
 def noise_floor(noise: dict) -> dict:
     """The replicate noise floor (validation.json's ``noise``, or noise.json): per target the mean absolute
-    relative deviation (%) of repeated runs from their configuration's mean, and how many configurations count."""
-    out = {"time": NA, "energy": NA, "n_configs": NA, "n_runs": NA}
+    relative deviation (%) of repeated runs from their configuration's mean, how many configurations count, and
+    (``exact_<target>``) what a model that knew every configuration would score against single runs."""
+    out = {"time": NA, "energy": NA, "n_configs": NA, "n_runs": NA, "exact_time": NA, "exact_energy": NA}
     metrics = noise.get("metrics") if isinstance(noise, dict) else None
     if not isinstance(metrics, dict):
         return out
@@ -303,6 +304,9 @@ def noise_floor(noise: dict) -> dict:
         if isinstance(m, dict) and _num(m.get("mape")) is not None and (_num(m.get("n_configs")) or 0) > 0:
             out[target] = f"{100 * m['mape']:.1f} %"
             out["n_configs"], out["n_runs"] = str(int(m["n_configs"])), str(int(m.get("n_runs") or 0) or NA)
+            exact = m.get("exact_model")  # what an exact model would score (noise.exact_model_floor)
+            if isinstance(exact, dict) and _num(exact.get("mape")) is not None:
+                out[f"exact_{target}"] = f"{100 * exact['mape']:.1f} %"
     return out
 
 
@@ -331,13 +335,35 @@ def noise_text(noise: dict) -> str:
     drift = pass_drift_text(noise)
     if drift != NA:
         text += f" The later pass of the sweep ran {drift}."
-    perfect = perfect_model_mape(noise)
-    if perfect:
+    perfect, exact = perfect_model_mape(noise), exact_model_text(noise)
+    if exact:
+        text += " " + exact
+    elif perfect:
         text += (f" A model that knew every configuration's true mean would still score, against single runs, "
                  f"between the floor (noise that is a shift shared by a whole pass of the sweep) and the floor times "
                  f"{perfect['factor']} (noise of each run its own, {perfect['replicates']} replicates per "
                  f"configuration): {perfect['time']} for time and {perfect['energy']} for energy.")
     return text
+
+
+def exact_model_text(noise: dict) -> str:
+    """What a model that knew every configuration's true mean would score against single runs: the passes
+    separate a shift of the whole pass (which the floor counts in full) from each run's own scatter (of which it
+    counts 1 / sqrt(2) with two replicates) (noise.json's ``exact_model``, ``companion.energy.noise.exact_model_floor``); "" where
+    the replicates cannot tell."""
+    metrics = (noise or {}).get("metrics") if isinstance(noise, dict) else None
+    found = {t: (metrics.get(f"{t}_per_step") or {}).get("exact_model") for t in TARGETS} if isinstance(metrics, dict) else {}
+    if not all(isinstance(x, dict) and _num(x.get("mape")) is not None for x in found.values()) or not found:
+        return ""
+    t = found["time"]
+    shift = max(abs(x) for x in t["pass_shift_log"]) if t.get("pass_shift_log") else 0.0
+    return (f"A model that knew every configuration's true mean would still score more than the floor against "
+            f"single runs, since a configuration's mean shares part of each run's noise. The sweep's passes tell a "
+            f"shift of the whole machine from each run's own scatter: in time per step a pass sat {100 * (math.exp(shift) - 1):.0f} % off the "
+            f"mean of the passes and a run scattered by {100 * t['scatter_sd_log']:.0f} % (standard deviation in "
+            f"logs) about its configuration ({t['n_configs']} configurations measured in every pass), so an exact "
+            f"model would score about {100 * t['mape']:.1f} % for time and {100 * found['energy']['mape']:.1f} % for "
+            "energy (a lower bound where the machine drifts more slowly than a pass).")
 
 
 BUSY_KEPT_FRACTION = 0.75  # the CI filter keeping fewer of the sweep's runs than this says the machine was busy
@@ -528,6 +554,8 @@ def verdict_table(validation: dict) -> pd.DataFrame:
         "holdout": f"off-grid runs' MAPE at most {fmt('target_pct')} (their own replicate noise floor in brackets)",
         "stretch": f"stretch: every MAPE above at most {c['stretch'] if 'stretch' in c else NA:g} x the replicate "
                    "floor of the runs it scores (the worst ratio)",
+        "exact": "pooled MAPE over what an exact model would score on the same runs, and the worst split's "
+                 "(estimated from the passes; no criterion)",
     }
     table = {"criterion": list(rows.values())}
     for target, what in TARGETS.items():
@@ -553,8 +581,20 @@ def verdict_table(validation: dict) -> pd.DataFrame:
             + (f" (floor {_pct(t['holdout_noise_floor_pct'])})" if _num(t.get("holdout_noise_floor_pct")) is not None
                else " (measured once each: no floor of their own)"),
             _stretch(t),
+            _exact_ratio(t),
         ]
     return pd.DataFrame(table)
+
+
+def _exact_ratio(t: dict) -> str:
+    """The pooled MAPE over the exact model's expected error, and the split where that ratio is the largest."""
+    ratios = t.get("exact_floor_ratio_by_split")
+    known = {k: r for k, r in ratios.items() if _num(r) is not None} if isinstance(ratios, dict) else {}
+    if "pooled" not in known:
+        return NA
+    splits = {k: r for k, r in known.items() if k != "pooled"}
+    worst = max(splits, key=splits.get) if splits else None
+    return f"{known['pooled']:.1f} x" + (f" ({split_label(worst)}, {splits[worst]:.1f} x)" if worst else "")
 
 
 def paragraph(text: str):

@@ -139,7 +139,7 @@ glue("noise_text", (f"the replicates of the runs scored here, {n_pairs} configur
      display=False)
 by_split = val.score(model_pred, noise, level=level, split_noise={"holdout": holdout_noise})
 pooled = val.score(model_pred[model_pred.split != "holdout"], noise, by=(), level=level)
-mv = val.model_verdict(pooled, by_split)
+mv = val.model_verdict(pooled, by_split, level=level)
 glue("model_scores", by_split.round(2), display=False)
 glue("model_verdict_text", headline.paragraph(val.describe_verdict(mv)), display=False)
 glue("fig_models", figures.model_comparison(by_split, df), display=False)

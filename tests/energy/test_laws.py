@@ -249,6 +249,23 @@ def test_an_unbounded_interval_is_counted_apart_never_as_covering():
     assert v["targets"]["time"]["coverage_in_range"] is False and v["targets"]["time"]["coverage_consistent"] is False
 
 
+def test_the_chance_that_exact_intervals_meet_the_coverage_criterion():
+    from scipy.stats import binom
+
+    from companion.energy.validation import chance_in_range
+
+    # 8 runs: 85-95 % is 7 of 8 only; 20 runs: 17, 18 or 19 of 20; splits independent, so the chances multiply
+    assert chance_in_range([8]) == pytest.approx(8 * 0.9 ** 7 * 0.1)
+    in_20 = sum(binom.pmf(k, 20, 0.9) for k in (17, 18, 19))
+    assert chance_in_range([8, 20]) == pytest.approx(8 * 0.9 ** 7 * 0.1 * in_20)
+    # a simulation of exact intervals on the same split sizes agrees
+    rng = np.random.default_rng(0)
+    sizes = [85, 20, 8, 13]
+    hits = np.mean([all(85 <= 100 * rng.binomial(n, 0.9) / n <= 95 for n in sizes) for _ in range(20000)])
+    assert chance_in_range(sizes) == pytest.approx(hits, abs=0.01)
+    assert chance_in_range([]) is None and chance_in_range([5], coverage=(0, 100)) == pytest.approx(1.0)
+
+
 def test_the_verdict_holds_the_off_grid_runs_to_the_pooled_target():
     from companion.energy.validation import _scored, describe_verdict, model_verdict, score
 

@@ -153,6 +153,12 @@ def test_verdict_table_reads_model_verdict(validation):
     twice["model_verdict"]["targets"]["time"].update(floor_ratio_by_split={"pooled": 1.4, "holdout": None},
                                                      meets_stretch=None)
     assert headline.verdict_table(twice)["time per step"].tolist()[6] == f"{NA} (too few replicated runs for a floor: off-grid)"
+    # beside the coverage criterion: how often exact intervals would meet it on splits of these sizes
+    twice["model_verdict"]["targets"]["time"]["coverage_in_range_chance"] = 0.043
+    assert headline.verdict_table(twice)["time per step"].tolist()[3].endswith(
+        "; exact intervals would meet it on splits of these sizes 4 % of the time")
+    assert headline.coverage_summary(twice)["chance_time"] == "4 % of the time"
+    assert headline.coverage_summary(validation)["chance_time"] == NA  # a verdict without it: not available
     # beside the stretch, no criterion: the MAPEs over what an exact model would score on the same runs
     assert time[7] == NA and "no criterion" in v.criterion[7]
     twice["model_verdict"]["targets"]["time"]["exact_floor_ratio_by_split"] = {

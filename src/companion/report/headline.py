@@ -476,12 +476,15 @@ def target_ci_pct(runs: pd.DataFrame) -> str:
 
 def coverage_summary(validation: dict) -> dict:
     """The primary model's interval coverage, as text: pooled per target, the lowest cross-validation split
-    (over both targets) and the off-grid runs per target."""
+    (over both targets), the off-grid runs per target, whether each split's is one exact intervals show, and how
+    often exact intervals would put every split within the criterion's range (``chance_<target>``)."""
     s = scores(validation)
-    out = {f"{k}_{t}": NA for k in ("pooled", "holdout", "consistent") for t in TARGETS} | {"lowest": NA}
+    out = {f"{k}_{t}": NA for k in ("pooled", "holdout", "consistent", "chance") for t in TARGETS} | {"lowest": NA}
     for t in TARGETS:
         v = _verdict_target(validation, t)
         out[f"consistent_{t}"] = NA if v is None else _consistent(v)
+        if v is not None and _num(v.get("coverage_in_range_chance")) is not None:
+            out[f"chance_{t}"] = _chance(v["coverage_in_range_chance"])
     if s.empty:
         return out
     for t in TARGETS:
@@ -575,7 +578,9 @@ def verdict_table(validation: dict) -> pd.DataFrame:
             f"{_met(t.get('beats_half_best_baseline'))} (the {model_name(best) if best else NA} at "
             f"{_pct(t.get('best_baseline_mape_pct'))})",
             _met(t.get("coverage_in_range")) + (f" (outside: {', '.join(outside)})" if outside else "")
-            + (f" ({t['unbounded_intervals']} unbounded intervals)" if t.get("unbounded_intervals") else ""),
+            + (f" ({t['unbounded_intervals']} unbounded intervals)" if t.get("unbounded_intervals") else "")
+            + (f"; exact intervals would meet it on splits of these sizes {_chance(t['coverage_in_range_chance'])}"
+               if _num(t.get("coverage_in_range_chance")) is not None else ""),
             _consistent(t),
             f"{_pct(t.get('holdout_mape_pct'))}: {_met(t.get('meets_holdout'))}"
             + (f" (floor {_pct(t['holdout_noise_floor_pct'])})" if _num(t.get("holdout_noise_floor_pct")) is not None
@@ -584,6 +589,11 @@ def verdict_table(validation: dict) -> pd.DataFrame:
             _exact_ratio(t),
         ]
     return pd.DataFrame(table)
+
+
+def _chance(p: float) -> str:
+    """A probability as words a reader weighs at a glance: "4 % of the time"."""
+    return f"{100 * p:.0f} % of the time" if p >= 0.01 else "less than 1 % of the time"
 
 
 def _exact_ratio(t: dict) -> str:

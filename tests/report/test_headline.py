@@ -122,7 +122,7 @@ def test_noise_floor_is_the_replicate_noise_of_noise_json(validation):
                                                    "pass_shift_log": [0.0392, -0.0392]}
     text = headline.noise_text(exact)
     assert "an exact model would score about 7.1 % for time and 8.8 % for energy" in text and "5.1–7.3 %" not in text
-    assert "a pass sat 4 % off the mean of the passes and a run scattered by 8 %" in text
+    assert "a pass sat 4.0 % off the mean of the passes and a run scattered by 8 %" in text
     f = headline.noise_floor(exact)
     assert (f["exact_time"], f["exact_energy"]) == ("7.1 %", "8.8 %")
 

@@ -359,7 +359,7 @@ def exact_model_text(noise: dict) -> str:
     shift = max(abs(x) for x in t["pass_shift_log"]) if t.get("pass_shift_log") else 0.0
     return (f"A model that knew every configuration's true mean would still score more than the floor against "
             f"single runs, since a configuration's mean shares part of each run's noise. The sweep's passes tell a "
-            f"shift of the whole machine from each run's own scatter: in time per step a pass sat {100 * (math.exp(shift) - 1):.0f} % off the "
+            f"shift of the whole machine from each run's own scatter: in time per step a pass sat {100 * (math.exp(shift) - 1):.1f} % off the "
             f"mean of the passes and a run scattered by {100 * t['scatter_sd_log']:.0f} % (standard deviation in "
             f"logs) about its configuration ({t['n_configs']} configurations measured in every pass), so an exact "
             f"model would score about {100 * t['mape']:.1f} % for time and {100 * found['energy']['mape']:.1f} % for "

@@ -25,7 +25,8 @@ def replicate_noise(frame: pd.DataFrame) -> dict:
     metric, a run's deviation is ``(x - mean) / mean`` (a fraction; with two replicates
     ``|a - b| / (a + b)``). Summary per metric: ``mape`` (mean absolute deviation, fraction),
     ``median_ape``, ``max_ape``, ``n_configs`` (configurations with >= 2 replicates of that metric),
-    ``n_runs``, ``exact_model`` (``exact_model_floor``: the error of a model that knew every configuration). Also the fraction of all runs that reached their CI target (``converged_fraction``).
+    ``n_runs``, ``exact_model`` (``exact_model_floor``: the error of a model that knew every configuration).
+    Also the fraction of all runs that reached their CI target (``converged_fraction``).
     """
     out: dict = {"definition": "relative deviation of each run from the mean of its configuration's replicates",
                  "n_runs": int(len(frame)),

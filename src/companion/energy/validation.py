@@ -261,8 +261,9 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: f
     ``split_noise`` ({split: noise}) gives a split scored on other runs its own floor (the off-grid holdout
     runs, measured with their own protocol and at another time, against their own replicates).
     ``exact_floor_pct``: the error a model that knew every configuration would score on the group's runs
-    (``runs_exact_floor``). Coverage counts bounded intervals only (``n_unbounded`` apart); ``coverage_lo_pct``..``coverage_hi_pct`` is
-    what exact ``level`` intervals would show on as many runs (``coverage_range_pct``).
+    (``runs_exact_floor``). Coverage counts bounded intervals only (``n_unbounded`` apart);
+    ``coverage_lo_pct``..``coverage_hi_pct`` is what exact ``level`` intervals would show on as many runs
+    (``coverage_range_pct``).
     """
     out = []
     keys = [*by, "model", "target"]
@@ -317,10 +318,13 @@ def runs_exact_floor(noise: dict | None, target: str, run_ids) -> float | None:
     over the configurations whose every replicate is among them; None where fewer configurations are."""
     from companion.energy.noise import exact_model_floor
 
-    ids = set(run_ids)
-    rows = [{"config_id": r["config_id"], "replicate": r["replicate"], "value": 1.0 + float(r[key])}
-            for r in ((noise or {}).get("runs") or []) if r.get("run_id") in ids and "config_id" in r and "replicate" in r
-            and isinstance(r.get(key := f"{target}_per_step_rel_dev"), (int, float)) and np.isfinite(r[key])]
+    ids, key = set(run_ids), f"{target}_per_step_rel_dev"
+    rows = []
+    for r in (noise or {}).get("runs") or []:
+        dev = r.get(key)
+        if r.get("run_id") in ids and "config_id" in r and "replicate" in r and isinstance(dev, (int, float)) \
+                and np.isfinite(dev):
+            rows.append({"config_id": r["config_id"], "replicate": r["replicate"], "value": 1.0 + float(dev)})
     if not rows:
         return None
     out = exact_model_floor(pd.DataFrame(rows), "value")  # a run's distance from its configuration's mean is enough

@@ -349,17 +349,20 @@ def noise_text(noise: dict) -> str:
 def exact_model_text(noise: dict) -> str:
     """What a model that knew every configuration's true mean would score against single runs: the passes
     separate a shift of the whole pass (which the floor counts in full) from each run's own scatter (of which it
-    counts 1 / sqrt(2) with two replicates) (noise.json's ``exact_model``, ``companion.energy.noise.exact_model_floor``); "" where
-    the replicates cannot tell."""
+    counts 1 / sqrt(2) with two replicates); noise.json's ``exact_model``
+    (``companion.energy.noise.exact_model_floor``). "" where the replicates cannot tell."""
     metrics = (noise or {}).get("metrics") if isinstance(noise, dict) else None
-    found = {t: (metrics.get(f"{t}_per_step") or {}).get("exact_model") for t in TARGETS} if isinstance(metrics, dict) else {}
-    if not all(isinstance(x, dict) and _num(x.get("mape")) is not None for x in found.values()) or not found:
+    if not isinstance(metrics, dict):
+        return ""
+    found = {t: (metrics.get(f"{t}_per_step") or {}).get("exact_model") for t in TARGETS}
+    if not all(isinstance(x, dict) and _num(x.get("mape")) is not None for x in found.values()):
         return ""
     t = found["time"]
     shift = max(abs(x) for x in t["pass_shift_log"]) if t.get("pass_shift_log") else 0.0
     return (f"A model that knew every configuration's true mean would still score more than the floor against "
             f"single runs, since a configuration's mean shares part of each run's noise. The sweep's passes tell a "
-            f"shift of the whole machine from each run's own scatter: in time per step a pass sat {100 * (math.exp(shift) - 1):.1f} % off the "
+            f"shift of the whole machine from each run's own scatter: in time per step a pass sat "
+            f"{100 * (math.exp(shift) - 1):.1f} % off the "
             f"mean of the passes and a run scattered by {100 * t['scatter_sd_log']:.0f} % (standard deviation in "
             f"logs) about its configuration ({t['n_configs']} configurations measured in every pass), so an exact "
             f"model would score about {100 * t['mape']:.1f} % for time and {100 * found['energy']['mape']:.1f} % for "

@@ -99,7 +99,7 @@ glue("paper_table", headline.styled_prose(paper), display=False)
 # {glue:text}`level_pct` % intervals show nine times in ten on as many runs: below it the intervals are too
 # narrow, above it wider than promised; a small split's full coverage is no sign of either), and the replicate
 # noise floor of the runs the cell scores (floor, %: how far those runs measured twice lie from their
-# configuration's mean, where at least four were; a split of oversubscribed parallel runs is noisier than the
+# configuration's mean, where at least four were; a split of parallel runs can be noisier or quieter than the
 # sweep). Energies: {glue:text}`energy_label`.
 # What each column holds out:
 #

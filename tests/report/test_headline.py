@@ -121,8 +121,9 @@ def test_noise_floor_is_the_replicate_noise_of_noise_json(validation):
         exact["metrics"][metric]["exact_model"] = {"mape": mape, "scatter_sd_log": 0.085, "n_configs": 36, "passes": 2,
                                                    "pass_shift_log": [0.0392, -0.0392]}
     text = headline.noise_text(exact)
-    assert "an exact model would score about 7.1 % for time and 8.8 % for energy" in text and "5.1–7.3 %" not in text
-    assert "a pass sat 4.0 % off the mean of the passes and a run scattered by 8 %" in text
+    assert "an exact model would score about 7.1 % for time and 8.8 % for energy" in text and "lower bound" in text and "5.1–7.3 %" not in text
+    assert "a pass sat 4.0 % off the mean of the passes, and a run scattered about its configuration with a " \
+           "standard deviation of 8 % in logs (a mean distance of 7 %" in text
     f = headline.noise_floor(exact)
     assert (f["exact_time"], f["exact_energy"]) == ("7.1 %", "8.8 %")
 
@@ -156,7 +157,7 @@ def test_verdict_table_reads_model_verdict(validation):
     # beside the coverage criterion: how often exact intervals would meet it on splits of these sizes
     twice["model_verdict"]["targets"]["time"]["coverage_in_range_chance"] = 0.043
     assert headline.verdict_table(twice)["time per step"].tolist()[3].endswith(
-        "; exact intervals would meet it on splits of these sizes 4 % of the time")
+        "; exact intervals would meet it on splits of these sizes about 4 % of the time")
     assert headline.coverage_summary(twice)["chance_time"] == "4 % of the time"
     assert headline.coverage_summary(validation)["chance_time"] == NA  # a verdict without it: not available
     # beside the stretch, no criterion: the MAPEs over what an exact model would score on the same runs

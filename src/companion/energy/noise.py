@@ -94,8 +94,9 @@ def exact_model_floor(values: pd.DataFrame, column: str) -> dict | None:
     passes) is the mean over configurations of the run's distance from its configuration's mean, and the
     scatter ``e`` is what remains (two-way layout), its scale taken from its mean absolute value. The
     exact model predicts ``mu_c`` plus the mean shift; its expected APE on a run of pass j is
-    E|exp(-(s_j + e)) - 1| over a normal ``e`` (Gauss-Hermite), averaged over passes. Drift slower than a pass,
-    which moves a configuration's replicates together, is in neither term: the estimate is a lower bound there.
+    E|exp(-(s_j + e)) - 1| over a normal ``e`` (Gauss-Hermite), averaged over passes. What moves both replicates
+    of a configuration alike (a slowdown lasting the whole sweep, or one that recurs at the same point of every
+    pass) is in neither term: the estimate is a lower bound.
 
     ``values``: rows with ``config_id``, ``replicate`` (the pass) and ``column``. Returns ``mape`` (fraction),
     ``scatter_sd_log``, ``pass_shift_log`` (per pass, in pass order), ``n_configs``, ``passes``."""

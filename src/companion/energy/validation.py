@@ -296,7 +296,7 @@ MIN_FLOOR_RUNS = 4  # a group's own floor needs this many of its scored runs mea
 def runs_noise_floor(noise: dict | None, target: str, run_ids) -> tuple[float | None, int]:
     """The replicate floor of the runs a group scores (%): the mean distance of those of them that were measured
     more than once from their configuration's mean (``replicate_noise``'s per-run deviations), and how many
-    count; None below ``MIN_FLOOR_RUNS``. A split of oversubscribed parallel runs is noisier than the sweep as a
+    count; None below ``MIN_FLOOR_RUNS``. A split of oversubscribed parallel runs can be noisier than the sweep as a
     whole, and a model cannot score below the noise of the runs it is scored on."""
     devs = {r["run_id"]: r.get(f"{target}_per_step_rel_dev") for r in ((noise or {}).get("runs") or [])}
     ids = set(run_ids)

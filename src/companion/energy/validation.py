@@ -298,10 +298,16 @@ def runs_noise_floor(noise: dict | None, target: str, run_ids) -> tuple[float | 
     more than once from their configuration's mean (``replicate_noise``'s per-run deviations), and how many
     count; None below ``MIN_FLOOR_RUNS``. A split of oversubscribed parallel runs can be noisier than the sweep as a
     whole, and a model cannot score below the noise of the runs it is scored on."""
-    devs = {r["run_id"]: r.get(f"{target}_per_step_rel_dev") for r in ((noise or {}).get("runs") or [])}
-    ids = set(run_ids)
-    v = [abs(float(devs[i])) for i in ids if isinstance(devs.get(i), (int, float)) and np.isfinite(devs[i])]
+    v = [abs(dev) for _, dev in _scored_deviations(noise, target, run_ids)]
     return (100 * float(np.mean(v)) if len(v) >= MIN_FLOOR_RUNS else None), len(v)
+
+
+def _scored_deviations(noise: dict | None, target: str, run_ids) -> list[tuple[dict, float]]:
+    """(noise.json's per-run entry, its relative deviation from its configuration's mean) of each of ``run_ids``
+    measured more than once, once per run."""
+    ids, key = set(run_ids), f"{target}_per_step_rel_dev"
+    return [(r, float(r[key])) for r in (noise or {}).get("runs") or []
+            if r.get("run_id") in ids and isinstance(r.get(key), (int, float)) and np.isfinite(r[key])]
 
 
 def _noise_floor(noise: dict | None, target: str):
@@ -318,13 +324,8 @@ def runs_exact_floor(noise: dict | None, target: str, run_ids) -> float | None:
     over the configurations whose every replicate is among them; None where fewer configurations are."""
     from companion.energy.noise import exact_model_floor
 
-    ids, key = set(run_ids), f"{target}_per_step_rel_dev"
-    rows = []
-    for r in (noise or {}).get("runs") or []:
-        dev = r.get(key)
-        if r.get("run_id") in ids and "config_id" in r and "replicate" in r and isinstance(dev, (int, float)) \
-                and np.isfinite(dev):
-            rows.append({"config_id": r["config_id"], "replicate": r["replicate"], "value": 1.0 + float(dev)})
+    rows = [{"config_id": r["config_id"], "replicate": r["replicate"], "value": 1.0 + dev}
+            for r, dev in _scored_deviations(noise, target, run_ids) if "config_id" in r and "replicate" in r]
     if not rows:
         return None
     out = exact_model_floor(pd.DataFrame(rows), "value")  # a run's distance from its configuration's mean is enough
@@ -377,11 +378,9 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
         held_floor = held.noise_floor_pct.iloc[0] if len(held) else None
         # the stretch: every MAPE (pooled, each split, off-grid) within stretch x the floor of the runs it scores
         scored = pd.concat([s, pooled[(pooled.model == model) & (pooled.target == target)].assign(split="pooled")])
-        ratio = {k: (float(m) / float(f) if pd.notna(f) and f > 0 else None)
-                 for k, m, f in zip(scored.split, scored.mape_pct, scored.get("runs_floor_pct", [None] * len(scored)))}
+        ratio = _ratios(scored, "runs_floor_pct")
         # beside it, no criterion: each MAPE over the error of an exact model, estimated from the sweep's passes
-        exact = {k: (float(m) / float(f) if f is not None and pd.notna(f) and f > 0 else None)
-                 for k, m, f in zip(scored.split, scored.mape_pct, scored.get("exact_floor_pct", [None] * len(scored)))}
+        exact = _ratios(scored, "exact_floor_pct")
         out["targets"][target] = {
             "pooled_mape_pct": mape, "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],
             "worst_split_mape_pct": None if cv.empty else float(cv.mape_pct.max()),
@@ -410,6 +409,13 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
             else all(r <= stretch for r in ratio.values()),
         }
     return out
+
+
+def _ratios(scored: pd.DataFrame, floor: str) -> dict:
+    """{split: its MAPE over its ``floor`` column}, None where the floor is missing or zero."""
+    floors = scored[floor] if floor in scored else [None] * len(scored)
+    return {k: (float(m) / float(f) if pd.notna(f) and f > 0 else None)
+            for k, m, f in zip(scored.split, scored.mape_pct, floors)}
 
 
 CRITERIA_WORDS = {"meets_pooled": "pooled", "meets_every_split": "every split",

@@ -337,16 +337,15 @@ def emit_launch(profile: Profile, kind: str, emit_dir: Path, out_dir: Path, gpus
     items: dict[int, list[Pending]] = {}
     for ws, launch in launch_order(pending):  # every pass of a world size in one plan, in sweep order
         items.setdefault(ws, []).extend(launch)
-    groups = {ws: [item.run for item in launch] for ws, launch in sorted(items.items())}
     plans: dict[int, Path] = {}
-    for ws, runs in groups.items():
+    for ws, launch in sorted(items.items()):
         if ws > gpus_per_node and ws % gpus_per_node:
             raise ConfigError(
                 f"world size {ws} does not fill whole nodes of {gpus_per_node} GPUs; "
                 "change --gpus-per-node or the layouts of the profiles in this launch"
             )
-        plans[ws] = write_plan(emit_dir / "plans" / f"{profile.name}-ws{ws}.json", profile.name, runs,
-                               _destinations(items[ws], profile.name, out_dir))
+        plans[ws] = write_plan(emit_dir / "plans" / f"{profile.name}-ws{ws}.json", profile.name,
+                               [item.run for item in launch], _destinations(launch, profile.name, out_dir))
     others = "".join(f" and profile '{p.name}' ({len(p.runs)} runs -> {d})" for p, d in alongside)
     written = list(plans.values())
     shape = {ws: (max(1, ws // gpus_per_node), min(ws, gpus_per_node)) for ws in plans}  # (nodes, procs/node)
@@ -368,7 +367,7 @@ def emit_launch(profile: Profile, kind: str, emit_dir: Path, out_dir: Path, gpus
             nodes, nproc = shape[ws]
             guard = "" if nodes > 1 else 'if [ "$NODE_RANK" = 0 ]; then '
             end = "" if nodes > 1 else "; fi"
-            lines.append(f"# world size {ws}: {len(groups[ws])} runs on {nodes} node(s) x {nproc} GPU(s)")
+            lines.append(f"# world size {ws}: {len(items[ws])} runs on {nodes} node(s) x {nproc} GPU(s)")
             lines.append(
                 f"{guard}torchrun --nnodes={nodes} --nproc-per-node={nproc} --node-rank=$NODE_RANK "
                 f"--rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT --rdzv-id={profile.name}-ws{ws} "

@@ -250,10 +250,18 @@ def test_no_unit_is_predicted_to_draw_more_than_its_loaded_power():
 
 
 # ------------------------------------------------------------------------------- measured layout overheads
-def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_cores=2, alpha=lambda g: 1e-4 * g):
-    """The calibration's tiny-probe step times a device with these per-unit overheads would give."""
+def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_cores=2, alpha=lambda g: 1e-4 * g,
+                busy: float = 1.0, beside: bool = False):
+    """The calibration's tiny-probe step times a device with these per-unit overheads would give; ``busy``: the
+    node's ranks run that many times slower while the layouts are timed than the single process did alone;
+    ``beside``: with the reference rows of the same ranks each training its own copy (timed in that state)."""
     single = [{"layers": L, "step_s": single_step_s + L * single_layer_s} for L in (1, 2)]
     rows = []
+    for p in sorted({t * d for t, d in per_unit}) if beside else ():
+        o = max(1.0, p / node_cores)
+        rows += [{"tp": 1, "dp": 1, "ranks": p, "layers": L, "hidden": 64, "heads": 4, "ffn": 256, "vocab": 128,
+                  "max_positions": 64, "seq_len": 16, "batch_size": 4, "threads_per_rank": 1,
+                  "step_s": busy * o * (single_step_s + L * single_layer_s)} for L in (1, 2)]
     for (t, d), a in per_unit.items():
         o = max(1.0, t * d / node_cores)
         q = lambda g: o / max(1.0, g / node_cores)  # noqa: E731
@@ -263,7 +271,7 @@ def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_co
                    + (n_fsdp * (d - 1) * alpha(d) * q(d) if d > 1 else 0))
             rows.append({"tp": t, "dp": d, "layers": L, "hidden": 64, "heads": 4, "ffn": 256, "vocab": 128,
                          "max_positions": 64, "seq_len": 16, "batch_size": 4, "threads_per_rank": 1,
-                         "step_s": o * (single_step_s + L * single_layer_s) + lat + a * (L + 1)})
+                         "step_s": busy * o * (single_step_s + L * single_layer_s) + lat + a * (L + 1)})
     return single, rows
 
 
@@ -282,6 +290,19 @@ def test_layout_overheads_recover_the_probe_and_replace_the_launch_model():
         assert over[rows_] == pytest.approx(a * (df.layers.to_numpy()[rows_] + 1))
     other = ~(((df.tp == 2) & (df.dp == 1)) | ((df.tp == 2) & (df.dp == 2))).to_numpy()  # not probed: launch model
     pd.testing.assert_frame_equal(with_probe[other], launch[other])
+
+
+def test_the_ranks_own_reference_cancels_a_busy_node_that_one_process_alone_does_not_see():
+    truth = {(2, 1): 9e-3, (1, 2): 4e-3, (4, 1): 26e-3, (1, 4): 7e-3, (2, 2): 25e-3}
+    probe_dev = opmodel.DeviceRoofs(**{**DEV.to_json(), "collective_alpha_by_world_s": {"2": 2e-4, "4": 4e-4}})
+    want = {f"tp{t}-dp{d}": a for (t, d), a in truth.items()}
+    # the ranks ran 1.5x slower while the layouts were timed: against the lone process, that state reads as
+    # overhead (every layout over-estimated); against the ranks' own reference, timed in it, it cancels
+    single, rows = _probe_rows(truth, busy=1.5)
+    lone = opmodel.layout_overheads(single, rows, probe_dev)
+    assert all(lone[k] > 1.1 * v for k, v in want.items())
+    single, rows = _probe_rows(truth, busy=1.5, beside=True)
+    assert opmodel.layout_overheads(single, rows, probe_dev) == pytest.approx(want, rel=1e-9)
 
 
 def test_the_collective_bandwidth_is_pulled_weakly_and_only_where_the_collectives_were_measured():

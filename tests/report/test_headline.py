@@ -316,3 +316,13 @@ def test_the_runs_the_scores_rest_on_are_named_and_a_busy_machine_is_said(valida
 def test_a_glued_paragraph_sets_commands_as_code():
     html = headline.paragraph("measure again (then `make reproduce`) on 2 cores").data
     assert "<code>make reproduce</code>" in html and "`" not in html
+
+
+def test_a_gap_between_two_models_is_the_difference_of_the_printed_figures():
+    # 33.24 and 33.46 print as 33.2 and 33.5: the text must say 0.3 points, not the unrounded 0.2
+    s = pd.DataFrame([_score(headline.POOLED, "roofline_power_law", "energy", 33.24, 30.0, 36.0, 90.0),
+                      _score(headline.POOLED, "flops_power_law", "energy", 33.46, 31.0, 36.5, 90.0)])
+    text = headline._beats(s, "roofline_power_law", "flops_power_law", "energy")
+    assert text.startswith("the law beats it by 0.3 points") and "intervals overlap" in text
+    s.loc[1, "mape_pct"] = 33.21  # both print as 33.2
+    assert headline._beats(s, "roofline_power_law", "flops_power_law", "energy").startswith("the law ties")

@@ -732,10 +732,12 @@ def _beats(s: pd.DataFrame, model: str, other, target: str) -> str:
     apart = None
     if all(_num(x) is not None for x in (a.mape_lo_pct, a.mape_hi_pct, b.mape_lo_pct, b.mape_hi_pct)):
         apart = a.mape_hi_pct < b.mape_lo_pct or b.mape_hi_pct < a.mape_lo_pct
-    gap = abs(a.mape_pct - b.mape_pct)
-    verdict = (f"the law beats it by {gap:.1f} points" if a.mape_pct < b.mape_pct
-               else f"the law does not beat it ({gap:.1f} points worse)" if a.mape_pct > b.mape_pct
-               else "the law ties with it")
+    # compared as the page prints them (one decimal), so the gap is the difference of the two printed figures
+    ra, rb = round(float(a.mape_pct), 1), round(float(b.mape_pct), 1)
+    gap = abs(ra - rb)
+    verdict = (f"the law beats it by {gap:.1f} points" if ra < rb
+               else f"the law does not beat it ({gap:.1f} points worse)" if ra > rb
+               else "the law ties with it at the printed precision")
     if apart is None:
         return verdict
     return verdict + ("; their MAPE intervals do not overlap" if apart

@@ -254,14 +254,10 @@ def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_co
                 busy: float = 1.0, beside: bool = False):
     """The calibration's tiny-probe step times a device with these per-unit overheads would give; ``busy``: the
     node's ranks run that many times slower while the layouts are timed than the single process did alone;
-    ``beside``: with the reference rows of the same ranks each training its own copy (timed in that state)."""
+    ``beside``: each layout's row with the reference of its pass (``reference_step_s``: the same ranks each
+    training its own copy, timed in that state)."""
     single = [{"layers": L, "step_s": single_step_s + L * single_layer_s} for L in (1, 2)]
     rows = []
-    for p in sorted({t * d for t, d in per_unit}) if beside else ():
-        o = max(1.0, p / node_cores)
-        rows += [{"tp": 1, "dp": 1, "ranks": p, "layers": L, "hidden": 64, "heads": 4, "ffn": 256, "vocab": 128,
-                  "max_positions": 64, "seq_len": 16, "batch_size": 4, "threads_per_rank": 1,
-                  "step_s": busy * o * (single_step_s + L * single_layer_s)} for L in (1, 2)]
     for (t, d), a in per_unit.items():
         o = max(1.0, t * d / node_cores)
         q = lambda g: o / max(1.0, g / node_cores)  # noqa: E731
@@ -272,6 +268,8 @@ def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_co
             rows.append({"tp": t, "dp": d, "layers": L, "hidden": 64, "heads": 4, "ffn": 256, "vocab": 128,
                          "max_positions": 64, "seq_len": 16, "batch_size": 4, "threads_per_rank": 1,
                          "step_s": busy * o * (single_step_s + L * single_layer_s) + lat + a * (L + 1)})
+            if beside:
+                rows[-1]["reference_step_s"] = busy * o * (single_step_s + L * single_layer_s)
     return single, rows
 
 

@@ -64,6 +64,10 @@ def test_short_cpu_calibration_is_complete_and_loads(short_calibration):
     assert {(r["tp"], r["dp"], r["layers"]) for r in probe} == {(t, d, L) for t, d in ((1, 1), (2, 1), (1, 2))
                                                                   for L in (1, 2)}
     assert all(r["ranks"] == 2 for r in probe)
+    for one in rec["collectives"]["2"]["passes"]:  # each layout row carries its own pass's reference
+        reference = {r["layers"]: r["step_s"] for r in one["layouts"] if r["tp"] * r["dp"] == 1}
+        assert all(r["reference_step_s"] == reference[r["layers"]] for r in one["layouts"] if r["tp"] * r["dp"] > 1)
+    assert all(r["reference_step_s"] > 0 for r in probe if r["tp"] * r["dp"] > 1)
     assert {r["layers"] for r in rec["layout_probe_single"]} == {1, 2}
     assert all(r["step_s"] > 0 and r["threads_per_rank"] == 1 for r in probe + rec["layout_probe_single"])
     dev = roofs_from_calibration(json.loads(json.dumps(rec)))

@@ -479,29 +479,27 @@ def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) 
 
     From the tiny probe's step times with 1 and 2 layers (``companion calibrate``; rows with the probe's shape):
     a layout's step, less its reference and less the latency of its collectives as ``operator_frame`` counts
-    them on ``dev``, is its overhead. The reference is the same ranks each training its own copy at once (rows
-    tp1-dp1 with ``ranks`` > 1, timed beside the layouts, so the node's state at that moment cancels); a
-    calibration without them takes one process's step times the node's oversubscription (every rank launches
-    every operator). It is taken as one cost per unit, layers + 1 (each layer and the root: FSDP's units; under
-    TP the layers' dispatch and the replicated rest), fitted to both depths at once: a separate per-layer and
-    per-step cost from two noisy differences swings by several times between calibrations, their sum per unit
-    does not."""
+    them on ``dev``, is its overhead. The reference is the same ranks each training its own copy, timed in the
+    same pass just before the layout (``reference_step_s`` of the row), so the node's state at that moment
+    cancels; a calibration without it takes one process's step times the node's oversubscription (every rank
+    launches every operator). It is taken as one cost per unit, layers + 1 (each layer and the root: FSDP's
+    units; under TP the layers' dispatch and the replicated rest), fitted to both depths at once: a separate
+    per-layer and per-step cost from two noisy differences swings by several times between calibrations, their
+    sum per unit does not."""
     ref = {int(r["layers"]): float(r["step_s"]) for r in single}
-    beside = {(int(r["ranks"]), int(r["layers"])): float(r["step_s"]) for r in layouts
-              if int(r["tp"]) * int(r["dp"]) == 1 and int(r.get("ranks", 1)) > 1}
     probe = pd.DataFrame([r for r in layouts if int(r["tp"]) * int(r["dp"]) > 1
-                          and (int(r["layers"]) in ref or (int(r["tp"]) * int(r["dp"]), int(r["layers"])) in beside)])
+                          and (int(r["layers"]) in ref or r.get("reference_step_s") is not None)])
     if probe.empty:
         return {}
     probe = probe.assign(padded_tokens=probe.batch_size * probe.seq_len,
                          attention_pairs=probe.batch_size * probe.seq_len ** 2)
     latency = operator_frame(probe, dev).comm_latency_s.to_numpy()
-    ranks = (probe.tp * probe.dp).to_numpy(int)
-    layers = probe.layers.to_numpy(int)
+    ranks = (probe.tp * probe.dp).to_numpy(float)
     oversub = np.maximum(1.0, ranks / max(dev.node_cores, 1)) if dev.shared_node else np.ones(len(probe))
-    reference = np.array([beside[(p, n)] if (p, n) in beside else o * ref[n]
-                          for p, n, o in zip(ranks, layers, oversub)])
-    excess = probe.step_s.to_numpy(float) - reference - latency
+    alone = oversub * probe.layers.map(lambda n: ref.get(int(n), np.nan)).to_numpy(float)
+    beside = (pd.to_numeric(probe.reference_step_s, errors="coerce").to_numpy(float)
+              if "reference_step_s" in probe else np.full(len(probe), np.nan))
+    excess = probe.step_s.to_numpy(float) - np.where(np.isfinite(beside), beside, alone) - latency
     per = pd.DataFrame({"name": "tp" + probe.tp.astype(str) + "-dp" + probe.dp.astype(str), "excess": excess,
                         "units": probe.layers + 1.0}).groupby("name")[["excess", "units"]].sum()
     return {name: float(max(row.excess / row.units, 0.0)) for name, row in per.iterrows()}

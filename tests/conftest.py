@@ -12,6 +12,15 @@ FIXTURES = Path(__file__).parent / "fixtures"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Longest first. Under xdist (``--dist loadfile --no-loadscope-reorder``) each file runs on one worker in
+    this order, and a long file started late would end the run alone on one core: the book's file goes first
+    (its fixture runs the ci sweep, every stage and the book build, then Chromium), then every file with
+    multi-process launches (a test marked slow), then the rest; each group keeps its collection order."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: (item.path.name != "test_book.py", item.path not in slow_files))
+
+
 @pytest.fixture(scope="session")
 def fixtures() -> Path:
     return FIXTURES

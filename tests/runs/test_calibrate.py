@@ -46,6 +46,7 @@ def test_a_busy_spell_during_one_pass_of_the_collectives_does_not_set_the_latenc
     assert combine_passes([quiet, one_pass(1.0)], 2)["pass_spread"] == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_short_cpu_calibration_is_complete_and_loads(short_calibration):
     rec = short_calibration  # calibrate("cpu", budget_s=2.0, world_sizes=(2,)), once per test session
     assert rec["device_name"] == "cpu" and rec["shared_node"] and not rec["overlap"]

@@ -44,6 +44,7 @@ def test_codecarbon_variables_are_neutralised_and_recorded(monkeypatch):
     assert tracker._pue == 1 and tracker._force_cpu_power is None
 
 
+@pytest.mark.slow
 def test_a_run_under_codecarbon_variables_records_them_and_does_not_crash(tmp_path):
     env = {**os.environ, "CODECARBON_PUE": "3", "CODECARBON_OUTPUT_DIR": str(tmp_path / "missing")}
     out = tmp_path / "runs"
@@ -56,6 +57,7 @@ def test_a_run_under_codecarbon_variables_records_them_and_does_not_crash(tmp_pa
 
 
 # ---- 2. one writer per output folder
+@pytest.mark.slow
 def test_a_second_writer_is_refused_with_the_holder(tmp_path):
     with FolderLock(tmp_path):
         with pytest.raises(ConfigError, match=f"in use by host {socket.gethostname()}, pid {os.getpid()}"):
@@ -85,6 +87,7 @@ def test_editing_a_source_file_makes_a_new_run(tmp_path):
 
 
 # ---- 7. diverged runs are failed, and every record is strict JSON
+@pytest.mark.slow
 def test_a_diverging_run_is_failed_and_retry_keeps_the_first_failure(tmp_path):
     out = tmp_path / "runs"
     res = companion_cmd("run", *TINY_ARGS, "--meter", "none", "--lr", "1e30", "--out", str(out), timeout=300)
@@ -127,6 +130,7 @@ def test_a_truncated_record_is_named_and_set_aside_on_resume(tmp_path):
     assert [r["run_id"] for r in load_records(tmp_path)] == ["good"]
 
 
+@pytest.mark.slow
 def test_a_sweep_resumes_over_a_corrupt_record(tmp_path):
     profile = tmp_path / "p.yaml"
     profile.write_text("device: cpu\nbase: {layers: 1, hidden: 32, heads: 2, vocab: 256, max_positions: 64, "
@@ -145,6 +149,7 @@ def test_a_sweep_resumes_over_a_corrupt_record(tmp_path):
 
 
 # ---- 10. the output folder
+@pytest.mark.slow
 def test_an_unwritable_folder_is_found_before_training(tmp_path):
     blocker = tmp_path / "a-file"  # a folder cannot be made under a file, whoever runs the test (root too)
     blocker.write_text("x")

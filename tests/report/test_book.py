@@ -62,7 +62,7 @@ def test_book_pages_draw_offline_in_chromium(built_book):
 
 
 def test_a_page_screenshot_is_a_png_at_the_reader_width(built_book, tmp_path):
-    """`make figures` screenshots every page the same way; one page here (each shot is a browser launch)."""
+    """`make figures` screenshots every page the same way; one page here."""
     _, index = built_book
     page = next(p for p in book_pages(index.parent) if p.name == "04_validation.html")
     png = take_screenshot(page, tmp_path / "04_validation.png", 1200)

@@ -74,58 +74,60 @@ def _page(tmp_path: Path, body: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def exe():
+def browser():
+    """One Chromium for every page of this module, as the book check reads a book."""
     if not shutil.which("chromium"):
         pytest.fail("Debian's chromium is missing: `make setup-browser` installs it (make test does)")
     if not BUNDLE.exists():
         pytest.fail("book/_static/vega-bundle.js is missing: `make book` (or make test) creates it")
-    return book_check.chromium()
+    with book_check.Browser() as b:
+        yield b
 
 
-def test_a_clean_page_passes(tmp_path, exe):
+def test_a_clean_page_passes(tmp_path, browser):
     body = _chart_html(legend=True) + CLEAN_OUTPUT.format("wrote data/derived/ci/runs.csv (5 runs)")
-    r = book_check.check_page(_page(tmp_path, body), exe, screenshot=tmp_path / "shot.png")
+    r = book_check.check_page(_page(tmp_path, body), browser, screenshot=tmp_path / "shot.png")
     assert r.charts_drawn == r.charts_expected == 1
     assert r.ok, r.problems
     assert (tmp_path / "shot.png").stat().st_size > 1000
 
 
-def test_a_multi_series_chart_without_a_legend_fails(tmp_path, exe):
-    r = book_check.check_page(_page(tmp_path, _chart_html(legend=False)), exe)
+def test_a_multi_series_chart_without_a_legend_fails(tmp_path, browser):
+    r = book_check.check_page(_page(tmp_path, _chart_html(legend=False)), browser)
     assert r.charts_without_legend == ["two series"], r.problems
     assert not r.ok
 
 
-def test_a_legend_that_does_not_key_the_colours_fails(tmp_path, exe):
+def test_a_legend_that_does_not_key_the_colours_fails(tmp_path, browser):
     df = pd.DataFrame({"x": [1, 2, 1, 2], "y": [1, 2, 2, 3], "series": list("aabb"), "kind": list("pqpq")})
     chart = alt.Chart(df, width="container", height=200, title="dashes keyed, colours not").mark_line().encode(
         x="x:Q", y="y:Q", color=alt.Color("series:N", legend=None), strokeDash="kind:N", detail="series:N")
-    r = book_check.check_page(_page(tmp_path, figures.render_html(chart.to_dict())), exe)
+    r = book_check.check_page(_page(tmp_path, figures.render_html(chart.to_dict())), browser)
     assert r.charts_without_legend == ["dashes keyed, colours not"], r.problems
 
 
-def test_a_legend_giving_two_entries_one_colour_fails(tmp_path, exe):
+def test_a_legend_giving_two_entries_one_colour_fails(tmp_path, browser):
     """Five series on a four-colour scale: the legend keys every colour, but two entries share one."""
     df = pd.DataFrame({"x": [1, 2] * 5, "y": range(10), "series": [s for s in "abcde" for _ in range(2)]})
     scale = alt.Scale(range=["#4c78a8", "#f58518", "#54a24b", "#b279a2"])
     chart = alt.Chart(df, width="container", height=200, title="colours reused").mark_line().encode(
         x="x:Q", y="y:Q", color=alt.Color("series:N", scale=scale))
-    r = book_check.check_page(_page(tmp_path, figures.render_html(chart.to_dict())), exe)
+    r = book_check.check_page(_page(tmp_path, figures.render_html(chart.to_dict())), browser)
     assert r.shared_colours == ["colours reused: a / e"], r.problems
     assert not r.ok
     clean = chart.encode(color=alt.Color("series:N"))  # the default scheme has ten colours
-    assert book_check.check_page(_page(tmp_path, figures.render_html(clean.to_dict())), exe).ok
+    assert book_check.check_page(_page(tmp_path, figures.render_html(clean.to_dict())), browser).ok
 
 
-def test_a_chart_wider_than_the_column_fails(tmp_path, exe):
+def test_a_chart_wider_than_the_column_fails(tmp_path, browser):
     body = f'<div class="output" style="overflow-x:auto">{_chart_html(legend=True, width=1000)}</div>'
-    r = book_check.check_page(_page(tmp_path, body), exe)
+    r = book_check.check_page(_page(tmp_path, body), browser)
     assert r.overflow and not r.ok, r.problems
 
 
-def test_a_table_sticking_out_of_the_column_fails(tmp_path, exe):
+def test_a_table_sticking_out_of_the_column_fails(tmp_path, browser):
     cells = "".join(f"<td>column_number_{i}</td>" for i in range(14))
-    r = book_check.check_page(_page(tmp_path, f"<table><tr>{cells}</tr></table>"), exe)
+    r = book_check.check_page(_page(tmp_path, f"<table><tr>{cells}</tr></table>"), browser)
     assert any("table" in o for o in r.overflow), r.problems
 
 
@@ -137,31 +139,36 @@ def test_a_table_sticking_out_of_the_column_fails(tmp_path, exe):
     (STDERR_OUTPUT.format("something went to stderr"), "stderr"),
     ('<div class="output text_html"><p>see /home/alice/run.log</p></div>', "absolute path"),  # pasted by glue
 ])
-def test_plumbing_in_an_output_fails(tmp_path, exe, output, what):
-    r = book_check.check_page(_page(tmp_path, output), exe)
+def test_plumbing_in_an_output_fails(tmp_path, browser, output, what):
+    r = book_check.check_page(_page(tmp_path, output), browser)
     assert any(leak.startswith(what) for leak in r.output_leaks), r.problems
     assert not r.ok
 
 
-# ------------------------------------------------------------------ a browser that dumps the page too early
-@pytest.mark.parametrize("runs_until_probe, defect", [(2, False), (None, True)])
-def test_a_page_whose_probe_never_runs_fails_after_a_second_try(tmp_path, monkeypatch, runs_until_probe, defect):
-    """One browser run that dumps the page before the probe ran is retried; a probe that never runs fails."""
-    import subprocess
+def test_a_script_error_and_a_missing_asset_reach_the_console_errors(tmp_path, browser):
+    body = '<script>undefinedFunction();</script><img src="missing.png">'
+    r = book_check.check_page(_page(tmp_path, body), browser)
+    assert any("undefinedFunction" in e for e in r.console_errors), r.console_errors
+    assert any("failed to load" in e.lower() for e in r.console_errors), r.console_errors
+    assert not r.ok
 
-    page = tmp_path / "page.html"
-    page.write_text("<html><body><p>text</p></body></html>")
-    calls = []
-    probe = '<pre id="companion-probe">{&quot;charts&quot;: [], &quot;height_px&quot;: 900}</pre>'
 
-    def fake(exe, flags, url):
-        calls.append(url)
-        ran = runs_until_probe is not None and len(calls) >= runs_until_probe
-        out = f"<html><body>{probe if ran else ''}</body></html>"
-        return subprocess.CompletedProcess([exe], 0, stdout=out, stderr="")
+def test_a_page_that_never_stops_is_reported_and_the_next_page_is_read(tmp_path):
+    """A script that never ends holds the virtual time forever: the page fails after the real-time limit,
+    and the browser is started again for the next page."""
+    stuck = _page(tmp_path, "<script>while (true) {}</script>")
+    with book_check.Browser(page_timeout_s=2) as b:
+        r = book_check.check_page(stuck, b)
+        assert any("did not finish within 2 s" in e for e in r.console_errors), r.console_errors
+        assert not r.ok
+        b.page_timeout_s = book_check.PAGE_TIMEOUT_S
+        (tmp_path / "next").mkdir()
+        assert book_check.check_page(_page(tmp_path / "next", "<p>fine</p>"), b).ok
 
-    monkeypatch.setattr(book_check, "_chromium", fake)
-    report = book_check.check_page(page, exe="chromium")
-    assert len(calls) == book_check.PROBE_TRIES
-    assert ("the page probe did not run" in report.console_errors) is defect
-    assert report.height_px == (0 if defect else 900)
+
+def test_a_browser_that_dies_is_started_again_and_the_page_read(tmp_path, browser):
+    page = _page(tmp_path, "<p>fine</p>")
+    assert book_check.check_page(page, browser).ok
+    browser._proc.kill()  # between two pages, as an out-of-memory kill would
+    r = book_check.check_page(page, browser)
+    assert r.ok, r.problems

@@ -16,30 +16,38 @@ For every page:
   name unresolvable, so any attempt would fail loudly in the console.
 
 With ``--screenshots DIR`` it also writes a full-page PNG of every page at the same width.
+
+One Chromium serves every page (``Browser``: the DevTools protocol over a pipe, each page in a fresh tab):
+a page is read after 20 s of virtual time, so timers and animations have run without waiting for them in
+real time. A page that never lets that budget run out (a script that never ends) fails after
+``PAGE_TIMEOUT_S`` real seconds; a browser that dies is started again and the page read a second time.
 """
 
 from __future__ import annotations
 
 import argparse
-import html as htmllib
+import base64
 import json
+import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 WIDTH_PX = 1400  # a desktop reader's window
-BASE_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-              "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0", "--hide-scrollbars",
-              "--virtual-time-budget=20000"]
-FLAGS = [*BASE_FLAGS, f"--window-size={WIDTH_PX},1000", "--dump-dom"]
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+         "--host-resolver-rules=MAP * ~NOTFOUND", "--hide-scrollbars", "--remote-debugging-pipe"]
+VIRTUAL_TIME_MS = 20_000  # what a page gets to load, draw its charts and typeset its math (virtual time)
+PAGE_TIMEOUT_S = 120.0  # real time for that budget to run out
 REMOTE_ASSET = re.compile(r'<(?:script|link|img|iframe|source)\b[^>]*\b(?:src|href)="(?:https?:)?//[^"]+"', re.I)
-CONSOLE = re.compile(r":CONSOLE[:(]\d+\)?\] \"(?P<msg>.*)\", source: (?P<src>\S+)")
-PROBE_TRIES = 2  # runs of the browser before "the page probe did not run" is reported
 ERROR_WORDS = ("uncaught", "error", "failed to load", "net::err", "chart unavailable", "refused")
 
 # What an output must never show. Absolute paths: a slash-rooted path of two or more parts that is not part
@@ -53,7 +61,8 @@ OUTPUT_RULES = (("Traceback", re.compile(r"Traceback")),
                 ("progress bar", PROGRESS),
                 ("absolute path", ABS_PATH))
 
-# Runs in the page after it loaded (virtual time): measures layout, inspects every chart, collects output text.
+# Evaluated in the page once its virtual time ran out: measures layout, inspects every chart, collects output
+# text, and says what drew (chart SVGs, typeset math); a JSON string.
 PROBE_JS = r"""
 (function() {
   function chromatic(c) {
@@ -135,17 +144,14 @@ PROBE_JS = r"""
       copy.querySelectorAll("script, style").forEach(function(n) { n.remove(); });
       outputs.push({text: copy.textContent, stderr: err});
     }
-    var result = {column_px: Math.round(cr.width), height_px: document.documentElement.scrollHeight,
-                  overflow: overflow, charts: charts, outputs: outputs, text: col.innerText};
-    var pre = document.createElement("pre");
-    pre.id = "companion-probe";
-    pre.textContent = JSON.stringify(result);
-    document.body.appendChild(pre);
+    return {column_px: Math.round(cr.width), height_px: document.documentElement.scrollHeight,
+            overflow: overflow, charts: charts, outputs: outputs, text: col.innerText,
+            charts_drawn: document.querySelectorAll("svg.marks").length,
+            math_typeset: !!document.querySelector("mjx-container")};
   }
-  window.addEventListener("load", function() { setTimeout(probe, 4000); });
-})();
+  return JSON.stringify(probe());
+})()
 """
-PROBE_OUT = re.compile(r'<pre id="companion-probe">(.*?)</pre>', re.S)
 
 
 @dataclass
@@ -217,40 +223,247 @@ def shared_colours(charts: list[dict]) -> list[str]:
     return [f"{c.get('title') or c.get('id', '?')}: {names}" for c in charts for names in c.get("shared") or []]
 
 
-def _chromium(exe: str, flags: list[str], url: str) -> subprocess.CompletedProcess:
-    with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run([exe, *flags, f"--user-data-dir={profile}", url], capture_output=True, text=True,
-                              timeout=180)
+class BrowserError(RuntimeError):
+    """Chromium exited, or did not answer in time."""
 
 
-def check_page(html: Path, exe: str | None = None, screenshot: Path | None = None) -> PageReport:
-    exe = exe or chromium()
-    source = html.read_text()
-    # The probe runs in a copy of the page next to it (same relative assets), removed afterwards.
-    probe_page = html.with_name(f".{html.stem}.probe.html")
-    probe_page.write_text(source.replace("</body>", f"<script>{PROBE_JS}</script></body>", 1))
-    try:
-        # A second try where the probe's output is missing: a headless browser on a loaded machine now and
-        # then dumps the page (or dies) before the probe ran, which says nothing about the page. A page whose
-        # probe never runs fails.
-        for _ in range(PROBE_TRIES):
-            proc = _chromium(exe, FLAGS, probe_page.resolve().as_uri())
-            dom = proc.stdout
-            m = PROBE_OUT.search(dom)
-            if m:
-                break
-    finally:
-        probe_page.unlink(missing_ok=True)
-    probe = json.loads(htmllib.unescape(m.group(1))) if m else {}
-    errors = [m.group("msg") for m in CONSOLE.finditer(proc.stderr)
-              if any(w in m.group("msg").lower() for w in ERROR_WORDS)]
-    report = PageReport(
-        page=html.name,
+class PageTimeout(BrowserError):
+    """A page's virtual time never ran out (a script that never ends)."""
+
+
+def _read_messages(fd: int, replies: dict, events: queue.Queue) -> None:
+    """Answers to their command's queue, events to ``events``; at EOF (the browser exited) every command
+    still waiting gets None, and so does the event queue."""
+    buf = b""
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while chunk := pipe.read(1 << 16):
+            buf += chunk
+            *messages, buf = buf.split(b"\0")
+            for raw in messages:
+                msg = json.loads(raw)
+                if "id" in msg:
+                    reply = replies.pop(msg["id"], None)
+                    if reply is not None:
+                        reply.put(msg)
+                else:
+                    events.put(msg)
+    for reply in list(replies.values()):
+        reply.put(None)
+    events.put(None)
+
+
+def _read_lines(stream, lines: deque) -> None:
+    for line in stream:
+        lines.append(line.decode(errors="replace").rstrip())
+
+
+class Browser:
+    """One headless Chromium for many pages, driven over the DevTools protocol on a pipe (fd 3 in, fd 4 out;
+    messages are JSON ended by a NUL byte). ``with Browser() as b: tab = b.open(page)``."""
+
+    def __init__(self, exe: str | None = None, page_timeout_s: float = PAGE_TIMEOUT_S):
+        self.exe = exe or chromium()
+        self.page_timeout_s = page_timeout_s
+        self._proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> Browser:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> None:
+        self.close()
+        self._profile = tempfile.TemporaryDirectory()
+        to_browser, to_browser_w = os.pipe()
+        self._out, from_browser = os.pipe()
+
+        def pipes_at_3_and_4():  # in the child, before it closes every other descriptor
+            a, b = os.dup(to_browser), os.dup(from_browser)
+            os.dup2(a, 3)
+            os.dup2(b, 4)
+
+        self._proc = subprocess.Popen([self.exe, *FLAGS, f"--user-data-dir={self._profile.name}", "about:blank"],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                      pass_fds=(3, 4), preexec_fn=pipes_at_3_and_4)
+        os.close(to_browser)
+        os.close(from_browser)
+        self._writer = os.fdopen(to_browser_w, "wb")  # flush() writes a long message whole
+        self._next_id = 0
+        self._replies: dict[int, queue.Queue] = {}
+        self._lock = threading.Lock()
+        self.events: queue.Queue = queue.Queue()
+        self._stderr: deque[str] = deque(maxlen=20)
+        # each reader holds its own browser's descriptor and queues: a restart never mixes two browsers
+        threading.Thread(target=_read_messages, args=(self._out, self._replies, self.events), daemon=True).start()
+        threading.Thread(target=_read_lines, args=(self._proc.stderr, self._stderr), daemon=True).start()
+
+    def close(self) -> None:
+        if self._proc is None:
+            return
+        proc, self._proc = self._proc, None
+        try:
+            self._writer.close()  # the browser reads the end of its input; its reader closes the other pipe at EOF
+        except OSError:
+            pass
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        self._profile.cleanup()
+
+    def _why(self) -> str:
+        code = self._proc.poll() if self._proc else None
+        tail = " | ".join(x for x in self._stderr if x.strip())[-300:]
+        return f"Chromium {'exited with code ' + str(code) if code is not None else 'did not answer'}" + (
+            f" ({tail})" if tail else "")
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None,
+             timeout: float = 60.0) -> dict:
+        if self._proc is None:
+            self.start()
+        with self._lock:
+            self._next_id += 1
+            msg_id = self._next_id
+            reply: queue.Queue = queue.Queue()
+            self._replies[msg_id] = reply
+            msg = {"id": msg_id, "method": method, "params": params or {}}
+            if session:
+                msg["sessionId"] = session
+            try:
+                self._writer.write(json.dumps(msg).encode() + b"\0")
+                self._writer.flush()
+            except OSError as e:
+                raise BrowserError(f"{self._why()}: {e}") from None
+        try:
+            answer = reply.get(timeout=timeout)
+        except queue.Empty:
+            raise BrowserError(f"{method}: no answer in {timeout:.0f} s; {self._why()}") from None
+        if answer is None:
+            raise BrowserError(f"{method}: {self._why()}")
+        if "error" in answer:
+            raise BrowserError(f"{method}: {answer['error'].get('message', answer['error'])}")
+        return answer["result"]
+
+    def open(self, html: Path, height_px: int = 1000) -> Tab:
+        """``html`` in a fresh tab ``WIDTH_PX`` wide, read once ``VIRTUAL_TIME_MS`` of virtual time ran out
+        (timers, chart rendering and typesetting included), with every console message it printed."""
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        tab = Tab(self, target, session)
+        try:
+            for domain in ("Page", "Runtime", "Log"):
+                self.send(f"{domain}.enable", session=session)
+            tab.resize(height_px)
+            self.send("Emulation.setVirtualTimePolicy", {"policy": "pause"}, session=session)
+            self.send("Page.navigate", {"url": Path(html).resolve().as_uri()}, session=session)
+            self.send("Emulation.setVirtualTimePolicy",
+                      {"policy": "pauseIfNetworkFetchesPending", "budget": VIRTUAL_TIME_MS}, session=session)
+            tab.wait_for_budget(self.page_timeout_s)
+        except BaseException:
+            tab.close()
+            raise
+        return tab
+
+
+class Tab:
+    """One page of a ``Browser``: its console messages, expressions evaluated in it, screenshots."""
+
+    def __init__(self, browser: Browser, target: str, session: str):
+        self.browser, self.target, self.session = browser, target, session
+        self.console: list[str] = []
+
+    def wait_for_budget(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                event = self.browser.events.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                raise PageTimeout(f"the page did not finish within {timeout_s:.0f} s of real time "
+                                  "(a script that never ends?)") from None
+            if event is None:
+                raise BrowserError(self.browser._why())
+            if event.get("sessionId") != self.session:
+                continue
+            method, params = event["method"], event.get("params", {})
+            if method == "Emulation.virtualTimeBudgetExpired":
+                return
+            if method == "Runtime.consoleAPICalled":
+                self.console.append(" ".join(str(a.get("value", a.get("description", ""))) for a in params["args"]))
+            elif method == "Runtime.exceptionThrown":
+                details = params["exceptionDetails"]
+                self.console.append(details.get("exception", {}).get("description") or details.get("text", ""))
+            elif method == "Log.entryAdded":
+                self.console.append(params["entry"].get("text", ""))
+
+    def evaluate(self, expression: str):
+        result = self.browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True},
+                                   session=self.session)
+        if "exceptionDetails" in result:
+            raise BrowserError(f"the page probe failed: {result['exceptionDetails'].get('text', '')}")
+        return result["result"].get("value")
+
+    def resize(self, height_px: int) -> None:
+        self.browser.send("Emulation.setDeviceMetricsOverride", {"width": WIDTH_PX, "height": int(height_px),
+                                                                 "deviceScaleFactor": 1, "mobile": False},
+                          session=self.session)
+
+    def screenshot(self, png: Path, height_px: int) -> Path:
+        """A PNG of the page's top ``height_px`` (capped at 16,000 px) at the reader's width."""
+        self.resize(min(max(height_px, 600), 16000))
+        data = self.browser.send("Page.captureScreenshot", {"format": "png"}, session=self.session)["data"]
+        png.parent.mkdir(parents=True, exist_ok=True)
+        png.write_bytes(base64.b64decode(data))
+        return png
+
+    def close(self) -> None:
+        try:
+            self.browser.send("Target.closeTarget", {"targetId": self.target}, timeout=10)
+        except BrowserError:
+            pass
+
+
+def _read_page(html: Path, browser: Browser, screenshot: Path | None) -> tuple[dict, list[str], str | None]:
+    """The probe's result, the console messages of one page, and what kept the probe from running (None
+    when it ran). A browser that died or hung is started again for a second try (that says nothing about
+    the page); a page whose script never ends is not tried again."""
+    for attempt in (1, 2):
+        try:
+            tab = browser.open(html)
+            try:
+                probe = json.loads(tab.evaluate(PROBE_JS))
+                if screenshot is not None:
+                    tab.screenshot(screenshot, int(probe.get("height_px") or 1000))
+                return probe, tab.console, None
+            finally:
+                tab.close()
+        except PageTimeout as e:
+            browser.start()  # a renderer stuck in a script is not reused
+            return {}, [], str(e)
+        except BrowserError as e:
+            browser.start()
+            if attempt == 2:
+                return {}, [], f"the page probe did not run: {e}"
+    raise AssertionError("unreachable")
+
+
+def check_page(html: Path, browser: Browser | None = None, screenshot: Path | None = None) -> PageReport:
+    """Read one page in ``browser`` (a new Chromium for this page alone when None)."""
+    if browser is None:
+        with Browser() as own:
+            return check_page(html, own, screenshot)
+    source = Path(html).read_text()
+    probe, console, failure = _read_page(Path(html), browser, screenshot)
+    errors = [msg for msg in console if any(w in msg.lower() for w in ERROR_WORDS)]
+    return PageReport(
+        page=Path(html).name,
         charts_expected=source.count('class="companion-chart"'),
-        charts_drawn=len(re.findall(r'<svg[^>]*class="marks"', dom)),
+        charts_drawn=int(probe.get("charts_drawn", 0)),
         math_expected=("math notranslate" in source),
-        math_typeset=("<mjx-container" in dom),
-        console_errors=errors if m else errors + ["the page probe did not run"],
+        math_typeset=bool(probe.get("math_typeset")),
+        console_errors=errors + ([failure] if failure else []),
         remote_assets=REMOTE_ASSET.findall(source),
         charts_without_legend=legendless(probe.get("charts", [])),
         shared_colours=shared_colours(probe.get("charts", [])),
@@ -258,18 +471,18 @@ def check_page(html: Path, exe: str | None = None, screenshot: Path | None = Non
         output_leaks=output_leaks(probe.get("outputs", []), probe.get("text", "")),
         height_px=int(probe.get("height_px", 0)),
     )
-    if screenshot is not None:
-        take_screenshot(html, screenshot, report.height_px or 1000, exe)
-    return report
 
 
-def take_screenshot(html: Path, png: Path, height_px: int, exe: str | None = None) -> Path:
-    """A full-page PNG of ``html`` at the reader's width (height capped at 16,000 px)."""
-    png.parent.mkdir(parents=True, exist_ok=True)
-    flags = [*BASE_FLAGS, f"--window-size={WIDTH_PX},{min(max(height_px, 600), 16000)}",
-             f"--screenshot={png.resolve()}"]
-    _chromium(exe or chromium(), flags, html.resolve().as_uri())
-    return png
+def take_screenshot(html: Path, png: Path, height_px: int, browser: Browser | None = None) -> Path:
+    """A PNG of ``html`` at the reader's width, ``height_px`` tall (capped at 16,000 px)."""
+    if browser is None:
+        with Browser() as own:
+            return take_screenshot(html, png, height_px, own)
+    tab = browser.open(html, height_px=min(max(height_px, 600), 16000))
+    try:
+        return tab.screenshot(png, height_px)
+    finally:
+        tab.close()
 
 
 def book_pages(html_dir: Path) -> list[Path]:
@@ -280,8 +493,9 @@ def book_pages(html_dir: Path) -> list[Path]:
 
 
 def check_book(html_dir: Path, screenshots: Path | None = None) -> list[PageReport]:
-    exe = chromium()
-    return [check_page(p, exe, screenshots / f"{p.stem}.png" if screenshots else None) for p in book_pages(html_dir)]
+    with Browser() as browser:
+        return [check_page(p, browser, screenshots / f"{p.stem}.png" if screenshots else None)
+                for p in book_pages(html_dir)]
 
 
 def main(argv: list[str] | None = None) -> int:

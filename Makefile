@@ -43,7 +43,7 @@ $(INSTALLED): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# pyproject.toml declares compatible ranges; constraints.txt holds the exact stack (torch==2.13.0 among
 	# it, so pip never swaps in a CUDA build; a CUDA build of 2.13.0 installed beforehand satisfies it).
-	# uv installs everything (it unpacks in parallel: about 15 s here, where pip takes about 70 s). pip, which
+	# uv installs everything (it unpacks in parallel: about 12 s here, where pip takes over a minute). pip, which
 	# knows where this machine keeps its wheels (its own configuration), names the torch wheel it would install
 	# (none when one is installed already); pip does it all where uv cannot be had or fails.
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt uv 2>/dev/null \

@@ -161,7 +161,7 @@ def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
     df = frame(seed=3, noise=0.03)
     train = df[(df["mode"] != "tp") & (df.layers < 4)]
     fitted = fit_model(OperatorRoofline("operator_roofline", dev=DEV), train)
-    assert set(fitted.residuals_by_kind) == {"size", "layout", "degree", "mode", "range"}
+    assert set(fitted.residuals_by_kind) == {"size", "layout", "degree", "mode", "head_dim", "range"}
     new_mode = df[(df["mode"] == "tp") & (df.layers < 4)].iloc[:1]
     deeper = df[(df["mode"] == "single") & (df.layers == 4)].iloc[:1]
     seen = train.iloc[:1]
@@ -178,6 +178,27 @@ def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
     pred = fitted.predict(pd.concat([new_mode, seen]))
     width = np.log(pred.step_s_hi / pred.step_s)
     assert width.iloc[0] == pytest.approx(q[("layout", "mode")]) and width.iloc[1] == pytest.approx(q[()])
+
+
+def test_a_new_head_dimension_takes_the_width_of_head_dimensions_left_out():
+    """A new head dimension moves the attention-score cost, which a new size at a known head dimension does not:
+    its run takes the width of head dimensions left out in training (every one but the usual one, in turn)."""
+    df = frame(seed=5, noise=0.03)
+    head_dim = df.hidden // df.heads
+    model = OperatorRoofline("operator_roofline", dev=DEV)
+    train = df[head_dim != 16]
+    fitted = fit_model(model, train)
+    assert len(fitted.residuals_by_kind["head_dim"]["step_s"]) == (head_dim[train.index] == 64).sum()  # 32 is usual
+    new = df[(head_dim == 16) & (df.world_size == 1) & (df.layers == 2)].iloc[:1]
+    assert fitted.novelty(new) == [("size", "head_dim")]
+    kind_q = {k: opmodel.conformal_halfwidth(fitted.residuals_by_kind[k]["step_s"], 0.9) for k in ("size", "head_dim")}
+    q = fitted.halfwidth("step_s", 0.9, ("size", "head_dim"))
+    assert q == pytest.approx(max(*kind_q.values(), fitted.halfwidth("step_s", 0.9)))
+    assert np.log(fitted.predict(new).step_s_hi / fitted.predict(new).step_s).iloc[0] == pytest.approx(q)
+    # one head dimension in training: none to leave out, and no run of it is new in its head dimension
+    one = fit_model(model, df[head_dim == 32])
+    assert len(one.residuals_by_kind["head_dim"]["step_s"]) == 0
+    assert one.novelty(df[(head_dim == 32) & (df.world_size == 1)].iloc[:1]) == [()]
 
 
 def test_a_new_degree_takes_the_width_of_degrees_left_out_and_few_residuals_stay_finite():

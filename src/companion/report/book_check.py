@@ -32,6 +32,7 @@ import os
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -285,7 +286,7 @@ class Browser:
 
         self._proc = subprocess.Popen([self.exe, *FLAGS, f"--user-data-dir={self._profile.name}", "about:blank"],
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                      pass_fds=(3, 4), preexec_fn=pipes_at_3_and_4)
+                                      pass_fds=(3, 4), preexec_fn=pipes_at_3_and_4, start_new_session=True)
         os.close(to_browser)
         os.close(from_browser)
         self._writer = os.fdopen(to_browser_w, "wb")  # flush() writes a long message whole
@@ -312,6 +313,12 @@ class Browser:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        # its helpers (zygote, renderers) are in its session: none outlives it to write into the profile
+        # while it is removed (a browser killed from outside leaves them running)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self._profile.cleanup()
 
     def _why(self) -> str:
@@ -411,8 +418,8 @@ class Tab:
                           session=self.session)
 
     def screenshot(self, png: Path, height_px: int) -> Path:
-        """A PNG of the page's top ``height_px`` (capped at 16,000 px) at the reader's width."""
-        self.resize(min(max(height_px, 600), 16000))
+        """A PNG of the page's top ``height_px`` (``shot_height_px``) at the reader's width."""
+        self.resize(shot_height_px(height_px))
         data = self.browser.send("Page.captureScreenshot", {"format": "png"}, session=self.session)["data"]
         png.parent.mkdir(parents=True, exist_ok=True)
         png.write_bytes(base64.b64decode(data))
@@ -454,11 +461,12 @@ def check_page(html: Path, browser: Browser | None = None, screenshot: Path | No
     if browser is None:
         with Browser() as own:
             return check_page(html, own, screenshot)
-    source = Path(html).read_text()
-    probe, console, failure = _read_page(Path(html), browser, screenshot)
+    html = Path(html)
+    source = html.read_text()
+    probe, console, failure = _read_page(html, browser, screenshot)
     errors = [msg for msg in console if any(w in msg.lower() for w in ERROR_WORDS)]
     return PageReport(
-        page=Path(html).name,
+        page=html.name,
         charts_expected=source.count('class="companion-chart"'),
         charts_drawn=int(probe.get("charts_drawn", 0)),
         math_expected=("math notranslate" in source),
@@ -473,12 +481,17 @@ def check_page(html: Path, browser: Browser | None = None, screenshot: Path | No
     )
 
 
+def shot_height_px(height_px: int) -> int:
+    """A screenshot's height: the page's, at least 600 px and at most 16,000 px."""
+    return min(max(int(height_px), 600), 16000)
+
+
 def take_screenshot(html: Path, png: Path, height_px: int, browser: Browser | None = None) -> Path:
-    """A PNG of ``html`` at the reader's width, ``height_px`` tall (capped at 16,000 px)."""
+    """A PNG of ``html`` at the reader's width, ``height_px`` tall (``shot_height_px``)."""
     if browser is None:
         with Browser() as own:
             return take_screenshot(html, png, height_px, own)
-    tab = browser.open(html, height_px=min(max(height_px, 600), 16000))
+    tab = browser.open(html, height_px=shot_height_px(height_px))
     try:
         return tab.screenshot(png, height_px)
     finally:

@@ -205,7 +205,7 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
             # question than a new head dimension asks of a fit that has the usual one. Before this kind, a
             # held-out head dimension took the width of sizes and its intervals covered 64-73 % of its runs in
             # two of four cpu sweeps; with it, 82-93 % on the same records (the other two unchanged)
-            groups = [g for g in groups if g != key.mode().iloc[0]] if len(groups) > 1 else []
+            groups = [g for g in groups if g != key.mode().iloc[0]]
         folds[kind] = [(key == g).to_numpy() for g in groups]
     # extrapolation along one axis: the runs at the largest value of each varied axis, fitted on the rest
     folds["range"] = [(df[a] == df[a].max()).to_numpy() for a in RANGE_AXES if a in df and df[a].nunique() > 2]
@@ -274,8 +274,8 @@ class Fitted:
         lo, hi = self.train_keys.get("range", ({}, {}))
         out = []
         for i in range(len(df)):
-            kinds = [k for k in ("size", "layout", "degree", "mode", "head_dim")
-                     if k in self.train_keys and keys[k].iloc[i] and keys[k].iloc[i] not in self.train_keys[k]]
+            kinds = [k for k, key in keys.items()
+                     if k in self.train_keys and key.iloc[i] and key.iloc[i] not in self.train_keys[k]]
             row = df.iloc[i]
             if any(a in lo and not lo[a] <= row[a] <= hi[a] for a in RANGE_AXES if a in df):
                 kinds.append("range")

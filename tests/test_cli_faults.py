@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -44,6 +45,40 @@ def test_ctrl_c_during_a_sweep_is_one_line_and_keeps_finished_records(tmp_path):
     done = load_records(out)
     assert done and all(r["status"] == "ok" for r in done)  # nothing measured is lost, nothing half-written
     assert not list(out.glob(".*.tmp"))
+
+
+def _processes_naming(text: str) -> list[int]:
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                pids.append(int(cmdline.parent.name))
+        except OSError:  # ended while listed
+            pass
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="lists processes through /proc")
+def test_a_killed_sweep_leaves_no_rank_running(tmp_path):
+    """The sweep alone killed (SIGKILL, no chance to clean up) while a 2-rank launch trains: the launch and
+    the ranks forked from it end too, instead of training on without a sweep to collect them."""
+    profile = tmp_path / "p.yaml"
+    profile.write_text(PROFILE)
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "companion.cli", "sweep", "--profile", str(profile), "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not list(out.glob("*.json")):
+        time.sleep(0.1)
+    assert len(_processes_naming(str(out))) >= 3  # the launch and its two ranks, mid-sweep
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 60
+    while time.time() < deadline and _processes_naming(str(out)):
+        time.sleep(0.2)
+    assert not _processes_naming(str(out))
+    assert all(r["status"] == "ok" for r in load_records(out))
 
 
 def test_rank_tracebacks_are_not_echoed(tmp_path):

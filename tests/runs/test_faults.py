@@ -195,7 +195,7 @@ def test_a_launch_that_refuses_its_plan_writes_no_records(tmp_path, monkeypatch)
     from companion.runs import sweep
     from companion.runs.profiles import load_profile
 
-    monkeypatch.setattr(sweep, "worker_command", lambda plan, out, ws: [
+    monkeypatch.setattr(sweep, "worker_command", lambda plan, out, ws, device: [
         sys.executable, "-c", "import sys; print('error: NVML is not available; use meter=codecarbon'); sys.exit(2)"])
     profile = load_profile("ci")
     with pytest.raises(ConfigError, match="before finishing any run: NVML is not available"):

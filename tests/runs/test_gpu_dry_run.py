@@ -1,7 +1,8 @@
 """The GPU path, dry-run on CPU: everything a first GPU session runs that does not need the GPU itself.
 
 * the parallel plan with the bf16 precision policies (autocast in every layout, FSDP2 bf16 parameters and
-  fp32 reductions) and the optimizer split, on 1, 2 ranks over gloo;
+  fp32 reductions) and the optimizer split, on 1, 2 ranks over gloo, launched by the emitted torchrun script
+  (every rank a new interpreter, as on a GPU node);
 * the measurement windows on an NVML-like counter that advances every 100 ms: a counter trace replayed
   against a simulated clock through the runner's own window loop (``measure_windows``) and ``NvmlMeter``.
 
@@ -152,7 +153,13 @@ def test_short_windows_carry_the_counter_quantisation():
 
 @pytest.mark.slow
 def test_bf16_layouts_compute_the_same_arithmetic(tmp_path):
-    """bf16 on one process, TP=2 and FSDP=2 (gloo): the policies a GPU uses, and loss curves that agree."""
+    """bf16 on one process, TP=2 and FSDP=2 (gloo): the policies a GPU uses, and loss curves that agree. Launched
+    as a GPU node or a cluster launches them: the emitted torchrun script, every rank a new interpreter."""
+    import socket
+
+    from companion.runs.profiles import load_profile
+    from companion.runs.sweep import emit_launch
+
     profile = tmp_path / "bf16.yaml"
     profile.write_text("""
 device: cpu
@@ -163,14 +170,21 @@ base: {layers: 2, hidden: 64, heads: 4, vocab: 512, max_positions: 64, seq_len: 
 groups:
   - layouts: [tp1-dp1, tp2-dp1, tp1-dp2]
 """)
-    src = Path(companion.__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(src), "COMPANION_ROOT": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     out = tmp_path / "runs"
-    res = subprocess.run([sys.executable, "-m", "companion.cli", "sweep", "--profile", str(profile), "--out", str(out),
-                          "--quiet"], capture_output=True, text=True, timeout=400, env=env)
+    emit_launch(load_profile(str(profile)), "torchrun", tmp_path / "emit", out, gpus_per_node=2)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    src = Path(companion.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(src), "COMPANION_ROOT": str(tmp_path), "HF_HUB_OFFLINE": "1",
+           "MASTER_ADDR": "127.0.0.1", "NODE_RANK": "0", "MASTER_PORT": str(port),
+           "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}  # torchrun beside this python
+    res = subprocess.run(["bash", str(tmp_path / "emit" / "launch-torchrun.sh")], capture_output=True, text=True,
+                         timeout=400, env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     recs = {r["config"]["mode"]: r for r in load_records(out)}
     assert set(recs) == {"single", "tp", "fsdp"} and all(r["status"] == "ok" for r in recs.values())
+    assert {r["provenance"]["launch"]["launcher"] for r in recs.values()} == {"torchrun"}
     for mode, r in recs.items():
         pol = r["precision_policy"]
         assert pol["autocast"] == "bfloat16"  # autocast in every layout, not only without FSDP

@@ -34,6 +34,9 @@ def test_ci_sweep_every_record_ok(ci_sweep):
     for r in records:  # every record says where its energy came from, and that it is an estimate here
         assert r["energy"]["measured"] is False and r["energy"]["source"].startswith("codecarbon[")
         assert r["provenance"]["launch"]["world_size"] == r["config"]["world_size"]
+        # several ranks: torchrun's agent forks them after the imports (companion.runs.launch)
+        assert r["provenance"]["launch"]["launcher"] == (
+            "python (one process)" if r["config"]["world_size"] == 1 else "torchrun, ranks forked (companion.runs.launch)")
 
 
 def test_parallel_layouts_match_the_single_process_loss_curve(ci_sweep):
@@ -111,6 +114,17 @@ groups:
     # --retry-failed runs it again and keeps the first failure beside it
     res = companion_cmd("sweep", "--profile", str(profile), "--out", str(out), "--quiet", "--retry-failed", timeout=300)
     assert res.returncode == 1 and len(list((out / "failed").glob("*.json"))) == 1
+
+
+def test_cpu_launches_fork_their_ranks_and_cuda_launches_start_new_ones(tmp_path):
+    from companion.runs.sweep import worker_command
+
+    plan, out = tmp_path / "plan.json", tmp_path / "runs"
+    assert worker_command(plan, out, 1, "cpu")[1:3] == ["-m", "companion.runs.train"]
+    assert worker_command(plan, out, 2, "cpu")[1:4] == ["-m", "companion.runs.launch", "--nproc-per-node=2"]
+    cuda = worker_command(plan, out, 2, "cuda")
+    assert cuda[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    assert cuda[5:7] == ["-m", "companion.runs.train"]
 
 
 def test_emit_torchrun_and_slurm(tmp_path):

@@ -2,8 +2,8 @@
 
 * Finished runs (a record exists) are skipped, so re-running a sweep resumes it. Failed records are kept;
   ``retry_failed`` moves them to ``failed/`` (never deleting them) and runs those configurations again.
-* Each world size is one launch (plain ``python -m companion.runs.train`` for one rank, ``torchrun`` otherwise)
-  that loops over its configurations. If a launch dies (a crash, a kill, a hang past the process-group
+* Each world size is one launch (plain ``python -m companion.runs.train`` for one rank, torchrun otherwise,
+  whose ranks ``companion.runs.launch`` forks after the imports on CPU) that loops over its configurations. If a launch dies (a crash, a kill, a hang past the process-group
   timeout), the first configuration without a record was in flight: it gets a ``failed`` record, and the
   rest are launched again. A launch that fails as a whole (no record, and its worker said ``error:`` or
   never started a run: a meter or package missing) stops the sweep with the worker's one-line message.
@@ -58,11 +58,16 @@ class Pending:
     out_dir: Path
 
 
-def worker_command(plan_path: Path, out_dir: Path, world_size: int) -> list[str]:
-    train = ["-m", "companion.runs.train", "--plan", str(plan_path), "--out", str(out_dir)]
+def worker_command(plan_path: Path, out_dir: Path, world_size: int, device: str = "cpu") -> list[str]:
+    """One rank: ``python -m companion.runs.train``. Several: torchrun, whose ranks are forked after the imports
+    on CPU (``companion.runs.launch``) and started as new interpreters on CUDA (``torchrun -m``)."""
+    args = ["--plan", str(plan_path), "--out", str(out_dir)]
     if world_size == 1:
-        return [sys.executable, *train]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world_size}", *train]
+        return [sys.executable, "-m", "companion.runs.train", *args]
+    if device == "cpu":
+        return [sys.executable, "-m", "companion.runs.launch", f"--nproc-per-node={world_size}", *args]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world_size}",
+            "-m", "companion.runs.train", *args]
 
 
 def write_plan(path: Path, profile: str, runs: list[RunConfig], destinations=None) -> Path:
@@ -189,7 +194,7 @@ def _launch_until_done(profile: str, out_dir: Path, items: list[Pending], world_
     while todo:
         plan = write_plan(out_dir / ".plans" / f"ws{world_size}.json", profile, [item.run for item in todo],
                           _destinations(todo, profile, out_dir))
-        cmd = worker_command(plan, out_dir, world_size)
+        cmd = worker_command(plan, out_dir, world_size, todo[0].run.device)
         with log_path.open("a") as log:
             log.write(f"\n=== {utc_now()} {' '.join(cmd)}\n")
             log.flush()

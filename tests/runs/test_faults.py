@@ -88,20 +88,22 @@ def test_editing_a_source_file_makes_a_new_run(tmp_path):
 
 # ---- 7. diverged runs are failed, and every record is strict JSON
 @pytest.mark.slow
-def test_a_diverging_run_is_failed_and_retry_keeps_the_first_failure(tmp_path):
+def test_a_diverging_run_is_failed_and_retry_keeps_the_first_failure(tmp_path, capsys):
+    from companion.cli import main
+
     out = tmp_path / "runs"
-    res = companion_cmd("run", *TINY_ARGS, "--meter", "none", "--lr", "1e30", "--out", str(out), timeout=300)
+    args = ["run", *TINY_ARGS, "--meter", "none", "--lr", "1e30", "--out", str(out)]
+    res = companion_cmd(*args, timeout=300)  # the command a user types, in its own process
     assert res.returncode == 1, res.stderr
     (rec,) = load_records(out)
     assert rec["status"] == "failed" and rec["error"]["reason"] == "diverged"
     assert "lower lr" in rec["error"]["message"]
     text = next(out.glob("*.json")).read_text()
     assert "NaN" not in text and "Infinity" not in text
-    res = companion_cmd("run", *TINY_ARGS, "--meter", "none", "--lr", "1e30", "--out", str(out), timeout=300)
-    assert "already failed, skipped; --retry-failed runs it again" in res.stdout
-    res = companion_cmd("run", *TINY_ARGS, "--meter", "none", "--lr", "1e30", "--out", str(out), "--retry-failed",
-                        timeout=300)
-    assert res.returncode == 1 and "moved to" in res.stdout
+    capsys.readouterr()
+    main(args)  # the same command again, here (the process start is not what this checks)
+    assert "already failed, skipped; --retry-failed runs it again" in capsys.readouterr().out
+    assert main([*args, "--retry-failed"]) == 1 and "moved to" in capsys.readouterr().out
     assert len(list((out / "failed").glob("*.json"))) == 1 and len(load_records(out)) == 1
 
 

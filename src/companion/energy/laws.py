@@ -80,16 +80,22 @@ class EnergyRoofline(Law):
     relative errors. A prediction reads only the proxies.
     """
 
+    _TIME_COLUMNS = ("flops_per_step", "peak_flops_per_s", "bytes_per_step", "bandwidth_bytes_per_s", "time_factor")
+
     @staticmethod
-    def _time(X, u, v) -> np.ndarray:
-        t1 = np.maximum(X.flops_per_step.to_numpy(float) / (u * X.peak_flops_per_s.to_numpy(float)),
-                        X.bytes_per_step.to_numpy(float) / (v * X.bandwidth_bytes_per_s.to_numpy(float)))
-        return t1 * X.time_factor.to_numpy(float)
+    def _time_of(cols, u, v) -> np.ndarray:
+        flops, peak, nbytes, bandwidth, factor = cols
+        return np.maximum(flops / (u * peak), nbytes / (v * bandwidth)) * factor
+
+    @classmethod
+    def _time(cls, X, u, v) -> np.ndarray:
+        return cls._time_of([X[c].to_numpy(float) for c in cls._TIME_COLUMNS], u, v)
 
     def fit_point(self, X, y, start=None):
         log_t = np.log(X.step_s.to_numpy(float))
         uv0 = np.asarray(start[3:], float) if start is not None else np.array([0.3, 0.3])
-        sol = least_squares(lambda z: np.log(self._time(X, z[0], z[1])) - log_t, np.clip(uv0, 1e-6, 1.0),
+        cols = [X[c].to_numpy(float) for c in self._TIME_COLUMNS]  # once, not at every residual evaluation
+        sol = least_squares(lambda z: np.log(self._time_of(cols, z[0], z[1])) - log_t, np.clip(uv0, 1e-6, 1.0),
                             bounds=([1e-6, 1e-6], [1.0, 1.0]))
         u, v = sol.x
         low = float(np.nanmax(X.idle_w)) if X.idle_w.notna().any() else 0.0
@@ -228,11 +234,14 @@ def fit_law(name: str, X: pd.DataFrame, target: str = "energy_per_step_j", n_boo
     theta = law.fit_point(X, y)
     resid = np.log(y) - np.log(np.clip(law.predict(X, theta), 1e-300, None))
     rng = np.random.default_rng(seed)
+    # the laws read numeric columns only: resampling one float block is a fraction of resampling the frame
+    numeric = X.select_dtypes("number")
+    Xn = pd.DataFrame(numeric.to_numpy(float), index=X.index, columns=numeric.columns)
     boot = []
     for _ in range(n_boot):
         idx = rng.integers(0, len(X), len(X))
         try:
-            boot.append(law.fit_point(X.iloc[idx], y[idx], start=theta))
+            boot.append(law.fit_point(Xn.iloc[idx], y[idx], start=theta))
         except (ValueError, np.linalg.LinAlgError):
             continue
     ranges = {c: [float(X[c].min()), float(X[c].max())] for c in RANGE_COLUMNS if c in X}

@@ -84,11 +84,12 @@ def run_stage(stage: str, profile: str, out_dir: Path, params: Path | None = Non
     build.mkdir(parents=True, exist_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     ipynb = build / f"{stage}.ipynb"
-    subprocess.run([_bin("jupytext"), "--quiet", "--to", "ipynb", str(SOURCE_ROOT / "notebooks" / f"{stage}.py"),
-                    "-o", str(ipynb)], check=True)
+    import jupytext  # in this process: the jupytext command would start an interpreter per stage
+
     log = build / f"{stage}.log"
     log.write_text("")
-    nb = presentation.prepare(json.loads(ipynb.read_text()), log)
+    source = jupytext.read(SOURCE_ROOT / "notebooks" / f"{stage}.py")
+    nb = presentation.prepare(json.loads(jupytext.writes(source, fmt="ipynb")), log)
     ipynb.write_text(json.dumps(nb, indent=1))
     params = params or SOURCE_ROOT / "params" / f"{stage}.yaml"
     check_inputs(stage, profile, params)

@@ -23,3 +23,29 @@ def test_the_ranks_run_the_runner_through_torchrun_forked():
     args = launch.torchrun_args(4, ["--plan", "p.json", "--out", "runs"])
     assert args[:4] == ["--standalone", "--nproc-per-node=4", "--start-method=fork", "--run-path"]
     assert args[4] == train.__file__ and args[5:] == ["--plan", "p.json", "--out", "runs"]
+
+
+def test_a_forked_rank_drops_the_agents_signal_handlers(monkeypatch):
+    """torchrun's agent turns SIGINT/SIGTERM into an Exception in its own process; ranks forked from it inherit
+    that, and a run would record Ctrl-C or a stopped launch as its own failure. A rank restores the defaults."""
+    import signal
+
+    from companion.runs.train import _default_signal_handlers_if_forked
+
+    def agent_handler(signum, frame):
+        raise RuntimeError(f"got signal {signum}")
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for s in saved:
+            signal.signal(s, agent_handler)
+        monkeypatch.delenv("COMPANION_LAUNCHER", raising=False)
+        _default_signal_handlers_if_forked()  # a new interpreter's handlers are its own: left alone
+        assert signal.getsignal(signal.SIGINT) is agent_handler
+        monkeypatch.setenv("COMPANION_LAUNCHER", "torchrun, ranks forked (companion.runs.launch)")
+        _default_signal_handlers_if_forked()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)

@@ -21,7 +21,7 @@ import os
 import sys
 
 
-LAUNCHER_ENV = "COMPANION_LAUNCHER"
+LAUNCHER_ENV = "COMPANION_LAUNCHER"  # read by the ranks (companion.runs.train): the record's launcher, signals
 
 
 def preload() -> None:

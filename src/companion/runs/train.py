@@ -21,6 +21,7 @@ import gc
 import math
 import os
 import resource
+import signal
 import statistics
 import sys
 import time
@@ -612,7 +613,17 @@ def _plan_destinations(plan: dict, n: int, path: Path) -> list[tuple[str, Path]]
     return [(name, Path(folder)) for name, folder in dest]
 
 
+def _default_signal_handlers_if_forked() -> None:
+    """A rank forked by ``companion.runs.launch`` starts with the handlers of torchrun's agent, which turn SIGINT
+    and SIGTERM into an ``Exception``: a run would record the launch being stopped as its own failure. Restore
+    what a new interpreter has (KeyboardInterrupt on SIGINT, death on SIGTERM)."""
+    if "forked" in os.environ.get("COMPANION_LAUNCHER", ""):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _default_signal_handlers_if_forked()
     parser = argparse.ArgumentParser(prog="companion run", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plan", type=Path, help="JSON plan written by `companion sweep` (a list of runs)")

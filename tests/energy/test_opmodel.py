@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from companion.energy import opmodel
-from companion.energy.models import OperatorRoofline, fit_model, heldout_log_residuals
+from companion.energy.models import OperatorRoofline, _kind_halfwidth, fit_model, heldout_log_residuals
 
 DEV = opmodel.DeviceRoofs("test", gemm_peak_flops_per_s=1e11, gemm_half_dim=32, bandwidth_bytes_per_s=1e10,
                           launch_s=5e-6, collective_alpha_s=1e-4, collective_beta_bytes_per_s=1e9, shared_node=True,
@@ -211,11 +211,14 @@ def test_a_new_degree_takes_the_width_of_degrees_left_out_and_few_residuals_stay
     fitted = fit_model(model, train)
     wider = df[(df.world_size == 4) & (df.tp == 1)].iloc[:1]
     assert fitted.novelty(wider) == [("layout", "degree")]
-    # one parallel degree in training: leaving it out would leave no parallel run, a harder question than a
-    # new degree asks, so the run takes the width of its new layout (never below the pooled width)
-    assert len(fitted.residuals_by_kind["degree"]["step_s"]) == 0
+    # one parallel degree in training: a new degree's scaling rests on the calibration alone, so the degree
+    # width comes from every parallel run left out at once (never below the layout or the pooled width)
+    assert len(fitted.residuals_by_kind["degree"]["step_s"]) == (train.world_size > 1).sum()
+    kind_q = {k: _kind_halfwidth(fitted.residuals_by_kind[k]["step_s"], 0.9) for k in ("layout", "degree")}
     assert fitted.halfwidth("step_s", 0.9, ("layout", "degree")) == pytest.approx(
-        max(opmodel.conformal_halfwidth(fitted.residuals_by_kind["layout"]["step_s"], 0.9), fitted.halfwidth("step_s", 0.9)))
+        max(*kind_q.values(), fitted.halfwidth("step_s", 0.9)))
+    single = fit_model(model, df[df.world_size == 1])  # no parallel degree at all: nothing to leave out
+    assert len(single.residuals_by_kind["degree"]["step_s"]) == 0
     # too few residuals of a kind for the 90 % quantile: the largest one, never below the pooled width, and
     # never the unbounded interval that would "cover" every run
     few = {"step_s": np.array([0.01, -0.3, 0.05]), "energy_per_step_j": np.array([0.02])}

@@ -39,10 +39,10 @@ def test_a_forked_rank_drops_the_agents_signal_handlers(monkeypatch):
     try:
         for s in saved:
             signal.signal(s, agent_handler)
-        monkeypatch.delenv("COMPANION_LAUNCHER", raising=False)
+        monkeypatch.delenv(launch.LAUNCHER_ENV, raising=False)
         _default_signal_handlers_if_forked()  # a new interpreter's handlers are its own: left alone
         assert signal.getsignal(signal.SIGINT) is agent_handler
-        monkeypatch.setenv("COMPANION_LAUNCHER", "torchrun, ranks forked (companion.runs.launch)")
+        monkeypatch.setenv(launch.LAUNCHER_ENV, launch.FORKED)
         _default_signal_handlers_if_forked()
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

@@ -21,7 +21,13 @@ import os
 import sys
 
 
-LAUNCHER_ENV = "COMPANION_LAUNCHER"  # read by the ranks (companion.runs.train): the record's launcher, signals
+LAUNCHER_ENV = "COMPANION_LAUNCHER"  # how the ranks were started: in each record's provenance.launch.launcher
+FORKED = "torchrun, ranks forked (companion.runs.launch)"
+
+
+def forked_rank() -> bool:
+    """Whether this process is a rank this launcher forked."""
+    return os.environ.get(LAUNCHER_ENV) == FORKED
 
 
 def preload() -> None:
@@ -59,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     # preload() does here, before torchrun runs: set it first
     if nproc > 1:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ[LAUNCHER_ENV] = "torchrun, ranks forked (companion.runs.launch)"  # in each record's launch
+    os.environ[LAUNCHER_ENV] = FORKED
     preload()
     from torch.distributed import run as torchrun
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from companion.runs import launch
+from companion.runs import launch, parallel
 
 
 @pytest.mark.parametrize("argv, fragment", [
@@ -39,10 +39,10 @@ def test_a_forked_rank_drops_the_agents_signal_handlers(monkeypatch):
     try:
         for s in saved:
             signal.signal(s, agent_handler)
-        monkeypatch.delenv(launch.LAUNCHER_ENV, raising=False)
+        monkeypatch.delenv(parallel.LAUNCHER_ENV, raising=False)
         _default_signal_handlers_if_forked()  # a new interpreter's handlers are its own: left alone
         assert signal.getsignal(signal.SIGINT) is agent_handler
-        monkeypatch.setenv(launch.LAUNCHER_ENV, launch.FORKED)
+        monkeypatch.setenv(parallel.LAUNCHER_ENV, parallel.FORKED_LAUNCHER)
         _default_signal_handlers_if_forked()
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

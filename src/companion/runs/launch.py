@@ -21,15 +21,6 @@ import os
 import sys
 
 
-LAUNCHER_ENV = "COMPANION_LAUNCHER"  # how the ranks were started: in each record's provenance.launch.launcher
-FORKED = "torchrun, ranks forked (companion.runs.launch)"
-
-
-def forked_rank() -> bool:
-    """Whether this process is a rank this launcher forked."""
-    return os.environ.get(LAUNCHER_ENV) == FORKED
-
-
 def preload() -> None:
     """Import what every rank imports before its first run (the forked ranks inherit the modules)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -65,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     # preload() does here, before torchrun runs: set it first
     if nproc > 1:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ[LAUNCHER_ENV] = FORKED
+    from companion.runs.parallel import FORKED_LAUNCHER, LAUNCHER_ENV
+
+    os.environ[LAUNCHER_ENV] = FORKED_LAUNCHER  # the ranks' records say so (companion.runs.parallel.launcher_name)
     preload()
     from torch.distributed import run as torchrun
 

@@ -49,6 +49,22 @@ class DistEnv:
         return self.local_rank == 0
 
 
+LAUNCHER_ENV = "COMPANION_LAUNCHER"  # set by companion.runs.launch for the ranks it forks
+FORKED_LAUNCHER = "torchrun, ranks forked (companion.runs.launch)"
+
+
+def launcher_name() -> str:
+    """How this rank was started: by ``companion.runs.launch`` (torchrun, forked), torchrun, or alone."""
+    if os.environ.get(LAUNCHER_ENV):
+        return os.environ[LAUNCHER_ENV]
+    return "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "python (one process)"
+
+
+def forked_rank() -> bool:
+    """Whether this process is a rank ``companion.runs.launch`` forked (after torchrun's agent set it up)."""
+    return os.environ.get(LAUNCHER_ENV) == FORKED_LAUNCHER
+
+
 def init_distributed(device_type: str, timeout_s: float = 900.0) -> DistEnv:
     """Join the job torchrun started (nccl on CUDA, gloo on CPU); a plain process is a job of one."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))

@@ -35,7 +35,6 @@ from companion.runs import parallel, stats
 from companion.errors import ConfigError
 from companion.runs.config import RunConfig, build_run
 from companion.runs.data import collate, make_task, shard, token_counts
-from companion.runs.launch import LAUNCHER_ENV, forked_rank
 from companion.runs.meters import Meter, MeterError, make_meter
 from companion.runs.optional import MissingPackage
 from companion.runs.model import build_model, parameter_count
@@ -346,7 +345,7 @@ def _peak_memory(device) -> dict:
     # ru_maxrss is in KiB on Linux; it is the process's lifetime peak, not this run's. A rank forked after the
     # imports (companion.runs.launch) counts only the library pages it touches: about 14 % less than a rank
     # started as a new interpreter (benchmarks/launcher_start.py), for the same training
-    forked = ", rank forked after the imports" if forked_rank() else ""
+    forked = ", rank forked after the imports" if parallel.forked_rank() else ""
     return {"bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024,
             "source": f"process max RSS (lifetime of the launch{forked})"}
 
@@ -480,7 +479,7 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str, destinations
     ctx = RunContext(env, meter, device_type)
     default_threads = torch.get_num_threads()
     launch = {"world_size": env.world_size, "backend": "nccl" if device_type == "cuda" else "gloo",
-              "torch_threads": default_threads, "launcher": launcher_name()}
+              "torch_threads": default_threads, "launcher": parallel.launcher_name()}
     failures = 0
     for i, (cfg, (profile, out_dir)) in enumerate(zip(configs, destinations)):
         done = parallel.broadcast_object(resume_status(out_dir, cfg.run_id, utc_now().replace(":", ""))
@@ -532,13 +531,6 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str, destinations
     meter.close()
     parallel.shutdown()
     return failures
-
-
-def launcher_name() -> str:
-    """How this rank was started: by ``companion.runs.launch`` (torchrun, forked), torchrun, or alone."""
-    if os.environ.get(LAUNCHER_ENV):
-        return os.environ[LAUNCHER_ENV]
-    return "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "python (one process)"
 
 
 class LaunchError(ConfigError):
@@ -618,7 +610,7 @@ def _default_signal_handlers_if_forked() -> None:
     """A rank forked by ``companion.runs.launch`` starts with the handlers of torchrun's agent, which turn SIGINT
     and SIGTERM into an ``Exception``: a run would record the launch being stopped as its own failure. Restore
     what a new interpreter has (KeyboardInterrupt on SIGINT, death on SIGTERM)."""
-    if forked_rank():
+    if parallel.forked_rank():
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 

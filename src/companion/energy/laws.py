@@ -88,13 +88,17 @@ class EnergyRoofline(Law):
         return np.maximum(flops / (u * peak), nbytes / (v * bandwidth)) * factor
 
     @classmethod
+    def _time_columns(cls, X) -> list[np.ndarray]:
+        return [X[c].to_numpy(float) for c in cls._TIME_COLUMNS]
+
+    @classmethod
     def _time(cls, X, u, v) -> np.ndarray:
-        return cls._time_of([X[c].to_numpy(float) for c in cls._TIME_COLUMNS], u, v)
+        return cls._time_of(cls._time_columns(X), u, v)
 
     def fit_point(self, X, y, start=None):
         log_t = np.log(X.step_s.to_numpy(float))
         uv0 = np.asarray(start[3:], float) if start is not None else np.array([0.3, 0.3])
-        cols = [X[c].to_numpy(float) for c in self._TIME_COLUMNS]  # once, not at every residual evaluation
+        cols = self._time_columns(X)  # once, not at every residual evaluation
         sol = least_squares(lambda z: np.log(self._time_of(cols, z[0], z[1])) - log_t, np.clip(uv0, 1e-6, 1.0),
                             bounds=([1e-6, 1e-6], [1.0, 1.0]))
         u, v = sol.x

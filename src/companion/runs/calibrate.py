@@ -390,15 +390,6 @@ def single_probe_steps(device, budget_s: float) -> list[dict]:
         torch.set_num_threads(threads)
 
 
-def _import_layout_probe() -> None:
-    """Import what the layout probe's ranks need (transformers' BERT, DTensor's TP plan, FSDP) in this process, so
-    that ranks forked from it inherit the modules: about 4.5 s of import on a 2-core node, which each rank of
-    each pass paid otherwise, several ranks at once on the same cores."""
-    import torch.distributed.fsdp  # noqa: F401
-    import torch.distributed.tensor.parallel  # noqa: F401
-    from transformers import BertForSequenceClassification  # noqa: F401
-
-
 def collective_benchmark(world: int, backend: str, budget_s: float, layout_budget_s: float = 0.0) -> dict:
     """Collectives over ``world`` ranks, fitted to alpha and beta; with ``layout_budget_s``, the same ranks then
     time the tiny BERT under each layout of that size (``layouts``: rows for ``layout_overheads``)."""
@@ -409,7 +400,11 @@ def collective_benchmark(world: int, backend: str, budget_s: float, layout_budge
         # fork is fast (no re-import) and safe on CPU; CUDA needs spawn
         method = "spawn" if backend == "nccl" else "fork"
         if method == "fork" and layout_budget_s > 0:
-            _import_layout_probe()  # once here, not in every forked rank of every pass
+            # what the layout probe's ranks import (BERT, DTensor's TP plan, FSDP), once here and inherited by
+            # every forked rank of every pass: about 4.5 s of import each on a 2-core node otherwise
+            from companion.runs.launch import preload
+
+            preload()
         mp.start_processes(_collective_worker, args=(world, init, backend, out, budget_s, layout_budget_s),
                            nprocs=world, join=True, start_method=method)
         got = json.loads(Path(out).read_text())

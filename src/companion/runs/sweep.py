@@ -3,10 +3,11 @@
 * Finished runs (a record exists) are skipped, so re-running a sweep resumes it. Failed records are kept;
   ``retry_failed`` moves them to ``failed/`` (never deleting them) and runs those configurations again.
 * Each world size is one launch (plain ``python -m companion.runs.train`` for one rank, torchrun otherwise,
-  whose ranks ``companion.runs.launch`` forks after the imports on CPU) that loops over its configurations. If a launch dies (a crash, a kill, a hang past the process-group
-  timeout), the first configuration without a record was in flight: it gets a ``failed`` record, and the
-  rest are launched again. A launch that fails as a whole (no record, and its worker said ``error:`` or
-  never started a run: a meter or package missing) stops the sweep with the worker's one-line message.
+  whose ranks ``companion.runs.launch`` forks after the imports on CPU) that loops over its configurations.
+  If a launch dies (a crash, a kill, a hang past the process-group timeout), the first configuration without
+  a record was in flight: it gets a ``failed`` record, and the rest are launched again. A launch that fails
+  as a whole (no record, and its worker said ``error:`` or never started a run: a meter or package missing)
+  stops the sweep with the worker's one-line message.
 * Replicates run in passes (``launch_order``): every configuration once, then all again.
 * A profile's ``measured_with`` profiles (the cpu grid's off-grid holdout) share its launches: their runs
   are spread among its own, so both are measured over the same minutes of a machine whose speed drifts.

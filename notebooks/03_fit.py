@@ -63,7 +63,8 @@ from companion.energy.fit import FittedModel, design_matrix, fit_all
 from companion.runs.records import write_json
 from companion.energy.laws import LAWS
 from companion.energy.models import fit_operator, law_intervals
-from companion.energy.opmodel import ENERGY_UNITS, TIME_TERMS, TIME_UNITS, load_device_roofs, operator_frame
+from companion.energy.opmodel import (ENERGY_UNITS, LAYOUT_SCALE_UNIT, TIME_UNITS, layout_names, load_device_roofs,
+                                      operator_frame, scaled_terms)
 from companion.energy.tables import usable_runs
 
 figures.use_offline_renderer()
@@ -120,20 +121,24 @@ figures.static_vs_dynamic(split, df)
 # Runs left out of every fit because their step time was not known to within the parameter
 # `max_step_ci95_rel` (a CI that wide comes from other load on the machine): {glue:text}`n_left_out`. The
 # roofs are {glue:text}`op_roofs_source`. Each time coefficient multiplies its term's roofline time: 1 means the
-# roofline holds as calibrated; the figure shows each term's share of every run's step, the table after it the
-# coefficients (the energy ones in their own units: static power per metered unit, power per busy core, joules
-# per FLOP, per byte and per byte communicated).
+# roofline holds as calibrated; a `layout_scale[tp…-dp…]` row is one more factor, on the overhead and collective
+# terms of one parallel layout the sweep ran (1: the layouts' overheads in the ratio the calibration's probe
+# measured; a layout the sweep never ran keeps that ratio). The figure shows each term's share of every run's
+# step, the table after it the coefficients (the energy ones in their own units: static power per metered unit,
+# power per busy core, joules per FLOP, per byte and per byte communicated).
 
 # %%
 op = artifact["operator_model"]
 glue("op_roofs_source", f"{dev.tier} ({dev.name})", display=False)
 op_coef = pd.DataFrame([{"param": k, "value": v, "target": t,
                          "unit": (TIME_UNITS if t == "step_s" else ENERGY_UNITS).get(k, "")}
-                        for t, d in (("step_s", op["time"]), ("energy_per_step_j", op["energy"])) for k, v in d.items()])
+                        for t, d in (("step_s", op["time"]), ("energy_per_step_j", op["energy"])) for k, v in d.items()]
+                       + [{"param": f"layout_scale[{k}]", "value": v, "target": "step_s", "unit": LAYOUT_SCALE_UNIT}
+                          for k, v in (op.get("layout_scale") or {}).items()])
 glue("op_coefficients", op_coef.round(6), display=False)
 terms = operator_frame(df, dev)
 scaled = pd.concat([df[["run_id", "mode", "flops_per_step"]],
-                    pd.DataFrame({k: terms[k] * op["time"][k] for k in TIME_TERMS})], axis=1)
+                    scaled_terms(terms, op["time"], op.get("layout_scale"), layout_names(df))], axis=1)
 glue("fig_operator_time", figures.operator_time_breakdown(scaled, df), display=False)
 figures.operator_time_breakdown(scaled, df)
 

@@ -57,8 +57,35 @@ def test_fit_recovers_its_own_coefficients():
         assert point.time[k] == pytest.approx(v, rel=1e-4), k
     for k, v in ENERGY.items():
         assert point.energy[k] == pytest.approx(v, rel=1e-4), k
+    # data generated without a layout factor: every layout's factor is 1
+    assert set(point.layout_scale) == {"tp2-dp1", "tp1-dp2", "tp2-dp2", "tp4-dp1", "tp1-dp4"}
+    for k, v in point.layout_scale.items():
+        assert v == pytest.approx(1.0, rel=1e-4), k
     desc = point.describe()
-    assert set(desc.param) == set(TIME) | set(ENERGY) | {"thread_exponent"} and desc.unit.str.len().min() > 0
+    assert set(desc.param) == (set(TIME) | set(ENERGY) | {"thread_exponent"}
+                               | {f"layout_scale[{k}]" for k in point.layout_scale}) and desc.unit.str.len().min() > 0
+
+
+def test_layout_scale_recovers_a_layouts_own_factor_and_leaves_unseen_layouts_alone():
+    """Runs of one layout whose overhead and collectives cost 1.6x what the shared multipliers say: its factor
+    is recovered (exactly without the pull towards 1, part of the way with it), the other layouts keep 1, and a
+    layout the fit never saw is predicted with the shared multipliers alone."""
+    df = frame()
+    terms = opmodel.operator_frame(df, DEV)
+    layouts = opmodel.layout_names(df)
+    parts = opmodel.scaled_terms(terms, TIME)
+    over = parts[list(opmodel.LAYOUT_TERMS)].sum(axis=1).to_numpy()
+    y = parts.sum(axis=1).to_numpy() + np.where(layouts == "tp2-dp1", 0.6 * over, 0.0)
+    free = opmodel.fit_layout_scales(terms, TIME, y, layouts, weight=1e-9)
+    assert free["tp2-dp1"] == pytest.approx(1.6, rel=1e-6)
+    assert all(v == pytest.approx(1.0, rel=1e-6) for k, v in free.items() if k != "tp2-dp1")
+    pulled = opmodel.fit_layout_scales(terms, TIME, y, layouts)
+    assert 1.0 < pulled["tp2-dp1"] < 1.6
+    t = opmodel.predict_time_s(terms, TIME, free, layouts)
+    assert np.allclose(t, y)
+    unseen = {k: v for k, v in free.items() if k != "tp4-dp1"}
+    four = layouts == "tp4-dp1"
+    assert np.allclose(opmodel.predict_time_s(terms, TIME, unseen, layouts)[four], opmodel.predict_time_s(terms, TIME)[four])
 
 
 def test_operator_terms_of_a_run_do_not_depend_on_the_other_runs_of_the_frame():

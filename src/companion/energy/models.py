@@ -56,10 +56,11 @@ class OperatorPoint:
     dev: opmodel.DeviceRoofs
     time: dict
     energy: dict
+    layout_scale: dict = field(default_factory=dict)  # fitted tier: {layout: factor} (opmodel.fit_layout_scales)
 
     def predict(self, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         terms = opmodel.operator_frame(df, self.dev)
-        t = opmodel.predict_time_s(terms, self.time)
+        t = opmodel.predict_time_s(terms, self.time, self.layout_scale, opmodel.layout_names(df))
         return t, opmodel.predict_energy_j(terms, t, opmodel.metered_units(df), self.energy,
                                          self.dev.power_ceiling_w)
 
@@ -76,6 +77,8 @@ class OperatorPoint:
         if self.dev.shared_node:
             rows.append({"param": "thread_exponent", "value": self.dev.thread_exponent,
                          "unit": "speedup = threads ** exponent", "target": "step_s"})
+        rows += [{"param": f"layout_scale[{k}]", "value": v, "unit": opmodel.LAYOUT_SCALE_UNIT, "target": "step_s"}
+                 for k, v in self.layout_scale.items()]
         return pd.DataFrame(rows)
 
 
@@ -94,7 +97,8 @@ class OperatorRoofline(Model):
         dev, terms, time = opmodel.fit_time_model(df, self.dev)
         energy = opmodel.fit_energy_coefficients(terms, df.step_s.to_numpy(float), opmodel.metered_units(df),
                                                  df.energy_per_step_j.to_numpy(float))
-        return OperatorPoint(dev, time, energy)
+        scale = opmodel.fit_layout_scales(terms, time, df.step_s.to_numpy(float), opmodel.layout_names(df))
+        return OperatorPoint(dev, time, energy, scale)
 
 
 @dataclass
@@ -383,6 +387,7 @@ def fit_operator(df: pd.DataFrame, dev, level: float = 0.9) -> dict:
     eta_model = point.eta(par) if len(par) else np.array([])
     return {
         "operator_model": {"dev": dev.to_json(), "time": point.time, "energy": point.energy,
+                           "layout_scale": point.layout_scale,
                            **intervals_to_json(fitted),
                            "n_train": len(df), "halfwidth_log": {k: fitted.halfwidth(k, level) for k in fitted.residuals}},
         "calibrated_tier_residuals": None if dev.tier != "calibrated" else {

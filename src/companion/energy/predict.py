@@ -297,6 +297,7 @@ def resolve_tier(device: str, precision: str, tier: str | None = None, derived_r
         if op:
             dev = opmodel.DeviceRoofs.from_json(op["dev"])
             return {"tier": "fitted", "dev": dev, "time": op["time"], "energy": op["energy"],
+                    "layout_scale": op.get("layout_scale") or {},
                     "source": op["path"], "residuals": op["residuals"], "input_ranges": op["input_ranges"],
                     "residuals_by_kind": op.get("residuals_by_kind"), "train_keys": op.get("train_keys")}
         if tier == "fitted":
@@ -359,7 +360,7 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
     dev = res["dev"]
     X = plan_rows(plans, precision, "node" if dev.shared_node else "device")
     terms = opmodel.operator_frame(X, dev)
-    t = opmodel.predict_time_s(terms, res["time"])
+    t = opmodel.predict_time_s(terms, res["time"], res.get("layout_scale"), opmodel.layout_names(X))
     e = opmodel.predict_energy_j(terms, t, X.metered_units.to_numpy(float), res["energy"], dev.power_ceiling_w)
     single_t = opmodel.predict_time_s(opmodel.operator_frame(X.assign(tp=1, dp=1, world_size=1), dev), res["time"])
     hws = _halfwidths_per_plan(res, X, level)

@@ -96,7 +96,8 @@ def exact_model_floor(values: pd.DataFrame, column: str) -> dict | None:
     exact model predicts ``mu_c`` plus the mean shift; its expected APE on a run of pass j is
     E|exp(-(s_j + e)) - 1| over a normal ``e`` (Gauss-Hermite), averaged over passes. What moves both replicates
     of a configuration alike (a slowdown lasting the whole sweep, or one that recurs at the same point of every
-    pass) is in neither term: the estimate is a lower bound.
+    pass) is in neither term, which would raise the estimate; the scatter's scale is itself estimated from the
+    passes, so a model scored on the same runs can come in under it (an estimate, not a bound).
 
     ``values``: rows with ``config_id``, ``replicate`` (the pass) and ``column``. Returns ``mape`` (fraction),
     ``scatter_sd_log``, ``pass_shift_log`` (per pass, in pass order), ``n_configs``, ``passes``."""

@@ -176,7 +176,12 @@ def energy_word(df: pd.DataFrame) -> str:
         return "observed"
 
 
-def _title(text: str, df: pd.DataFrame) -> alt.TitleParams:
+def _title(text: str, df: pd.DataFrame, time_only: bool = False) -> alt.TitleParams:
+    """A figure's title; its subtitle says how the energy was obtained, or for a figure of time quantities
+    alone (FLOP/s, eta, step time) that they come from measured wall-clock time."""
+    if time_only:
+        devices = ", ".join(sorted(set(df.device_name.astype(str)))) if "device_name" in df else "the device"
+        return alt.TitleParams(text, subtitle=[f"from measured step times (wall clock) on {devices}; no energy shown"])
     return alt.TitleParams(text, subtitle=[energy_label(df)])
 
 
@@ -250,7 +255,7 @@ def roofline(df: pd.DataFrame) -> alt.Chart:
     where = ("right of the ridge (compute-bound)" if ai.min() > ridge else
              "left of the ridge (memory-bound)" if ai.max() < ridge else "on both sides of the ridge")
     return alt.layer(line, ridge_rule, dots, width=WIDTH, height=HEIGHT,
-                     title=_title("Roofline: achieved FLOP/s per rank under the device's two roofs", df),
+                     title=_title("Roofline: achieved FLOP/s per rank under the device's two roofs", df, time_only=True),
                      description=f"The runs lie {where}; a run's distance below the roof is the "
                                  "utilisation it reached (hover for MFU).").resolve_scale(strokeDash="independent").interactive()
 
@@ -292,7 +297,7 @@ def eta_curves(df: pd.DataFrame, usl: list[dict]) -> alt.Chart:
         x="world_size:Q", y="eta:Q", color=color, opacity=opacity,
         tooltip=["run_id", alt.Tooltip("eta:Q", format=".3f"), "eta_reference"]).add_params(sel)
     return alt.layer(band, line, pts, width=WIDTH, height=HEIGHT,
-                     title=_title("Efficiency factor η(p): measured points and fitted USL curves", df),
+                     title=_title("Efficiency factor η(p): measured points and fitted USL curves", df, time_only=True),
                      description="Each layout's measured η(p) with its fitted USL curve (band: 90 % interval); "
                                  "a dashed curve is extrapolated beyond the degrees that layout was measured at.")
 
@@ -415,7 +420,7 @@ def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     names = list(dict.fromkeys(long.sort_values("term_index").operator))
     colors = (OPERATOR_COLORS * (len(names) // len(OPERATOR_COLORS) + 1))[:len(names)]
     order = alt.EncodingSortField(field="flops_per_step", order="ascending")
-    return alt.Chart(long, title=_title("Where the step time goes (operator roofline)", df)).mark_bar().encode(
+    return alt.Chart(long, title=_title("Where the step time goes (operator roofline)", df, time_only=True)).mark_bar().encode(
         y=alt.Y("run:N", sort=order, title=None, axis=alt.Axis(labelLimit=260, labelFontSize=9)),
         x=alt.X("time_s:Q", stack="normalize", title="share of modelled step time", axis=alt.Axis(format="%")),
         color=alt.Color("operator:N", title="operator class", sort=names, scale=alt.Scale(domain=names, range=colors)),
@@ -435,7 +440,7 @@ def eta_model_vs_measured(eta: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
         color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout"),
         shape=alt.Shape("world_size:N", title="ranks"),
         tooltip=["run_id", alt.Tooltip("eta_measured:Q", format=".3f"), alt.Tooltip("eta_model:Q", format=".3f")])
-    return alt.layer(line, dots, title=_title("η(p) is an output of the operator roofline", df)).properties(
+    return alt.layer(line, dots, title=_title("η(p) is an output of the operator roofline", df, time_only=True)).properties(
         width=HEIGHT, height=HEIGHT, description="Each point is one parallel run: the efficiency factor the "
         "operator roofline predicts against the measured one; on the dashed diagonal they agree.")
 

@@ -367,9 +367,10 @@ def exact_model_text(noise: dict) -> str:
             f"scattered about its configuration with a standard deviation of {100 * sd:.0f} % in logs (a mean "
             f"distance of {100 * sd * math.sqrt(2 / math.pi):.0f} %; {t['n_configs']} configurations measured in "
             f"every pass). So an exact model would score about {100 * t['mape']:.1f} % for time and "
-            f"{100 * found['energy']['mape']:.1f} % for energy (estimated the same way). It is a lower bound: what "
-            "moves both replicates of a configuration alike, such as a slowdown lasting the whole sweep, is in "
-            "neither figure.")
+            f"{100 * found['energy']['mape']:.1f} % for energy (estimated the same way). It is an estimate, not a bound: "
+            "what moves both replicates of a configuration alike, such as a slowdown lasting the whole sweep, is in "
+            "neither figure (it would raise it), and its spread is estimated from the sweep's own passes, so a model "
+            "scored on the same runs can come in under it.")
 
 
 BUSY_KEPT_FRACTION = 0.75  # the CI filter keeping fewer of the sweep's runs than this says the machine was busy

@@ -330,29 +330,6 @@ def prior_coefficients(dev: DeviceRoofs) -> dict:
     return {"time": time, "energy": energy}
 
 
-def layout_names(df: pd.DataFrame) -> np.ndarray:
-    """Each run's parallel layout as the calibration names it ("tp2-dp1"; "tp1-dp1" for one process)."""
-    return ("tp" + df.tp.astype(int).astype(str) + "-dp" + df.dp.astype(int).astype(str)).to_numpy()
-
-
-def scaled_terms(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
-                 layouts=None) -> pd.DataFrame:
-    """Each time term's seconds as the model counts them: the term times its multiplier, and a layout's
-    overhead and collective terms (``LAYOUT_TERMS``) times that layout's own factor where the fit has one
-    (``fit_layout_scales``; ``layouts``: ``layout_names`` of the rows). Their sum is the step time."""
-    out = pd.DataFrame({k: time_coef[k] * terms[k].to_numpy(float) for k in TIME_TERMS}, index=terms.index)
-    if layout_scale:
-        factor = np.array([float(layout_scale.get(k, 1.0)) for k in layouts])
-        for k in LAYOUT_TERMS:
-            out[k] = out[k].to_numpy() * factor
-    return out
-
-
-def predict_time_s(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
-                   layouts=None) -> np.ndarray:
-    return scaled_terms(terms, time_coef, layout_scale, layouts).sum(axis=1).to_numpy()
-
-
 # The fitted tier's correction of each parallel layout the sweep ran: one factor on that layout's overhead and
 # collective terms, fitted after the shared multipliers and pulled towards 1 at this weight. The shared
 # multipliers scale every layout's probed overhead alike, so the calibration's ratio between layouts (tp2 against
@@ -367,14 +344,50 @@ LAYOUT_SCALE_PRIOR = 1.0
 LAYOUT_SCALE_UNIT = "x this layout's overhead and collective terms (fitted; 1: the calibration's ratio)"
 
 
+def layout_names(df: pd.DataFrame) -> np.ndarray:
+    """Each run's parallel layout as the calibration names it ("tp2-dp1"; "tp1-dp1" for one process)."""
+    return ("tp" + df.tp.astype(int).astype(str) + "-dp" + df.dp.astype(int).astype(str)).to_numpy()
+
+
+def _layout_factor(layout_scale: dict | None, layouts):
+    """Each row's layout factor (``fit_layout_scales``), 1 for a layout the fit has none of; 1 without factors."""
+    if not layout_scale:
+        return 1.0
+    return np.array([float(layout_scale.get(k, 1.0)) for k in layouts])
+
+
+def _rest_and_layout_s(terms: pd.DataFrame, time_coef: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the seconds of the multiplied time terms outside ``LAYOUT_TERMS`` and of those in it."""
+    def seconds(keys):
+        return sum(time_coef[k] * terms[k].to_numpy(float) for k in keys)
+
+    return seconds(k for k in TIME_TERMS if k not in LAYOUT_TERMS), seconds(LAYOUT_TERMS)
+
+
+def scaled_terms(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
+                 layouts=None) -> pd.DataFrame:
+    """Each time term's seconds as the model counts them: the term times its multiplier, and a layout's
+    overhead and collective terms (``LAYOUT_TERMS``) times that layout's own factor where the fit has one
+    (``fit_layout_scales``; ``layouts``: ``layout_names`` of the rows). Their sum is the step time."""
+    factor = _layout_factor(layout_scale, layouts)
+    return pd.DataFrame({k: time_coef[k] * terms[k].to_numpy(float) * (factor if k in LAYOUT_TERMS else 1.0)
+                         for k in TIME_TERMS}, index=terms.index)
+
+
+def predict_time_s(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
+                   layouts=None) -> np.ndarray:
+    """Step time (s): ``scaled_terms`` summed, without building the frame (a fit calls this for every
+    thread-exponent candidate of every held-out fold)."""
+    rest, over = _rest_and_layout_s(terms, time_coef)
+    return rest + _layout_factor(layout_scale, layouts) * over
+
+
 def fit_layout_scales(terms: pd.DataFrame, time_coef: dict, step_s, layouts, weight: float = LAYOUT_SCALE_PRIOR) -> dict:
     """{layout: factor} for every parallel layout among the runs: the factor s on the layout's overhead and
     collective seconds o_i that minimises sum_i ((b_i + s o_i) / y_i - 1)^2 + weight^2 (s - 1)^2 over its runs
     (b_i: the rest of the step; closed form, s >= 0)."""
     y = np.asarray(step_s, float)
-    parts = scaled_terms(terms, time_coef)
-    over = parts[list(LAYOUT_TERMS)].sum(axis=1).to_numpy()
-    rest = parts.sum(axis=1).to_numpy() - over
+    rest, over = _rest_and_layout_s(terms, time_coef)
     layouts = np.asarray(layouts)
     out = {}
     for name in sorted(set(layouts) - {"tp1-dp1"}):
@@ -554,7 +567,7 @@ def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) 
     beside = (pd.to_numeric(probe.reference_step_s, errors="coerce").to_numpy(float)
               if "reference_step_s" in probe else np.full(len(probe), np.nan))
     excess = probe.step_s.to_numpy(float) - np.where(np.isfinite(beside), beside, alone) - latency
-    per = pd.DataFrame({"name": "tp" + probe.tp.astype(str) + "-dp" + probe.dp.astype(str), "excess": excess,
+    per = pd.DataFrame({"name": layout_names(probe), "excess": excess,
                         "units": probe.layers + 1.0}).groupby("name")[["excess", "units"]].sum()
     return {name: float(max(row.excess / row.units, 0.0)) for name, row in per.iterrows()}
 

@@ -31,7 +31,7 @@ from companion import paths
 
 from companion.energy import tables
 
-from companion.report import figures, provenance
+from companion.report import figures, prose, provenance
 from companion.report.stages import SOURCE_ROOT
 
 from companion.runs import profiles, sweep
@@ -44,9 +44,10 @@ records_dir = paths.runs_dir(prof.name)
 # %% [markdown]
 # ## The sweep
 #
-# What this build asked of the sweep: runs finished now, runs whose records already existed, and failures. A
-# profile the sweep is measured with (`measured_with`: the cpu grid's off-grid holdout) has its own row: its
-# runs share the sweep's launches, spread among the grid's, so both see the same minutes of the machine.
+# What this build asked of the sweep: runs finished now, runs whose records already existed, and failures.
+# A profile can name others to be measured with it (`measured_with`): the cpu grid names `holdout`,
+# configurations off the grid that the validation predicts without ever fitting on them. Such a profile has
+# its own row. Its runs are interleaved with the grid's, so both see the same minutes of the machine.
 
 # %%
 if run_sweep:
@@ -64,8 +65,13 @@ sweep_table.style.hide(axis="index")
 # ## What was measured
 #
 # One row per layout and degree: how many runs, their median step time and energy per step, and their mean
-# power. `energy` says whether the joules came from a hardware counter (NVML, RAPL) or from a power model
-# (CodeCarbon's TDP × load estimate): the two are never mixed.
+# power. `energy` says whether the joules came from a hardware counter (NVML, RAPL: measured) or from a power
+# model (CodeCarbon's, where the machine has no counter: estimated); the two are never mixed.
+# {glue:text}`energy_method_text`
+#
+# {glue:text}`data_text`
+#
+# {glue:text}`oversubscription_text`
 
 # %%
 # hide
@@ -82,6 +88,9 @@ glue("n_layouts", runs["mode"].nunique(), display=False)
 glue("max_world_size", int(runs.world_size.max()), display=False)
 glue("median_ci_pct", f"{runs.step_ci95_rel.median() * 100:.1f}", display=False)
 glue("converged_pct", f"{runs.converged.mean() * 100:.0f}", display=False)
+glue("energy_method_text", prose.energy_method_text(runs), display=False)
+glue("data_text", prose.data_text(runs), display=False)
+glue("oversubscription_text", prose.oversubscription_text(runs), display=False)
 
 # %%
 summary = (runs.assign(energy=runs.energy_measured.map({True: "measured", False: "estimated"}))

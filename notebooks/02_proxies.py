@@ -33,7 +33,7 @@ from companion import paths
 from companion.energy import hardware, tables
 
 from companion.report import figures
-from companion.energy.opcount import byte_model_check
+from companion.energy.opcount import proxy_check
 from companion.energy.noise import replicate_noise
 from companion.energy.opmodel import measured_roofs
 from companion.energy.predict import find_calibration
@@ -94,17 +94,36 @@ calibration = pd.DataFrame(cal_rows, columns=["device", "quantity", "shown", "ho
 # (over the numbers of ranks). Its warnings: {glue:text}`calibration_warnings`.
 
 # %% [markdown]
-# ## Memory traffic: which model, and how it compares
+# ## The proxies against independent counts
 #
-# We use the analytic model of `companion.energy.proxies` (weights, gradients, AdamW state and stored
-# activations). An op-level count — the bytes every ATen op reads and writes, with no fusion and no cache
-# reuse — is an upper bound on real DRAM traffic. Their ratio on a few configurations:
+# The FLOPs and parameter counts of `companion.energy.proxies` are formulas; here they meet independent counts
+# on a few configurations (the parameter `check_configs`): torch's `FlopCounterMode` over one forward and
+# backward pass (eager attention, so the attention-score matrix multiplies are counted), and the built model's
+# `numel()`. The FLOPs agree to within {glue:text}`flops_error_pct` % and the parameter counts
+# {glue:text}`params_agree`.
+#
+# Memory traffic has no such count to agree with. We use the analytic model of `companion.energy.proxies`
+# (weights, gradients, AdamW state and stored activations). An op-level count (the bytes every ATen op reads
+# and writes, with no fusion and no cache reuse) is an upper bound on real DRAM traffic: on these
+# configurations it is {glue:text}`byte_ratio_min` to {glue:text}`byte_ratio_max` times the analytic count.
 
 # %%
-check = byte_model_check(check_configs)
+check = proxy_check(check_configs)
+flops_error = (check.flops_analytic / check.flops_counted - 1).abs().max() * 100
+glue("flops_error_pct", f"{flops_error:.2f}", display=False)
+glue("params_agree", "agree exactly" if (check.parameters_analytic == check.parameters_counted).all() else
+     "differ (" + ", ".join(f"{r.config}: {r.parameters_analytic:,} against {r.parameters_counted:,}"
+                            for r in check.itertuples() if r.parameters_analytic != r.parameters_counted) + ")",
+     display=False)
 glue("byte_ratio_min", f"{check.ratio.min():.1f}", display=False)
 glue("byte_ratio_max", f"{check.ratio.max():.1f}", display=False)
-check
+(check.rename(columns={"config": "configuration", "flops_analytic": "FLOPs (formula)",
+                       "flops_counted": "FLOPs (FlopCounterMode)", "parameters_analytic": "parameters (formula)",
+                       "parameters_counted": "parameters (numel)", "analytic_bytes": "bytes (analytic model)",
+                       "op_level_bytes": "bytes (op-level count)", "ratio": "op-level / analytic"})
+ .style.format({"FLOPs (formula)": "{:.4g}", "FLOPs (FlopCounterMode)": "{:.4g}", "parameters (formula)": "{:,}",
+                "parameters (numel)": "{:,}", "bytes (analytic model)": "{:.3g}", "bytes (op-level count)": "{:.3g}",
+                "op-level / analytic": "{:.1f}"}).hide(axis="index"))
 
 # %% [markdown]
 # ## Where the runs sit on the roofline
@@ -156,14 +175,18 @@ figures.energy_vs_flops(df)
 # Energies on this page: {glue:text}`energy_label`.
 #
 # η(p) compares a p-rank run with the single-device run of the same configuration. Where a
-# configuration has no single-device run, the smallest measured degree is the reference, and
-# `eta_reference` says so.
+# configuration has no single-device run, the smallest measured degree is the reference, and the column
+# "compared with" says so.
 
 # %%
 eta = df[df.world_size > 1][["run_id", "mode", "world_size", "step_s", "eta", "eta_reference"]]
 glue("eta_min", f"{eta.eta.min():.2f}", display=False)
 glue("eta_max", f"{eta.eta.max():.2f}", display=False)
-eta
+(eta.assign(step_ms=eta.step_s * 1e3).drop(columns="step_s")
+ .rename(columns={"run_id": "run", "mode": "layout", "world_size": "ranks", "step_ms": "step (ms)", "eta": "η(p)",
+                  "eta_reference": "compared with"})
+ [["run", "layout", "ranks", "step (ms)", "η(p)", "compared with"]]
+ .style.format({"step (ms)": "{:.1f}", "η(p)": "{:.2f}"}).hide(axis="index"))
 
 # %% [markdown]
 # ## The replicate noise floor
@@ -171,7 +194,8 @@ eta
 # Each configuration is measured more than once, in separate passes of the sweep. How far replicates
 # of one configuration fall from their mean (mean absolute relative deviation) is the noise no law can
 # beat. Saved as `noise.json`, over every run of the sweep; the validation reports its errors beside the same
-# floor taken over the runs it scores (those its CI filter keeps), so the two can differ. The last column is how
+# floor taken over the runs it scores, so the two can differ (the step-time filter leaves out of every fit and
+# score a run whose step time is not known to within the fit's `max_step_ci95_rel`). The last column is how
 # the whole machine moved between passes: the median over configurations of the later replicate's value over
 # the first's (1: no drift). The column before it is what a model that knew every configuration exactly would
 # score against single runs: the passes separate a shift of the whole machine (which the floor counts in full)

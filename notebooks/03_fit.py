@@ -13,24 +13,33 @@
 # %% [markdown]
 # # The efficiency factor, the law and the operator roofline
 #
-# The primary model is the **operator-level roofline** (`companion.energy.opmodel`): a step's time is the sum,
-# over the operators a BERT step runs (GEMMs by shape, attention, element-wise and norm traffic, weights,
-# gradients and AdamW), of each operator's own roofline max(FLOPs / achieved GEMM roof, bytes / bandwidth),
-# plus fixed per-step and per-layer costs, each parallel layout's own overhead (DTensor dispatch, FSDP hooks)
-# and the TP and FSDP collectives (latency + bytes / bandwidth). The roofs come from this device's calibration
-# file (`companion calibrate`), which also trains a tiny BERT under every TP, FSDP and 2-D layout to measure
-# those overheads; the fit learns one non-negative multiplier per term, those of the layout overheads pulled
-# towards the measurement, so a layout mode the sweep never ran is still predicted from what was measured (the
-# collective bandwidth's multiplier is pulled too, weakly, where the calibration measured the collectives: a
-# training step's collectives run well below the isolated bandwidth, and a few runs of one mode must not decide
-# by how much for every mode; so is the weights' and optimizer state's traffic, towards the calibration's timed
-# AdamW step: in a grid it grows with the parameter count as the GEMMs do, and a run of few tokens, mostly this
-# traffic, must not inherit what its multiplier absorbed there). Energy is
-# static power × metered units × time, plus, on a CPU node, a power per busy core × time (ranks waiting on a
-# collective or a time slice still hold their core), plus dynamic energy per FLOP, per byte and per byte
-# communicated, so η(p) and the power under each layout are outputs of the model. The mean power is capped at
-# the device's loaded power from its calibration (every core running GEMMs): a short step's FLOP and byte
-# rates can push the linear terms past a power the device never draws.
+# The primary model is the **operator-level roofline** (`companion.energy.opmodel`). A step's time is a sum
+# over the operators a BERT step runs: GEMMs by shape, attention, element-wise and norm traffic, and the
+# weights', gradients' and AdamW's traffic. Each operator costs its own roofline, max(FLOPs / achieved GEMM
+# roof, bytes / bandwidth). To that sum come fixed costs per step and per layer, each parallel layout's own
+# overhead, and the TP and FSDP collectives (latency + bytes / bandwidth). A layout's overhead is the extra
+# work its framework does on every step: for TP, routing each sharded operation through PyTorch's distributed
+# tensors (*DTensor dispatch*); for FSDP, gathering and freeing each layer's weights around its use (*FSDP
+# hooks*).
+#
+# The roofs come from this device's calibration file (`companion calibrate`). The calibration also trains a
+# tiny BERT under every TP, FSDP and 2-D layout to measure the layouts' overheads. The fit then learns one
+# non-negative multiplier per term. Three of them are pulled towards what the calibration measured, so that
+# a few runs cannot set them for every case:
+#
+# * the layout overheads', so a layout mode the sweep never ran is still predicted from its measurement;
+# * the collective bandwidth's (weakly): a training step's collectives run well below the isolated bandwidth,
+#   and a few runs of one mode must not decide by how much for every mode;
+# * the weights' and optimizer state's traffic, towards the calibration's timed AdamW step: across a grid it
+#   grows with the parameter count as the GEMMs do, and a run of few tokens, mostly this traffic, must not
+#   inherit what its multiplier absorbed there.
+#
+# Energy is static power × metered units (the devices or nodes an energy meter reads) × time, plus, on a CPU
+# node, a power per busy core × time (ranks waiting on a collective or a time slice still hold their core),
+# plus dynamic energy per FLOP, per byte and per byte communicated. So η(p) and the power under each layout are
+# outputs of the model. The mean power is capped at the device's loaded power from its calibration (every
+# core running GEMMs): a short step's FLOP and byte rates can push the linear terms past a power the device
+# never draws.
 #
 # Beside it, as the paper's reproduction:
 #
@@ -58,7 +67,7 @@ from myst_nb import glue
 
 from companion import paths
 
-from companion.report import figures, headline
+from companion.report import figures, headline, prose
 from companion.energy.fit import FittedModel, design_matrix, fit_all
 from companion.runs.records import write_json
 from companion.energy.laws import LAWS
@@ -104,14 +113,17 @@ figures.coefficients(coef[coef.target == "energy_per_step_j"], df)
 #
 # The energy roofline splits each run's energy into a compute part ε_F·F, a memory part ε_Q·Q and a
 # static part P₀·T. Its fitted static power P₀ is bounded by the device's idle power and TDP where the
-# hardware table knows them.
+# hardware table knows them. {glue:text}`static_power_text`
 
 # %%
 theta = fitted.energy["energy_roofline"].theta
 parts = LAWS["energy_roofline"].decompose(design_matrix(df, fitted.usl), theta)
 split = pd.concat([df[["run_id", "mode", "flops_per_step"]], parts], axis=1)
-glue("static_share_pct", f"{(parts.static_j.sum() / parts.sum(axis=1).sum()) * 100:.0f}", display=False)
 glue("p0_w", f"{theta[2]:.1f}", display=False)
+ram_share = pd.to_numeric(df.get("ram_energy_share"), errors="coerce").median() if "ram_energy_share" in df else None
+glue("static_power_text", prose.static_power_text(parts.static_j.sum() / parts.sum(axis=1).sum(), theta[2],
+                                                 dev.idle_w, None if pd.isna(ram_share) else ram_share),
+     display=False)
 glue("fig_static", figures.static_vs_dynamic(split, df), display=False)
 figures.static_vs_dynamic(split, df)
 

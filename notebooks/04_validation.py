@@ -37,7 +37,7 @@ from companion import paths
 
 from companion.report import figures, headline
 from companion.runs.records import write_json
-from companion.energy.validation import SPLITS, explain, validate, verdict
+from companion.energy.validation import MODEL_SPLITS, explain, validate, verdict
 from companion.energy import validation as val
 from companion.energy.models import OperatorRoofline, all_models
 from companion.energy.noise import replicate_noise
@@ -47,7 +47,7 @@ from companion.energy.tables import filter_counts, load_runs, proxies_frame, usa
 figures.use_offline_renderer()
 all_runs = pd.read_csv(paths.derived_dir(profile) / "proxies.csv")
 df, left_out = usable_runs(all_runs, max_step_ci95_rel)
-# how many runs the CI filter kept, for the headline: a busy machine leaves few, and few runs judge little
+# how many runs the step-time filter kept, for the headline: a busy machine leaves few, and few runs judge little
 ci_filter = {"max_step_ci95_rel": max_step_ci95_rel, "sweep": filter_counts(all_runs, left_out)}
 glue("energy_label", figures.energy_label(df), display=False)
 summary, pred = validate(df, laws=laws, n_boot=n_boot, level=level, seed=seed)
@@ -110,13 +110,17 @@ print("meets the target" if v["meets_target"] else "does NOT meet the target",
 #
 # The operator roofline (fitted tier, and the calibrated tier that learns nothing from runs), the paper's law
 # and the baselines, each refitted without a group and scored on it: model size, parallel degree, parallel
-# mode, head dimension, and the largest quarter by FLOPs. Time is scored apart from energy (time is measured
+# mode, head dimension, and the largest runs, those above the 75th percentile of FLOPs per step
+# ({glue:text}`largest_text`). Time is scored apart from energy (time is measured
 # even where energy is estimated). Intervals are the models' 90 % intervals from held-out groups *inside each
 # training fold*; the MAPE's interval resamples whole model sizes (group bootstrap). The off-grid holdout runs
 # (profile `holdout`) are predicted by models fitted on every run of this profile. The replicate noise floor:
 # {glue:text}`noise_text`.
 
 # %%
+largest = df.loc[val.folds(df, "extrapolate_largest")[0][2]]
+glue("largest_text", f"{len(largest)} of the {len(df)} runs scored, "
+     + ", ".join(f"{n} {m}" for m, n in largest["mode"].value_counts().items()), display=False)
 dev = load_device_roofs(df.device_name.iloc[0], df.precision.iloc[0])
 models = {**all_models(dev), "calibrated_tier": OperatorRoofline("calibrated_tier", "calibrated tier", dev=dev, fitted=False)}
 model_pred = val.validate_models(df, models, level=level)
@@ -129,12 +133,12 @@ if holdout_dir is not None and holdout_dir.is_dir() and any(holdout_dir.glob("*.
     ci_filter["holdout"] = filter_counts(holdout_all, holdout_left_out)
     model_pred = pd.concat([model_pred, val.score_holdout(df, holdout, models, level)], ignore_index=True)
     holdout_noise = replicate_noise(holdout)  # the off-grid runs' own floor: their protocol and their time
-# the floor of the runs scored here: replicates within the same CI filter (noise.json of stage 02 holds every run)
+# the floor of the runs scored here: replicates within the same step-time filter (noise.json of stage 02 holds every run)
 noise = replicate_noise(df)
 n_pairs = noise["metrics"].get("time_per_step", {}).get("n_configs", 0)
 n_held = ((holdout_noise or {}).get("metrics") or {}).get("time_per_step", {}).get("n_configs", 0)
 glue("noise_text", (f"the replicates of the runs scored here, {n_pairs} configurations with every measurement kept by "
-     f"the CI filter" if n_pairs else "not available (no configuration kept twice by the CI filter)")
+     f"the step-time filter" if n_pairs else "not available (no configuration kept twice by the step-time filter)")
      + (f"; the off-grid runs have their own, from {n_held} configurations with both measurements kept" if n_held else ""),
      display=False)
 by_split = val.score(model_pred, noise, level=level, split_noise={"holdout": holdout_noise})
@@ -159,7 +163,7 @@ headline.styled_scores(headline.score_table(scored, "energy"), "Held-out MAPE (%
 
 # %%
 out = write_json(paths.derived_dir(profile) / "validation.json",
-                 {"splits": SPLITS, "level": level, "verdict": v, "summary": summary.to_dict("records"),
+                 {"splits": MODEL_SPLITS, "level": level, "verdict": v, "summary": summary.to_dict("records"),
                   "predictions": pred.to_dict("records"), "left_out_runs": left_out, "ci_filter": ci_filter,
                   "model_splits": val.MODEL_SPLITS, "model_scores": by_split.to_dict("records"),
                   "model_scores_pooled": pooled.to_dict("records"), "model_verdict": mv,

@@ -71,7 +71,7 @@ glue("example_kwh_hi", f"{first.energy_kwh_hi:.3g}", display=False)
 glue("example_time_h", f"{first.time_h:.3g}", display=False)
 # the page shows a compact view (the full table is explore.csv): one interval column per model
 shown = pd.DataFrame({
-    "model": explore.model, "seq_len": explore.seq_len, "steps": explore.steps, "tier": explore.op_tier,
+    "model": explore.model, "sequence length": explore.seq_len, "steps": explore.steps, "tier": explore.op_tier,
     "roofline kWh [90 %]": [f"{e:.3g} [{lo:.3g}, {hi:.3g}]" for e, lo, hi in
                             zip(explore.op_energy_kwh, explore.op_energy_kwh_lo, explore.op_energy_kwh_hi)],
     "roofline h": explore.op_time_h.map("{:.3g}".format),
@@ -79,19 +79,20 @@ shown = pd.DataFrame({
                                zip(explore.energy_kwh, explore.energy_kwh_lo, explore.energy_kwh_hi)],
     "warnings": explore.warnings,
 })
-glue("explore_table", shown, display=False)
-shown
+glue("explore_table", shown.style.hide(axis="index"), display=False)
+shown.style.hide(axis="index")
 
 # %% [markdown]
 # The roofline columns are the operator roofline in the tier named in `tier`; the last interval column is the
 # paper's law fitted on the same runs. Both intervals come from each model's errors on groups of runs left out
 # of its fit; the paper's law errs more off its fitted runs, and its interval says so. `explore.csv` holds
-# every figure unrounded.
+# every figure unrounded. `warnings` counts the paper's law's warnings for that request (a value outside the
+# range its runs covered); the text of each is in `companion predict --json`.
 #
 # ## Planning on a device never measured here
 #
 # Every valid TP × FSDP layout (TP dividing the heads, the rest FSDP) and batch size of a {glue:text}`plan_model`
-# fine-tune on {glue:text}`plan_devices` × {glue:text}`plan_device`, ranked by predicted energy; `pareto` marks the
+# fine-tune on {glue:text}`plan_devices` × {glue:text}`plan_device`, ranked by predicted energy; `Pareto` marks the
 # layouts no other beats on both energy and time. Sequences of {glue:text}`plan_seq_len` tokens, in
 # {glue:text}`plan_precision`; the batch size is global (examples per optimizer step, split over the FSDP ranks).
 # Tier: {glue:text}`plan_tier`; {glue:text}`plan_notes`.
@@ -110,8 +111,12 @@ for key, value in (("plan_model", plan_model), ("plan_devices", str(plan_devices
                    ("plan_seq_len", str(planned["seq_len"])), ("plan_precision", planned["precision"]),
                    ("plan_notes", "; ".join(planned["notes"]) or "no notes")):
     glue(key, value, display=False)
-glue("plan_table", plan_table.round(4), display=False)
-plan_table.round(4)
+plan_table = plan_table.rename(columns={"tp": "TP", "dp": "FSDP", "batch_size": "global batch", "co2_kg": "CO₂ (kg)",
+                                        "eta": "η(p)", "pareto": "Pareto"})
+plan_table["Pareto"] = plan_table["Pareto"].map({True: "yes", False: ""})
+plan_styled = plan_table.style.format({"CO₂ (kg)": "{:.3g}", "η(p)": "{:.2f}"}).hide(axis="index")
+glue("plan_table", plan_styled, display=False)
+plan_styled
 
 # %% [markdown]
 # Requests outside the range the law was fitted on are flagged (`warnings`), and the energy kind of the

@@ -33,7 +33,7 @@ from companion.runs.records import write_json
 
 d = paths.derived_dir(profile)
 validation = headline._read_json(d / "validation.json")
-sweep_noise = headline._read_json(d / "noise.json")  # every run of the sweep, the CI filter's left-outs too
+sweep_noise = headline._read_json(d / "noise.json")  # every run of the sweep, the step-time filter's left-outs too
 # the floor of the runs the validation scored (within its CI filter); stage 02's floor of every run otherwise
 noise = validation.get("noise") or sweep_noise
 fit = headline._read_json(d / "fit.json")
@@ -114,7 +114,7 @@ glue("paper_table", headline.styled_prose(paper), display=False)
 #
 # ### Time per step
 #
-# The baseline that multiplies TDP by the measured time reads a run's time, so it has no row here.
+# The baseline that multiplies a fitted power by the measured time reads a run's time, so it has no row here.
 
 # %%
 # hide
@@ -123,8 +123,10 @@ headline.styled_scores(scores["time"], captions["time"])
 # %% [markdown]
 # ### Energy per step
 #
-# The row "TDP × measured time" reads each held-out run's measured time, so it is an after-the-fact estimate,
-# not a prediction made before running; the other rows predict from the planned configuration alone.
+# The row "fitted power × measured time" reads each held-out run's measured time, so it is an after-the-fact
+# estimate, not a prediction made before running; the other rows predict from the planned configuration alone.
+# Its power is a share of the device's TDP where the hardware table has one; a CPU has none there, so on a CPU
+# it is one constant power in W fitted to the runs.
 
 # %%
 # hide
@@ -167,7 +169,8 @@ headline.styled_prose(paper)
 # residuals. The laws and the USL curves of η(p) follow with their bootstrap intervals. Of
 # {glue:text}`n_coefficients` coefficients, {glue:text}`n_flagged` carry a note: a negative exponent on
 # FLOPs or memory traffic, an energy per FLOP below what any device spends, an interval that spans zero or
-# orders of magnitude, a term at its lower bound of zero or held rather than fitted, or an efficiency curve
+# orders of magnitude, a term at its lower bound of zero (or an interval reaching it) or held rather than
+# fitted, or an efficiency curve
 # fitted through a single degree. Such a coefficient is not evidence about the hardware; it says these runs
 # cannot separate that term from the others.
 

@@ -90,6 +90,11 @@ def test_frame_has_replicates_and_co2_from_energy_at_analysis_time(tmp_path):
     assert frame.co2_per_step_kg.tolist() == pytest.approx(
         (frame.energy_per_step_j / 3.6e6 * g_per_kwh / 1000).tolist())
     assert (frame.threads_per_rank >= 1).all()
+    assert set(frame.data_source) == {"synthetic"} and not frame.oversubscribed.any()  # one rank on this host
+    shares = frame.ram_energy_share.dropna()  # what part CodeCarbon's RAM model is, where it metered components
+    assert ((shares > 0) & (shares < 1)).all()
+    if frame.energy_source.str.startswith("codecarbon").all():
+        assert len(shares) == len(frame)
     # a record written before CO2 moved to analysis (a stored carbon block, no config_id) reads the same way
     old = json.loads(json.dumps(records[0]))
     old["energy"]["carbon"] = {"co2_kg": 123.0, "g_per_kwh": 1.0, "country": "FRA"}

@@ -78,3 +78,12 @@ def test_mfu():
     from companion.energy.proxies import mfu
 
     assert mfu(989e12 * 0.5, 1.0, 989e12) == pytest.approx(0.5)
+
+
+def test_the_books_proxy_check_counts_independently():
+    from companion.energy.opcount import proxy_check
+
+    row = proxy_check([[1, 32, 2, 16, 2]]).iloc[0]
+    assert row.flops_counted == pytest.approx(row.flops_analytic, rel=0.01)  # FlopCounterMode, eager attention
+    assert row.parameters_counted == row.parameters_analytic  # numel() of the built model
+    assert row.op_level_bytes > row.analytic_bytes  # an op-level count with no fusion or reuse is larger

@@ -62,3 +62,11 @@ def test_the_filter_counts_say_how_many_runs_and_parallel_runs_were_kept():
     df = pd.DataFrame({"run_id": list("abcde"), "world_size": [1, 1, 2, 4, 4]})
     assert filter_counts(df, ["b", "d", "e"]) == {"runs": 5, "kept": 2, "parallel_runs": 3, "parallel_kept": 1}
     assert filter_counts(df, []) == {"runs": 5, "kept": 5, "parallel_runs": 3, "parallel_kept": 3}
+
+
+def test_the_ram_share_is_the_ram_component_over_all_components():
+    from companion.energy.tables import _component_share
+    energy = {"components": {"cpu": {"energy_j": 30.0, "method": "cpu_load"}, "ram": {"energy_j": 10.0}}}
+    assert _component_share(energy, "ram") == pytest.approx(0.25)
+    assert _component_share(energy, "gpu") is None  # a component the record does not list has no share
+    assert _component_share({"components": {}}, "ram") is None  # nor does a meter without components (NVML)

@@ -12,8 +12,8 @@ RUNS = pd.DataFrame({"device_name": ["cpu"], "energy_measured": [False], "energy
 def test_energy_label_says_how_the_energy_was_obtained():
     runs = pd.DataFrame({"device_name": ["cpu", "cpu"], "energy_measured": [False, False],
                          "energy_source": ["codecarbon[cpu=cpu_load,ram=ram_model]"] * 2})
-    assert figures.energy_label(runs) == ("estimated energy (CodeCarbon: CPU power from load × TDP, RAM power from "
-                                          "its size) on cpu")
+    assert figures.energy_label(runs) == ("estimated energy (CodeCarbon: CPU power modelled from load and TDP, "
+                                          "RAM power from the installed memory) on cpu")
     assert figures.describe_source("nvml") == "NVML energy counter"
     assert figures.describe_source("something-new") == "something-new"
 
@@ -53,7 +53,7 @@ def test_coefficient_panels_keep_targets_apart():
     coef = pd.DataFrame({"law": ["roofline_power_law"] * 2, "target": ["energy_per_step_j", "step_s"],
                          "param": ["alpha", "alpha"], "value": [0.3, 0.25], "lo": [0.1, 0.1], "hi": [0.5, 0.4]})
     keys = set(figures.coefficients(coef, RUNS).data.key)
-    assert keys == {"roofline_power_law: alpha", "roofline_power_law: alpha (step time)"}
+    assert keys == {"roofline_power_law: alpha, per log FLOP", "roofline_power_law: alpha, per log FLOP (step time)"}
 
 
 def test_bar_labels_drop_the_content_hash_unless_two_runs_would_share_one():

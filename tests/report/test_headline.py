@@ -205,7 +205,7 @@ def test_absolute_answer_names_the_model_and_tier():
                              "op_tier": "fitted", "op_energy_kwh": 0.00644, "op_energy_kwh_lo": 0.0053,
                              "op_energy_kwh_hi": 0.0078, "op_time_h": 0.227}])
     params = {"examples": 100000, "epochs": 3, "batch_size": 8}
-    label = "estimated energy (CodeCarbon: CPU power from load × TDP) on cpu"
+    label = "estimated energy (CodeCarbon: CPU power modelled from load and TDP) on cpu"
     a = headline.absolute_answer(explore, params, label, "cpu")
     assert a.startswith("Fine-tuning bert-tiny (sequence length 64, batch size 8) on 100,000 examples for 3 epochs "
                         "costs 0.00644 kWh (90 % interval 0.0053–0.0078 kWh) and 0.23 h on cpu")
@@ -236,7 +236,8 @@ def test_coefficient_table_puts_the_operator_roofline_first():
     assert rows[1]["note"] == "held at its calibrated value, not fitted" and rows[0]["note"] == ""
     assert headline.operator_coefficients({"operator_model": "changed"}) == []
     dropped = headline.operator_coefficients({"operator_model": {"time": {"elementwise_s": 0.0}, "energy": {"P_core_w": 0.0}}})
-    assert "at its bound 0" in dropped[0]["note"] and dropped[1]["note"] == ""  # an unused energy term is 0 too
+    # an energy term is fitted non-negative too: at 0 (e_flop_j, e_comm_j on a sweep) the note says so
+    assert "at its bound 0" in dropped[0]["note"] and "at its bound 0" in dropped[1]["note"]
 
 
 def test_coefficient_notes_name_unphysical_signs_and_coefficients_at_their_bound():
@@ -244,7 +245,9 @@ def test_coefficient_notes_name_unphysical_signs_and_coefficients_at_their_bound
     assert headline._flag("alpha", 0.8, 0.7, 0.9) == ""
     sigma = headline._flag("sigma", 0.0, 0.0, 0.0)
     assert "at its bound 0" in sigma and "bootstrap" not in sigma  # one note, not two for the same fact
-    assert "at its bound 0" in headline._flag("kappa", 0.0, 0.0, 0.004) and headline._flag("kappa", 0.001, 0.0, 0.004) == ""
+    assert "at its bound 0" in headline._flag("kappa", 0.0, 0.0, 0.004)
+    assert "reaches its bound 0" in headline._flag("kappa", 0.001, 0.0, 0.004)  # cannot be told from none
+    assert headline._flag("sigma", 0.1, 0.05, 0.2) == ""
 
 
 def _prose(lines):
@@ -286,7 +289,8 @@ def test_a_usl_fitted_at_one_degree_says_kappa_was_fixed_not_fitted():
     assert kappa["note"].startswith("fixed at 0, not fitted") and "at its bound" not in kappa["note"]
     assert kappa["90 % interval"] == "—"  # no interval for a value that was never fitted
     assert "κ fixed at 0" in sigma["note"] and sigma["90 % interval"] == "[1.66, 1.76]"
-    assert [r["note"] for r in two] == ["", ""] and two[1]["90 % interval"] == "[0, 0.09]"  # two degrees: fitted
+    assert two[0]["note"] == "" and two[1]["90 % interval"] == "[0, 0.09]"  # two degrees: fitted, and its
+    assert "reaches its bound 0" in two[1]["note"]  # interval reaching 0 says these runs cannot rule κ = 0 out
 
 
 def test_the_runs_the_scores_rest_on_are_named_and_a_busy_machine_is_said(validation):

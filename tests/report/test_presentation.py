@@ -83,7 +83,7 @@ def test_a_long_printed_log_leaves_the_page(tmp_path):
     moved = presentation.finish(nb, "01_runs", tmp_path / "figs", "figs", [])
     assert moved == [log]
     assert nb["cells"][0]["outputs"][0]["text"] == \
-        f"({40} lines of printed log kept out of the page: build/notebooks/01_runs.log)\n"
+        f"({40} lines of progress log kept out of the page; a local build writes them to build/notebooks/01_runs.log)\n"
     assert nb["cells"][1]["outputs"][0]["text"] == "wrote runs.csv\n"  # a short output stays
     # a loop that prints one output per line, around a table the cell shows: the lines go, the table stays
     table = {"output_type": "execute_result", "metadata": {}, "data": {"text/html": "<table></table>"}}
@@ -92,4 +92,4 @@ def test_a_long_printed_log_leaves_the_page(tmp_path):
     moved = presentation.finish(nb, "01_runs", tmp_path / "figs", "figs", [])
     assert moved == ["".join(o["text"] for o in lines)]
     assert [o["output_type"] for o in nb["cells"][0]["outputs"]] == ["stream", "execute_result"]
-    assert nb["cells"][0]["outputs"][0]["text"].startswith("(30 lines of printed log kept out of the page")
+    assert nb["cells"][0]["outputs"][0]["text"].startswith("(30 lines of progress log kept out of the page")

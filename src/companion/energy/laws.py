@@ -148,7 +148,10 @@ class FlopsPowerLaw(Law):
 
 
 class TdpTime(Law):
-    """TDP x time: E = k * units * TDP * T_measured (k: mean fraction of TDP drawn; TDP = 1 W where unknown).
+    """Fitted power x measured time: E = k * units * TDP * T_measured (k: mean fraction of TDP drawn).
+
+    Where the hardware table has no TDP for the device (a CPU), TDP is taken as 1 W and k is a fitted
+    constant power in W; either way the law is one fitted power times the measured time.
 
     Reads the run's *measured* step time, so it is an after-the-fact estimate, not a pre-run prediction.
     """
@@ -172,7 +175,7 @@ LAWS: dict[str, Law] = {
         TokensLinear("tokens_linear", "tokens-linear (Wang et al. 2023)", "E = a tokens + b",
                      ("a_j_per_token", "b_j"), baseline=True),
         FlopsPowerLaw("flops_power_law", "FLOPs-only power law", "E = c F^alpha", ("log_c", "alpha"), baseline=True),
-        TdpTime("tdp_time", "TDP x measured time", "E = k units TDP T_measured", ("k",), uses_measured_time=True,
+        TdpTime("tdp_time", "fitted power x measured time", "E = k units TDP T_measured", ("k",), uses_measured_time=True,
                 baseline=True),
     )
 }

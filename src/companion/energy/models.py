@@ -127,7 +127,9 @@ class LawPoint:
 
 
 UNITS = {"log_c": "log J (or log s)", "alpha": "per log FLOP", "beta": "per log byte", "a_j_per_token": "J/token",
-         "b_j": "J", "k": "fraction of TDP (W where the TDP is unknown)"}
+         "b_j": "J", "k": "fraction of TDP (W where the TDP is unknown)", "eps_F_j_per_flop": "J/FLOP",
+         "eps_Q_j_per_byte": "J/byte", "P0_w": "W per metered unit", "u_compute": "fraction of the compute roof",
+         "v_memory": "fraction of the memory roof"}
 
 
 @dataclass

@@ -36,13 +36,26 @@ def count_step_bytes(model: torch.nn.Module, batch: dict, optimizer: torch.optim
     return counter.bytes
 
 
-def byte_model_check(configs: list[list[int]], seed: int = 0):
-    """Analytic bytes per step vs the op-level count, for (layers, hidden, heads, seq_len, batch) configs."""
+def count_step_flops(model: torch.nn.Module, batch: dict) -> int:
+    """FLOPs of one forward and backward pass as torch's FlopCounterMode counts them (matrix multiplies)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(**batch).loss.backward()
+    model.zero_grad(set_to_none=True)
+    return int(counter.get_total_flops())
+
+
+def proxy_check(configs: list[list[int]], seed: int = 0):
+    """The proxies against independent counts, for (layers, hidden, heads, seq_len, batch) configs: analytic
+    FLOPs per step against FlopCounterMode (eager attention, so the score matmuls are counted), the analytic
+    parameter count against the model's numel(), and analytic bytes per step against the op-level count."""
     import pandas as pd
 
     from companion.runs.config import ModelConfig
-    from companion.runs.model import build_model
-    from companion.energy.proxies import StepShape, bytes_per_step
+    from companion.runs.model import build_model, parameter_count as counted_parameters
+    from companion.energy.proxies import StepShape, bytes_per_step, flops_per_step, parameter_count
 
     rows = []
     for layers, hidden, heads, seq, batch in configs:
@@ -52,11 +65,17 @@ def byte_model_check(configs: list[list[int]], seed: int = 0):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         ids = torch.randint(3, cfg.vocab, (batch, seq))
         batch_t = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.zeros(batch, dtype=torch.long)}
-        count_step_bytes(model, batch_t, opt)  # first step allocates the AdamW state: not a steady step
-        counted = count_step_bytes(model, batch_t, opt)
         shape = StepShape(layers, hidden, heads, 4 * hidden, cfg.vocab, cfg.max_positions, 2, batch, batch * seq,
                           batch * seq * seq)
+        torch.manual_seed(seed)
+        eager = build_model(ModelConfig(layers=layers, hidden=hidden, heads=heads, vocab=2048, max_positions=512,
+                                        dropout=0.0, attn="eager"))
+        flops = count_step_flops(eager, batch_t)
+        count_step_bytes(model, batch_t, opt)  # first step allocates the AdamW state: not a steady step
+        counted = count_step_bytes(model, batch_t, opt)
         analytic = bytes_per_step(shape)
-        rows.append({"config": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch}", "analytic_bytes": analytic,
-                     "op_level_bytes": counted, "ratio": counted / analytic})
+        rows.append({"config": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch}",
+                     "flops_analytic": flops_per_step(shape), "flops_counted": flops,
+                     "parameters_analytic": parameter_count(shape), "parameters_counted": counted_parameters(model),
+                     "analytic_bytes": analytic, "op_level_bytes": counted, "ratio": counted / analytic})
     return pd.DataFrame(rows)

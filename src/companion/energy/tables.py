@@ -58,7 +58,19 @@ def run_row(rec: dict) -> dict:
         # replicates of one configuration share config_id (records before replicates: config_id = run_id)
         "replicate": c.get("replicate", 0), "config_id": rec.get("config_id", rec["run_id"]),
         "threads_per_rank": (rec.get("threads") or {}).get("per_rank"),
+        "host_cpus": (rec.get("threads") or {}).get("host_cpus"),
+        "oversubscribed": bool((rec.get("threads") or {}).get("oversubscribed", False)),
+        "data_source": d.get("source", "synthetic"), "checkpoint": m.get("checkpoint"),
+        "ram_energy_share": _component_share(e, "ram"),
     }
+
+
+def _component_share(energy: dict, component: str) -> float | None:
+    """The share of a run's joules that one metered component (cpu, gpu, ram) accounts for; None where the
+    record lists no components or lacks this one."""
+    parts = {k: (v or {}).get("energy_j") for k, v in (energy.get("components") or {}).items()}
+    total = sum(v for v in parts.values() if v is not None)
+    return parts[component] / total if parts.get(component) is not None and total > 0 else None
 
 
 def _carbon(energy_per_step_j: float | None, country: str) -> dict:

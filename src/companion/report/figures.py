@@ -45,7 +45,7 @@ OPERATOR_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c56
 # The models of the validation, in words and in one order (the primary model first).
 MODEL_WORDS = {"operator_roofline": "operator roofline", "calibrated_tier": "calibrated tier",
                "roofline_power_law": "paper's law", "energy_roofline": "energy roofline",
-               "flops_power_law": "FLOPs power law", "tokens_linear": "tokens-linear", "tdp_time": "TDP × time"}
+               "flops_power_law": "FLOPs power law", "tokens_linear": "tokens-linear", "tdp_time": "power × time"}
 SI = "~s"  # axis labels with SI prefixes: 100G, 2.5m
 NUM = ".3~g"  # three significant digits, no padding: 0.9, 1.6e-10
 
@@ -136,15 +136,15 @@ def export(chart: alt.Chart, folder: Path, name: str) -> list[Path]:
 
 
 # How each meter method obtains a component's power, in words (companion.runs.meters records the method).
-METHOD_WORDS = {"cpu_load": "CPU power from load × TDP", "constant": "CPU at a constant share of TDP",
+METHOD_WORDS = {"cpu_load": "CPU power modelled from load and TDP", "constant": "CPU at a constant share of TDP",
                 "intel_rapl": "CPU from its RAPL counter", "intel_power_gadget": "CPU from Intel Power Gadget",
                 "windows_emi": "CPU from its EMI counter", "apple_powermetrics": "CPU from powermetrics",
-                "ram_model": "RAM power from its size", "nvml": "GPU from its NVML counter"}
+                "ram_model": "RAM power from the installed memory", "nvml": "GPU from its NVML counter"}
 
 
 def describe_source(source: str) -> str:
     """A record's energy source in words: 'codecarbon[cpu=cpu_load,ram=ram_model]' -> 'CodeCarbon: CPU power
-    from load × TDP, RAM power from its size'; 'nvml' -> 'NVML energy counter'; an unknown source as it is."""
+    modelled from load and TDP, RAM power from the installed memory'; 'nvml' -> 'NVML energy counter'; an unknown source as it is."""
     source = str(source)
     replay = source.startswith("replay:")
     name = source.removeprefix("replay:")
@@ -159,7 +159,7 @@ def describe_source(source: str) -> str:
 
 
 def energy_label(df: pd.DataFrame) -> str:
-    """'estimated energy (CodeCarbon: CPU power from load × TDP, RAM power from its size) on cpu' or
+    """'estimated energy (CodeCarbon: CPU power modelled from load and TDP, RAM power from the installed memory) on cpu' or
     'measured energy (NVML energy counter) on H100'."""
     parts = []
     for (device, measured), g in df.groupby(["device_name", "energy_measured"]):
@@ -342,11 +342,15 @@ def residuals_by_group(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt.Ch
 
 def coefficients(coef: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     """Each fitted coefficient with its 90 % bootstrap interval, one panel per law and coefficient."""
+    from companion.energy.models import UNITS
+
     what = {"energy_per_step_j": "", "step_s": " (step time)"}
-    c = coef.assign(key=coef.law + ": " + coef.param + (coef.target.map(lambda t: what.get(t, f" ({t})"))
-                                                       if "target" in coef else ""))
+    unit = coef.param.map(lambda p: f", {UNITS[p]}" if p in UNITS else "")
+    c = coef.assign(key=coef.law + ": " + coef.param + unit + (coef.target.map(lambda t: what.get(t, f" ({t})"))
+                                                              if "target" in coef else ""))
     base = alt.Chart(c).encode(y=alt.Y("param:N", title=None))
-    rules = base.mark_rule().encode(x=alt.X("lo:Q", title="value (90 % bootstrap interval)", scale=alt.Scale(zero=False),
+    rules = base.mark_rule().encode(x=alt.X("lo:Q", title="value, in the unit its panel names (90 % bootstrap interval)",
+                                            scale=alt.Scale(zero=False),
                                             axis=alt.Axis(format=".4~g", tickCount=5)), x2="hi:Q")
     dots = base.mark_point(filled=True, size=60).encode(x="value:Q", tooltip=["law", "target", "param",
                                                                              alt.Tooltip("value:Q", format=".4g"),
@@ -356,7 +360,8 @@ def coefficients(coef: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
         row=alt.Row("key:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start")),
     ).resolve_scale(x="independent", y="independent").properties(
         title=_title("Fitted coefficients", df),
-        description="Each coefficient with its 90 % bootstrap interval; an interval that spans orders of "
+        description="Each coefficient with its 90 % bootstrap interval, in the unit its panel names; an interval "
+                    "that spans orders of "
                     "magnitude, or crosses zero, is a coefficient these runs cannot identify.")
 
 

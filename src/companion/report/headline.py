@@ -36,7 +36,7 @@ MODELS = {
     "roofline_power_law": "paper's law (roofline power law)",
     "flops_power_law": "FLOPs-only power law (baseline)",
     "tokens_linear": "tokens-linear, Wang et al. 2023 (baseline)",
-    "tdp_time": "TDP × measured time (baseline, after the fact)",
+    "tdp_time": "fitted power × measured time (baseline, after the fact)",
 }
 PRIMARY, PAPER = "operator_roofline", "roofline_power_law"
 PRE_RUN_BASELINES = ("flops_power_law", "tokens_linear")  # tdp_time reads the run's measured time
@@ -373,7 +373,7 @@ def exact_model_text(noise: dict) -> str:
             "scored on the same runs can come in under it.")
 
 
-BUSY_KEPT_FRACTION = 0.75  # the CI filter keeping fewer of the sweep's runs than this says the machine was busy
+BUSY_KEPT_FRACTION = 0.75  # the step-time filter keeping fewer of the sweep's runs than this says the machine was busy
 FEW_RUNS = 8  # a split scored on fewer runs than this says little about the model
 
 
@@ -393,7 +393,7 @@ def _off_grid_words(held: dict | None) -> str:
 
 
 def scored_runs_text(validation: dict, sweep_noise: dict | None = None) -> str:
-    """Which runs the scores rest on: how many the CI filter kept of the sweep (and of its parallel runs) and of
+    """Which runs the scores rest on: how many the step-time filter kept of the sweep (and of its parallel runs) and of
     the off-grid runs (validation.json's ``ci_filter``), the floor over every run of the sweep beside the floor
     over the runs scored (``sweep_noise``: noise.json), and, where the filter left out many, that the machine
     was busy and which splits rest on few runs."""
@@ -404,7 +404,8 @@ def scored_runs_text(validation: dict, sweep_noise: dict | None = None) -> str:
            if sweep.get("parallel_runs") else "")
     text = (f"These scores rest on {sweep['kept']} of the sweep's {sweep['runs']} runs{par}{_off_grid_words(held)}: "
             f"a run whose step time is not known to within ±{_pct(100 * limit, 0) if limit is not None else NA} "
-            f"(95 % interval, a width other load on the machine causes) is left out of every fit and score.")
+            f"(95 % interval, a width other load on the machine causes) is left out of every fit and score (the "
+            f"step-time filter).")
     every, scored = noise_floor(sweep_noise or {}), noise_floor(validation.get("noise") or {})
     if every["time"] != NA and scored["time"] != NA:
         text += (f" Over every run of the sweep the replicate floor is {every['time']} for time, against "
@@ -423,7 +424,7 @@ def scored_runs_text(validation: dict, sweep_noise: dict | None = None) -> str:
 
 
 def _busy(counts) -> bool:
-    """Whether the CI filter kept fewer than ``BUSY_KEPT_FRACTION`` of a sweep's runs, or of its parallel runs."""
+    """Whether the step-time filter kept fewer than ``BUSY_KEPT_FRACTION`` of a sweep's runs, or of its parallel runs."""
     if not isinstance(counts, dict):
         return False
     pairs = [(counts.get("kept", 0), counts.get("runs", 0)),
@@ -432,14 +433,14 @@ def _busy(counts) -> bool:
 
 
 def scored_runs_short(validation: dict) -> str:
-    """The runs the verdict judges, in a few words: the CI filter's kept runs of the sweep and the off-grid runs,
+    """The runs the verdict judges, in a few words: the step-time filter's kept runs of the sweep and the off-grid runs,
     and whether the machine was busy (the filter kept fewer than ``BUSY_KEPT_FRACTION`` of them)."""
     sweep, held, _ = _ci_filter(validation)
     if sweep is None:
-        return f"the runs the CI filter kept (how many: {NA})"
+        return f"the runs the step-time filter kept (how many: {NA})"
     text = f"{sweep['kept']} of the sweep's {sweep['runs']} runs{_off_grid_words(held)}"
-    return text + (", the rest left out by the CI filter on a busy machine (see above)" if _busy(sweep) or _busy(held)
-                   else ", those the CI filter kept")
+    return text + (", the rest left out by the step-time filter on a busy machine (see above)" if _busy(sweep) or _busy(held)
+                   else ", those the step-time filter kept")
 
 
 def perfect_model_mape(noise: dict) -> dict:
@@ -835,6 +836,8 @@ def _flag(param: str, value: float, lo: float, hi: float) -> str:
         notes.append("negative: energy would fall as memory traffic grows, which is unphysical")
     if param in NON_NEGATIVE and value == 0:
         notes.append(AT_ZERO)
+    elif param in NON_NEGATIVE and lo <= 0 < hi:
+        notes.append("its interval reaches its bound 0: these runs cannot tell this term from none")
     if param == "eps_F_j_per_flop" and value < H100_J_PER_FLOP / 100:
         notes.append(f"far below any device's energy per FLOP (an H100 at peak and TDP: {H100_J_PER_FLOP:.1e} J)")
     if lo < 0 < hi and not param.startswith("log_"):
@@ -886,8 +889,9 @@ def operator_coefficients(fit: dict) -> list[dict]:
             rows.append({"model": "operator roofline", "target": target, "coefficient": name,
                          "value": f"{value:.3g}", "unit": units.get(name, ""), "interval": "—",
                          "note": "held at its calibrated value, not fitted" if name in held
-                         # a time multiplier is fitted non-negative, and one no run uses stays at 1: 0 is dropped
-                         else AT_ZERO if value == 0 and part == "time" else ""})
+                         # every coefficient is fitted non-negative (a time multiplier no run uses stays at 1,
+                         # an energy term no run uses at 0), so 0 is the bound
+                         else AT_ZERO if value == 0 else ""})
     return rows
 
 

@@ -189,7 +189,8 @@ def _shorten_printed_log(outputs: list[dict], stage: str, moved: list[str]) -> l
         return outputs
     moved.append(text)
     note = {"output_type": "stream", "name": "stdout",
-            "text": f"({n_lines} lines of printed log kept out of the page: build/notebooks/{stage}.log)\n"}
+            "text": f"({n_lines} lines of progress log kept out of the page; a local build writes them to "
+                    f"build/notebooks/{stage}.log)\n"}
     gone = {id(o) for o in printed}
     out = []
     for o in outputs:

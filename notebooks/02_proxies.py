@@ -99,8 +99,7 @@ calibration = pd.DataFrame(cal_rows, columns=["device", "quantity", "shown", "ho
 # The FLOPs and parameter counts of `companion.energy.proxies` are formulas; here they meet independent counts
 # on a few configurations (the parameter `check_configs`): torch's `FlopCounterMode` over one forward and
 # backward pass (eager attention, so the attention-score matrix multiplies are counted), and the built model's
-# `numel()`. The FLOPs agree to within {glue:text}`flops_error_pct` % and the parameter counts
-# {glue:text}`params_agree`.
+# `numel()`. The FLOPs {glue:text}`flops_agree` and the parameter counts {glue:text}`params_agree`.
 #
 # Memory traffic has no such count to agree with. We use the analytic model of `companion.energy.proxies`
 # (weights, gradients, AdamW state and stored activations). An op-level count (the bytes every ATen op reads
@@ -110,7 +109,7 @@ calibration = pd.DataFrame(cal_rows, columns=["device", "quantity", "shown", "ho
 # %%
 check = proxy_check(check_configs)
 flops_error = (check.flops_analytic / check.flops_counted - 1).abs().max() * 100
-glue("flops_error_pct", f"{flops_error:.2f}", display=False)
+glue("flops_agree", "agree exactly" if flops_error < 1e-9 else f"agree to within {flops_error:.2g} %", display=False)
 glue("params_agree", "agree exactly" if (check.parameters_analytic == check.parameters_counted).all() else
      "differ (" + ", ".join(f"{r.config}: {r.parameters_analytic:,} against {r.parameters_counted:,}"
                             for r in check.itertuples() if r.parameters_analytic != r.parameters_counted) + ")",
@@ -182,7 +181,8 @@ figures.energy_vs_flops(df)
 eta = df[df.world_size > 1][["run_id", "mode", "world_size", "step_s", "eta", "eta_reference"]]
 glue("eta_min", f"{eta.eta.min():.2f}", display=False)
 glue("eta_max", f"{eta.eta.max():.2f}", display=False)
-(eta.assign(step_ms=eta.step_s * 1e3).drop(columns="step_s")
+(eta.assign(step_ms=eta.step_s * 1e3, eta_reference=eta.eta_reference.replace({"p=1": "single device"}))
+ .drop(columns="step_s")
  .rename(columns={"run_id": "run", "mode": "layout", "world_size": "ranks", "step_ms": "step (ms)", "eta": "η(p)",
                   "eta_reference": "compared with"})
  [["run", "layout", "ranks", "step (ms)", "η(p)", "compared with"]]

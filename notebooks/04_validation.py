@@ -61,8 +61,8 @@ v = verdict(summary, target_mape=target_mape_pct)
 # law's coefficients with its in-sample residuals, and their coverage shows how such intervals fare off the
 # fitted runs. `companion predict` and the models' table below give the paper's law and the baselines the
 # interval of their errors on held-out groups instead. Energies in this table:
-# {glue:text}`energy_label`. `tdp_time` reads each held-out
-# run's *measured* time, so it is an after-the-fact estimate, not a prediction made before running.
+# {glue:text}`energy_label`. The row "fitted power × measured time" reads each held-out run's *measured* time,
+# so it is an after-the-fact estimate, not a prediction made before running.
 
 # %%
 table = (summary[["split", "label", "n", "mape_pct", "median_ape_pct", "max_ape_pct", "r2_log", "coverage_pct"]]
@@ -119,8 +119,11 @@ print("meets the target" if v["meets_target"] else "does NOT meet the target",
 
 # %%
 largest = df.loc[val.folds(df, "extrapolate_largest")[0][2]]
+mode_words = {"single": "single-device", "tp": "TP", "fsdp": "FSDP", "2d": "2-D"}
+largest_modes = largest["mode"].map(lambda m: mode_words.get(m, m)).value_counts()
 glue("largest_text", f"{len(largest)} of the {len(df)} runs scored, "
-     + ", ".join(f"{n} {m}" for m, n in largest["mode"].value_counts().items()), display=False)
+     + (f"all {largest_modes.index[0]}" if len(largest_modes) == 1 else
+        ": " + ", ".join(f"{n} {m}" for m, n in largest_modes.items())), display=False)
 dev = load_device_roofs(df.device_name.iloc[0], df.precision.iloc[0])
 models = {**all_models(dev), "calibrated_tier": OperatorRoofline("calibrated_tier", "calibrated tier", dev=dev, fitted=False)}
 model_pred = val.validate_models(df, models, level=level)

@@ -91,16 +91,21 @@ glue("paper_table", headline.styled_prose(paper), display=False)
 # %% [markdown]
 # ## Held-out error and coverage, per split and model
 #
-# Each model is refitted without a whole group of runs and scored only on that group. A cell gives the
-# mean absolute percentage error on the held-out runs (MAPE, %, in bold), its {glue:text}`mape_level_pct` %
-# interval from resampling whole model sizes ([—] where the held-out runs come from fewer than four), and how
-# often the model's {glue:text}`level_pct` % prediction intervals contained the observed value (coverage:
-# {glue:text}`level_pct` % is the promise; red where the coverage lies outside the range that exact
-# {glue:text}`level_pct` % intervals show nine times in ten on as many runs: below it the intervals are too
-# narrow, above it wider than promised; a small split's full coverage is no sign of either), and the replicate
-# noise floor of the runs the cell scores (floor, %: how far those runs measured twice lie from their
-# configuration's mean, where at least four were; a split of parallel runs can be noisier or quieter than the
-# sweep). Energies: {glue:text}`energy_label`.
+# Each model is refitted without a whole group of runs and scored only on that group. A cell gives:
+#
+# * the mean absolute percentage error on the held-out runs (MAPE, %, in bold), with its
+#   {glue:text}`mape_level_pct` % interval from resampling whole model sizes ([—] where the held-out runs come
+#   from fewer than four sizes);
+# * how often the model's {glue:text}`level_pct` % prediction intervals contained the observed value
+#   (coverage, {glue:text}`level_pct` % being the promise). It is red where it lies outside the range that exact
+#   {glue:text}`level_pct` % intervals show nine times in ten on as many runs: below that range the intervals
+#   are too narrow, above it wider than promised. A small split's full coverage is no sign of either;
+# * the replicate noise floor of the runs the cell scores (floor, %): how far those runs measured twice lie
+#   from their configuration's mean, where at least four were. A split of parallel runs can be noisier or
+#   quieter than the sweep.
+#
+# Energies: {glue:text}`energy_label`.
+#
 # What each column holds out:
 #
 # ```{glue:} split_legend

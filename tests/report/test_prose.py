@@ -32,7 +32,7 @@ def test_data_text_says_synthetic_text_or_names_the_file():
 
 
 def test_oversubscription_is_said_only_where_a_run_was_oversubscribed():
-    assert "1 parallel run started more ranks than the machine has cores (up to 4 ranks on 2 cores)" in \
+    assert "1 of the 1 parallel runs started more ranks than the machine has cores (up to 4 ranks on 2 cores)" in \
         prose.oversubscription_text(_runs())
     assert prose.oversubscription_text(_runs(oversubscribed=[False, False])) == ""
 

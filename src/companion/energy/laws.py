@@ -175,7 +175,7 @@ LAWS: dict[str, Law] = {
         TokensLinear("tokens_linear", "tokens-linear (Wang et al. 2023)", "E = a tokens + b",
                      ("a_j_per_token", "b_j"), baseline=True),
         FlopsPowerLaw("flops_power_law", "FLOPs-only power law", "E = c F^alpha", ("log_c", "alpha"), baseline=True),
-        TdpTime("tdp_time", "fitted power x measured time", "E = k units TDP T_measured", ("k",), uses_measured_time=True,
+        TdpTime("tdp_time", "fitted power × measured time", "E = k units TDP T_measured", ("k",), uses_measured_time=True,
                 baseline=True),
     )
 }

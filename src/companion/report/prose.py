@@ -11,8 +11,8 @@ import pandas as pd
 
 # CodeCarbon's model of a CPU without an energy counter, in the words every page uses (codecarbon 3.x:
 # codecarbon.external.hardware.CPU._get_power_from_cpu_load, codecarbon.external.ram.RAM).
-CPU_LOAD_MODEL = "the CPU's power modelled from its load, TDP × (0.1 + 0.9 × load³)"
-RAM_MODEL = "the RAM's power modelled from the installed memory alone, a constant whatever the run does"
+CPU_LOAD_MODEL = "the CPU's power from its load, as TDP × (0.1 + 0.9 × load³)"
+RAM_MODEL = "the RAM's power from the installed memory alone, a constant whatever the run does"
 
 
 def _pct(x: float) -> str:
@@ -27,8 +27,8 @@ def energy_method_text(runs: pd.DataFrame) -> str:
                 "involved.")
     sources = " ".join(sorted(set(est.energy_source.astype(str))))
     parts = [w for key, w in (("cpu=cpu_load", CPU_LOAD_MODEL), ("ram=ram_model", RAM_MODEL)) if key in sources]
-    text = (f"{len(est)} of {len(runs)} runs have estimated joules: CodeCarbon found no energy counter and "
-            f"used {' and '.join(parts) if parts else 'its power model'}.")
+    text = (f"{len(est)} of {len(runs)} runs have estimated joules: CodeCarbon found no energy counter, so it "
+            f"modelled {', and '.join(parts) if parts else 'their power'}.")
     share = pd.to_numeric(est.get("ram_energy_share"), errors="coerce").dropna() if "ram_energy_share" in est else []
     if len(share):
         text += (f" The RAM term is {_pct(share.median())} of a run's estimated joules (median; "
@@ -47,8 +47,8 @@ def data_text(runs: pd.DataFrame) -> str:
         what = ("generated text: a classification task whose classes each have their own marker tokens (so the "
                 "loss falls), with real lengths drawn from each run's length distribution and padded per batch")
         why = (" A step's time and energy depend on the tokens' count and the tensors' shapes, not on the words, "
-               "so generated text measures the same cost; a profile's `source` can point at a local CSV or "
-               "JSONL file of real text instead.")
+               "so generated text measures the same cost. A profile's source field can point at a local CSV "
+               "or JSONL file of real text instead.")
     else:
         what, why = "the text file" + ("s " if len(sources) > 1 else " ") + ", ".join(sources), ""
     return f"Every run fine-tunes {weights} on {what}.{why}"
@@ -63,11 +63,12 @@ def oversubscription_text(runs: pd.DataFrame) -> str:
         return ""
     cpus = pd.to_numeric(over.host_cpus, errors="coerce").dropna()
     on = f" on {int(cpus.min())} cores" if len(cpus) else ""
-    return (f"{len(over)} parallel run{'s' if len(over) > 1 else ''} started more ranks than the machine has "
-            f"cores (up to {int(over.world_size.max())} ranks{on}): their ranks take turns on a core, so their "
-            "step times hold that sharing on top of the layout's own cost, and their η(p) is lower than a "
-            "machine with a core per rank would show. The operator roofline counts a waiting rank's core as "
-            "busy; the [limitations](../limitations.md) say what this means for the parallel results.")
+    n_par = int((runs.world_size > 1).sum())
+    return (f"{len(over)} of the {n_par} parallel runs started more ranks than the machine has cores (up to "
+            f"{int(over.world_size.max())} ranks{on}): their ranks take turns on a core, so their step times hold "
+            "that sharing on top of the layout's own cost, and their η(p) is lower than a machine with a core per "
+            "rank would show. The operator roofline counts a waiting rank's core as busy; the Limitations page "
+            "says what this means for the parallel results.")
 
 
 def static_power_text(static_share: float, p0_w: float, idle_w: float | None, ram_share: float | None) -> str:

@@ -110,13 +110,14 @@ data/runs/holdout/.complete: src/companion/runs/profiles/holdout.yaml | $(STAMP)
 	touch $@
 
 # ---- stages: each target is the artifact its notebook writes; editing a later stage never re-runs training
-$(DERIVED)/runs.csv: $(STAMP) $(PROFILE_FILE) notebooks/01_runs.py params/01_runs.yaml
+$(DERIVED)/runs.csv: $(STAMP) $(PROFILE_FILE) notebooks/01_runs.py params/01_runs.yaml $(E)/tables.py \
+		$(R)/figures.py $(R)/prose.py $(R)/provenance.py
 	$(call stage,01_runs)
 
 # a CPU's roofs come from its calibration (one measurement for the proxies and the operator model)
 $(DERIVED)/proxies.csv: $(DERIVED)/runs.csv notebooks/02_proxies.py params/02_proxies.yaml $(CALIBRATION) \
 		$(E)/proxies.py $(E)/tables.py $(E)/hardware.py $(E)/efficiency.py $(E)/resources/hardware.yaml $(E)/opcount.py \
-		$(E)/noise.py $(E)/opmodel.py
+		$(E)/noise.py $(E)/opmodel.py $(E)/predict.py $(R)/figures.py src/companion/runs/calibrate.py
 	$(call stage,02_proxies)
 
 # stage 02 writes the replicate noise floor beside proxies.csv (one producer, two files)
@@ -124,20 +125,21 @@ $(DERIVED)/noise.json: $(DERIVED)/proxies.csv
 	@test -f $@ || { echo "$@ is missing: remove $< and re-run, stage 02_proxies writes both"; exit 1; }
 
 $(DERIVED)/fit.json: $(DERIVED)/proxies.csv notebooks/03_fit.py params/03_fit.yaml $(CALIBRATION) \
-		$(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(E)/opmodel.py $(E)/models.py $(R)/figures.py
+		$(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(E)/opmodel.py $(E)/models.py $(E)/tables.py $(R)/figures.py \
+		$(R)/headline.py $(R)/prose.py
 	$(call stage,03_fit)
 
 $(DERIVED)/validation.json: $(DERIVED)/proxies.csv notebooks/04_validation.py params/04_validation.yaml \
 		params/03_fit.yaml $(CALIBRATION) $(HOLDOUT) $(E)/validation.py $(E)/laws.py $(E)/efficiency.py $(E)/fit.py \
-		$(E)/opmodel.py $(E)/models.py $(R)/figures.py
+		$(E)/opmodel.py $(E)/models.py $(E)/noise.py $(E)/tables.py $(R)/figures.py $(R)/headline.py
 	$(call stage,04_validation)
 
 $(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_predict.yaml $(E)/predict.py \
-		$(E)/opmodel.py $(E)/resources/hardware.yaml
+		$(E)/opmodel.py $(E)/fit.py $(E)/resources/hardware.yaml
 	$(call stage,05_predict)
 
 $(DERIVED)/headline.json: $(DERIVED)/validation.json $(DERIVED)/explore.csv notebooks/06_headline.py \
-		params/06_headline.yaml params/05_predict.yaml $(R)/headline.py
+		params/06_headline.yaml params/05_predict.yaml $(R)/headline.py $(R)/figures.py
 	$(call stage,06_headline)
 
 ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/noise.json $(DERIVED)/fit.json $(DERIVED)/validation.json \

@@ -89,9 +89,10 @@ calibration = pd.DataFrame(cal_rows, columns=["device", "quantity", "shown", "ho
  .set_properties(padding="0.15em 0.8em 0.15em 0"))
 
 # %% [markdown]
-# The calibration ran on {glue:text}`calibration_measured_at` and took {glue:text}`calibration_wall_s` s; the
-# median ratio of its slower pass of the collectives to the faster was {glue:text}`calibration_spread` at most
-# (over the numbers of ranks). Its warnings: {glue:text}`calibration_warnings`.
+# The calibration ran on {glue:text}`calibration_measured_at` and took {glue:text}`calibration_wall_s` s. It
+# timed the collectives twice; the slower of the two passes took at most {glue:text}`calibration_spread` the
+# time of the faster (median over message sizes, for each number of ranks): near 1 means the node was quiet.
+# Its warnings: {glue:text}`calibration_warnings`.
 
 # %% [markdown]
 # ## The proxies against independent counts
@@ -174,19 +175,23 @@ figures.energy_vs_flops(df)
 # Energies on this page: {glue:text}`energy_label`.
 #
 # η(p) compares a p-rank run with the single-device run of the same configuration. Where a
-# configuration has no single-device run, the smallest measured degree is the reference, and the column
-# "compared with" says so.
+# configuration has no single-device run, the smallest measured degree is the reference, and a column
+# "compared with" says which.
 
 # %%
-eta = df[df.world_size > 1][["run_id", "mode", "world_size", "step_s", "eta", "eta_reference"]]
+eta = df[df.world_size > 1]
 glue("eta_min", f"{eta.eta.min():.2f}", display=False)
 glue("eta_max", f"{eta.eta.max():.2f}", display=False)
-(eta.assign(step_ms=eta.step_s * 1e3, eta_reference=eta.eta_reference.replace({"p=1": "single device"}))
- .drop(columns="step_s")
- .rename(columns={"run_id": "run", "mode": "layout", "world_size": "ranks", "step_ms": "step (ms)", "eta": "η(p)",
-                  "eta_reference": "compared with"})
- [["run", "layout", "ranks", "step (ms)", "η(p)", "compared with"]]
- .style.format({"step (ms)": "{:.1f}", "η(p)": "{:.2f}"}).hide(axis="index"))
+eta_table = pd.DataFrame({
+    "model": [f"{r.layers} layers, hidden {r.hidden}, {r.heads} heads" for r in eta.itertuples()],
+    "sequence × batch": [f"{r.seq_len} × {r.batch_size}" for r in eta.itertuples()],
+    "layout": eta["mode"].map({"tp": "TP", "fsdp": "FSDP", "2d": "2-D"}).fillna(eta["mode"]),
+    "ranks": eta.world_size, "replicate": eta.replicate + 1, "step (ms)": eta.step_s * 1e3, "η(p)": eta.eta,
+    "compared with": eta.eta_reference.replace({"p=1": "single device"})})
+if eta_table["compared with"].nunique() < 2:  # one reference for every row: said above, not repeated per row
+    eta_table = eta_table.drop(columns="compared with")
+eta_table.sort_values(["model", "sequence × batch", "layout", "ranks", "replicate"]).style.format(
+    {"step (ms)": "{:.1f}", "η(p)": "{:.2f}"}).hide(axis="index")
 
 # %% [markdown]
 # ## The replicate noise floor
@@ -195,7 +200,8 @@ glue("eta_max", f"{eta.eta.max():.2f}", display=False)
 # of one configuration fall from their mean (mean absolute relative deviation) is the noise no law can
 # beat. Saved as `noise.json`, over every run of the sweep; the validation reports its errors beside the same
 # floor taken over the runs it scores, so the two can differ (the step-time filter leaves out of every fit and
-# score a run whose step time is not known to within the fit's `max_step_ci95_rel`). The last column is how
+# score a run whose step time's 95 % interval is wider than the fit's limit, given on the fit's page).
+# The last column is how
 # the whole machine moved between passes: the median over configurations of the later replicate's value over
 # the first's (1: no drift). The column before it is what a model that knew every configuration exactly would
 # score against single runs: the passes separate a shift of the whole machine (which the floor counts in full)

@@ -30,9 +30,9 @@
 # * the layout overheads', so a layout mode the sweep never ran is still predicted from its measurement;
 # * the collective bandwidth's (weakly): a training step's collectives run well below the isolated bandwidth,
 #   and a few runs of one mode must not decide by how much for every mode;
-# * the weights' and optimizer state's traffic, towards the calibration's timed AdamW step: across a grid it
-#   grows with the parameter count as the GEMMs do, and a run of few tokens, mostly this traffic, must not
-#   inherit what its multiplier absorbed there.
+# * the weights' and optimizer state's traffic, towards the calibration's timed AdamW step: across a grid this
+#   traffic grows with the parameter count as the GEMMs do, so its multiplier could take over GEMM time on the
+#   large runs, and a short run, mostly this traffic, would then be predicted with that multiplier.
 #
 # Energy is static power × metered units (the devices or nodes an energy meter reads) × time, plus, on a CPU
 # node, a power per busy core × time (ranks waiting on a collective or a time slice still hold their core),
@@ -80,6 +80,7 @@ figures.use_offline_renderer()
 df, left_out = usable_runs(pd.read_csv(paths.derived_dir(profile) / "proxies.csv"), max_step_ci95_rel)
 glue("energy_label", figures.energy_label(df), display=False)
 glue("n_left_out", str(len(left_out)) if left_out else "none", display=False)
+glue("step_ci_limit_pct", f"{max_step_ci95_rel * 100:.0f}", display=False)
 artifact = fit_all(df, laws=laws, n_boot=n_boot, seed=seed)
 artifact["left_out_runs"] = left_out
 dev = load_device_roofs(artifact["device_name"], artifact["precision"][0])
@@ -130,18 +131,24 @@ figures.static_vs_dynamic(split, df)
 # %% [markdown]
 # ## The operator roofline
 #
-# Runs left out of every fit because their step time was not known to within the parameter
-# `max_step_ci95_rel` (a CI that wide comes from other load on the machine): {glue:text}`n_left_out`. The
+# Runs left out of every fit because their step time's 95 % interval was wider than ±{glue:text}`step_ci_limit_pct` %
+# (an interval that wide comes from other load on the machine): {glue:text}`n_left_out`. The
 # roofs are {glue:text}`op_roofs_source`. Each time coefficient multiplies its term's roofline time: 1 means the
 # roofline holds as calibrated; a `layout_scale[tp…-dp…]` row is one more factor, on the overhead and collective
 # terms of one parallel layout the sweep ran (1: the layouts' overheads in the ratio the calibration's probe
 # measured; a layout the sweep never ran keeps that ratio). The figure shows each term's share of every run's
 # step, the table after it the coefficients (the energy ones in their own units: static power per metered unit,
-# power per busy core, joules per FLOP, per byte and per byte communicated).
+# power per busy core, joules per FLOP, per byte and per byte communicated). {glue:text}`op_zero_energy`
 
 # %%
 op = artifact["operator_model"]
 glue("op_roofs_source", f"{dev.tier} ({dev.name})", display=False)
+energy_words = {"P_static_w": "static power", "P_core_w": "power per busy core", "e_flop_j": "energy per FLOP",
+                "e_byte_j": "energy per byte moved", "e_comm_j": "energy per byte communicated"}
+zero = [energy_words.get(k, k) for k, v in op["energy"].items() if v == 0]
+glue("op_zero_energy", (f"Fitted to 0 on these runs, so absent from this build's energy model: {', '.join(zero)}. "
+                        "The fit is non-negative; a term at 0 is one these runs cannot tell from the others, not "
+                        "a finding that the hardware spends nothing on it.") if zero else "", display=False)
 op_coef = pd.DataFrame([{"param": k, "value": v, "target": t,
                          "unit": (TIME_UNITS if t == "step_s" else ENERGY_UNITS).get(k, "")}
                         for t, d in (("step_s", op["time"]), ("energy_per_step_j", op["energy"])) for k, v in d.items()]
@@ -174,7 +181,8 @@ unphysical = [f"{k} = {law_coef.loc[k, 'value']:.2f}" for k, bad in
               (("alpha", not 0 < law_coef.loc["alpha", "value"] <= 1.5), ("beta", law_coef.loc["beta", "value"] < 0)) if bad]
 glue("law_unphysical", ("The paper's law has unphysical coefficients here (" + ", ".join(unphysical) + "): energy "
                         "cannot fall as FLOPs or memory traffic rise; F and Q are too correlated in this sweep to be "
-                        "told apart.") if unphysical else "The paper's law's coefficients are physically plausible.",
+                        "told apart.") if unphysical else ("The paper's law's coefficients pass the physical checks: "
+                        "0 < α ≤ 1.5 and β ≥ 0 (energy does not fall as FLOPs or memory traffic rise)."),
      display=False)
 usl_size.style.hide(axis="index")
 

@@ -15,8 +15,8 @@
 #
 # A law that is fitted on the very sweeps it is then said to predict proves little. Here every law and
 # baseline is refitted without a whole group of runs and scored only on that group: one model size, one
-# parallel degree, or the largest quarter of configurations by FLOPs. η(p) is refitted too, so a held-out
-# degree is predicted by extrapolating the USL curve.
+# parallel degree, one parallel mode, one head dimension, or the runs of most FLOPs per step. η(p) is refitted
+# too, so a held-out degree is predicted by extrapolating the USL curve.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -59,8 +59,8 @@ v = verdict(summary, target_mape=target_mape_pct)
 # MAPE, median and maximum absolute percentage error, R² in log space and the coverage of the
 # 90 % prediction intervals, for every law on the same held-out groups. These intervals are a bootstrap of each
 # law's coefficients with its in-sample residuals, and their coverage shows how such intervals fare off the
-# fitted runs. `companion predict` and the models' table below give the paper's law and the baselines the
-# interval of their errors on held-out groups instead. Energies in this table:
+# fitted runs. They are not the intervals scored in the rest of the book: there, and in `companion predict`,
+# a law's interval is as wide as its errors on groups of runs left out of its fit, so its coverage differs. Energies in this table:
 # {glue:text}`energy_label`. The row "fitted power × measured time" reads each held-out run's *measured* time,
 # so it is an after-the-fact estimate, not a prediction made before running.
 
@@ -69,7 +69,7 @@ table = (summary[["split", "label", "n", "mape_pct", "median_ape_pct", "max_ape_
          .assign(split=lambda t: t.split.map(val.SPLIT_WORDS))
          .rename(columns={"label": "law", "mape_pct": "MAPE (%)", "median_ape_pct": "median APE (%)",
                           "max_ape_pct": "max APE (%)", "r2_log": "R² (log)",
-                          "coverage_pct": "coverage of bootstrap intervals (%)"}))
+                          "coverage_pct": "coverage of in-sample bootstrap intervals (%)"}))
 glue("validation_table", table.round(2), display=False)
 glue("law_mape", f"{v['mape_pct']:.1f}", display=False)
 glue("best_baseline", v["best_baseline"], display=False)

@@ -121,7 +121,7 @@ def test_noise_floor_is_the_replicate_noise_of_noise_json(validation):
         exact["metrics"][metric]["exact_model"] = {"mape": mape, "scatter_sd_log": 0.085, "n_configs": 36, "passes": 2,
                                                    "pass_shift_log": [0.0392, -0.0392]}
     text = headline.noise_text(exact)
-    assert "an exact model would score about 7.1 % for time and 8.8 % for energy" in text and "not a bound" in text and "5.1–7.3 %" not in text
+    assert "an exact model would score about 7.1 % for time and 8.8 % for energy" in text and "not a lower bound" in text and "5.1–7.3 %" not in text
     assert "a pass sat 4.0 % off the mean of the passes, and a run scattered about its configuration with a " \
            "standard deviation of 8 % in logs (a mean distance of 7 %" in text
     f = headline.noise_floor(exact)

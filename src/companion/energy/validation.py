@@ -1,7 +1,7 @@
 """Stage 04: held-out validation that answers the circularity objection.
 
 Whole groups are held out, never random rows: (1) leave one model size out, (2) leave one parallel degree
-out, (3) extrapolate: fit on the smaller configurations, test on the largest quarter by FLOPs. In every
+out, (3) extrapolate: fit on the smaller configurations, test on the runs above the 75th percentile of FLOPs. In every
 fold the USL model of eta and every law are fitted on the training rows only, then predict the held-out
 rows, whose measured time and energy are read only to score the prediction.
 """
@@ -115,7 +115,8 @@ def verdict(summary: pd.DataFrame, law: str = "roofline_power_law", target_mape:
     pre_run = [n for n in pooled.index if LAWS[n].baseline and not LAWS[n].uses_measured_time]
     best = min(pre_run, key=lambda n: pooled[n])
     mape = float(pooled[law])
-    return {"law": law, "splits": list(dict.fromkeys(summary.split)), "mape_pct": mape, "best_baseline": best,
+    return {"law": law, "splits": list(dict.fromkeys(summary.split)), "target_mape_pct": float(target_mape),
+            "mape_pct": mape, "best_baseline": best,
             "best_baseline_mape_pct": float(pooled[best]),
             "meets_target": mape <= target_mape, "beats_half_best_baseline": mape <= 0.5 * float(pooled[best]),
             "pooled_mape_pct": {k: float(v) for k, v in pooled.items()}}
@@ -128,8 +129,9 @@ def explain(v: dict, df: pd.DataFrame) -> str:
     names = ", ".join(SPLIT_WORDS.get(k, k) for k in splits)
     head = (f"Pooled over this table's {len(splits)} splits ({names}), the paper's law reaches a held-out energy MAPE of "
             f"{v['mape_pct']:.1f} %, and the best baseline that predicts before running ({best}) reaches "
-            f"{v['best_baseline_mape_pct']:.1f} %. The criteria: a MAPE of at most 5 %, and at most half the best "
-            "baseline's. ")
+            f"{v['best_baseline_mape_pct']:.1f} %. The criteria this page sets the paper's law (the primary model "
+            f"has its own, on the summary page): a MAPE of at most {v.get('target_mape_pct', 5.0):g} %, and at most "
+            "half the best baseline's. ")
     met = int(v["meets_target"]) + int(v["beats_half_best_baseline"])
     if met == 2:
         return head + "The law meets both on these runs."

@@ -240,7 +240,7 @@ def roofline(df: pd.DataFrame) -> alt.Chart:
     points = df.assign(achieved_per_rank=df.flops_per_rank / df.step_s)
     sel = alt.selection_point(fields=["mode"], bind="legend")
     x = alt.X("intensity_flops_per_byte:Q", **_log("arithmetic intensity (FLOP/byte)"))
-    y = alt.Y("attainable:Q", **_log("FLOP/s per device"))
+    y = alt.Y("attainable:Q", **_log("FLOP/s per rank"))
     line = alt.Chart(roofs).mark_line(color="#333", strokeWidth=2).encode(
         x=x, y=y, strokeDash=alt.StrokeDash("roof:N", title="roofs", scale=alt.Scale(range=[[6, 3], [1, 0]])),
         tooltip=["roof", alt.Tooltip("attainable:Q", format=SI, title="attainable (FLOP/s)")])

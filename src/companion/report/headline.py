@@ -319,8 +319,8 @@ def pass_drift_text(noise: dict) -> str:
     if ratio is None or size is None:
         return NA
     way = "slower" if ratio > 1 else "faster"
-    return (f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first (each configuration's change, whatever its "
-            f"sign, has a median of {size * 100:.0f} %)")
+    return (f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first (the median size of a configuration's "
+            f"change between the passes, either way, was {size * 100:.0f} %)")
 
 
 def noise_text(noise: dict) -> str:
@@ -367,10 +367,10 @@ def exact_model_text(noise: dict) -> str:
             f"scattered about its configuration with a standard deviation of {100 * sd:.0f} % in logs (a mean "
             f"distance of {100 * sd * math.sqrt(2 / math.pi):.0f} %; {t['n_configs']} configurations measured in "
             f"every pass). So an exact model would score about {100 * t['mape']:.1f} % for time and "
-            f"{100 * found['energy']['mape']:.1f} % for energy (estimated the same way). It is an estimate, not a bound: "
-            "what moves both replicates of a configuration alike, such as a slowdown lasting the whole sweep, is in "
-            "neither figure (it would raise it), and its spread is estimated from the sweep's own passes, so a model "
-            "scored on the same runs can come in under it.")
+            f"{100 * found['energy']['mape']:.1f} % for energy (estimated the same way). It is an estimate, not a lower bound: "
+            "noise that moves both replicates of a configuration alike (a slowdown lasting the whole sweep) is missing "
+            "from it, and because it is estimated from the same runs a model is scored on, a model can score below "
+            "it.")
 
 
 BUSY_KEPT_FRACTION = 0.75  # the step-time filter keeping fewer of the sweep's runs than this says the machine was busy
@@ -845,7 +845,8 @@ def _flag(param: str, value: float, lo: float, hi: float) -> str:
     elif lo > 0 and hi / lo > 100:
         notes.append("its interval spans more than two orders of magnitude: poorly identified")
     if param == "k" and value > 1:
-        notes.append("above 1: the device's TDP is unknown here (taken as 1 W), so k is the mean power drawn in W")
+        notes.append("above 1: the hardware table has no TDP for this device (taken as 1 W; CodeCarbon's estimate "
+                     "uses a TDP of its own), so k is the mean power drawn in W")
     if lo == hi == value and not (param in NON_NEGATIVE and value == 0):
         notes.append("fixed or held at a bound (no spread across bootstrap replicates)")
     return "; ".join(notes)
@@ -921,7 +922,10 @@ def coefficient_table(fit: dict) -> pd.DataFrame:
         rows = [{(interval if k == "interval" else k): v for k, v in r.items()} for r in operator_coefficients(fit)]
         coef = FittedModel(fit).coefficient_table()
         targets = {"energy_per_step_j": "energy", "step_s": "time"}
-        rows += [{"model": r.law.replace("_", " "), "target": targets.get(r.target, r.target),
+        from companion.energy.laws import LAWS
+
+        rows += [{"model": LAWS[r.law].label if r.law in LAWS else r.law.replace("_", " "),
+                  "target": targets.get(r.target, r.target),
                   "coefficient": r.param, "value": f"{r.value:.3g}", "unit": units.get(r.param, ""),
                   interval: f"[{r.lo:.3g}, {r.hi:.3g}]", "note": _flag(r.param, r.value, r.lo, r.hi)}
                  for r in coef.itertuples()]

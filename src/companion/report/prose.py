@@ -68,7 +68,7 @@ def oversubscription_text(runs: pd.DataFrame) -> str:
             f"{int(over.world_size.max())} ranks{on}): their ranks take turns on a core, so their step times hold "
             "that sharing on top of the layout's own cost, and their η(p) is lower than a machine with a core per "
             "rank would show. The operator roofline counts a waiting rank's core as busy; the Limitations page "
-            "says what this means for the parallel results.")
+            "says what this means for other machines.")
 
 
 def static_power_text(static_share: float, p0_w: float, idle_w: float | None, ram_share: float | None) -> str:

@@ -61,7 +61,9 @@ for model in models:
                      "time_h": p["time_h"], "co2_kg": p["co2_kg"], "warnings": len(p["warnings"]),
                      "energy_kind": p["fit_energy_kind"], "op_tier": op["tier"], "op_energy_kwh": op["energy_kwh"],
                      "op_energy_kwh_lo": op["energy_kwh_interval"][0], "op_energy_kwh_hi": op["energy_kwh_interval"][1],
-                     "op_time_h": op["time_h"]})
+                     "op_time_h": op["time_h"], "op_time_h_lo": op["time_h_interval"][0],
+                     "op_time_h_hi": op["time_h_interval"][1], "op_co2_kg": op["co2_kg"],
+                     "carbon_g_per_kwh": op["carbon_intensity_g_per_kwh"]})
 explore = pd.DataFrame(rows)
 first = explore.iloc[0]
 glue("example_model", first.model, display=False)
@@ -69,12 +71,15 @@ glue("example_kwh", f"{first.energy_kwh:.3g}", display=False)
 glue("example_kwh_lo", f"{first.energy_kwh_lo:.3g}", display=False)
 glue("example_kwh_hi", f"{first.energy_kwh_hi:.3g}", display=False)
 glue("example_time_h", f"{first.time_h:.3g}", display=False)
+glue("explore_setting", f"a batch of {batch_size} sequences, {examples:,} examples and {epochs} epochs on {device}; "
+     f"CO₂ at the grid intensity of {country} ({first.carbon_g_per_kwh:.0f} g per kWh)", display=False)
 # the page shows a compact view (the full table is explore.csv): one interval column per model
 shown = pd.DataFrame({
     "model": explore.model, "sequence length": explore.seq_len, "steps": explore.steps, "tier": explore.op_tier,
     "roofline kWh [90 %]": [f"{e:.3g} [{lo:.3g}, {hi:.3g}]" for e, lo, hi in
                             zip(explore.op_energy_kwh, explore.op_energy_kwh_lo, explore.op_energy_kwh_hi)],
-    "roofline h": explore.op_time_h.map("{:.3g}".format),
+    "roofline h [90 %]": [f"{e:.3g} [{lo:.3g}, {hi:.3g}]" for e, lo, hi in
+                          zip(explore.op_time_h, explore.op_time_h_lo, explore.op_time_h_hi)],
     "paper's law kWh [90 %]": [f"{e:.3g} [{lo:.3g}, {hi:.3g}]" for e, lo, hi in
                                zip(explore.energy_kwh, explore.energy_kwh_lo, explore.energy_kwh_hi)],
     "warnings": explore.warnings,
@@ -83,7 +88,8 @@ glue("explore_table", shown.style.hide(axis="index"), display=False)
 shown.style.hide(axis="index")
 
 # %% [markdown]
-# The roofline columns are the operator roofline in the tier named in `tier`; the last interval column is the
+# Each row is {glue:text}`explore_setting`. The roofline columns are the operator roofline in the tier named in
+# `tier`; the last interval column is the
 # paper's law fitted on the same runs. Both intervals come from each model's errors on groups of runs left out
 # of its fit; the paper's law errs more off its fitted runs, and its interval says so. `explore.csv` holds
 # every figure unrounded. `warnings` counts the paper's law's warnings for that request (a value outside the
@@ -95,6 +101,7 @@ shown.style.hide(axis="index")
 # fine-tune on {glue:text}`plan_devices` × {glue:text}`plan_device`, ranked by predicted energy; `Pareto` marks the
 # layouts no other beats on both energy and time. Sequences of {glue:text}`plan_seq_len` tokens, in
 # {glue:text}`plan_precision`; the batch size is global (examples per optimizer step, split over the FSDP ranks).
+# CO₂ is at the grid intensity of the same country as above.
 # Tier: {glue:text}`plan_tier`; {glue:text}`plan_notes`.
 
 # %%

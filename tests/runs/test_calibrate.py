@@ -95,6 +95,8 @@ def test_the_calibration_facts_say_when_how_long_how_quiet_and_what_went_wrong()
         "spread between the two passes, p = 2", "spread between the two passes, p = 4",
         "idle power, measured", "loaded power (GEMMs), measured"]
     assert rows[-1]["shown"] == "650 W"
+    assert calibration_summary({"launch": {"launch_s": 2.985e-4}})[0]["shown"] == "298.5 µs"  # times as read
+    assert calibration_summary({"launch": {"launch_s": 0.0123}})[0]["shown"] == "12.3 ms"
     old = {"device_name": "cpu", "provenance": {}, "collectives": {"2": {"alpha_s": 4e-4}}}  # before two passes
     assert calibration_facts(old) == {"measured_at": "an unrecorded date", "wall_s": "?", "spread": "- (timed in one pass)",
                                       "warnings": "none"}

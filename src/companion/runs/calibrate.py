@@ -597,11 +597,12 @@ def calibration_summary(rec: dict) -> list[dict]:
     def add(quantity, value, unit, how):
         if value is not None:
             rows.append({"quantity": quantity, "value": float(value), "unit": unit, "how": how,
-                         "shown": f"{float(value):.4g} {unit}".strip()})
+                         "shown": shown_value(float(value), unit)})
 
     gemm = rec.get("gemm") or {}
     add("GEMM roof (fitted peak)", gemm.get("peak_flops_per_s"), "FLOP/s", gemm.get("model", ""))
-    add("GEMM half-speed dimension k0", gemm.get("half_dim"), "", "the same fit")
+    add("GEMM half-speed dimension k0", gemm.get("half_dim"), "elements", "the same fit: the matrix dimension "
+        "at which a GEMM reaches half the roof")
     if gemm.get("shapes"):
         best = max(gemm["shapes"], key=lambda r: r["flops_per_s"])
         add("GEMM best measured shape", best["flops_per_s"], "FLOP/s",
@@ -633,6 +634,13 @@ def calibration_summary(rec: dict) -> list[dict]:
     for key, name in (("idle_w", "idle power"), ("loaded_w", "loaded power (GEMMs)")):
         add(f"{name}, {label}", power.get(key), "W", f"{power.get('method', '')}, {power.get('scope', 'device')}")
     return rows
+
+
+def shown_value(value: float, unit: str) -> str:
+    """A value as a reader reads it: seconds in µs or ms (0.0002985 s -> '298.5 µs'), the rest to four figures."""
+    if unit == "s" and 0 < abs(value) < 1:
+        value, unit = (value * 1e6, "µs") if abs(value) < 1e-3 else (value * 1e3, "ms")
+    return f"{value:.4g} {unit}".strip()
 
 
 def calibration_facts(rec: dict) -> dict:

@@ -162,7 +162,10 @@ glue("fig_operator_time", figures.operator_time_breakdown(scaled, df), display=F
 figures.operator_time_breakdown(scaled, df)
 
 # %%
-op_coef[["target", "param", "value", "unit"]].style.format({"value": "{:.3g}"}).hide(axis="index")
+(op_coef.assign(target=op_coef.target.map({"step_s": "time", "energy_per_step_j": "energy"}),
+                meaning=op_coef.param.map(headline.coefficient_words))
+ [["target", "param", "meaning", "value", "unit"]].rename(columns={"param": "coefficient"})
+ .style.format({"value": "{:.3g}"}).hide(axis="index"))
 
 # %% [markdown]
 # η(p) from the operator roofline (its predicted T₁ / (p T_p)) against the measured η, and beside it the

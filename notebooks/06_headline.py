@@ -181,7 +181,7 @@ headline.styled_prose(paper)
 
 # %%
 # hide
-headline.styled_prose(coefficients, first_width="9em", nowrap=(1, 3, 5))
+headline.styled_prose(coefficients, first_width="9em", nowrap=(1, 4, 6))
 
 # %%
 out = write_json(d / "headline.json", {"energy_label": label, **headline.headline_record(validation, noise),

@@ -330,3 +330,13 @@ def test_a_gap_between_two_models_is_the_difference_of_the_printed_figures():
     assert text.startswith("the law beats it by 0.3 points") and "intervals overlap" in text
     s.loc[1, "mape_pct"] = 33.21  # both print as 33.2
     assert headline._beats(s, "roofline_power_law", "flops_power_law", "energy").startswith("the law ties")
+
+
+def test_every_coefficient_has_words():
+    assert headline.coefficient_words("gemm_s") == "GEMMs" and headline.coefficient_words("alpha").startswith("α")
+    assert headline.coefficient_words("layout_scale[tp2-dp1]") == "factor on layout tp2-dp1"
+    from companion.energy.laws import LAWS
+    from companion.energy.opmodel import ENERGY_PARAMS, TIME_UNITS
+
+    names = {p for law in LAWS.values() for p in law.params} | set(ENERGY_PARAMS) | set(TIME_UNITS) | {"sigma", "kappa"}
+    assert not [n for n in names if headline.coefficient_words(n) == n], "a coefficient the book shows as code"

@@ -911,6 +911,29 @@ def usl_coefficient_rows(fits: list[dict], interval: str = "interval") -> list[d
     return rows
 
 
+# What each coefficient of the laws, the USL and the operator roofline's energy is, in words (the operator
+# roofline's time terms take the words of its step-time figure, ``figures.OPERATOR_WORDS``).
+COEFFICIENT_WORDS = {
+    "log_c": "log of the scale c", "alpha": "α, exponent of FLOPs", "beta": "β, exponent of memory traffic",
+    "eps_F_j_per_flop": "ε_F, energy per FLOP", "eps_Q_j_per_byte": "ε_Q, energy per byte moved",
+    "P0_w": "P₀, static power", "u_compute": "u, share of the compute roof reached",
+    "v_memory": "v, share of the memory roof reached", "a_j_per_token": "a, energy per padded token",
+    "b_j": "b, energy per step beyond the tokens", "k": "k, the fitted power (as a share of TDP)",
+    "sigma": "σ, contention (USL)", "kappa": "κ, coherency (USL)", "P_static_w": "static power",
+    "P_core_w": "power per busy core", "e_flop_j": "energy per FLOP", "e_byte_j": "energy per byte moved",
+    "e_comm_j": "energy per byte communicated"}
+
+
+def coefficient_words(name: str) -> str:
+    """A coefficient's name in words: 'gemm_s' -> 'GEMMs', 'alpha' -> 'α, exponent of FLOPs'; a layout's factor
+    'layout_scale[tp2-dp1]' -> 'factor on layout tp2-dp1'; an unknown name as it is."""
+    from companion.report.figures import OPERATOR_WORDS
+
+    if name.startswith("layout_scale[") and name.endswith("]"):
+        return f"factor on layout {name[len('layout_scale['):-1]}"
+    return COEFFICIENT_WORDS.get(name) or OPERATOR_WORDS.get(name) or name
+
+
 def coefficient_table(fit: dict) -> pd.DataFrame:
     """Every fitted coefficient with its interval and, in words, why it cannot be trusted where it cannot:
     the operator roofline first (point values), then the laws and the USL curves (bootstrap intervals)."""
@@ -930,6 +953,8 @@ def coefficient_table(fit: dict) -> pd.DataFrame:
                   interval: f"[{r.lo:.3g}, {r.hi:.3g}]", "note": _flag(r.param, r.value, r.lo, r.hi)}
                  for r in coef.itertuples()]
         rows += usl_coefficient_rows(fit.get("usl", []), interval)
-        return pd.DataFrame(rows)
+        table = pd.DataFrame(rows)
+        table.insert(table.columns.get_loc("coefficient") + 1, "meaning", table.coefficient.map(coefficient_words))
+        return table
     except Exception:  # any schema change of fit.json: the table is "not available"
         return pd.DataFrame()

@@ -181,7 +181,10 @@ headline.styled_prose(paper)
 
 # %%
 # hide
-headline.styled_prose(coefficients, first_width="9em", nowrap=(1, 4, 6))
+# one column for the name and its meaning: the page's width holds no more (headline.json keeps both apart)
+shown = (coefficients.assign(coefficient=coefficients.meaning + " (" + coefficients.coefficient + ")")
+         .drop(columns="meaning") if "meaning" in coefficients else coefficients)
+headline.styled_prose(shown, first_width="9em", nowrap=(1, 3, 5))
 
 # %%
 out = write_json(d / "headline.json", {"energy_label": label, **headline.headline_record(validation, noise),

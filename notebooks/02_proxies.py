@@ -190,7 +190,7 @@ glue("eta_max", f"{eta.eta.max():.2f}", display=False)
 eta_table = pd.DataFrame({
     "model": [f"{r.layers} layers, hidden {r.hidden}, {r.heads} heads" for r in eta.itertuples()],
     "sequence × batch": [f"{r.seq_len} × {r.batch_size}" for r in eta.itertuples()],
-    "layout": eta["mode"].map({"tp": "TP", "fsdp": "FSDP", "2d": "2-D"}).fillna(eta["mode"]),
+    "layout": eta["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)),
     "ranks": eta.world_size, "replicate": eta.replicate + 1, "step (ms)": eta.step_s * 1e3, "η(p)": eta.eta,
     "compared with": eta.eta_reference.replace({"p=1": "single device"})})
 if eta_table["compared with"].nunique() < 2:  # one reference for every row: said above, not repeated per row

@@ -121,9 +121,9 @@ theta = fitted.energy["energy_roofline"].theta
 parts = LAWS["energy_roofline"].decompose(design_matrix(df, fitted.usl), theta)
 split = pd.concat([df[["run_id", "mode", "flops_per_step"]], parts], axis=1)
 glue("p0_w", f"{theta[2]:.1f}", display=False)
-ram_share = pd.to_numeric(df.get("ram_energy_share"), errors="coerce").median() if "ram_energy_share" in df else None
+ram_shares = prose.ram_shares(df)
 glue("static_power_text", prose.static_power_text(parts.static_j.sum() / parts.sum(axis=1).sum(), theta[2],
-                                                 dev.idle_w, None if pd.isna(ram_share) else ram_share),
+                                                 dev.idle_w, ram_shares.median() if len(ram_shares) else None),
      display=False)
 glue("fig_static", figures.static_vs_dynamic(split, df), display=False)
 figures.static_vs_dynamic(split, df)
@@ -143,9 +143,7 @@ figures.static_vs_dynamic(split, df)
 # %%
 op = artifact["operator_model"]
 glue("op_roofs_source", f"{dev.tier} ({dev.name})", display=False)
-energy_words = {"P_static_w": "static power", "P_core_w": "power per busy core", "e_flop_j": "energy per FLOP",
-                "e_byte_j": "energy per byte moved", "e_comm_j": "energy per byte communicated"}
-zero = [energy_words.get(k, k) for k, v in op["energy"].items() if v == 0]
+zero = [headline.coefficient_words(k) for k, v in op["energy"].items() if v == 0]
 glue("op_zero_energy", (f"Fitted to 0 on these runs, so absent from this build's energy model: {', '.join(zero)}. "
                         "The fit is non-negative; a term at 0 is one these runs cannot tell from the others, not "
                         "a finding that the hardware spends nothing on it.") if zero else "", display=False)

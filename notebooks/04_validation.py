@@ -119,8 +119,7 @@ print("meets the target" if v["meets_target"] else "does NOT meet the target",
 
 # %%
 largest = df.loc[val.folds(df, "extrapolate_largest")[0][2]]
-mode_words = {"single": "single-device", "tp": "TP", "fsdp": "FSDP", "2d": "2-D"}
-largest_modes = largest["mode"].map(lambda m: mode_words.get(m, m)).value_counts()
+largest_modes = largest["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)).value_counts()
 glue("largest_text", f"{len(largest)} of the {len(df)} runs scored, "
      + (f"all {largest_modes.index[0]}" if len(largest_modes) == 1 else
         ": " + ", ".join(f"{n} {m}" for m, n in largest_modes.items())), display=False)

@@ -41,3 +41,8 @@ def test_static_power_text_compares_p0_with_idle_only_when_it_is_below():
     low = prose.static_power_text(0.4, 10.0, 20.0, 0.7)
     assert "below the node's idle power from its calibration (20.0 W)" in low and "70 %" in low
     assert "below" not in prose.static_power_text(0.4, 19.0, 20.0, None)
+
+
+def test_ram_shares_are_the_runs_that_have_one():
+    assert prose.ram_shares(_runs(ram_energy_share=[0.7, None])).tolist() == [0.7]
+    assert prose.ram_shares(_runs().drop(columns="ram_energy_share")).empty  # a runs.csv from before the column

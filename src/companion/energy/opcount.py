@@ -51,6 +51,8 @@ def proxy_check(configs: list[list[int]], seed: int = 0):
     """The proxies against independent counts, for (layers, hidden, heads, seq_len, batch) configs: analytic
     FLOPs per step against FlopCounterMode (eager attention, so the score matmuls are counted), the analytic
     parameter count against the model's numel(), and analytic bytes per step against the op-level count."""
+    from dataclasses import replace
+
     import pandas as pd
 
     from companion.runs.config import ModelConfig
@@ -68,8 +70,7 @@ def proxy_check(configs: list[list[int]], seed: int = 0):
         shape = StepShape(layers, hidden, heads, 4 * hidden, cfg.vocab, cfg.max_positions, 2, batch, batch * seq,
                           batch * seq * seq)
         torch.manual_seed(seed)
-        eager = build_model(ModelConfig(layers=layers, hidden=hidden, heads=heads, vocab=2048, max_positions=512,
-                                        dropout=0.0, attn="eager"))
+        eager = build_model(replace(cfg, dropout=0.0, attn="eager"))  # the score matmuls as matmuls, no dropout
         flops = count_step_flops(eager, batch_t)
         count_step_bytes(model, batch_t, opt)  # first step allocates the AdamW state: not a steady step
         counted = count_step_bytes(model, batch_t, opt)

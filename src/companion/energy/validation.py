@@ -1,9 +1,10 @@
 """Stage 04: held-out validation that answers the circularity objection.
 
-Whole groups are held out, never random rows: (1) leave one model size out, (2) leave one parallel degree
-out, (3) extrapolate: fit on the smaller configurations, test on the runs above the 75th percentile of FLOPs. In every
-fold the USL model of eta and every law are fitted on the training rows only, then predict the held-out
-rows, whose measured time and energy are read only to score the prediction.
+Whole groups are held out, never random rows (``MODEL_SPLITS``): one model size, one parallel degree, one
+parallel mode or one head dimension left out, and extrapolation (fit on the smaller configurations, test on the
+runs above the 75th percentile of FLOPs). In every fold the USL model of eta and every law are fitted on the
+training rows only, then predict the held-out rows, whose measured time and energy are read only to score the
+prediction.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from companion.errors import ConfigError
 WIDTH, HEIGHT = "container", 320  # single and layered charts take the text column's width
 FACET_WIDTH = 380  # each panel of a faceted chart (Vega-Lite cannot size facets to a container)
 MODE_ORDER = ["single", "tp", "fsdp", "2d"]
+MODE_WORDS = {"single": "single-device", "tp": "TP", "fsdp": "FSDP", "2d": "2-D"}  # a layout mode in a table or sentence
 MODE_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#b279a2"]
 MODE_SCALE = alt.Scale(domain=MODE_ORDER, range=MODE_COLORS)  # the same colour per layout everywhere
 # One colour per concept across the book: layouts (above), energy parts, kinds of model. No colour is reused.

@@ -19,6 +19,14 @@ def _pct(x: float) -> str:
     return f"{x * 100:.0f} %"
 
 
+def ram_shares(runs: pd.DataFrame) -> pd.Series:
+    """Each run's share of its joules that is CodeCarbon's RAM term (``tables.run_row``'s ``ram_energy_share``),
+    for the runs that have one; empty for a frame without the column (one written before it existed)."""
+    if "ram_energy_share" not in runs:
+        return pd.Series(dtype=float)
+    return pd.to_numeric(runs.ram_energy_share, errors="coerce").dropna()
+
+
 def energy_method_text(runs: pd.DataFrame) -> str:
     """How the estimated joules of these runs were obtained and how much of them is the constant RAM term."""
     est = runs[~runs.energy_measured.astype(bool)]
@@ -29,7 +37,7 @@ def energy_method_text(runs: pd.DataFrame) -> str:
     parts = [w for key, w in (("cpu=cpu_load", CPU_LOAD_MODEL), ("ram=ram_model", RAM_MODEL)) if key in sources]
     text = (f"{len(est)} of {len(runs)} runs have estimated joules: CodeCarbon found no energy counter, so it "
             f"modelled {', and '.join(parts) if parts else 'their power'}.")
-    share = pd.to_numeric(est.get("ram_energy_share"), errors="coerce").dropna() if "ram_energy_share" in est else []
+    share = ram_shares(est)
     if len(share):
         text += (f" The RAM term is {_pct(share.median())} of a run's estimated joules (median; "
                  f"{_pct(share.min())}–{_pct(share.max())} across runs): a constant power × time, so the "

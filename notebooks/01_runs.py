@@ -107,11 +107,14 @@ summary.style.format({"median step (ms)": "{:.1f}", "median energy per step (J)"
 # %% [markdown]
 # ## Where and with what
 #
-# The hardware of every data source, as its run records describe it, and the build that turned the records
-# into this book. The same tables close the book ([provenance](../provenance.md)).
+# The hardware of every data source, as its run records describe it (the profiles measured with this one
+# included), and the build that turned the records into this book. The same tables close the book ([provenance](../provenance.md)).
 
 # %%
-sources = provenance.data_sources(mine).T.rename(columns=lambda i: f"source {i + 1}")
+# the profile's records and those of the profiles measured with it (the cpu grid's off-grid holdout runs)
+alongside = [r for other, folder in sweep.measured_alongside(prof, records_dir)
+             for r in load_records(folder) if r["run_id"] in {c.run_id for c in other.runs}]
+sources = provenance.data_sources(mine + alongside).T.rename(columns=lambda i: f"source {i + 1}")
 versions = provenance.versions()
 glue("sources_table", sources.style, display=False)
 glue("versions_table", versions.style.hide(axis="index"), display=False)

@@ -116,6 +116,10 @@ print("meets the target" if v["meets_target"] else "does NOT meet the target",
 # training fold*; the MAPE's interval resamples whole model sizes (group bootstrap). The off-grid holdout runs
 # (profile `holdout`) are predicted by models fitted on every run of this profile. The replicate noise floor:
 # {glue:text}`noise_text`.
+#
+# The energy roofline of the laws' table is not among these models. It is fitted to energy alone: its step
+# time, one compute and one memory roof for the whole step divided by the paper's η(p), is a by-product of
+# that fit, not a time model to score. The operator roofline takes its place, with a roof per operator class.
 
 # %%
 largest = df.loc[val.folds(df, "extrapolate_largest")[0][2]]

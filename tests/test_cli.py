@@ -65,3 +65,22 @@ def test_profiles_listing(capsys):
     assert main(["profiles"]) == 0
     out = capsys.readouterr().out
     assert "cpu" in out and "gpu-node" in out and "ws4" in out
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--hidden", "130", "--heads", "4"], "hidden=130 is not divisible by heads=4"),
+    (["--layers", "two"], "argument --layers: invalid int value: 'two'"),
+    (["--plan", "/no/such/plan.json"], "does not exist"),
+])
+def test_run_rejects_bad_input_before_importing_torch(argv, expected):
+    """`companion run` says what is wrong in one line before the runner's seconds of imports."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom companion.cli import main\ntry:\n    rc = main(['run', *sys.argv[1:]])\n"
+            "except SystemExit as exc:  # argparse\n    rc = exc.code\n"
+            "print('torch imported' if 'torch' in sys.modules else 'torch not imported', rc)")
+    res = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60)
+    assert res.stdout.split() == ["torch", "not", "imported", "2"], res.stdout + res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], res.stderr

@@ -14,10 +14,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from companion.errors import ConfigError
+from companion.errors import ConfigError, OneLineParser
 
 
 def _cmd_run(argv: list[str]) -> int:
+    from companion.runs.run_args import check_run_args
+
+    try:
+        check_run_args(argv)  # before the runner's imports (torch, transformers: seconds)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     from companion.runs import train
 
     return train.main(argv)
@@ -165,13 +172,6 @@ def _add_plan_arguments(pr: argparse.ArgumentParser) -> None:
                          "default: the best this device has")
     pr.add_argument("--level", type=float, default=0.9, help="prediction-interval level (default 0.9)")
     pr.add_argument("--json", action="store_true", help="machine-readable output")
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Bad arguments get one line naming the field, as every other bad input does."""
-
-    def error(self, message: str):
-        self.exit(2, f"error: {message}; see `{self.prog} --help`\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,5 +1,15 @@
-"""The one error type for bad user input, shared by every stage."""
+"""The one error type for bad user input, shared by every stage, and the argument parser that reports bad
+arguments the same way."""
+
+import argparse
 
 
 class ConfigError(ValueError):
     """Bad user input. The message is one line: the field, what is wrong, and how to fix it."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments get one line naming the field, as every other bad input does."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message}; see `{self.prog} --help`\n")

@@ -15,7 +15,6 @@ meter or package missing): then the launch stops with one ``error:`` line and wr
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import math
@@ -33,12 +32,13 @@ import torch
 
 from companion.runs import parallel, stats
 from companion.errors import ConfigError
-from companion.runs.config import RunConfig, build_run
+from companion.runs.config import RunConfig
 from companion.runs.data import collate, make_task, shard, token_counts
 from companion.runs.meters import Meter, MeterError, make_meter
 from companion.runs.optional import MissingPackage
 from companion.runs.model import build_model, parameter_count
 from companion.runs.provenance import neutralise_meter_environment, utc_now
+from companion.runs.run_args import config_from_args, run_parser
 from companion.runs.records import (FolderLock, RecordExists, check_writable, existing_status, make_record,
                                     record_path, resume_status, set_aside_failed, write_record)
 
@@ -562,38 +562,6 @@ def _progress_line(i, n, cfg, body, error) -> str:
 
 
 # ------------------------------------------------------------------------------------ command line
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags for every flat config field (``--layers``, ``--seq-len``, ``--tp``, ...)."""
-    g = parser.add_argument_group("run configuration (defaults from companion.runs.config)")
-    ints = ["layers", "hidden", "heads", "ffn", "vocab", "max_positions", "num_labels", "seq_len", "batch_size",
-            "pad_multiple", "tp", "dp", "warmup_steps", "window_steps", "min_windows", "max_steps", "seed",
-            "threads", "replicate"]
-    floats = ["dropout", "lr", "warmup_s", "min_window_s", "target_rel_ci", "max_time_s"]
-    strs = ["attn", "checkpoint", "source", "text_field", "label_field", "tokenizer", "device", "device_name",
-            "precision", "meter", "country"]
-    for name in ints:
-        g.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int)
-    for name in floats:
-        g.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float)
-    for name in strs:
-        g.add_argument(f"--{name.replace('_', '-')}", dest=name, type=str)
-    g.add_argument("--lengths", type=str, help="fixed | uniform:MIN | hist:LEN=W,LEN=W,...")
-
-
-def config_from_args(args: argparse.Namespace) -> RunConfig:
-    from companion.runs.config import DATA_FIELDS, LAYOUT_FIELDS, MODEL_FIELDS, PROTOCOL_FIELDS, RUN_FIELDS, parse_lengths
-    from companion.runs.provenance import device_tag
-
-    names = set(MODEL_FIELDS) | set(DATA_FIELDS) | set(LAYOUT_FIELDS) | set(PROTOCOL_FIELDS) | set(RUN_FIELDS)
-    flat = {k: v for k, v in vars(args).items() if k in names and v is not None}
-    if isinstance(flat.get("lengths"), str):
-        flat["lengths"] = parse_lengths(flat["lengths"])
-    device = flat.get("device", "cpu")
-    flat.setdefault("device_name", device_tag(device))
-    flat.setdefault("precision", "bf16" if device == "cuda" else "fp32")
-    return build_run(flat)
-
-
 def _plan_destinations(plan: dict, n: int, path: Path) -> list[tuple[str, Path]] | None:
     """A shared launch's (profile, record folder) per run (``destinations``), or None: every run is the plan's."""
     if "destinations" not in plan:
@@ -617,15 +585,7 @@ def _default_signal_handlers_if_forked() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _default_signal_handlers_if_forked()
-    parser = argparse.ArgumentParser(prog="companion run", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--plan", type=Path, help="JSON plan written by `companion sweep` (a list of runs)")
-    parser.add_argument("--out", type=Path, help="record folder (default: data/runs/<profile>)")
-    parser.add_argument("--profile-name", default="manual", help="profile name stored in the records")
-    parser.add_argument("--retry-failed", action="store_true", help="run the configuration again if its record is "
-                        "'failed' (the failed record is moved to failed/, not deleted)")
-    add_config_arguments(parser)
-    args = parser.parse_args(argv)
+    args = run_parser().parse_args(argv)
     from companion.paths import runs_dir
     from companion.runs.data import check_sources
     from companion.runs.records import read_json

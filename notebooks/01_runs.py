@@ -112,8 +112,10 @@ summary.style.format({"median step (ms)": "{:.1f}", "median energy per step (J)"
 
 # %%
 # the profile's records and those of the profiles measured with it (the cpu grid's off-grid holdout runs)
-alongside = [r for other, folder in sweep.measured_alongside(prof, records_dir)
-             for r in load_records(folder) if r["run_id"] in {c.run_id for c in other.runs}]
+alongside = []
+for other, folder in sweep.measured_alongside(prof, records_dir):
+    theirs = {c.run_id for c in other.runs}
+    alongside += [r for r in load_records(folder) if r["run_id"] in theirs]
 sources = provenance.data_sources(mine + alongside).T.rename(columns=lambda i: f"source {i + 1}")
 versions = provenance.versions()
 glue("sources_table", sources.style, display=False)

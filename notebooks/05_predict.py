@@ -43,7 +43,7 @@ from myst_nb import glue
 
 from companion import paths
 from companion.energy.fit import FittedModel
-from companion.energy.predict import make_plan, plan_layouts, predict, predict_tiered
+from companion.energy.predict import interval_cells, make_plan, plan_layouts, predict, predict_tiered
 
 fitted = FittedModel.load(paths.derived_dir(profile) / "fit.json")
 runs = pd.read_csv(paths.derived_dir(profile) / "runs.csv")
@@ -76,12 +76,9 @@ glue("explore_setting", f"a batch of {batch_size} sequences, {examples:,} exampl
 # the page shows a compact view (the full table is explore.csv): one interval column per model
 shown = pd.DataFrame({
     "model": explore.model, "sequence length": explore.seq_len, "steps": explore.steps, "tier": explore.op_tier,
-    "roofline kWh [90 %]": [f"{e:.3g} [{lo:.3g}, {hi:.3g}]" for e, lo, hi in
-                            zip(explore.op_energy_kwh, explore.op_energy_kwh_lo, explore.op_energy_kwh_hi)],
-    "roofline h [90 %]": [f"{e:.3g} [{lo:.3g}, {hi:.3g}]" for e, lo, hi in
-                          zip(explore.op_time_h, explore.op_time_h_lo, explore.op_time_h_hi)],
-    "paper's law kWh [90 %]": [f"{e:.3g} [{lo:.3g}, {hi:.3g}]" for e, lo, hi in
-                               zip(explore.energy_kwh, explore.energy_kwh_lo, explore.energy_kwh_hi)],
+    **{name: interval_cells(explore[col], explore[f"{col}_lo"], explore[f"{col}_hi"])
+       for name, col in (("roofline kWh [90 %]", "op_energy_kwh"), ("roofline h [90 %]", "op_time_h"),
+                         ("paper's law kWh [90 %]", "energy_kwh"))},
     "warnings": explore.warnings,
 })
 glue("explore_table", shown.style.hide(axis="index"), display=False)
@@ -110,7 +107,8 @@ planned = plan_layouts(plan_devices, model=plan_model, examples=examples, epochs
 plan_table = pd.DataFrame(planned["layouts"])
 # each layout's point and interval in one cell, as the table above shows them (the page's width holds no more)
 for col, name in (("energy_kwh", "kWh [90 %]"), ("time_h", "h [90 %]")):
-    plan_table[col] = [f"{v:.3g} [{lo:.3g}, {hi:.3g}]" for v, (lo, hi) in zip(plan_table[col], plan_table[f"{col}_interval"])]
+    plan_table[col] = interval_cells(plan_table[col], plan_table[f"{col}_interval"].str[0],
+                                     plan_table[f"{col}_interval"].str[1])
     plan_table = plan_table.drop(columns=f"{col}_interval").rename(columns={col: name})
 plan_table = plan_table.drop(columns=["steps", "mean_power_w"])  # both in `companion plan --json`
 for key, value in (("plan_model", plan_model), ("plan_devices", str(plan_devices)), ("plan_device", plan_device),

@@ -138,3 +138,9 @@ def test_command_line_json(fit_path):
     assert {"energy_kwh", "energy_kwh_interval", "time_h", "time_h_interval", "co2_kg", "co2_kg_interval", "fit"} <= set(out)
     res = companion_cmd("predict", "--model", "bert-base", "--examples", "1000", "--device", "Z80")
     assert res.returncode == 2 and res.stderr.startswith("error: device 'Z80' is not in the hardware table")
+
+
+def test_a_table_cell_holds_the_value_and_its_interval():
+    from companion.energy.predict import interval_cells
+
+    assert interval_cells([0.012512, 2.0], [0.00973, 1.5], [0.0161, 2.5]) == ["0.0125 [0.00973, 0.0161]", "2 [1.5, 2.5]"]

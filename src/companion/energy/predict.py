@@ -227,6 +227,11 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
     }
 
 
+def interval_cells(values, lows, highs) -> list[str]:
+    """Each value with its interval in one table cell, as the book's tables show them: '0.0125 [0.00973, 0.0161]'."""
+    return [f"{v:.3g} [{lo:.3g}, {hi:.3g}]" for v, lo, hi in zip(values, lows, highs)]
+
+
 def format_prediction(p: dict, warnings: bool = True) -> str:
     """The prediction as text; ``warnings=False`` leaves the warnings out (the command prints them on stderr)."""
     lvl = int(p["interval_level"] * 100)

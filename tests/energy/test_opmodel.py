@@ -318,7 +318,8 @@ def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_co
                    + (n_fsdp * (d - 1) * alpha(d) * q(d) if d > 1 else 0))
             rows.append({"tp": t, "dp": d, "layers": L, "hidden": 64, "heads": 4, "ffn": 256, "vocab": 128,
                          "max_positions": 64, "seq_len": 16, "batch_size": 4, "threads_per_rank": 1,
-                         "step_s": busy * o * (single_step_s + L * single_layer_s) + lat + a * (L + 1)})
+                         "step_s": busy * o * (single_step_s + L * single_layer_s) + lat
+                         + a * opmodel.layout_units(L, d)})
             if beside:
                 rows[-1]["reference_step_s"] = busy * o * (single_step_s + L * single_layer_s)
     return single, rows
@@ -336,7 +337,8 @@ def test_layout_overheads_recover_the_probe_and_replace_the_launch_model():
     over = (with_probe.tp_dispatch_s + with_probe.fsdp_hooks_s).to_numpy()
     for (t, d), a in (((2, 1), 9e-3), ((2, 2), 25e-3)):
         rows_ = ((df.tp == t) & (df.dp == d)).to_numpy()
-        assert over[rows_] == pytest.approx(a * (df.layers.to_numpy()[rows_] + 1))
+        units = df.layers.to_numpy()[rows_] + (d > 1)  # under TP alone the root dispatches nothing
+        assert over[rows_] == pytest.approx(a * units)
     other = ~(((df.tp == 2) & (df.dp == 1)) | ((df.tp == 2) & (df.dp == 2))).to_numpy()  # not probed: launch model
     pd.testing.assert_frame_equal(with_probe[other], launch[other])
 

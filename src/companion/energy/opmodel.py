@@ -24,7 +24,8 @@ group of g ranks, q = o / max(1, g / cores) the extra contention of a group whos
 group has (the TP groups of a 2-D layout). The TP term is the per-operator cost of DTensor dispatch and the
 FSDP term the cost of FSDP's four hooks per unit (unshard and reshard, forward and backward), both counted in
 eager-launch equivalents; where the calibration probed the layout (a tiny BERT trained under it,
-``layout_overheads``), its measured overhead per unit (layers + 1) replaces that guess, and the fitted tier
+``layout_overheads``), its measured overhead per unit (``layout_units``: each layer, and the root where FSDP
+shards it) replaces that guess, and the fitted tier
 pulls their multipliers towards 1 (``PRIOR_TIME_TERMS``), so a mode the sweep never ran keeps the measurement.
 The collectives are one latency and one bandwidth term shared by TP all-reduces and FSDP
 all-gathers/reduce-scatters (the same transport), so a layout whose mode the sweep never ran is predicted from
@@ -84,7 +85,7 @@ class DeviceRoofs:
     elementwise_bytes_per_s: float | None = None  # achieved by norms, dropout, GELU, residuals (None: bandwidth)
     optimizer_bytes_per_s: float | None = None  # achieved by the AdamW step (None: bandwidth)
     # measured overhead of each parallel layout beyond one process's own costs, collectives' latency excluded
-    # (``layout_overheads``): {"tp2-dp1": s per unit of layers + 1, ...}; empty: the eager-launch model
+    # (``layout_overheads``): {"tp2-dp1": s per unit (``layout_units``), ...}; empty: the eager-launch model
     layout_overhead_s: dict = field(default_factory=dict)
     overlap: bool = True  # FSDP collectives run asynchronously, beside compute
     idle_w: float = 0.0  # static power per metered unit (W)
@@ -240,14 +241,14 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs) -> pd.DataFrame:
     tp_dispatch = np.where(t > 1, dev.ops_per_layer * L * dev.launch_s * oversub, 0.0)
     fsdp_hooks = np.where(d > 1, FSDP_HOOKS_PER_UNIT * (L + 1) * dev.launch_s * oversub, 0.0)
     if dev.layout_overhead_s:
-        # a layout the calibration probed: its measured overhead per unit (layers + 1) replaces the launch
+        # a layout the calibration probed: its measured overhead per unit (``layout_units``) replaces the launch
         # model (a 2-D layout's is split between the two terms in the launch model's proportion)
         for name, per_unit_s in dev.layout_overhead_s.items():
             tp_k, dp_k = (int(x[2:]) for x in name.split("-"))
             rows = (t == tp_k) & (d == dp_k)
             if not rows.any():
                 continue
-            total = per_unit_s * (L[rows] + 1)
+            total = per_unit_s * layout_units(L[rows], dp_k)
             launch = tp_dispatch[rows] + fsdp_hooks[rows]
             share_tp = np.where(launch > 0, tp_dispatch[rows] / np.where(launch > 0, launch, 1.0), 0.0)
             tp_dispatch[rows], fsdp_hooks[rows] = total * share_tp, total * (1 - share_tp)
@@ -540,8 +541,24 @@ def attention_cost_per_score(rows: list[dict]) -> dict:
     return out
 
 
+def layout_units(layers, dp):
+    """The units a layout's overhead is counted in: each encoder layer, and the root (embeddings, pooler, head)
+    where FSDP shards it (its own FSDP unit); under TP alone the root is replicated, with no DTensor dispatch.
+
+    Counted as layers + 1 under TP too, the probe's per-unit cost (fitted to 1 and 2 layers) under-predicted
+    deeper TP runs: on two stored cpu sweeps (benchmarks/model_accuracy.py) held-out TP runs of 4 layers came
+    in 14-31 % slower than predicted. Counted as layers, held-out time MAPE fell on both: pooled 10.9 / 9.9 ->
+    9.9 / 9.3 %, parallel mode held out 16.6 / 17.0 -> 13.6 / 14.9 %, degree held out 14.7 / 13.6 -> 12.0 /
+    12.0 %. On a third sweep, measured after the choice: pooled 8.9 -> 8.3 %, mode 11.2 -> 8.1 %, degree 11.4
+    -> 9.5 %, but off-grid 9.6 -> 10.5 % (energy 9.2 -> 10.3 %): its TP runs of 48 tokens per step are now
+    over-predicted (+13 to +24 %) while those of hundreds of tokens are closer. The probe's 64 tokens set a per-
+    layer cost that the sweep's TP runs exceed as their tokens grow: a cost of TP that grows with the
+    activations, beyond the all-reduces' bytes, is not in the model yet."""
+    return np.asarray(layers, float) + (np.asarray(dp, float) > 1)
+
+
 def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) -> dict:
-    """Each probed layout's overhead beyond its ranks' own costs, per unit of (layers + 1):
+    """Each probed layout's overhead beyond its ranks' own costs, per unit (``layout_units``):
     {"tp<t>-dp<d>": s}.
 
     From the tiny probe's step times with 1 and 2 layers (``companion calibrate``; rows with the probe's shape):
@@ -549,10 +566,10 @@ def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) 
     them on ``dev``, is its overhead. The reference is the same ranks each training its own copy, timed in the
     same pass a few seconds before the layout (``reference_step_s`` of the row), so the node's state then
     cancels; a calibration without it takes one process's step times the node's oversubscription (every rank
-    launches every operator). It is taken as one cost per unit, layers + 1 (each layer and the root: FSDP's
-    units; under TP the layers' dispatch and the replicated rest), fitted to both depths at once: a separate
+    launches every operator). It is taken as one cost per unit, fitted to both depths at once: a separate
     per-layer and per-step cost from two noisy differences swings by several times between calibrations, their
-    sum per unit does not."""
+    sum per unit does not. The units are FSDP's (each layer and the root) where the layout shards data, and the
+    layers alone under TP alone, whose root is replicated and dispatches no DTensor operator."""
     ref = {int(r["layers"]): float(r["step_s"]) for r in single}
     probe = pd.DataFrame([r for r in layouts if int(r["tp"]) * int(r["dp"]) > 1
                           and (int(r["layers"]) in ref or r.get("reference_step_s") is not None)])
@@ -567,8 +584,9 @@ def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) 
     beside = (pd.to_numeric(probe.reference_step_s, errors="coerce").to_numpy(float)
               if "reference_step_s" in probe else np.full(len(probe), np.nan))
     excess = probe.step_s.to_numpy(float) - np.where(np.isfinite(beside), beside, alone) - latency
+    units = layout_units(probe.layers.to_numpy(float), probe.dp.to_numpy(float))
     per = pd.DataFrame({"name": layout_names(probe), "excess": excess,
-                        "units": probe.layers + 1.0}).groupby("name")[["excess", "units"]].sum()
+                        "units": units}).groupby("name")[["excess", "units"]].sum()
     return {name: float(max(row.excess / row.units, 0.0)) for name, row in per.iterrows()}
 
 

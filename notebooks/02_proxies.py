@@ -83,8 +83,9 @@ for d in sorted(set(runs.device_name)):
         cal_rows += [{"device": d, **row} for row in calibration_summary(cal)]
         # each probed layout's overhead, as the operator roofline reads it from the file
         for name, per_unit_s in sorted(roofs_from_calibration(cal).layout_overhead_s.items()):
+            units = " per layer" if name.endswith("-dp1") else " per layer and root"  # opmodel.layout_units
             cal_rows.append({"device": d, "quantity": f"layout overhead, {name}", "shown": shown_value(per_unit_s, "s")
-                             + (" per layer" if name.endswith("-dp1") else " per layer and root"), "how": "tiny BERT probe under the layout, less the same ranks each "
+                             + units, "how": "tiny BERT probe under the layout, less the same ranks each "
                              "training its own copy and less its collectives' latency"})
         facts = calibration_facts(cal)
 for key, text in facts.items():

@@ -549,8 +549,9 @@ def layout_units(layers, dp):
     deeper TP runs: on two stored cpu sweeps (benchmarks/model_accuracy.py) held-out TP runs of 4 layers came
     in 14-31 % slower than predicted. Counted as layers, held-out time MAPE fell on both: pooled 10.9 / 9.9 ->
     9.9 / 9.3 %, parallel mode held out 16.6 / 17.0 -> 13.6 / 14.9 %, degree held out 14.7 / 13.6 -> 12.0 /
-    12.0 %. On a third sweep, measured after the choice: pooled 8.9 -> 8.3 %, mode 11.2 -> 8.1 %, degree 11.4
-    -> 9.5 %, but off-grid 9.6 -> 10.5 % (energy 9.2 -> 10.3 %): its TP runs of 48 tokens per step are now
+    12.0 %. On two sweeps measured after the choice: pooled 8.9 / 8.3 -> 8.3 / 8.1 %, mode 11.2 / 9.2 -> 8.1 /
+    6.5 %, degree 11.4 / 8.6 -> 9.5 / 7.0 %; but off-grid 9.6 / 8.9 -> 10.5 / 9.6 % (energy 9.2 / 8.7 -> 10.3 /
+    9.7 %, and 0.2-0.5 points worse on the first two): the off-grid TP runs of 48 tokens per step are now
     over-predicted (+13 to +24 %) while those of hundreds of tokens are closer. The probe's 64 tokens set a per-
     layer cost that the sweep's TP runs exceed as their tokens grow: a cost of TP that grows with the
     activations, beyond the all-reduces' bytes, is not in the model yet."""

@@ -69,11 +69,15 @@ def pack(data: Path, out_dir: Path) -> Path:
 
 def unpacked(source: Path, tmp: Path) -> Path:
     """A folder holding ``runs/`` and ``devices/``: ``source`` itself, or the archive unpacked under ``tmp``."""
-    if source.is_dir():
-        return source
-    dest = tmp / source.name.split(".")[0]
-    with tarfile.open(source) as tar:
-        tar.extractall(dest, filter="data")
+    if source.is_file() and tarfile.is_tarfile(source):
+        dest = tmp / source.name.split(".")[0]
+        with tarfile.open(source) as tar:
+            tar.extractall(dest, filter="data")
+    else:
+        dest = source
+    if not (dest / "runs" / PROFILE).is_dir() or not (dest / "devices" / f"{DEVICE}.json").is_file():
+        raise SystemExit(f"error: {source} is not a stored sweep: it needs runs/{PROFILE}/ and devices/{DEVICE}.json "
+                         "(an archive of --pack, or a data/ folder after `make reproduce`)")
     return dest
 
 

@@ -45,6 +45,9 @@ def test_pack_is_deterministic_and_unpacks_to_the_scored_layout(bench, tmp_path)
     assert bench.pack(data, tmp_path / "c").name != first.name  # another sweep, another name
 
 
-def test_pack_refuses_a_folder_without_a_sweep(bench, tmp_path):
+def test_pack_and_scoring_refuse_what_is_not_a_sweep(bench, tmp_path):
     with pytest.raises(SystemExit, match="holds no sweep"):
         bench.pack(tmp_path, tmp_path / "out")
+    for source in (tmp_path, tmp_path / "missing.tar.gz"):
+        with pytest.raises(SystemExit, match="is not a stored sweep"):
+            bench.unpacked(source, tmp_path / "x")

@@ -21,6 +21,9 @@ DEVICE_NAME ?= $(if $(filter gpu%,$(notdir $(basename $(PROFILE)))),H100,cpu)
 CALIBRATION := data/devices/$(DEVICE_NAME).json
 # the off-grid runs the cpu profile's models are scored on (none for other profiles)
 HOLDOUT := $(if $(filter cpu,$(PROFILE)),data/runs/holdout/.complete)
+# its profile file: stage 01 measures those runs beside its own (cpu.yaml's measured_with) and lists their sources,
+# so an edited holdout profile re-runs stage 01 (whose sweep resumes the new runs), not a sweep of its own first
+HOLDOUT_FILE := $(if $(HOLDOUT),src/companion/runs/profiles/holdout.yaml)
 E       := src/companion/energy
 R       := src/companion/report
 
@@ -112,7 +115,7 @@ data/runs/holdout/.complete: src/companion/runs/profiles/holdout.yaml | $(STAMP)
 	touch $@
 
 # ---- stages: each target is the artifact its notebook writes; editing a later stage never re-runs training
-$(DERIVED)/runs.csv: $(STAMP) $(PROFILE_FILE) notebooks/01_runs.py params/01_runs.yaml $(E)/tables.py \
+$(DERIVED)/runs.csv: $(STAMP) $(PROFILE_FILE) $(HOLDOUT_FILE) notebooks/01_runs.py params/01_runs.yaml $(E)/tables.py \
 		$(R)/figures.py $(R)/prose.py $(R)/provenance.py
 	$(call stage,01_runs)
 

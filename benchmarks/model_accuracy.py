@@ -9,9 +9,9 @@ sweep at once, so that a change of a model is judged on more than the one sweep 
 A stored sweep is what one `make reproduce` measured: the run records of the profile (``runs/cpu/``), of the
 off-grid profile measured alongside it (``runs/holdout/``) and the device's calibration
 (``devices/cpu.json``), packed as one archive by ``--pack``. On a shared VM a sweep's accuracy moves with
-the machine's state while it ran (the replicate floor of one cpu sweep was 4.3 %, of another 9.1 %), so a
-change of the model that helps one sweep and hurts the next is noise: compare the mean over sweeps, each
-beside its own floor.
+the machine's state while it ran (the step-time replicate floors of four sweeps measured on one quiet evening:
+4.1 to 6.7 %; of a busy one, 9.1 %), so a change of the model that helps one sweep and hurts the next is
+noise: compare the mean over sweeps, each beside its own floor.
 
 Per sweep and model: held-out MAPE of time and energy per step, pooled over the splits and per split, the
 off-grid holdout (fitted on the whole sweep, scored on the off-grid runs), the exact-model floor of the runs

@@ -86,29 +86,28 @@ def score_sweep(data: Path, model_names: list[str]) -> pd.DataFrame:
     """The validation page's model scores on one stored sweep: one row per group x model x target, the groups
     being the pooled splits ('pooled'), each split and the off-grid 'holdout'."""
     from companion.energy import validation as val
-    from companion.energy.models import OperatorRoofline, all_models
+    from companion.energy.models import validated_models
     from companion.energy.noise import replicate_noise
-    from companion.energy.opmodel import load_device_roofs
+    from companion.energy.opmodel import load_device_roofs, proxy_roofs
     from companion.energy.tables import load_runs, proxies_frame, usable_runs
 
     dev = load_device_roofs(DEVICE, "fp32", root=data / "devices")
-    roofs = {dev.name: {"peak_flops_per_s": dev.gemm_peak_flops_per_s, "bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s}}
+    roofs = {dev.name: proxy_roofs(dev)}
     df, _ = usable_runs(proxies_frame(load_runs(data / "runs" / PROFILE), roofs), MAX_STEP_CI95_REL)
-    every = {**all_models(dev), "calibrated_tier": OperatorRoofline("calibrated_tier", "calibrated tier", dev=dev, fitted=False)}
+    every = validated_models(dev)
     unknown = sorted(set(model_names) - set(every))
     if unknown:
         raise SystemExit(f"error: unknown model(s) {unknown}; choose from {sorted(every)}")
     models = {k: every[k] for k in model_names}
     pred = val.validate_models(df, models, level=LEVEL)
-    noise, split_noise = replicate_noise(df), {}
+    holdout_noise = None
     holdout_dir = data / "runs" / HOLDOUT
     if any(holdout_dir.glob("*.json")):
         holdout, _ = usable_runs(proxies_frame(load_runs(holdout_dir), roofs), MAX_STEP_CI95_REL)
         pred = pd.concat([pred, val.score_holdout(df, holdout, models, LEVEL)], ignore_index=True)
-        split_noise["holdout"] = replicate_noise(holdout)
-    by_split = val.score(pred, noise, level=LEVEL, split_noise=split_noise)
-    pooled = val.score(pred[pred.split != "holdout"], noise, by=(), level=LEVEL).assign(split="pooled")
-    return pd.concat([pooled, by_split], ignore_index=True)
+        holdout_noise = replicate_noise(holdout)
+    by_split, pooled = val.score_splits(pred, replicate_noise(df), holdout_noise, LEVEL)
+    return pd.concat([pooled.assign(split="pooled"), by_split], ignore_index=True)
 
 
 def main(argv=None) -> int:

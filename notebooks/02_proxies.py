@@ -35,7 +35,7 @@ from companion.energy import hardware, tables
 from companion.report import figures
 from companion.energy.opcount import proxy_check
 from companion.energy.noise import replicate_noise
-from companion.energy.opmodel import measured_roofs, roofs_from_calibration
+from companion.energy.opmodel import layout_unit_words, measured_roofs, roofs_from_calibration
 from companion.energy.predict import find_calibration
 from companion.runs.calibrate import calibration_facts, calibration_summary, shown_value
 from companion.runs.records import write_json
@@ -83,10 +83,10 @@ for d in sorted(set(runs.device_name)):
         cal_rows += [{"device": d, **row} for row in calibration_summary(cal)]
         # each probed layout's overhead, as the operator roofline reads it from the file
         for name, per_unit_s in sorted(roofs_from_calibration(cal).layout_overhead_s.items()):
-            units = " per layer" if name.endswith("-dp1") else " per layer and root"  # opmodel.layout_units
-            cal_rows.append({"device": d, "quantity": f"layout overhead, {name}", "shown": shown_value(per_unit_s, "s")
-                             + units, "how": "tiny BERT probe under the layout, less the same ranks each "
-                             "training its own copy and less its collectives' latency"})
+            cal_rows.append({"device": d, "quantity": f"layout overhead, {name}",
+                             "shown": f"{shown_value(per_unit_s, 's')} {layout_unit_words(name)}",
+                             "how": "tiny BERT probe under the layout, less the same ranks each training its own copy "
+                             "and less its collectives' latency"})
         facts = calibration_facts(cal)
 for key, text in facts.items():
     glue(f"calibration_{key}", text, display=False)

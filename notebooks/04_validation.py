@@ -39,9 +39,9 @@ from companion.report import figures, headline
 from companion.runs.records import write_json
 from companion.energy.validation import MODEL_SPLITS, explain, validate, verdict
 from companion.energy import validation as val
-from companion.energy.models import OperatorRoofline, all_models
+from companion.energy.models import validated_models
 from companion.energy.noise import replicate_noise
-from companion.energy.opmodel import load_device_roofs
+from companion.energy.opmodel import load_device_roofs, proxy_roofs
 from companion.energy.tables import filter_counts, load_runs, proxies_frame, usable_runs
 
 figures.use_offline_renderer()
@@ -128,13 +128,12 @@ glue("largest_text", f"{len(largest)} of the {len(df)} runs scored, "
      + (f"all {largest_modes.index[0]}" if len(largest_modes) == 1 else
         ": " + ", ".join(f"{n} {m}" for m, n in largest_modes.items())), display=False)
 dev = load_device_roofs(df.device_name.iloc[0], df.precision.iloc[0])
-models = {**all_models(dev), "calibrated_tier": OperatorRoofline("calibrated_tier", "calibrated tier", dev=dev, fitted=False)}
+models = validated_models(dev)
 model_pred = val.validate_models(df, models, level=level)
 holdout_dir = paths.runs_dir(holdout_profile) if holdout_profile else None
 holdout_noise = None
 if holdout_dir is not None and holdout_dir.is_dir() and any(holdout_dir.glob("*.json")):
-    roofs = {dev.name: {"peak_flops_per_s": dev.gemm_peak_flops_per_s, "bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s}}
-    holdout_all = proxies_frame(load_runs(holdout_dir), roofs)
+    holdout_all = proxies_frame(load_runs(holdout_dir), {dev.name: proxy_roofs(dev)})
     holdout, holdout_left_out = usable_runs(holdout_all, max_step_ci95_rel)
     ci_filter["holdout"] = filter_counts(holdout_all, holdout_left_out)
     model_pred = pd.concat([model_pred, val.score_holdout(df, holdout, models, level)], ignore_index=True)
@@ -147,8 +146,7 @@ glue("noise_text", (f"the replicates of the runs scored here, {n_pairs} configur
      f"the step-time filter" if n_pairs else "not available (no configuration kept twice by the step-time filter)")
      + (f"; the off-grid runs have their own, from {n_held} configurations with both measurements kept" if n_held else ""),
      display=False)
-by_split = val.score(model_pred, noise, level=level, split_noise={"holdout": holdout_noise})
-pooled = val.score(model_pred[model_pred.split != "holdout"], noise, by=(), level=level)
+by_split, pooled = val.score_splits(model_pred, noise, holdout_noise, level)
 mv = val.model_verdict(pooled, by_split, level=level)
 glue("model_scores", by_split.round(2), display=False)
 glue("model_verdict_text", headline.paragraph(val.describe_verdict(mv)), display=False)

@@ -166,6 +166,13 @@ def all_models(dev: opmodel.DeviceRoofs) -> dict[str, Model]:
             "roofline_power_law": paper_law(), **{k: f() for k, f in BASELINES.items()}}
 
 
+def validated_models(dev: opmodel.DeviceRoofs) -> dict[str, Model]:
+    """Every model the validation page scores: ``all_models`` and the operator roofline's calibrated tier,
+    which learns nothing from runs."""
+    return {**all_models(dev),
+            "calibrated_tier": OperatorRoofline("calibrated_tier", "calibrated tier", dev=dev, fitted=False)}
+
+
 # ------------------------------------------------------------------------------------------ fitting
 def fit_point(model: Model, df: pd.DataFrame):
     """The one place a model learns from runs (validation's leak test watches it)."""

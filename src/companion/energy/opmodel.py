@@ -244,7 +244,7 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs) -> pd.DataFrame:
         # a layout the calibration probed: its measured overhead per unit (``layout_units``) replaces the launch
         # model (a 2-D layout's is split between the two terms in the launch model's proportion)
         for name, per_unit_s in dev.layout_overhead_s.items():
-            tp_k, dp_k = (int(x[2:]) for x in name.split("-"))
+            tp_k, dp_k = layout_degrees(name)
             rows = (t == tp_k) & (d == dp_k)
             if not rows.any():
                 continue
@@ -348,6 +348,12 @@ LAYOUT_SCALE_UNIT = "x this layout's overhead and collective terms (fitted; 1: t
 def layout_names(df: pd.DataFrame) -> np.ndarray:
     """Each run's parallel layout as the calibration names it ("tp2-dp1"; "tp1-dp1" for one process)."""
     return ("tp" + df.tp.astype(int).astype(str) + "-dp" + df.dp.astype(int).astype(str)).to_numpy()
+
+
+def layout_degrees(name: str) -> tuple[int, int]:
+    """The TP and FSDP degrees of a layout named as ``layout_names`` names it: "tp2-dp1" -> (2, 1)."""
+    tp, dp = name.split("-")
+    return int(tp[2:]), int(dp[2:])
 
 
 def _layout_factor(layout_scale: dict | None, layouts):
@@ -558,6 +564,11 @@ def layout_units(layers, dp):
     return np.asarray(layers, float) + (np.asarray(dp, float) > 1)
 
 
+def layout_unit_words(name: str) -> str:
+    """What a layout's overhead is counted per (``layout_units``), in words: 'per layer' or 'per layer and root'."""
+    return "per layer and root" if layout_units(0, layout_degrees(name)[1]) else "per layer"
+
+
 def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) -> dict:
     """Each probed layout's overhead beyond its ranks' own costs, per unit (``layout_units``):
     {"tp<t>-dp<d>": s}.
@@ -676,8 +687,13 @@ def measured_roofs(device: str, precision: str = "fp32", root=None) -> dict:
     """The compute and memory roofs the proxies use for a device whose hardware-table entry says 'measure'
     (the CPU): the ones its calibration measured, so the proxies and the operator model read one measurement
     (``load_device_roofs``: without a calibration file, measured now)."""
-    dev = load_device_roofs(device, precision, root)
-    how = (f"calibration data/devices/{device}.json ({dev.sources.get('calibration')})" if dev.tier == "calibrated"
+    return proxy_roofs(load_device_roofs(device, precision, root))
+
+
+def proxy_roofs(dev: DeviceRoofs) -> dict:
+    """``dev``'s compute and memory roofs as the proxies take them (``tables.proxies_frame``), with where they
+    come from."""
+    how = (f"calibration data/devices/{dev.name}.json ({dev.sources.get('calibration')})" if dev.tier == "calibrated"
            else str(dev.sources.get("roofs", dev.tier)))
     return {"peak_flops_per_s": dev.gemm_peak_flops_per_s, "bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s,
             "method": how}

@@ -298,6 +298,15 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: f
     return pd.DataFrame(out)
 
 
+def score_splits(pred: pd.DataFrame, noise: dict | None, holdout_noise: dict | None = None,
+                 level: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The validation page's two score tables: per split, the off-grid holdout against its own replicates'
+    floor (``holdout_noise``); and pooled over the splits of the sweep's own runs (the holdout apart)."""
+    by_split = score(pred, noise, level=level, split_noise={"holdout": holdout_noise})
+    pooled = score(pred[pred.split != "holdout"], noise, by=(), level=level)
+    return by_split, pooled
+
+
 MIN_FLOOR_RUNS = 4  # a group's own floor needs this many of its scored runs measured more than once
 
 

@@ -17,7 +17,7 @@ Per sweep and model: held-out MAPE of time and energy per step, pooled over the 
 off-grid holdout (fitted on the whole sweep, scored on the off-grid runs), the exact-model floor of the runs
 each group scores (``companion.energy.noise.exact_model_floor``) and the coverage of the nominal 90 %
 intervals; then the mean over sweeps. The step-time filter, the splits and the interval level are the
-validation page's (notebooks/04_validation.py). Prints figures; asserts nothing.
+validation page's (notebooks/04_validation.py, params/04_validation.yaml). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -32,14 +32,16 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 REFERENCE = ROOT / "data" / "reference" / "cpu"
 PROFILE, HOLDOUT, DEVICE = "cpu", "holdout", "cpu"
-MAX_STEP_CI95_REL = 0.1  # the validation page's step-time filter (notebooks/04_validation.py)
-LEVEL = 0.9
+# the validation page's step-time filter and interval level, from its parameters (params/04_validation.yaml)
+PAGE = yaml.safe_load((ROOT / "params" / "04_validation.yaml").read_text())
+MAX_STEP_CI95_REL, LEVEL = PAGE["max_step_ci95_rel"], PAGE["level"]
 
 
 # ----------------------------------------------------------------------------------------- stored sweeps

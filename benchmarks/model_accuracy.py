@@ -97,9 +97,6 @@ def score_sweep(data: Path, model_names: list[str]) -> pd.DataFrame:
     roofs = {dev.name: proxy_roofs(dev)}
     df, _ = usable_runs(proxies_frame(load_runs(data / "runs" / PROFILE), roofs), MAX_STEP_CI95_REL)
     every = validated_models(dev)
-    unknown = sorted(set(model_names) - set(every))
-    if unknown:
-        raise SystemExit(f"error: unknown model(s) {unknown}; choose from {sorted(every)}")
     models = {k: every[k] for k in model_names}
     pred = val.validate_models(df, models, level=LEVEL)
     holdout_noise = None
@@ -123,6 +120,12 @@ def main(argv=None) -> int:
     if args.pack:
         print(f"wrote {pack(args.pack, args.out)}")
         return 0
+    from companion.energy.models import validated_models
+
+    known = sorted(validated_models(None))  # the names do not depend on the device
+    unknown = sorted(set(args.models) - set(known))
+    if unknown:
+        raise SystemExit(f"error: unknown model(s) {unknown}; choose from {known}")
     sweeps = args.sweeps or sorted(REFERENCE.glob("*.tar.gz"))
     if not sweeps:
         raise SystemExit(f"error: no stored sweeps in {REFERENCE}; pass archives or folders, or --pack one")

@@ -51,3 +51,9 @@ def test_pack_and_scoring_refuse_what_is_not_a_sweep(bench, tmp_path):
     for source in (tmp_path, tmp_path / "missing.tar.gz"):
         with pytest.raises(SystemExit, match="is not a stored sweep"):
             bench.unpacked(source, tmp_path / "x")
+
+
+def test_an_unknown_model_is_refused_before_any_sweep_is_read(bench, tmp_path):
+    # the sweep named does not exist: the model's name is checked first, with the names to choose from
+    with pytest.raises(SystemExit, match=r"unknown model\(s\) \['nope'\]; choose from .*operator_roofline"):
+        bench.main([str(tmp_path / "missing.tar.gz"), "--models", "nope"])

@@ -141,8 +141,9 @@ HELD_TIME_TERMS = ("comm_latency_s",)  # taken as calibrated, never fitted (fit_
 # 0.5 x. A layout's overhead is identified only by runs of that layout; with none of them (a mode the sweep never
 # ran) the calibration's measurement stands instead of an arbitrary value. The weight: held-out MAPE on two cpu
 # sweeps' records for 0.1, 0.25, 0.5, 1 and 2; 0.5 was the best or close to it on every split of both. Re-checked
-# on the stored sweeps 2026-11-24T2207-T2256 (benchmarks/model_accuracy.py, mean held-out MAPE time / energy): at 0.25 pooled time
-# 8.9 -> 9.3 %; at 1 the mode held out 10.8 -> 9.9 % but degree energy 7.6 -> 7.8 % and off-grid energy 9.4 -> 9.5 %.
+# on the stored sweeps 2026-11-24T2207-T2256 (benchmarks/model_accuracy.py, mean held-out MAPE time / energy): at
+# 0.25 pooled time 8.9 -> 9.3 %; at 1 the mode held out 10.8 -> 9.9 % but degree energy 7.6 -> 7.8 % and off-grid
+# energy 9.4 -> 9.5 %.
 PRIOR_TIME_TERMS = {"tp_dispatch_s": 0.5, "fsdp_hooks_s": 0.5}
 # The collective bandwidth's multiplier is pulled too, ten times more weakly: a training step's collectives run at
 # a fraction of the calibration's isolated bandwidth (fitted multipliers of 3 to 5 on a 2-core CPU node), which the
@@ -150,8 +151,8 @@ PRIOR_TIME_TERMS = {"tp_dispatch_s": 0.5, "fsdp_hooks_s": 0.5}
 # of a step and move with their dispatch overhead), it keeps the multiplier from running off (to 9 on one sweep,
 # then applied to FSDP's parameter gathers: held-out FSDP over-predicted by 26-52 %). Weight: over nine stored cpu
 # sweeps, 0.05 lowered pooled held-out time MAPE on all nine (mean 10.2 -> 9.5 %) and left off-grid unchanged
-# (11.0 %); 0.1 and above began to cost off-grid accuracy. On the stored sweeps T2207-T2256: at 0 the degree held out
-# 10.1 / 7.6 -> 11.3 / 8.4 %, at 0.2 pooled 8.9 / 7.8 -> 10.2 / 8.8 % and off-grid time 9.5 -> 11.1 %. Measuring
+# (11.0 %); 0.1 and above began to cost off-grid accuracy. On the stored sweeps T2207-T2256: at 0 the degree held
+# out 10.1 / 7.6 -> 11.3 / 8.4 %, at 0.2 pooled 8.9 / 7.8 -> 10.2 / 8.8 % and off-grid time 9.5 -> 11.1 %. Measuring
 # that per-byte cost instead (TP and FSDP alone at 1024 tokens of hidden 128, against the ranks' own copies, less
 # the compute a rank keeps) gave estimates that moved 2-3x between two passes, and pricing the bytes with them
 # made held-out MAPE worse on those sweeps (pooled time 8.9 -> 10.1 %, mode held out 10.8 -> 15.2 %).
@@ -347,8 +348,8 @@ def prior_coefficients(dev: DeviceRoofs) -> dict:
 # sweeps (mean off-grid time MAPE 10.4, 10.4 and 10.8 % at 0.5, 1 and 2; 11.1 % without the factors). On those
 # and a seventh measured after the choice, mean off-grid MAPE time 11.2 -> 10.7 %, energy 11.0 -> 10.7 %: better
 # on four sweeps, unchanged on one, worse on two (the seventh 12.3 -> 12.8 %); pooled held-out unchanged (10.1 %).
-# On the stored sweeps T2207-T2256: at 0.5 off-grid time 9.5 -> 10.1 %; at 2 off-grid 9.5 / 9.4 -> 9.4 / 9.1 %, the rest
-# within 0.1 point.
+# On the stored sweeps T2207-T2256: at 0.5 off-grid time 9.5 -> 10.1 %; at 2 off-grid 9.5 / 9.4 -> 9.4 / 9.1 %,
+# the rest within 0.1 point.
 LAYOUT_TERMS = ("tp_dispatch_s", "fsdp_hooks_s", "comm_latency_s", "comm_bytes_s")
 LAYOUT_SCALE_PRIOR = 1.0
 LAYOUT_SCALE_UNIT = "x this layout's overhead and collective terms (fitted; 1: the calibration's ratio)"

@@ -209,19 +209,16 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
     folds = {}
     for kind, key in group_keys(df).items():
         groups = sorted(set(key) - {""})
-        if kind == "degree" and len(groups) < 2:
-            # one parallel degree only: a degree left out leaves no other to fit its scaling, so the question
-            # it answers (parallel runs from single-device runs and the calibration alone) is harder than a new
-            # degree asks of this fit; a run of a new degree takes the width of its new layout or mode. Measured
-            # on the stored cpu sweeps 2026-11-24T2207-T2256 (benchmarks/model_accuracy.py): with every parallel
-            # run left out as the degree width, held-out degrees' time intervals covered 100 % of their runs
-            # (median half-width 40 % against a 90th-percentile error of 21 %); with the layout and mode widths,
-            # 91 % (80-100 % per sweep), and 85 % on the sweep measured after the choice (T2348). An earlier
-            # model, with larger errors on a new layout, covered 63-84 % that way
-            groups = []
-        if kind == "mode" and len(groups) < 2:
-            # one mode only: leaving it out leaves no parallel run, while a new mode keeps the degrees and
-            # collectives of the fitted one; such a run is new in its layout, whose width it takes
+        if kind in ("degree", "mode") and len(groups) < 2:
+            # one parallel degree (or mode) only: leaving it out leaves no parallel run, so the question it would
+            # answer (parallel runs from single-device runs and the calibration alone) is harder than a new degree
+            # or mode asks of this fit, which keeps the fitted one's collectives; such a run takes the width of its
+            # new layout (or mode). Measured for degrees on the stored cpu sweeps 2026-11-24T2207-T2256
+            # (benchmarks/model_accuracy.py): with every parallel run left out as the degree width, held-out
+            # degrees' time intervals covered 100 % of their runs (median half-width 40 % against a 90th-percentile
+            # error of 21 %); with the layout and mode widths, 91 % (80-100 % per sweep), and 85 % on the sweep
+            # measured after the choice (T2348). An earlier model, with larger errors on a new layout, covered
+            # 63-84 % that way
             groups = []
         if kind == "head_dim":
             # the head dimensions beside the usual one: leaving the usual one out leaves few runs, a harder

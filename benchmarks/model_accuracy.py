@@ -125,7 +125,9 @@ def main(argv=None) -> int:
     known = sorted(validated_models(None))  # the names do not depend on the device
     unknown = sorted(set(args.models) - set(known))
     if unknown:
-        raise SystemExit(f"error: unknown model(s) {unknown}; choose from {known}")
+        hint = (" (sweeps given after --models are read as model names: put them before it)"
+                if any(Path(u).exists() for u in unknown) else "")
+        raise SystemExit(f"error: unknown model(s) {unknown}; choose from {known}{hint}")
     sweeps = args.sweeps or sorted(REFERENCE.glob("*.tar.gz"))
     if not sweeps:
         raise SystemExit(f"error: no stored sweeps in {REFERENCE}; pass archives or folders, or --pack one")

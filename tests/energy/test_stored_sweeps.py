@@ -57,3 +57,11 @@ def test_an_unknown_model_is_refused_before_any_sweep_is_read(bench, tmp_path):
     # the sweep named does not exist: the model's name is checked first, with the names to choose from
     with pytest.raises(SystemExit, match=r"unknown model\(s\) \['nope'\]; choose from .*operator_roofline"):
         bench.main([str(tmp_path / "missing.tar.gz"), "--models", "nope"])
+
+
+def test_a_sweep_given_after_models_is_named_as_such(bench, tmp_path):
+    # argparse gives --models every word after it: a sweep there is refused with the way to write it
+    sweep = tmp_path / "sweep.tar.gz"
+    sweep.write_bytes(b"")
+    with pytest.raises(SystemExit, match="put them before it"):
+        bench.main(["--models", "operator_roofline", str(sweep)])

@@ -298,7 +298,14 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs) -> pd.DataFrame:
 def _compute_share(cores_of_rank: np.ndarray, cores: int, exponent: float) -> np.ndarray:
     """The node's roof over one rank's: the node's cores run ``cores ** exponent`` times one core; a rank with
     x >= 1 cores runs ``x ** exponent`` times one core, a rank with a fraction x < 1 of a core (more ranks than
-    cores) x times one core (time slicing)."""
+    cores) x times one core (time slicing).
+
+    One exponent for every operator class, and no slow-down of ranks that run side by side: measured on the 2-core
+    node at the grid's shapes, layer norms, dropout and GELU run 1.1x faster on 2 threads than on 1, math attention
+    1.4x, AdamW 1.3x, a 512x256x256 GEMM 1.3x; two 1-thread processes training their own tiny BERTs at once each
+    step as fast as one alone (0.99-1.02x). An exponent per class from those figures moved the fitted tier's mean
+    held-out MAPE on six stored sweeps by 0.1 point at most and made the calibrated tier's worse (pooled time 11.3 ->
+    14.2 %)."""
     x = np.asarray(cores_of_rank, float)
     rank = np.where(x >= 1, np.maximum(x, 1.0) ** exponent, x)
     return cores ** exponent / rank

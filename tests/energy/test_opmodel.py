@@ -184,6 +184,16 @@ def test_collective_latency_is_the_one_measured_for_the_group_size():
     assert t2d.comm_latency_s.iloc[0] > 2 * t2
 
 
+def test_the_interval_scale_grows_with_the_share_of_fixed_costs_and_collectives():
+    """A step of compute terms only has scale 1; from half the step in fixed costs, layout overheads and
+    collectives on, 1 + INTERVAL_OVERHEAD_WEIGHT; linear in between."""
+    cols = {k: [0.0, 0.0, 0.0, 0.0] for k in opmodel.TIME_TERMS}
+    cols["gemm_s"], cols["state_s"] = [1.0, 0.5, 0.2, 0.0], [0.0, 0.25, 0.0, 0.0]
+    cols["comm_bytes_s"], cols["step_fixed_s"] = [0.0, 0.125, 0.4, 0.0], [0.0, 0.125, 0.4, 0.0]
+    w = opmodel.INTERVAL_OVERHEAD_WEIGHT
+    assert opmodel.interval_scale(pd.DataFrame(cols)) == pytest.approx([1.0, 1 + w / 2, 1 + w, 1.0])
+
+
 def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
     df = frame(seed=3, noise=0.03)
     train = df[(df["mode"] != "tp") & (df.layers < 4)]
@@ -202,8 +212,9 @@ def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
     assert q[("layout", "mode")] == pytest.approx(max(kind_q["mode"], q[()]))
     assert q[("size", "range")] == pytest.approx(max(kind_q["size"], kind_q["range"], q[()]))
     assert kind_q["mode"] > q[()]  # the mode residuals are those of a harder question than the pooled ones
-    pred = fitted.predict(pd.concat([new_mode, seen]))
-    width = np.log(pred.step_s_hi / pred.step_s)
+    rows = pd.concat([new_mode, seen])
+    pred = fitted.predict(rows)
+    width = np.log(pred.step_s_hi / pred.step_s) / fitted.point.interval_scale(rows)
     assert width.iloc[0] == pytest.approx(q[("layout", "mode")]) and width.iloc[1] == pytest.approx(q[()])
 
 
@@ -221,7 +232,8 @@ def test_a_new_head_dimension_takes_the_width_of_head_dimensions_left_out():
     kind_q = {k: opmodel.conformal_halfwidth(fitted.residuals_by_kind[k]["step_s"], 0.9) for k in ("size", "head_dim")}
     q = fitted.halfwidth("step_s", 0.9, ("size", "head_dim"))
     assert q == pytest.approx(max(*kind_q.values(), fitted.halfwidth("step_s", 0.9)))
-    assert np.log(fitted.predict(new).step_s_hi / fitted.predict(new).step_s).iloc[0] == pytest.approx(q)
+    scale = fitted.point.interval_scale(new)[0]
+    assert np.log(fitted.predict(new).step_s_hi / fitted.predict(new).step_s).iloc[0] == pytest.approx(q * scale)
     # one head dimension in training: none to leave out, and no run of it is new in its head dimension
     one = fit_model(model, df[head_dim == 32])
     assert len(one.residuals_by_kind["head_dim"]["step_s"]) == 0

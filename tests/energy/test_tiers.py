@@ -8,7 +8,8 @@ import pytest
 
 from companion.energy import opmodel
 from companion.energy.models import fit_operator
-from companion.energy.predict import make_plan, pareto_front, plan_layouts, predict_tiered
+from companion.energy.predict import (_halfwidths_per_plan, make_plan, pareto_front, plan_layouts, plan_rows,
+                                     predict_tiered, resolve_tier)
 from companion.errors import ConfigError
 from companion.runs.records import write_json
 from conftest import companion_cmd
@@ -47,6 +48,23 @@ def test_best_tier_by_default_and_never_silently_changed(roots):
         predict_tiered(make_plan(**PLAN), tier="calibrated", derived_root=derived, devices_root=devices)
     with pytest.raises(ConfigError, match="tier='fitted' needs a sweep fitted on 'A100'"):
         predict_tiered(make_plan(**{**PLAN, "device": "A100"}), tier="fitted", derived_root=derived, devices_root=devices)
+
+
+def test_the_fitted_tier_widens_a_plan_s_interval_with_its_share_of_overheads(roots):
+    """The fit stores held-out errors divided by each run's interval scale; `companion predict` multiplies a
+    plan's width by the plan's own: a plan that is mostly collectives and overheads gets a wider interval than
+    one that is mostly GEMMs, whatever both are new in."""
+    derived, devices = roots
+    op = json.loads((derived / "h100-sweep" / "fit.json").read_text())["operator_model"]
+    assert op["residuals_scaled"] is True
+    res = resolve_tier("H100", "bf16", None, derived, devices)
+    # one GPU at 128k tokens a step: GEMMs and attention; 8 GPUs at 256 tokens: collectives and overheads
+    for plan, scale in ((make_plan(**{**PLAN, "devices": 1, "tp": 1, "dp": 1, "batch_size": 256, "seq_len": 512}), 1.0),
+                        (make_plan(**{**PLAN, "batch_size": 8, "seq_len": 32}), 1 + opmodel.INTERVAL_OVERHEAD_WEIGHT)):
+        p = predict_tiered(plan, derived_root=derived, devices_root=devices)
+        novelty = _halfwidths_per_plan(res, plan_rows([plan], "bf16", "device"), 0.9)[0]  # the stored errors' width
+        for key, target in (("time_h", "step_s"), ("energy_kwh", "energy_per_step_j")):
+            assert np.log(p[f"{key}_interval"][1] / p[key]) == pytest.approx(novelty[target] * scale)
 
 
 def test_calibrated_tier_reads_the_calibration_file(roots, tmp_path):

@@ -64,6 +64,13 @@ class OperatorPoint:
         return t, opmodel.predict_energy_j(terms, t, opmodel.metered_units(df), self.energy,
                                          self.dev.power_ceiling_w)
 
+    def interval_scale(self, df: pd.DataFrame) -> np.ndarray:
+        """Per run, the factor on its interval's width (``opmodel.interval_scale``): wider where more of the
+        predicted step is fixed costs, layout overheads and collectives."""
+        terms = opmodel.operator_frame(df, self.dev)
+        return opmodel.interval_scale(opmodel.scaled_terms(terms, self.time, self.layout_scale,
+                                                           opmodel.layout_names(df)))
+
     def eta(self, df: pd.DataFrame) -> np.ndarray:
         """The model's efficiency factor T_1 / (p T_p) for each row's layout."""
         t_p, _ = self.predict(df)
@@ -203,7 +210,8 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
     """log(measured / predicted) of each run when its model size, then its parallel layout, its parallel degree,
     its whole parallel mode and its head dimension was left out of the fit: {kind: {target: residuals}}. Each kind
     measures the error of one kind of extrapolation, so an interval for a new run can be as wide as the novelty
-    it has (a new head dimension moves the attention-score cost, which a new size at a known one does not)."""
+    it has (a new head dimension moves the attention-score cost, which a new size at a known one does not).
+    Each residual is divided by the run's ``interval_scale`` under the fit that left it out."""
     model = point_only(model)  # held-out residuals need point fits only
     out = {}
     folds = {}
@@ -239,11 +247,18 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
             except (ValueError, np.linalg.LinAlgError):
                 continue
             t, e = point.predict(df[test])
-            res["step_s"] += list(np.log(df.step_s[test].to_numpy(float) / np.clip(t, LOG_FLOOR, None)))
+            scale = interval_scale(point, df[test])  # of the fit that never saw these runs
+            res["step_s"] += list(np.log(df.step_s[test].to_numpy(float) / np.clip(t, LOG_FLOOR, None)) / scale)
             res["energy_per_step_j"] += list(np.log(df.energy_per_step_j[test].to_numpy(float)
-                                                    / np.clip(e, LOG_FLOOR, None)))
+                                                    / np.clip(e, LOG_FLOOR, None)) / scale)
         out[kind] = {k: np.asarray([x for x in v if np.isfinite(x)], float) for k, v in res.items()}
     return out
+
+
+def interval_scale(point, df: pd.DataFrame) -> np.ndarray:
+    """Per run, the factor on its interval's width: the point fit's own (the operator roofline's overhead share,
+    ``OperatorPoint.interval_scale``), 1 for a model without one. Held-out residuals are stored divided by it."""
+    return point.interval_scale(df) if hasattr(point, "interval_scale") else np.ones(len(df))
 
 
 def heldout_log_residuals(model: Model, df: pd.DataFrame, min_train: int = 4) -> dict[str, np.ndarray]:
@@ -274,15 +289,16 @@ class Fitted:
         takes the width of modes left out in training, a new degree that of degrees left out, a layout never
         fitted that of layouts left out, a new model size that of sizes left out, a new head dimension that of
         head dimensions left out (the widest of those that apply, never narrower than the pooled width);
-        otherwise the pooled width."""
+        otherwise the pooled width. Each width is then multiplied by the run's ``interval_scale``."""
         t, e = self.point.predict(df)
         if self.model.uses_measured_time:
             t = np.full(len(df), np.nan)
         out = {"step_s": t, "energy_per_step_j": e}
         frame = pd.DataFrame(out, index=df.index)
         kinds = self.novelty(df)
+        scale = interval_scale(self.point, df)
         for target, v in out.items():
-            q = np.array([self.halfwidth(target, level, k) for k in kinds])
+            q = np.array([self.halfwidth(target, level, k) for k in kinds]) * scale
             frame[f"{target}_lo"], frame[f"{target}_hi"] = v * np.exp(-q), v * np.exp(q)
         return frame
 
@@ -367,7 +383,9 @@ def intervals_to_json(fitted: Fitted) -> dict:
     novelty) and the keys it was trained on (read back by ``interval_model``)."""
     return {"residuals": {k: v.tolist() for k, v in fitted.residuals.items()},
             "residuals_by_kind": {kind: {k: v.tolist() for k, v in r.items()} for kind, r in fitted.residuals_by_kind.items()},
-            "train_keys": keys_to_json(fitted.train_keys)}
+            "train_keys": keys_to_json(fitted.train_keys),
+            # residuals divided by each run's interval scale: a prediction's width is multiplied by its own
+            "residuals_scaled": hasattr(fitted.point, "interval_scale")}
 
 
 def law_intervals(df: pd.DataFrame, laws) -> dict:

@@ -304,7 +304,8 @@ def resolve_tier(device: str, precision: str, tier: str | None = None, derived_r
             return {"tier": "fitted", "dev": dev, "time": op["time"], "energy": op["energy"],
                     "layout_scale": op.get("layout_scale") or {},
                     "source": op["path"], "residuals": op["residuals"], "input_ranges": op["input_ranges"],
-                    "residuals_by_kind": op.get("residuals_by_kind"), "train_keys": op.get("train_keys")}
+                    "residuals_by_kind": op.get("residuals_by_kind"), "train_keys": op.get("train_keys"),
+                    "residuals_scaled": bool(op.get("residuals_scaled"))}
         if tier == "fitted":
             raise ConfigError(f"tier='fitted' needs a sweep fitted on {device!r} (data/derived/<profile>/fit.json); "
                               f"run `make reproduce` with a {device} profile, or use --tier calibrated or prior")
@@ -369,6 +370,10 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
     e = opmodel.predict_energy_j(terms, t, X.metered_units.to_numpy(float), res["energy"], dev.power_ceiling_w)
     single_t = opmodel.predict_time_s(opmodel.operator_frame(X.assign(tp=1, dp=1, world_size=1), dev), res["time"])
     hws = _halfwidths_per_plan(res, X, level)
+    if res.get("residuals_scaled"):  # the fitted tier's residuals were divided by each run's interval scale
+        scale = opmodel.interval_scale(opmodel.scaled_terms(terms, res["time"], res.get("layout_scale"),
+                                                            opmodel.layout_names(X)))
+        hws = [{k: w * f for k, w in hw.items()} for hw, f in zip(hws, scale)]
     out = []
     for i, plan in enumerate(plans):
         hw = hws[i]

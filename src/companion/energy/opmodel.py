@@ -428,11 +428,13 @@ def fit_layout_scales(terms: pd.DataFrame, time_coef: dict, step_s, layouts, wei
 # optimizer traffic only, 1 + INTERVAL_OVERHEAD_WEIGHT from half the step in those costs on. Held-out errors are
 # divided by it before their quantile is taken and a prediction's width is multiplied by it (normalised
 # conformal intervals: the guarantee holds for any scale fixed before the run is measured). On the six stored
-# cpu sweeps 2026-11-24T2207-2026-11-25T0016 (every split), held-out step-time errors of runs whose predicted step
-# was at most 10 % such costs had a 90th-percentile |log error| of 0.14, against 0.23 for 25-50 %; one width for
-# both covered 97 % and 86 % of them. The weight: coverage of the 90 % intervals, per sweep and split (7 splits x 6 sweeps), within 85-95 % in
-# 27 (time) and 25 (energy) of 42 with one width, 31 / 27 at 0.25, 36 / 32 at 0.5, 35 / 32 at 0.75 and 33 / 28
-# at 1; held-out MAPE is unchanged (the point predictions are).
+# cpu sweeps 2026-11-24T2207-2026-11-25T0016 (every split), held-out step-time errors of runs whose predicted
+# step was at most 10 % such costs had a 90th-percentile |log error| of 0.14, against 0.23 for 25-50 %; one
+# width for both covered 97 % and 86 % of them. The weight: coverage of the 90 % intervals per sweep and split
+# (7 splits x 6 sweeps) within 85-95 % in 27 (time) and 25 (energy) of 42 cells with one width, 31 / 27 at
+# 0.25, 36 / 32 at 0.5, 35 / 32 at 0.75 and 33 / 28 at 1; held-out MAPE is unchanged (the point predictions
+# are). On the sweep measured after the choice (2026-11-25T0055): 5 (time) and 6 (energy) of 7 splits in the
+# band, against 4 and 5 with one width.
 INTERVAL_OVERHEAD_WEIGHT = 0.5
 COMPUTE_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s")
 

@@ -126,7 +126,7 @@ largest = df.loc[val.folds(df, "extrapolate_largest")[0][2]]
 largest_modes = largest["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)).value_counts()
 glue("largest_text", f"{len(largest)} of the {len(df)} runs scored, "
      + (f"all {largest_modes.index[0]}" if len(largest_modes) == 1 else
-        ": " + ", ".join(f"{n} {m}" for m, n in largest_modes.items())), display=False)
+        ", ".join(f"{n} {m}" for m, n in largest_modes.items())), display=False)
 dev = load_device_roofs(df.device_name.iloc[0], df.precision.iloc[0])
 models = validated_models(dev)
 model_pred = val.validate_models(df, models, level=level)

@@ -88,7 +88,9 @@ shown.style.hide(axis="index")
 # Each row is {glue:text}`explore_setting`. The roofline columns are the operator roofline in the tier named in
 # `tier`; the last interval column is the
 # paper's law fitted on the same runs. Both intervals come from each model's errors on groups of runs left out
-# of its fit; the paper's law errs more off its fitted runs, and its interval says so. `explore.csv` holds
+# of its fit (the operator roofline's, in its fitted tier, scaled for each request by the share of its predicted
+# step in fixed costs, layout overheads and collectives: hence widths that differ from row to row); the paper's
+# law errs more off its fitted runs, and its interval says so. `explore.csv` holds
 # every figure unrounded. `warnings` counts the paper's law's warnings for that request (a value outside the
 # range its runs covered); the text of each is in `companion predict --json`.
 #
@@ -124,8 +126,9 @@ glue("plan_table", plan_styled, display=False)
 plan_styled
 
 # %% [markdown]
-# Requests outside the range the law was fitted on are flagged (`warnings`), and the energy kind of the
-# fit (measured or estimated) travels with every prediction.
+# Every prediction, here and from `companion predict --json`, carries its tier and whether its energy rests on
+# measured or estimated power; a fitted tier's prediction also lists each input outside the range of the runs it
+# was fitted on (`warnings`).
 
 # %%
 out = paths.derived_dir(profile) / "explore.csv"

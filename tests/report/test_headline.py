@@ -238,6 +238,12 @@ def test_coefficient_table_puts_the_operator_roofline_first():
     dropped = headline.operator_coefficients({"operator_model": {"time": {"elementwise_s": 0.0}, "energy": {"P_core_w": 0.0}}})
     # an energy term is fitted non-negative too: at 0 (e_flop_j, e_comm_j on a sweep) the note says so
     assert "at its bound 0" in dropped[0]["note"] and "at its bound 0" in dropped[1]["note"]
+    # a static power below the calibration's idle power is named, one at or above it is not
+    static = {"energy": {"P_static_w": 13.5}, "dev": {"idle_w": 20.8, "shared_node": True}}
+    note = headline.operator_coefficients({"operator_model": static})[0]["note"]
+    assert "below the calibration's idle power (20.8 W)" in note and "per-core power trade off" in note
+    static["dev"]["idle_w"] = 10.0
+    assert headline.operator_coefficients({"operator_model": static})[0]["note"] == ""
 
 
 def test_coefficient_notes_name_unphysical_signs_and_coefficients_at_their_bound():
@@ -248,6 +254,9 @@ def test_coefficient_notes_name_unphysical_signs_and_coefficients_at_their_bound
     assert "at its bound 0" in headline._flag("kappa", 0.0, 0.0, 0.004)
     assert "reaches its bound 0" in headline._flag("kappa", 0.001, 0.0, 0.004)  # cannot be told from none
     assert headline._flag("sigma", 0.1, 0.05, 0.2) == ""
+    # the baselines' and the energy roofline's non-negative coefficients: an interval from 0 is named
+    assert "reaches its bound 0" in headline._flag("b_j", 0.1, 0.0, 0.49)
+    assert "reaches its bound 0" in headline._flag("eps_Q_j_per_byte", 1e-10, 0.0, 3e-10)
 
 
 def _prose(lines):

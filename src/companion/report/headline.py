@@ -798,8 +798,9 @@ def headline_record(validation: dict, noise: dict) -> dict:
 H100_J_PER_FLOP = 700 / 989e12  # an H100's TDP (W) over its dense bf16 peak (FLOP/s): energy per FLOP at best
 
 
-# coefficients fitted under a non-negativity constraint: at exactly 0 the fit gave the term no weight
-NON_NEGATIVE = ("sigma", "kappa")
+# coefficients fitted under a non-negativity constraint: at exactly 0 the fit gave the term no weight (the USL's;
+# tokens-linear's slope and intercept, nnls; the energy roofline's energies per FLOP and per byte, lsq_linear)
+NON_NEGATIVE = ("sigma", "kappa", "a_j_per_token", "b_j", "eps_F_j_per_flop", "eps_Q_j_per_byte")
 AT_ZERO = "at its bound 0: these runs give the term no weight (it is absent, or they cannot tell it from the others)"
 
 
@@ -882,6 +883,8 @@ def operator_coefficients(fit: dict) -> list[dict]:
     if not isinstance(op, dict):
         return []
     units, held = _units(), _held_terms()
+    dev = op.get("dev") if isinstance(op.get("dev"), dict) else {}
+    idle_w, shared = _num(dev.get("idle_w")), bool(dev.get("shared_node"))
     rows = []
     for part, target in (("time", "time"), ("energy", "energy")):
         for name, value in (op.get(part) or {}).items():
@@ -892,8 +895,21 @@ def operator_coefficients(fit: dict) -> list[dict]:
                          "note": "held at its calibrated value, not fitted" if name in held
                          # every coefficient is fitted non-negative (a time multiplier no run uses stays at 1,
                          # an energy term no run uses at 0), so 0 is the bound
-                         else AT_ZERO if value == 0 else ""})
+                         else AT_ZERO if value == 0
+                         else _below_idle(value, idle_w, shared) if name == "P_static_w" else ""})
     return rows
+
+
+def _below_idle(static_w: float, idle_w: float | None, shared_node: bool) -> str:
+    """A fitted static power below the calibration's idle power. On a shared CPU node every run keeps cores busy,
+    so the static power and the power per busy core trade off (their sum at a run's busy cores is what the runs
+    fix); on a device of its own, the fit and the calibration disagree."""
+    if idle_w is None or not idle_w > 0 or static_w >= idle_w:
+        return ""
+    why = ("every run keeps at least one core busy, so static and per-core power trade off and only their sum at "
+           "a run's busy cores is fixed by these runs" if shared_node else
+           "the runs' energies and the calibration's idle reading disagree")
+    return f"below the calibration's idle power ({idle_w:.3g} W): {why}"
 
 
 def usl_coefficient_rows(fits: list[dict], interval: str = "interval") -> list[dict]:

@@ -175,8 +175,8 @@ headline.styled_prose(paper)
 # {glue:text}`n_coefficients` coefficients, {glue:text}`n_flagged` carry a note: a negative exponent on
 # FLOPs or memory traffic, an energy per FLOP below what any device spends, an interval that spans zero or
 # orders of magnitude, a term at its lower bound of zero (or an interval reaching it) or held rather than
-# fitted, or an efficiency curve
-# fitted through a single degree. Such a coefficient is not evidence about the hardware; it says these runs
+# fitted, a static power below the calibration's idle power, or an efficiency curve fitted through a single
+# degree. Such a coefficient is not evidence about the hardware; it says these runs
 # cannot separate that term from the others.
 
 # %%

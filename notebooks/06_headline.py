@@ -69,7 +69,8 @@ glue("split_legend", headline.legend_html(validation), display=False)
 glue("scored_runs_short", headline.scored_runs_short(validation), display=False)
 glue("device", str(fit.get("device_name", headline.NA)), display=False)
 captions = {t: f"{what.capitalize()}: held-out MAPE (%), its interval, the coverage of the prediction intervals "
-               "and the runs' replicate floor" for t, what in headline.TARGETS.items()}
+               "and the runs' replicate floor; under each split, its runs and the MAPE an exact model would score "
+               "on them" for t, what in headline.TARGETS.items()}
 for target in headline.TARGETS:
     glue(f"scores_{target}", headline.styled_scores(scores[target], captions[target]), display=False)
 # for the pages on measurement and limitations: the protocol's target, the replicates, the noise and coverage

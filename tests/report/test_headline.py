@@ -92,6 +92,11 @@ def test_score_table_reads_model_scores_per_split_and_model(validation):
     floored = headline.score_table({**validation, "model_scores_pooled": [
         {**r, "runs_floor_pct": 7.26} for r in validation["model_scores_pooled"]]}, "time")
     assert floored.iloc[0][headers[1]].endswith("<small>floor 7.3</small>")
+    # an exact model's MAPE on a split's runs sits under its name, where the scores carry it
+    assert "exact" not in headers[1]
+    exact = headline.score_table({**validation, "model_scores_pooled": [
+        {**r, "exact_floor_pct": 7.24} for r in validation["model_scores_pooled"]]}, "time")
+    assert exact.columns[1].endswith("<br><small>exact 7.2</small>") and "exact" not in exact.columns[2]
     energy = headline.score_table(validation, "energy")
     assert energy.model.iloc[-1] == headline.MODELS["tdp_time"]  # the after-the-fact baseline: energy only
     assert "<b>27.8</b>" in energy.iloc[1][energy.columns[1]]  # pooled energy of the paper's law, not time's 28.5

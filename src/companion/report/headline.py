@@ -141,7 +141,7 @@ PREDICT_LEVEL = ("companion.energy.predict", "predict_tiered")  # ... and of the
 
 # ------------------------------------------------------------------------------------ the primary comparison
 SCORE_COLUMNS = ["split", "model", "target", "n", "mape_pct", "mape_lo_pct", "mape_hi_pct", "coverage_pct",
-                 "coverage_lo_pct", "coverage_hi_pct", "runs_floor_pct"]
+                 "coverage_lo_pct", "coverage_hi_pct", "runs_floor_pct", "exact_floor_pct"]
 
 
 def scores(validation: dict) -> pd.DataFrame:
@@ -206,10 +206,12 @@ def _cell(r: pd.Series | None, coverage_range: tuple | None) -> str:
 def score_table(validation: dict, target: str) -> pd.DataFrame:
     """Models as rows, splits as columns (pooled first), for one target ("time" or "energy").
 
-    Each cell (HTML), one line each: the held-out MAPE (%) in bold, its group-bootstrap interval, and the
-    coverage of the model's prediction intervals, in red where it lies outside the range exact intervals show
-    nine times in ten on as many runs (binomial; the verdict's range where the scores lack it): below it the
-    intervals are too narrow, above it wider than promised. A small split's 100 % is no sign of either."""
+    Under each split's name: its runs and the MAPE an exact model would score on them (``exact_floor_pct``,
+    where the scores carry it). Each cell (HTML), one line each: the held-out MAPE (%) in bold, its
+    group-bootstrap interval, and the coverage of the model's prediction intervals, in red where it lies outside
+    the range exact intervals show nine times in ten on as many runs (binomial; the verdict's range where the
+    scores lack it): below it the intervals are too narrow, above it wider than promised. A small split's 100 %
+    is no sign of either."""
     s = scores(validation)
     s = s[s.target == target] if len(s) else s
     if s.empty:
@@ -219,7 +221,12 @@ def score_table(validation: dict, target: str) -> pd.DataFrame:
     columns = {}
     for split in split_order(s):
         n = s[s.split == split].n.max()
-        columns[split] = f"{split_label(split)}<br><small>n = {int(n) if _num(n) is not None else '?'}</small>"
+        # the MAPE a model that knew every configuration's true value would score on the split's runs (the same
+        # runs for every model): what the verdict's last row divides by
+        exact = _num(s[s.split == split].exact_floor_pct.max())
+        exact_text = f"<br><small>exact {exact:.1f}</small>" if exact is not None else ""
+        columns[split] = (f"{split_label(split)}<br><small>n = {int(n) if _num(n) is not None else '?'}</small>"
+                          + exact_text)
     rows = []
     for m in models:
         row = {"model": model_label(m)}

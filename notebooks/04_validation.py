@@ -160,12 +160,12 @@ figures.model_comparison(by_split, df)
 # %%
 # models as rows, splits as columns (pooled first), one table per target: MAPE, its interval, coverage
 scored = {"model_scores": by_split.to_dict("records"), "model_scores_pooled": pooled.to_dict("records")}
-headline.styled_scores(headline.score_table(scored, "time"),
-                       "Held-out MAPE (%) of the time per step (under each split: its runs, and an exact model's MAPE on them)")
+headline.styled_scores(headline.score_table(scored, "time"), "Held-out MAPE (%) of the time per step "
+                       "(under each split: its runs, and an exact model's MAPE on them)")
 
 # %%
-headline.styled_scores(headline.score_table(scored, "energy"),
-                       "Held-out MAPE (%) of the energy per step (under each split: its runs, and an exact model's MAPE on them)")
+headline.styled_scores(headline.score_table(scored, "energy"), "Held-out MAPE (%) of the energy per step "
+                       "(under each split: its runs, and an exact model's MAPE on them)")
 
 # %%
 out = write_json(paths.derived_dir(profile) / "validation.json",

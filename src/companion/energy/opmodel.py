@@ -433,8 +433,8 @@ def fit_layout_scales(terms: pd.DataFrame, time_coef: dict, step_s, layouts, wei
 # width for both covered 97 % and 86 % of them. The weight: coverage of the 90 % intervals per sweep and split
 # (7 splits x 6 sweeps) within 85-95 % in 27 (time) and 25 (energy) of 42 cells with one width, 31 / 27 at
 # 0.25, 36 / 32 at 0.5, 35 / 32 at 0.75 and 33 / 28 at 1; held-out MAPE is unchanged (the point predictions
-# are). On the sweep measured after the choice (2026-11-25T0055): 5 (time) and 6 (energy) of 7 splits in the
-# band, against 4 and 5 with one width.
+# are). On the two sweeps measured after the choice (2026-11-25T0055, T0149, the second on a busy machine): 10
+# (time) and 10 (energy) of 14 split cells in the band, against 9 and 11 with one width.
 INTERVAL_OVERHEAD_WEIGHT = 0.5
 COMPUTE_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s")
 

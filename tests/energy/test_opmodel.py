@@ -191,7 +191,8 @@ def test_the_interval_scale_grows_with_the_share_of_fixed_costs_and_collectives(
     cols["gemm_s"], cols["state_s"] = [1.0, 0.5, 0.2, 0.0], [0.0, 0.25, 0.0, 0.0]
     cols["comm_bytes_s"], cols["step_fixed_s"] = [0.0, 0.125, 0.4, 0.0], [0.0, 0.125, 0.4, 0.0]
     w = opmodel.INTERVAL_OVERHEAD_WEIGHT
-    assert opmodel.interval_scale(pd.DataFrame(cols)) == pytest.approx([1.0, 1 + w / 2, 1 + w, 1.0])
+    unit = {k: 1.0 for k in opmodel.TIME_TERMS}  # every term at face value: the columns are the step's seconds
+    assert opmodel.interval_scale(pd.DataFrame(cols), unit) == pytest.approx([1.0, 1 + w / 2, 1 + w, 1.0])
 
 
 def test_an_interval_is_as_wide_as_the_novelty_of_the_run():

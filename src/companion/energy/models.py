@@ -67,9 +67,8 @@ class OperatorPoint:
     def interval_scale(self, df: pd.DataFrame) -> np.ndarray:
         """Per run, the factor on its interval's width (``opmodel.interval_scale``): wider where more of the
         predicted step is fixed costs, layout overheads and collectives."""
-        terms = opmodel.operator_frame(df, self.dev)
-        return opmodel.interval_scale(opmodel.scaled_terms(terms, self.time, self.layout_scale,
-                                                           opmodel.layout_names(df)))
+        return opmodel.interval_scale(opmodel.operator_frame(df, self.dev), self.time, self.layout_scale,
+                                      opmodel.layout_names(df))
 
     def eta(self, df: pd.DataFrame) -> np.ndarray:
         """The model's efficiency factor T_1 / (p T_p) for each row's layout."""

@@ -439,9 +439,11 @@ INTERVAL_OVERHEAD_WEIGHT = 0.5
 COMPUTE_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s")
 
 
-def interval_scale(scaled: pd.DataFrame) -> np.ndarray:
-    """Per run, the factor on its interval's log half-width (``INTERVAL_OVERHEAD_WEIGHT``), from ``scaled_terms``:
-    1 + weight x min(share of the step outside ``COMPUTE_TERMS``, 0.5) / 0.5."""
+def interval_scale(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
+                   layouts=None) -> np.ndarray:
+    """Per run, the factor on its interval's log half-width (``INTERVAL_OVERHEAD_WEIGHT``): 1 + weight x min(share
+    of the step outside ``COMPUTE_TERMS``, 0.5) / 0.5, the step's terms counted as ``scaled_terms`` counts them."""
+    scaled = scaled_terms(terms, time_coef, layout_scale, layouts)
     total = scaled[list(TIME_TERMS)].sum(axis=1).to_numpy(float)
     compute = scaled[list(COMPUTE_TERMS)].sum(axis=1).to_numpy(float)
     overhead = np.where(total > 0, 1.0 - compute / np.where(total > 0, total, 1.0), 0.0)

@@ -371,8 +371,7 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
     single_t = opmodel.predict_time_s(opmodel.operator_frame(X.assign(tp=1, dp=1, world_size=1), dev), res["time"])
     hws = _halfwidths_per_plan(res, X, level)
     if res.get("residuals_scaled"):  # the fitted tier's residuals were divided by each run's interval scale
-        scale = opmodel.interval_scale(opmodel.scaled_terms(terms, res["time"], res.get("layout_scale"),
-                                                            opmodel.layout_names(X)))
+        scale = opmodel.interval_scale(terms, res["time"], res.get("layout_scale"), opmodel.layout_names(X))
         hws = [{k: w * f for k, w in hw.items()} for hw, f in zip(hws, scale)]
     out = []
     for i, plan in enumerate(plans):

@@ -131,8 +131,8 @@ def explain(v: dict, df: pd.DataFrame) -> str:
     head = (f"Pooled over this table's {len(splits)} splits ({names}), the paper's law reaches a held-out energy MAPE of "
             f"{v['mape_pct']:.1f} %, and the best baseline that predicts before running ({best}) reaches "
             f"{v['best_baseline_mape_pct']:.1f} %. The criteria the validation page sets for the paper's law (the "
-            f"primary model has its own, on the summary page): a MAPE of at most {v.get('target_mape_pct', 5.0):g} %, and at most "
-            "half the best baseline's. ")
+            f"primary model has its own, on the summary page): a MAPE of at most {v.get('target_mape_pct', 5.0):g} %, "
+            "and at most half the best baseline's. ")
     met = int(v["meets_target"]) + int(v["beats_half_best_baseline"])
     if met == 2:
         return head + "The law meets both on these runs."

@@ -220,10 +220,11 @@ def score_table(validation: dict, target: str) -> pd.DataFrame:
     models = [m for m in MODELS if m in set(s.model)] + [m for m in dict.fromkeys(s.model) if m not in MODELS]
     columns = {}
     for split in split_order(s):
-        n = s[s.split == split].n.max()
+        of_split = s[s.split == split]
+        n = of_split.n.max()
         # the MAPE a model that knew every configuration's true value would score on the split's runs (the same
         # runs for every model): what the verdict's last row divides by
-        exact = _num(s[s.split == split].exact_floor_pct.max())
+        exact = _num(of_split.exact_floor_pct.max())
         exact_text = f"<br><small>exact {exact:.1f}</small>" if exact is not None else ""
         columns[split] = (f"{split_label(split)}<br><small>n = {int(n) if _num(n) is not None else '?'}</small>"
                           + exact_text)

@@ -252,6 +252,29 @@ def test_an_unbounded_interval_is_counted_apart_never_as_covering():
     assert v["targets"]["time"]["coverage_in_range"] is False and v["targets"]["time"]["coverage_consistent"] is False
 
 
+def test_coverage_by_overhead_counts_each_band_of_runs_apart():
+    from companion.energy.validation import _scored, coverage_by_overhead, coverage_range_pct
+
+    # ten compute-bound runs (share 0.05), all covered; ten overhead-bound runs (share 0.6), six covered; each
+    # held out by two splits; one run of another model and one unbounded interval never count
+    rows = [{"split": split, "fold": "f", "model": "operator_roofline", "target": t, "run_id": f"{kind}{i}",
+             "size": "s", "mode": "tp", "world_size": 2, "measured": 1.0, "predicted": 1.0,
+             "lo": 0.9 if kind == "c" or i < 6 else 1.1, "hi": 1.1 if kind == "c" or i < 6 else 1.2}
+            for split in ("leave_one_size_out", "leave_one_mode_out") for t in ("time", "energy")
+            for kind in ("c", "o") for i in range(10)]
+    rows += [{**rows[0], "model": "flops_power_law", "lo": 2.0, "hi": 3.0},
+             {**rows[0], "run_id": "c0", "lo": 0.0, "hi": np.inf}]
+    share = {**{f"c{i}": 0.05 for i in range(10)}, **{f"o{i}": 0.6 for i in range(10)}}
+    table = coverage_by_overhead(_scored(rows), share).set_index(["target", "overhead_share"])
+    assert list(table.loc["time"].index) == ["0-10 %", "10-25 %", "25-50 %", "50-100 %"]
+    assert table.loc[("time", "0-10 %"), ["n", "coverage_pct"]].tolist() == [20, 100.0]
+    assert table.loc[("energy", "50-100 %"), ["n", "coverage_pct"]].tolist() == [20, 60.0]
+    assert table.loc[("time", "10-25 %"), "n"] == 0 and np.isnan(table.loc[("time", "10-25 %"), "coverage_pct"])
+    assert table.loc[("time", "50-100 %"), "range_lo_pct"] == pytest.approx(coverage_range_pct(20)[0])
+    with pytest.raises(ValueError, match="bands=.*increasing"):
+        coverage_by_overhead(_scored(rows), share, bands=(0.5, 0.1))
+
+
 def test_the_chance_that_exact_intervals_meet_the_coverage_criterion():
     from scipy.stats import binom
 

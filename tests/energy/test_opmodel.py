@@ -193,6 +193,8 @@ def test_the_interval_scale_grows_with_the_share_of_fixed_costs_and_collectives(
     w = opmodel.INTERVAL_OVERHEAD_WEIGHT
     unit = {k: 1.0 for k in opmodel.TIME_TERMS}  # every term at face value: the columns are the step's seconds
     assert opmodel.interval_scale(pd.DataFrame(cols), unit) == pytest.approx([1.0, 1 + w / 2, 1 + w, 1.0])
+    # the share it rises with: 0, a quarter, 0.8 of the step; an empty step has none
+    assert opmodel.overhead_share(pd.DataFrame(cols), unit) == pytest.approx([0.0, 0.25, 0.8, 0.0])
 
 
 def test_an_interval_is_as_wide_as_the_novelty_of_the_run():

@@ -70,6 +70,12 @@ class OperatorPoint:
         return opmodel.interval_scale(opmodel.operator_frame(df, self.dev), self.time, self.layout_scale,
                                       opmodel.layout_names(df))
 
+    def overhead_share(self, df: pd.DataFrame) -> np.ndarray:
+        """Per run, the share of its predicted step in fixed costs, layout overheads and collectives
+        (``opmodel.overhead_share``): what its interval scale rises with."""
+        return opmodel.overhead_share(opmodel.operator_frame(df, self.dev), self.time, self.layout_scale,
+                                      opmodel.layout_names(df))
+
     def eta(self, df: pd.DataFrame) -> np.ndarray:
         """The model's efficiency factor T_1 / (p T_p) for each row's layout."""
         t_p, _ = self.predict(df)

@@ -441,15 +441,22 @@ INTERVAL_OVERHEAD_WEIGHT = 0.5
 COMPUTE_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s")
 
 
-def interval_scale(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
+def overhead_share(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
                    layouts=None) -> np.ndarray:
-    """Per run, the factor on its interval's log half-width (``INTERVAL_OVERHEAD_WEIGHT``): 1 + weight x min(share
-    of the step outside ``COMPUTE_TERMS``, 0.5) / 0.5, the step's terms counted as ``scaled_terms`` counts them."""
+    """Per run, the share of its predicted step outside ``COMPUTE_TERMS`` (fixed costs, layout overheads,
+    collectives), the step's terms counted as ``scaled_terms`` counts them; 0 for an empty step."""
     scaled = scaled_terms(terms, time_coef, layout_scale, layouts)
     total = scaled[list(TIME_TERMS)].sum(axis=1).to_numpy(float)
     compute = scaled[list(COMPUTE_TERMS)].sum(axis=1).to_numpy(float)
-    overhead = np.where(total > 0, 1.0 - compute / np.where(total > 0, total, 1.0), 0.0)
-    return 1.0 + INTERVAL_OVERHEAD_WEIGHT * np.clip(overhead, 0.0, 0.5) / 0.5
+    return np.where(total > 0, 1.0 - compute / np.where(total > 0, total, 1.0), 0.0)
+
+
+def interval_scale(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
+                   layouts=None) -> np.ndarray:
+    """Per run, the factor on its interval's log half-width (``INTERVAL_OVERHEAD_WEIGHT``): 1 + weight x
+    min(``overhead_share``, 0.5) / 0.5."""
+    share = overhead_share(terms, time_coef, layout_scale, layouts)
+    return 1.0 + INTERVAL_OVERHEAD_WEIGHT * np.clip(share, 0.0, 0.5) / 0.5
 
 
 def predict_energy_j(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_coef: dict,

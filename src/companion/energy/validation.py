@@ -255,6 +255,37 @@ def chance_in_range(ns, level: float = 0.9, coverage=(85.0, 95.0)) -> float | No
     return p
 
 
+OVERHEAD_BANDS = (0.0, 0.1, 0.25, 0.5, 1.0)  # shares of the predicted step outside compute (opmodel.overhead_share)
+
+
+def coverage_by_overhead(pred: pd.DataFrame, share_by_run: dict, model: str = "operator_roofline",
+                         level: float = 0.9, bands=OVERHEAD_BANDS) -> pd.DataFrame:
+    """Coverage of ``model``'s held-out intervals (``validate_models`` rows, every split and the off-grid runs)
+    by the share of each run's predicted step in fixed costs, layout overheads and collectives (``share_by_run``:
+    {run_id: share}, from one fit on every run, so that a run sits in one band whatever split held it out): one
+    row per target and band, with the range exact ``level`` intervals show on as many predictions
+    (``coverage_range_pct``). Intervals that hold only on average cover compute-bound runs more often than
+    overhead-bound ones; the operator roofline's widths scale with the share for that reason
+    (``opmodel.interval_scale``). Predictions with an unbounded interval, or of a run without a share, are left out."""
+    bands = tuple(float(b) for b in bands)
+    if len(bands) < 2 or any(b1 <= b0 for b0, b1 in zip(bands, bands[1:])):
+        raise ValueError(f"bands={bands!r} must be at least two increasing shares, e.g. (0, 0.25, 1)")
+    p = pred[(pred.model == model) & pred.covered.notna()]
+    share = p.run_id.map(share_by_run).astype(float)
+    p = p.assign(share=share)[np.isfinite(share)]
+    labels = [f"{100 * b0:.0f}-{100 * b1:.0f} %" for b0, b1 in zip(bands, bands[1:])]
+    p = p.assign(band=pd.cut(p.share, list(bands), labels=labels, include_lowest=True))
+    rows = []
+    for target in TARGETS.values():
+        for band in labels:
+            g = p[(p.target == target) & (p.band == band)]
+            lo, hi = coverage_range_pct(len(g), level)
+            rows.append({"target": target, "overhead_share": band, "n": len(g),
+                         "coverage_pct": float(g.covered.astype(bool).mean() * 100) if len(g) else float("nan"),
+                         "range_lo_pct": lo, "range_hi_pct": hi})
+    return pd.DataFrame(rows)
+
+
 def coverage_consistent(coverage_pct, lo_pct, hi_pct):
     """Whether a coverage (%) lies within its binomial range (``coverage_range_pct``), up to rounding; scalars or
     arrays alike."""

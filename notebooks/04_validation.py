@@ -189,7 +189,7 @@ headline.styled_scores(
     .reindex(coverage_overhead.overhead_share.unique()).reset_index()
     .rename(columns={"overhead_share": "overheads' share of the step", "time": "time: coverage %",
                      "energy": "energy: coverage %"}),
-    f"Coverage of the operator roofline's {level:.0%} intervals by the overheads' share of the predicted step")
+    f"Coverage of the operator roofline's {level * 100:.0f} % intervals by the overheads' share of the predicted step")
 
 # %%
 out = write_json(paths.derived_dir(profile) / "validation.json",

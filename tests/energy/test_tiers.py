@@ -92,6 +92,16 @@ def test_plan_ranks_layouts_and_marks_the_pareto_front(tmp_path):
         assert not any(f["energy_kwh"] < r["energy_kwh"] and f["time_h"] < r["time_h"] for f in front if r["pareto"])
 
 
+def test_plan_says_which_layouts_no_batch_size_splits(tmp_path):
+    req = {k: v for k, v in PLAN.items() if k not in ("devices", "tp", "dp", "batch_size")}
+    out = plan_layouts(3, (16, 32), derived_root=tmp_path, devices_root=tmp_path, **req)
+    assert {(r["tp"], r["dp"]) for r in out["layouts"]} == {(3, 1)}  # bert-base: 12 heads split three ways
+    assert [n for n in out["notes"] if n.startswith("tp1-dp3 left out")] and "multiples of 3" in out["notes"][-1]
+    out = plan_layouts(3, (12, 24), derived_root=tmp_path, devices_root=tmp_path, **req)
+    assert {(r["tp"], r["dp"]) for r in out["layouts"]} == {(1, 3), (3, 1)}
+    assert not any("left out" in n for n in out["notes"])
+
+
 def test_pareto_front():
     assert pareto_front([1, 2, 3, 2], [3, 2, 1, 3]) == [0, 1, 2]
 

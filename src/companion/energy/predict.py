@@ -482,6 +482,13 @@ def plan_layouts(devices: int, batch_sizes=(8, 16, 32, 64, 128), tier: str | Non
     if not layouts:
         raise ConfigError(f"devices={devices}: no TP x FSDP layout divides the heads ({probe.heads}) and the batch "
                           "sizes; change --devices or --batch-sizes")
+    sizes = [int(b) for b in batch_sizes]
+    # a layout whose TP degree divides the model but whose FSDP degree divides none of the batch sizes is said, not
+    # dropped silently (3 or 6 devices with the default powers of two)
+    skipped = [f"tp{tp}-dp{devices // tp} left out: no batch size of {sizes} splits over {devices // tp} FSDP ranks; "
+               f"add multiples of {devices // tp} with --batch-sizes"
+               for tp in range(1, devices + 1) if not (devices % tp or probe.heads % tp or probe.hidden % tp)
+               and not any(b % (devices // tp) == 0 for b in sizes)]
     plans = [make_plan(**{**request, "tp": tp, "dp": dp, "devices": devices, "batch_size": b}) for tp, dp, b in layouts]
     preds = predict_tiered(plans, tier, level, derived_root, devices_root)
     rows = [{"tp": p["plan"]["tp"], "dp": p["plan"]["dp"], "batch_size": p["plan"]["batch_size"], "steps": p["steps"],
@@ -495,7 +502,7 @@ def plan_layouts(devices: int, batch_sizes=(8, 16, 32, 64, 128), tier: str | Non
     return {"tier": preds[0]["tier"], "tier_means": preds[0]["tier_means"], "source": preds[0]["source"],
             "device_name": plans[0].device_name, "devices": devices, "interval_level": level,
             "seq_len": plans[0].seq_len, "precision": preds[0]["plan"]["precision"],
-            "layouts": ranked, "pareto_front": [rows[i] for i in front], "notes": preds[0]["notes"]}
+            "layouts": ranked, "pareto_front": [rows[i] for i in front], "notes": [*preds[0]["notes"], *skipped]}
 
 
 def format_plan(p: dict) -> str:

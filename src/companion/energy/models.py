@@ -67,8 +67,7 @@ class OperatorPoint:
     def interval_scale(self, df: pd.DataFrame) -> np.ndarray:
         """Per run, the factor on its interval's width (``opmodel.interval_scale``): wider where more of the
         predicted step is fixed costs, layout overheads and collectives."""
-        return opmodel.interval_scale(opmodel.operator_frame(df, self.dev), self.time, self.layout_scale,
-                                      opmodel.layout_names(df))
+        return opmodel.interval_scale_of_share(self.overhead_share(df))
 
     def overhead_share(self, df: pd.DataFrame) -> np.ndarray:
         """Per run, the share of its predicted step in fixed costs, layout overheads and collectives

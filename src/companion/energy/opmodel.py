@@ -455,8 +455,12 @@ def interval_scale(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | No
                    layouts=None) -> np.ndarray:
     """Per run, the factor on its interval's log half-width (``INTERVAL_OVERHEAD_WEIGHT``): 1 + weight x
     min(``overhead_share``, 0.5) / 0.5."""
-    share = overhead_share(terms, time_coef, layout_scale, layouts)
-    return 1.0 + INTERVAL_OVERHEAD_WEIGHT * np.clip(share, 0.0, 0.5) / 0.5
+    return interval_scale_of_share(overhead_share(terms, time_coef, layout_scale, layouts))
+
+
+def interval_scale_of_share(share) -> np.ndarray:
+    """``interval_scale`` from a run's ``overhead_share``."""
+    return 1.0 + INTERVAL_OVERHEAD_WEIGHT * np.clip(np.asarray(share, float), 0.0, 0.5) / 0.5
 
 
 def predict_energy_j(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_coef: dict,

@@ -449,15 +449,14 @@ def format_tiered(p: dict) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- plan
+def model_degrees(devices: int, heads: int, hidden: int) -> list[tuple[int, int]]:
+    """(tp, dp) with tp * dp = devices and tp dividing heads and hidden: the layouts the model allows."""
+    return [(tp, devices // tp) for tp in range(1, devices + 1) if not (devices % tp or heads % tp or hidden % tp)]
+
+
 def candidate_layouts(devices: int, heads: int, hidden: int, batch_sizes) -> list[tuple[int, int, int]]:
-    """(tp, dp, batch) with tp * dp = devices, tp dividing heads and hidden, dp dividing the batch."""
-    out = []
-    for tp in range(1, devices + 1):
-        if devices % tp or heads % tp or hidden % tp:
-            continue
-        dp = devices // tp
-        out += [(tp, dp, b) for b in batch_sizes if b % dp == 0]
-    return out
+    """(tp, dp, batch) of ``model_degrees`` with dp dividing the batch."""
+    return [(tp, dp, b) for tp, dp in model_degrees(devices, heads, hidden) for b in batch_sizes if b % dp == 0]
 
 
 def pareto_front(energy, time) -> list[int]:
@@ -478,17 +477,16 @@ def plan_layouts(devices: int, batch_sizes=(8, 16, 32, 64, 128), tier: str | Non
     if not batch_sizes or any(int(b) < 1 for b in batch_sizes):
         raise ConfigError(f"batch_sizes={list(batch_sizes)!r} must be positive integers, e.g. --batch-sizes 16,32,64")
     probe = make_plan(**{**request, "tp": 1, "dp": 1, "devices": None, "batch_size": int(batch_sizes[0])})
-    layouts = candidate_layouts(devices, probe.heads, probe.hidden, [int(b) for b in batch_sizes])
+    sizes = [int(b) for b in batch_sizes]
+    layouts = candidate_layouts(devices, probe.heads, probe.hidden, sizes)
     if not layouts:
         raise ConfigError(f"devices={devices}: no TP x FSDP layout divides the heads ({probe.heads}) and the batch "
                           "sizes; change --devices or --batch-sizes")
-    sizes = [int(b) for b in batch_sizes]
     # a layout whose TP degree divides the model but whose FSDP degree divides none of the batch sizes is said, not
     # dropped silently (3 or 6 devices with the default powers of two)
-    skipped = [f"tp{tp}-dp{devices // tp} left out: no batch size of {sizes} splits over {devices // tp} FSDP ranks; "
-               f"add multiples of {devices // tp} with --batch-sizes"
-               for tp in range(1, devices + 1) if not (devices % tp or probe.heads % tp or probe.hidden % tp)
-               and not any(b % (devices // tp) == 0 for b in sizes)]
+    skipped = [f"tp{tp}-dp{dp} left out: no batch size of {sizes} splits over {dp} FSDP ranks; "
+               f"add multiples of {dp} with --batch-sizes"
+               for tp, dp in model_degrees(devices, probe.heads, probe.hidden) if not any(b % dp == 0 for b in sizes)]
     plans = [make_plan(**{**request, "tp": tp, "dp": dp, "devices": devices, "batch_size": b}) for tp, dp, b in layouts]
     preds = predict_tiered(plans, tier, level, derived_root, devices_root)
     rows = [{"tp": p["plan"]["tp"], "dp": p["plan"]["dp"], "batch_size": p["plan"]["batch_size"], "steps": p["steps"],

@@ -85,8 +85,8 @@ for d in sorted(set(runs.device_name)):
         for name, per_unit_s in sorted(roofs_from_calibration(cal).layout_overhead_s.items()):
             cal_rows.append({"device": d, "quantity": f"layout overhead, {name}",
                              "shown": f"{shown_value(per_unit_s, 's')} {layout_unit_words(name)}",
-                             "how": "tiny BERT probe under the layout, less the same ranks each training its own copy "
-                             "and less its collectives' latency"})
+                             "how": "tiny BERT probe under the layout, less its ranks' compute (one process's step "
+                             "times the node's oversubscription) and its collectives' latency"})
         facts = calibration_facts(cal)
 for key, text in facts.items():
     glue(f"calibration_{key}", text, display=False)

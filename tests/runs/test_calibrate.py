@@ -59,16 +59,11 @@ def test_short_cpu_calibration_is_complete_and_loads(short_calibration):
     # finishes; its speed is not asserted here (a 2 s budget takes 12 s alone, 30 s beside the book's build on two
     # cores): `companion calibrate` prints its wall time, the benchmark of the 90 s target
     assert 0 < rec["provenance"]["wall_s"] < 300
-    # the layout probe: the tiny BERT with 1 and 2 layers under TP and FSDP over 2 ranks, on both ranks at once
-    # each with its own copy (the reference), and on one process
+    # the layout probe: the tiny BERT with 1 and 2 layers under TP and FSDP over 2 ranks, and on one process
+    # (the ranks' compute the overheads are taken against)
     probe = rec["collectives"]["2"]["layouts"]
-    assert {(r["tp"], r["dp"], r["layers"]) for r in probe} == {(t, d, L) for t, d in ((1, 1), (2, 1), (1, 2))
-                                                                  for L in (1, 2)}
+    assert {(r["tp"], r["dp"], r["layers"]) for r in probe} == {(t, d, L) for t, d in ((2, 1), (1, 2)) for L in (1, 2)}
     assert all(r["ranks"] == 2 for r in probe)
-    for one in rec["collectives"]["2"]["passes"]:  # each layout row carries its own pass's reference
-        reference = {r["layers"]: r["step_s"] for r in one["layouts"] if r["tp"] * r["dp"] == 1}
-        assert all(r["reference_step_s"] == reference[r["layers"]] for r in one["layouts"] if r["tp"] * r["dp"] > 1)
-    assert all(r["reference_step_s"] > 0 for r in probe if r["tp"] * r["dp"] > 1)
     assert {r["layers"] for r in rec["layout_probe_single"]} == {1, 2}
     assert all(r["step_s"] > 0 and r["threads_per_rank"] == 1 for r in probe + rec["layout_probe_single"])
     dev = roofs_from_calibration(json.loads(json.dumps(rec)))

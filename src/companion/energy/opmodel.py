@@ -631,17 +631,23 @@ def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) 
     {"tp<t>-dp<d>": s}.
 
     From the tiny probe's step times with 1 and 2 layers (``companion calibrate``; rows with the probe's shape):
-    a layout's step, less its reference and less the latency of its collectives as ``operator_frame`` counts
-    them on ``dev``, is its overhead. The reference is the same ranks each training its own copy, timed in the
-    same pass a few seconds before the layout (``reference_step_s`` of the row), so the node's state then
-    cancels; a calibration without it takes one process's step times the node's oversubscription (every rank
-    launches every operator). It is taken as one cost per unit, fitted to both depths at once: a separate
-    per-layer and per-step cost from two noisy differences swings by several times between calibrations, their
-    sum per unit does not. The units are FSDP's (each layer and the root) where the layout shards data, and the
-    layers alone under TP alone, whose root is replicated and dispatches no DTensor operator."""
+    a layout's step, less its ranks' compute and less the latency of its collectives as ``operator_frame`` counts
+    them on ``dev``, is its overhead. The ranks' compute is one process's step timed alone (``single``) times the
+    node's oversubscription: a layout's ranks meet at every collective, so they compute side by side and p of
+    them on fewer cores take p / cores times as long. (Older calibration files also hold the same ranks each
+    training its own copy, ``reference_step_s``, once taken as the reference. Ranks that never meet pack the
+    cores unevenly: in the nine stored cpu sweeps' calibrations (2026-11-24T2207 to 2026-11-25T0219) 4 ranks on
+    2 cores stepped 0.8-2.1x as long as one process alone, where side-by-side compute takes 2x, and 2 ranks
+    0.7-1.75x, where it takes 1x, so that reference read part of the compute as overhead at p = 4 and too little
+    at p = 2. On those sweeps' held-out time MAPE, against it and against one process times the
+    oversubscription: a parallel degree left out 12.4 -> 11.1 %, a mode left out 11.0 -> 10.4 %, pooled 9.4 ->
+    9.2 %, off-grid 9.9 -> 10.1 %. It is not read.) The overhead is
+    taken as one cost per unit, fitted to both depths at once: a separate per-layer and per-step cost from two
+    noisy differences swings by several times between calibrations, their sum per unit does not. The units are
+    FSDP's (each layer and the root) where the layout shards data, and the layers alone under TP alone, whose
+    root is replicated and dispatches no DTensor operator."""
     ref = {int(r["layers"]): float(r["step_s"]) for r in single}
-    probe = pd.DataFrame([r for r in layouts if int(r["tp"]) * int(r["dp"]) > 1
-                          and (int(r["layers"]) in ref or r.get("reference_step_s") is not None)])
+    probe = pd.DataFrame([r for r in layouts if int(r["tp"]) * int(r["dp"]) > 1 and int(r["layers"]) in ref])
     if probe.empty:
         return {}
     probe = probe.assign(padded_tokens=probe.batch_size * probe.seq_len,
@@ -649,10 +655,8 @@ def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) 
     latency = operator_frame(probe, dev).comm_latency_s.to_numpy()
     ranks = (probe.tp * probe.dp).to_numpy(float)
     oversub = np.maximum(1.0, ranks / max(dev.node_cores, 1)) if dev.shared_node else np.ones(len(probe))
-    alone = oversub * probe.layers.map(lambda n: ref.get(int(n), np.nan)).to_numpy(float)
-    beside = (pd.to_numeric(probe.reference_step_s, errors="coerce").to_numpy(float)
-              if "reference_step_s" in probe else np.full(len(probe), np.nan))
-    excess = probe.step_s.to_numpy(float) - np.where(np.isfinite(beside), beside, alone) - latency
+    compute = oversub * probe.layers.map(lambda n: ref[int(n)]).to_numpy(float)
+    excess = probe.step_s.to_numpy(float) - compute - latency
     units = layout_units(probe.layers.to_numpy(float), probe.dp.to_numpy(float))
     per = pd.DataFrame({"name": layout_names(probe), "excess": excess,
                         "units": units}).groupby("name")[["excess", "units"]].sum()

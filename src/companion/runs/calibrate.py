@@ -13,11 +13,10 @@ What it measures (best of repeated timings; times in s, rates in FLOP/s and byte
   fitted to t = alpha * (p - 1) + bytes_on_the_wire / beta, timed in two passes (first and last) of which
   each timing keeps the faster, the passes' disagreement recorded and, past 1.5x, reported;
 * the layouts' own overheads: a tiny BERT (1 and 2 layers, 64 tokens) trained under every TP, FSDP and 2-D
-  layout of those ranks, and by the same ranks each on its own copy (no collectives, no sharding: the
-  reference, timed in the same processes and the same seconds), and on one process with one thread; at that
-  size a step is almost all per-operator and per-hook cost, so the extra time of a layout per layer and per
-  step over its reference is its DTensor dispatch and FSDP hook cost (``opmodel.layout_overheads``), measured
-  instead of learnt from a sweep;
+  layout of those ranks, and on one process with one thread; at that size a step is almost all per-operator
+  and per-hook cost, so the extra time of a layout per layer and per step over the ranks' compute (the lone
+  process's step times the node's oversubscription) is its DTensor dispatch and FSDP hook cost
+  (``opmodel.layout_overheads``), measured instead of learnt from a sweep;
 * idle and loaded power from the meter the sweeps use (NVML counter on GPUs: measured; CodeCarbon's model on
   a CPU without RAPL: estimated, and labelled so).
 
@@ -266,7 +265,7 @@ def _collective_worker(rank: int, world: int, init_file: str, backend: str, out_
         for name, (fn, wire) in ops.items():
             t, _ = _median_time_s(fn, device, per, distributed=True, warmups=1, min_reps=3, max_reps=50)
             rows.append({"op": name, "bytes": n * 4, "wire_bytes": wire, "time_s": t})
-    layouts = (_layout_rows(layout_probe_layouts(world, reference=True), device, layout_budget_s, distributed=True)
+    layouts = (_layout_rows(layout_probe_layouts(world), device, layout_budget_s, distributed=True)
                if layout_budget_s > 0 else [])
     if rank == 0:
         Path(out_file).write_text(json.dumps({"collectives": rows, "layouts": layouts}))
@@ -278,16 +277,11 @@ def _collective_worker(rank: int, world: int, init_file: str, backend: str, out_
 LAYOUT_PROBE = {"hidden": 64, "heads": 4, "vocab": 128, "max_positions": 64, "seq_len": 16, "batch_size": 4}
 
 
-def layout_probe_layouts(world: int, reference: bool = False) -> list:
-    """The layouts of ``world`` ranks the layout benchmark times: TP, FSDP and (where it splits) 2-D; with
-    ``reference``, first tp1-dp1: every rank trains its own copy at once, the layouts' reference. Taken from
-    the same ranks in the same seconds, it carries the node's state (ranks contending for cores, a busy spell
-    of the host) that a single process timed alone does not. On a shared 2-core node, six back-to-back probes
-    spread each layout's overhead by a standard deviation of 0.12-0.26 in logs against one process timed alone,
-    0.10-0.17 against this reference, with the same means."""
+def layout_probe_layouts(world: int) -> list:
+    """The layouts of ``world`` ranks the layout benchmark times: TP, FSDP and (where it splits) 2-D."""
     from companion.runs.config import Layout
 
-    out = ([Layout(1, 1)] if reference else []) + [Layout(world, 1), Layout(1, world)]
+    out = [Layout(world, 1), Layout(1, world)]
     if world >= 4 and world % 2 == 0:
         out.append(Layout(2, world // 2))
     return out
@@ -369,12 +363,6 @@ def _layout_rows(layouts, device, budget_s: float, distributed: bool) -> list[di
             t, reps = _median_time_s(step, device, per, distributed)
             rows.append({"tp": layout.tp, "dp": layout.dp, "ranks": ranks, "layers": layers, **LAYOUT_PROBE,
                          "ffn": ffn, "threads_per_rank": 1, "step_s": t, "steps": reps})
-    # each layout's row carries the reference of its own pass (same ranks, same depth, same seconds): passes
-    # are combined per row (the fastest), and a reference from another pass would bring that pass's state
-    reference = {r["layers"]: r["step_s"] for r in rows if r["tp"] * r["dp"] == 1 and ranks > 1}
-    for r in rows:
-        if r["tp"] * r["dp"] > 1 and r["layers"] in reference:
-            r["reference_step_s"] = reference[r["layers"]]
     return rows
 
 

@@ -641,7 +641,8 @@ def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) 
     0.7-1.75x, where it takes 1x, so that reference read part of the compute as overhead at p = 4 and too little
     at p = 2. On those sweeps' held-out time MAPE, against it and against one process times the
     oversubscription: a parallel degree left out 12.4 -> 11.1 %, a mode left out 11.0 -> 10.4 %, pooled 9.4 ->
-    9.2 %, off-grid 9.9 -> 10.1 %. It is not read.) The overhead is
+    9.2 %, off-grid 9.9 -> 10.1 %; on the first sweep calibrated this way (2026-11-25T0325) 12.2, 8.3, 8.0 and
+    9.3 %. It is not read.) The overhead is
     taken as one cost per unit, fitted to both depths at once: a separate per-layer and per-step cost from two
     noisy differences swings by several times between calibrations, their sum per unit does not. The units are
     FSDP's (each layer and the root) where the layout shards data, and the layers alone under TP alone, whose

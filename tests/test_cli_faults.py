@@ -116,3 +116,31 @@ def test_a_corrupt_plan_is_named(tmp_path):
     plan.write_text(json.dumps({"profile": "x", "runs": [{"model": {"layers": "x"}}]}))
     res = companion_cmd("run", "--plan", str(plan), "--out", str(tmp_path / "o"), timeout=120)
     assert res.returncode == 2 and "layers='x'" in res.stderr and "Traceback" not in res.stderr
+
+
+def _launch_printing(monkeypatch, lines: list[str], rc: int):
+    """Every launch of the sweep replaced by one that prints ``lines`` to its log and exits with ``rc``."""
+    from companion.runs import sweep
+
+    code = f"import sys; print({chr(10).join(lines)!r}); sys.exit({rc})"
+    monkeypatch.setattr(sweep, "worker_command", lambda *a, **k: [sys.executable, "-c", code])
+
+
+def test_a_launch_stopped_by_ctrl_c_stops_the_sweep_without_a_failed_record(tmp_path, monkeypatch):
+    """Ctrl-C that reaches the launch (torchrun's agent turns it into SignalException, exit code 1) but not the
+    sweep itself: the run in flight was stopped, not failed, so the sweep stops as interrupted and writes no
+    record; a launch that failed otherwise still records its run as failed."""
+    from companion.runs.profiles import load_profile
+    from companion.runs.sweep import run_sweep
+
+    path = tmp_path / "p.yaml"
+    path.write_text(PROFILE.replace("[0, 1, 2, 3, 4, 5]", "[0, 1]"))
+    profile = load_profile(str(path), device_name="cpu")
+    _launch_printing(monkeypatch, ["run-start: a", "torch.distributed.elastic.multiprocessing.api.SignalException: "
+                                   "Process 4242 got signal: 2"], 1)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(profile, tmp_path / "stopped", progress=False)
+    assert not list((tmp_path / "stopped").glob("*.json"))
+    _launch_printing(monkeypatch, ["run-start: a", "RuntimeError: a rank crashed"], 1)
+    result = run_sweep(profile, tmp_path / "failed", progress=False)
+    assert len(result.failed) == 2 and len(list((tmp_path / "failed").glob("*.json"))) == 2

@@ -206,6 +206,10 @@ def _launch_until_done(profile: str, out_dir: Path, items: list[Pending], world_
         missing = [item for item in todo if not _done(item)]
         if not missing:
             return
+        if _interrupted(rc, log_path, start):
+            # Ctrl-C reached the launch but not this process (or not yet): the run in flight was stopped, not
+            # failed, so it gets no record and the sweep stops as if interrupted itself
+            raise KeyboardInterrupt
         if len(missing) == len(todo) and _launch_level(log_path, start):
             # Not one record, and the launch itself could not run (a meter, a package, the process group:
             # the worker said `error:` or never started a run). Relaunching would fail the same way for
@@ -253,6 +257,15 @@ def _launch_level(log_path: Path, offset: int) -> bool:
     meter that cannot work) or never started a run. A crash inside a run (a kill, a segfault) is neither."""
     lines = log_path.read_bytes()[offset:].decode(errors="replace").splitlines()
     return any(x.startswith("error:") for x in lines) or not any(x.startswith("run-start:") for x in lines)
+
+
+def _interrupted(rc: int, log_path: Path, offset: int) -> bool:
+    """Whether a launch ended because it was sent SIGINT: killed by it (a lone rank: exit code -2 or 130), or
+    torchrun's agent reporting it (``SignalException: Process <pid> got signal: 2``, exit code 1)."""
+    if rc in (-signal.SIGINT, 128 + signal.SIGINT):
+        return True
+    text = log_path.read_bytes()[offset:].decode(errors="replace")
+    return re.search(r"SignalException: Process \d+ got signal: (2|(Signals\.)?SIGINT)\b", text) is not None
 
 
 def _last_error_line(log_path: Path, offset: int) -> str:

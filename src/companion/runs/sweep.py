@@ -206,17 +206,18 @@ def _launch_until_done(profile: str, out_dir: Path, items: list[Pending], world_
         missing = [item for item in todo if not _done(item)]
         if not missing:
             return
-        if _interrupted(rc, log_path, start):
+        launched = log_path.read_bytes()[start:].decode(errors="replace")  # what this launch wrote
+        if _interrupted(rc, launched):
             # Ctrl-C reached the launch but not this process (or not yet): the run in flight was stopped, not
             # failed, so it gets no record and the sweep stops as if interrupted itself
             raise KeyboardInterrupt
-        if len(missing) == len(todo) and _launch_level(log_path, start):
+        if len(missing) == len(todo) and _launch_level(launched):
             # Not one record, and the launch itself could not run (a meter, a package, the process group:
             # the worker said `error:` or never started a run). Relaunching would fail the same way for
             # every run: stop with the worker's own message.
             raise LaunchFailed(
                 f"the launch of world size {world_size} exited with code {rc} before finishing any run: "
-                f"{_last_error_line(log_path, start)}; fix this and re-run the sweep (finished runs are kept; "
+                f"{_last_error_line(launched)}; fix this and re-run the sweep (finished runs are kept; "
                 f"full log: {log_path})"
             )
         # The launch ended early: the first run without a record was in flight when it did.
@@ -252,25 +253,24 @@ class LaunchFailed(ConfigError):
     """A launch wrote no record: the sweep stops with the worker's message instead of failing every run."""
 
 
-def _launch_level(log_path: Path, offset: int) -> bool:
-    """Whether a launch failed as a whole: its worker printed a one-line ``error:`` (a ConfigError or a
+def _launch_level(text: str) -> bool:
+    """Whether a launch failed as a whole (``text``: what it wrote to its log): its worker printed a one-line ``error:`` (a ConfigError or a
     meter that cannot work) or never started a run. A crash inside a run (a kill, a segfault) is neither."""
-    lines = log_path.read_bytes()[offset:].decode(errors="replace").splitlines()
+    lines = text.splitlines()
     return any(x.startswith("error:") for x in lines) or not any(x.startswith("run-start:") for x in lines)
 
 
-def _interrupted(rc: int, log_path: Path, offset: int) -> bool:
-    """Whether a launch ended because it was sent SIGINT: killed by it (a lone rank: exit code -2 or 130), or
+def _interrupted(rc: int, text: str) -> bool:
+    """Whether a launch ended because it was sent SIGINT (``text``: what it wrote to its log): killed by it (a lone rank: exit code -2 or 130), or
     torchrun's agent reporting it (``SignalException: Process <pid> got signal: 2``, exit code 1)."""
     if rc in (-signal.SIGINT, 128 + signal.SIGINT):
         return True
-    text = log_path.read_bytes()[offset:].decode(errors="replace")
     return re.search(r"SignalException: Process \d+ got signal: (2|(Signals\.)?SIGINT)\b", text) is not None
 
 
-def _last_error_line(log_path: Path, offset: int) -> str:
-    """The worker's one-line error (``error: ...``), else the last exception line of its traceback."""
-    text = log_path.read_bytes()[offset:].decode(errors="replace")
+def _last_error_line(text: str) -> str:
+    """The worker's one-line error (``error: ...``) in a launch's ``text``, else the last exception line of its
+    traceback."""
     lines = [x.strip() for x in text.splitlines() if x.strip()]
     for line in reversed(lines):
         if line.startswith("error:"):

@@ -16,7 +16,8 @@ noise: compare the mean over sweeps, each beside its own floor.
 Per sweep and model: held-out MAPE of time and energy per step, pooled over the splits and per split, the
 off-grid holdout (fitted on the whole sweep, scored on the off-grid runs), the exact-model floor of the runs
 each group scores (``companion.energy.noise.exact_model_floor``) and the coverage of the nominal 90 %
-intervals; then the mean over sweeps. The step-time filter, the splits and the interval level are the
+intervals; then the mean over sweeps, and how many cells have their coverage within 85-95 % beside how
+many exact intervals would on groups of the same sizes. The step-time filter, the splits and the interval level are the
 validation page's (notebooks/04_validation.py, params/04_validation.yaml). Prints figures; asserts nothing.
 """
 
@@ -149,7 +150,20 @@ def main(argv=None) -> int:
         wide.loc["mean"] = [f"{mean.mape_pct[s]:5.1f} ({mean.exact_floor_pct[s]:4.1f}; {mean.coverage_pct[s]:3.0f})"
                             for s in wide.columns]
         print(wide.to_string())
+        print(coverage_cells(t))
     return 0
+
+
+def coverage_cells(t: pd.DataFrame, band=(85.0, 95.0)) -> str:
+    """How many cells (sweep x group) have their intervals' coverage within ``band``, beside how many exact
+    intervals would on groups of the same sizes, on average: a count well below that says the intervals are
+    off, one near it says the band is as often missed as sampling alone misses it."""
+    from companion.energy.validation import coverage_consistent, expected_in_range
+
+    n = (t.n - t.n_unbounded).astype(int)
+    inside = int(coverage_consistent(t.coverage_pct, *band).sum())
+    return (f"coverage within {band[0]:.0f}-{band[1]:.0f} %: {inside} of {len(t)} cells; exact {LEVEL:.0%} "
+            f"intervals on groups of these sizes: {expected_in_range(n, LEVEL, band):.1f} expected")
 
 
 if __name__ == "__main__":

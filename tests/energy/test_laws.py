@@ -292,6 +292,19 @@ def test_the_chance_that_exact_intervals_meet_the_coverage_criterion():
     assert chance_in_range([]) is None and chance_in_range([5], coverage=(0, 100)) == pytest.approx(1.0)
 
 
+def test_the_expected_count_of_splits_that_exact_intervals_put_in_range():
+    from companion.energy.validation import expected_in_range
+
+    in_8 = 8 * 0.9 ** 7 * 0.1  # 7 of 8 is the only count within 85-95 %
+    assert expected_in_range([8, 8, 8]) == pytest.approx(3 * in_8)
+    # a simulation of exact intervals: the mean number of splits covered within the band
+    rng = np.random.default_rng(1)
+    sizes = [85, 20, 8, 13, 15]
+    hits = np.mean([sum(85 <= 100 * rng.binomial(n, 0.9) / n <= 95 for n in sizes) for _ in range(20000)])
+    assert expected_in_range(sizes) == pytest.approx(hits, abs=0.02)
+    assert expected_in_range([]) == 0.0 and expected_in_range([0, 5], coverage=(0, 100)) == pytest.approx(1.0)
+
+
 def test_the_verdict_holds_the_off_grid_runs_to_the_pooled_target():
     from companion.energy.validation import _scored, describe_verdict, model_verdict, score
 

@@ -5,6 +5,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 BENCH = Path(__file__).parents[2] / "benchmarks" / "model_accuracy.py"
@@ -65,3 +66,11 @@ def test_a_sweep_given_after_models_is_named_as_such(bench, tmp_path):
     sweep.write_bytes(b"")
     with pytest.raises(SystemExit, match="put them before it"):
         bench.main(["--models", "operator_roofline", str(sweep)])
+
+
+def test_the_coverage_count_stands_beside_what_exact_intervals_would_give(bench):
+    # 18 of 20 covered is in the band, 8 of 8 is not; an all-unbounded cell (coverage NaN) never counts
+    t = pd.DataFrame({"n": [20, 8, 5], "n_unbounded": [0, 0, 5], "coverage_pct": [90.0, 100.0, float("nan")]})
+    line = bench.coverage_cells(t)
+    # exact 90 % intervals: 17-19 of 20 with chance 0.745, 7 of 8 with 0.383
+    assert "1 of 3 cells" in line and "1.1 expected" in line

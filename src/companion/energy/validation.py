@@ -242,17 +242,25 @@ def chance_in_range(ns, level: float = 0.9, coverage=(85.0, 95.0)) -> float | No
     ``coverage`` (%), splits taken as independent: on 8 runs, exact 90 % intervals cover 85-95 % (7 of 8 is 87.5 %)
     only 38 % of the time, so a criterion asked of several small splits at once is one exact intervals mostly fail.
     None without splits."""
-    from scipy.stats import binom
-
     ns = [int(n) for n in ns if int(n) > 0]
     if not ns:
         return None
-    p = 1.0
-    for n in ns:
-        k = np.arange(n + 1)
-        inside = (100 * k / n >= coverage[0] - 1e-9) & (100 * k / n <= coverage[1] + 1e-9)
-        p *= float(binom.pmf(k[inside], n, level).sum())
-    return p
+    return float(np.prod([_chance_one_in_range(n, level, coverage) for n in ns]))
+
+
+def expected_in_range(ns, level: float = 0.9, coverage=(85.0, 95.0)) -> float:
+    """How many of splits of ``ns`` runs exact ``level`` intervals would put within ``coverage`` (%), on average:
+    the yardstick for a count of splits in range over many sweeps (on 20 runs exact 90 % intervals land in
+    85-95 % three times in four, on 15 runs three times in five)."""
+    return float(sum(_chance_one_in_range(int(n), level, coverage) for n in ns if int(n) > 0))
+
+
+def _chance_one_in_range(n: int, level: float, coverage) -> float:
+    from scipy.stats import binom
+
+    k = np.arange(n + 1)
+    inside = (100 * k / n >= coverage[0] - 1e-9) & (100 * k / n <= coverage[1] + 1e-9)
+    return float(binom.pmf(k[inside], n, level).sum())
 
 
 OVERHEAD_BANDS = (0.0, 0.1, 0.25, 0.5, 1.0)  # shares of the predicted step outside compute (opmodel.overhead_share)

@@ -174,21 +174,31 @@ FSDP_COLLECTIVES_PER_LAYER, FSDP_COLLECTIVES_ROOT = 3, 2
 TP_ALL_REDUCES_PER_LAYER = 4
 
 
-def _column(df: pd.DataFrame, name: str, default) -> np.ndarray:
-    """A column of ``df`` as an array, ``default`` where the frame has no such column."""
-    return df[name].to_numpy() if name in df else np.full(len(df), default)
+# the columns of a run that its operator terms read (``operator_frame``); the last four have defaults
+OPERATOR_COLUMNS = ("layers", "hidden", "ffn", "heads", "tp", "dp", "vocab", "max_positions", "padded_tokens",
+                    "attention_pairs", "batch_size", "num_labels", "precision", "attention_kernel", "threads_per_rank")
+COLUMN_DEFAULTS = {"num_labels": 2, "precision": "fp32", "attention_kernel": "math", "threads_per_rank": np.nan}
 
 
-def operator_frame(df: pd.DataFrame, dev: DeviceRoofs) -> pd.DataFrame:
+def operator_columns(df: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The columns ``operator_frame`` reads, as arrays (a default where the frame has none): read once for a
+    fit that builds the terms of the same runs for every thread-exponent candidate."""
+    return {name: df[name].to_numpy() if name in df else np.full(len(df), COLUMN_DEFAULTS.get(name))
+            for name in OPERATOR_COLUMNS}
+
+
+def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = None) -> pd.DataFrame:
     """The roofline time of each operator class and the fixed and communication costs of one step (s), plus
     the step's FLOPs, bytes and communicated bytes over all ranks (for the energy terms): one row per run,
-    same index as ``df``. Computed on whole columns (a fit profiles many devices over the same runs)."""
-    f64 = lambda name, default=None: np.asarray(_column(df, name, default), float)  # noqa: E731
+    same index as ``df``. Computed on whole columns (a fit profiles many devices over the same runs);
+    ``columns``: ``operator_columns(df)``, where the caller has them."""
+    col = operator_columns(df) if columns is None else columns
+    f64 = lambda name: np.asarray(col[name], float)  # noqa: E731
     L, h, f, a = f64("layers"), f64("hidden"), f64("ffn"), f64("heads")
     t, d = f64("tp"), f64("dp")
-    vocab, max_pos, labels = f64("vocab"), f64("max_positions"), f64("num_labels", 2)
-    w = np.where(_column(df, "precision", "fp32") == "bf16", 2.0, 4.0)
-    fused = _column(df, "attention_kernel", "math") == "fused"
+    vocab, max_pos, labels = f64("vocab"), f64("max_positions"), f64("num_labels")
+    w = np.where(col["precision"] == "bf16", 2.0, 4.0)
+    fused = col["attention_kernel"] == "fused"
     T_r, S2_r, B_r = f64("padded_tokens") / d, f64("attention_pairs") / d, f64("batch_size") / d
     seq = np.maximum(S2_r / np.maximum(T_r, 1.0), 1.0)  # mean padded length (S2 / T)
     p_ranks = t * d
@@ -197,7 +207,7 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs) -> pd.DataFrame:
         # gets (its threads, at most its fair share of the node); fixed costs do not split (every rank launches
         # every operator) and run side by side on up to node_cores cores.
         cores = max(dev.node_cores, 1)
-        threads = _threads_per_rank(df, cores, p_ranks)
+        threads = _threads_per_rank(col["threads_per_rank"], cores, p_ranks)
         share = _compute_share(np.minimum(threads, cores / p_ranks), cores, dev.thread_exponent)
         oversub = np.maximum(1.0, p_ranks / cores)
         busy = np.minimum(p_ranks * threads, cores)  # cores the run keeps busy (ranks x threads, at most all)
@@ -311,10 +321,10 @@ def _compute_share(cores_of_rank: np.ndarray, cores: int, exponent: float) -> np
     return cores ** exponent / rank
 
 
-def _threads_per_rank(df: pd.DataFrame, cores: int, ranks: np.ndarray) -> np.ndarray:
+def _threads_per_rank(recorded: np.ndarray, cores: int, ranks: np.ndarray) -> np.ndarray:
     """The intra-op threads of each rank as recorded (``threads_per_rank``); where a record has none, the
     node's cores split evenly over its ranks (torchrun's default of one thread per rank for p >= cores)."""
-    v = pd.to_numeric(pd.Series(_column(df, "threads_per_rank", np.nan)), errors="coerce").to_numpy(float)
+    v = pd.to_numeric(pd.Series(recorded), errors="coerce").to_numpy(float)
     return np.where(np.isfinite(v) & (v >= 1), v, np.maximum(1.0, cores / ranks))
 
 
@@ -550,8 +560,9 @@ def fit_time_model(df: pd.DataFrame, dev: DeviceRoofs, held=None) -> tuple[Devic
         candidates = [replace(dev, thread_exponent=float(g)) for g in THREAD_EXPONENTS]
     best = None
     prior = time_prior(dev)
+    columns = operator_columns(df)
     for cand in candidates:
-        terms = operator_frame(df, cand)
+        terms = operator_frame(df, cand, columns)
         coef = fit_time_coefficients(terms, y, held, prior)
         err = float(np.sum((predict_time_s(terms, coef) / y - 1.0) ** 2))
         if best is None or err < best[0] - 1e-12:

@@ -84,7 +84,8 @@ glue("n_runs", len(runs), display=False)
 glue("n_failed", len(failed), display=False)
 glue("device", ", ".join(sorted(set(runs.device_name))), display=False)
 glue("energy_label", figures.energy_label(runs), display=False)
-glue("n_layouts", runs["mode"].nunique(), display=False)
+glue("n_modes", runs["mode"].nunique(), display=False)
+glue("modes", ", ".join(sorted(runs["mode"].unique())), display=False)
 glue("max_world_size", int(runs.world_size.max()), display=False)
 glue("median_ci_pct", f"{runs.step_ci95_rel.median() * 100:.1f}", display=False)
 glue("converged_pct", f"{runs.converged.mean() * 100:.0f}", display=False)
@@ -97,7 +98,7 @@ summary = (runs.assign(energy=runs.energy_measured.map({True: "measured", False:
            .groupby(["mode", "world_size", "energy"])
            .agg(runs=("run_id", "count"), median_step_ms=("step_s", lambda s: s.median() * 1e3),
                 median_energy_per_step_j=("energy_per_step_j", "median"), mean_power_w=("mean_power_w", "mean"))
-           .reset_index().rename(columns={"mode": "layout", "world_size": "ranks", "median_step_ms": "median step (ms)",
+           .reset_index().rename(columns={"mode": "parallel mode", "world_size": "ranks", "median_step_ms": "median step (ms)",
                                           "median_energy_per_step_j": "median energy per step (J)",
                                           "mean_power_w": "mean power (W)"}))
 glue("runs_summary", summary.style.format(precision=3).hide(axis="index"), display=False)

@@ -203,8 +203,9 @@ eta_table.sort_values(["model", "sequence × batch", "layout", "ranks", "replica
 # ## The replicate noise floor
 #
 # Each configuration is measured more than once, in separate passes of the sweep. How far replicates
-# of one configuration fall from their mean (mean absolute relative deviation) is the noise no law can
-# beat. Saved as `noise.json`, over every run of the sweep; the validation reports its errors beside the same
+# of one configuration fall from their mean (mean absolute relative deviation) is the noise of one
+# measurement: a model's error against single runs cannot be read more finely than that (it is a yardstick,
+# not a bound: a model scored on the same runs can fall below it). Saved as `noise.json`, over every run of the sweep; the validation reports its errors beside the same
 # floor taken over the runs it scores, so the two can differ (the step-time filter leaves out of every fit and
 # score a run whose step time's 95 % interval is wider than the fit's limit, given on the fit's page).
 # The last column is how

@@ -24,8 +24,10 @@
 #
 # The roofs come from this device's calibration file (`companion calibrate`). The calibration also trains a
 # tiny BERT under every TP, FSDP and 2-D layout to measure the layouts' overheads. The fit then learns one
-# non-negative multiplier per term. Three of them are pulled towards what the calibration measured, so that
-# a few runs cannot set them for every case:
+# non-negative multiplier per term, except the collectives' latency, which stays at its calibrated value
+# (it grows with collectives × hops as the layouts' overheads do, so the sweep cannot tell the two apart).
+# Three groups of multipliers are pulled towards what the calibration measured, so that a few runs cannot set
+# them for every case:
 #
 # * the layout overheads', so a layout mode the sweep never ran is still predicted from its measurement;
 # * the collective bandwidth's (weakly): a training step's collectives run well below the isolated bandwidth,
@@ -33,6 +35,10 @@
 # * the weights' and optimizer state's traffic, towards the calibration's timed AdamW step: across a grid this
 #   traffic grows with the parameter count as the GEMMs do, so its multiplier could take over GEMM time on the
 #   large runs, and a short run, mostly this traffic, would then be predicted with that multiplier.
+#
+# Last, each parallel layout the sweep ran gets one more factor, on its own overhead and collective seconds
+# (`layout_scale[tpT-dpD]` below: T-way TP × D-way FSDP, so `tp1-dp2` is FSDP over 2 ranks and `tp2-dp2` is
+# 2-D), pulled towards 1; a layout the sweep never ran keeps 1.
 #
 # Energy is static power × metered units (the devices or nodes an energy meter reads) × time, plus, on a CPU
 # node, a power per busy core × time (ranks waiting on a collective or a time slice still hold their core),
@@ -113,8 +119,10 @@ figures.coefficients(coef[coef.target == "energy_per_step_j"], df)
 # ## Static and dynamic energy
 #
 # The energy roofline splits each run's energy into a compute part ε_F·F, a memory part ε_Q·Q and a
-# static part P₀·T. Its fitted static power P₀ is bounded by the device's idle power and TDP where the
-# hardware table knows them. {glue:text}`static_power_text`
+# static part P₀·T, its time predicted as T = max(F / (u·peak), Q / (v·bandwidth)) / (p·η(p)): u and v are
+# the shares of the compute and the memory roof a run reaches, fitted with the rest. Its fitted static power
+# P₀ is bounded by the device's idle power and TDP where the hardware table knows them.
+# {glue:text}`static_power_text`
 
 # %%
 theta = fitted.energy["energy_roofline"].theta

@@ -41,7 +41,7 @@ from companion.energy.validation import MODEL_SPLITS, explain, validate, verdict
 from companion.energy import validation as val
 from companion.energy.models import fit_point, validated_models
 from companion.energy.noise import replicate_noise
-from companion.energy.opmodel import load_device_roofs, proxy_roofs
+from companion.energy.opmodel import INTERVAL_OVERHEAD_WEIGHT, load_device_roofs, proxy_roofs
 from companion.energy.tables import filter_counts, load_runs, proxies_frame, usable_runs
 
 figures.use_offline_renderer()
@@ -190,6 +190,13 @@ headline.styled_scores(
     .rename(columns={"overhead_share": "overheads' share of the step", "time": "time: coverage %",
                      "energy": "energy: coverage %"}),
     f"Coverage of the operator roofline's {level * 100:.0f} % intervals by the overheads' share of the predicted step")
+
+# %% [markdown]
+# {glue:text}`coverage_bands_text`
+
+# %%
+glue("coverage_bands_text", headline.coverage_bands_text(coverage_overhead), display=False)
+glue("interval_scale_max", f"{1 + INTERVAL_OVERHEAD_WEIGHT:g}", display=False)
 
 # %%
 out = write_json(paths.derived_dir(profile) / "validation.json",

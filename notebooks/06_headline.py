@@ -169,8 +169,9 @@ headline.styled_prose(paper)
 # %% [markdown]
 # ## Fitted coefficients, with what they can and cannot tell
 #
-# Every coefficient of every model fitted on this build's runs ({glue:text}`device`). The operator roofline
-# comes first: its coefficients are point values (most are multipliers of a term computed from the device's
+# Every coefficient that the fit stage learned from this build's runs ({glue:text}`device`), as its
+# `fit.json` holds them (the baselines' step-time forms are fitted only inside the validation's folds, so none
+# of theirs is here). The operator roofline comes first, each parallel layout's factor (`layout_scale`) last: its coefficients are point values (most are multipliers of a term computed from the device's
 # calibration), and its uncertainty is carried by its prediction intervals, which come from held-out
 # residuals. The laws and the USL curves of η(p) follow with their bootstrap intervals. Of
 # {glue:text}`n_coefficients` coefficients, {glue:text}`n_flagged` carry a note: a negative exponent on

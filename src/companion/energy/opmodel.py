@@ -633,8 +633,10 @@ def layout_units(layers, dp):
 
 
 def layout_unit_words(name: str) -> str:
-    """What a layout's overhead is counted per (``layout_units``), in words: 'per layer' or 'per layer and root'."""
-    return "per layer and root" if layout_units(0, layout_degrees(name)[1]) else "per layer"
+    """What a layout's overhead is counted per (``layout_units``), in words: per layer, or per FSDP unit (each
+    layer, and the root: embeddings, pooler and head)."""
+    return ("per FSDP unit (each layer, and the root: embeddings, pooler, head)"
+            if layout_units(0, layout_degrees(name)[1]) else "per layer")
 
 
 def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) -> dict:

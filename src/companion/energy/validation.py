@@ -486,6 +486,7 @@ def describe_verdict(v: dict) -> str:
         keys = ["meets_pooled", "meets_every_split", "beats_half_best_baseline", "coverage_in_range"]
         keys += ["meets_holdout"] if t.get("meets_holdout") is not None else []
         ok = [CRITERIA_WORDS[k] for k in keys if t[k]]
+        missed = [CRITERIA_WORDS[k] for k in keys if not t[k]]
         worst, best = t["worst_split"], t["best_baseline"]
         parts.append(
             f"{target}: pooled held-out MAPE {t['pooled_mape_pct']:.1f} % (target 10 %), worst split "
@@ -495,7 +496,8 @@ def describe_verdict(v: dict) -> str:
             + (f", off-grid holdout {t['holdout_mape_pct']:.1f} %" if t["holdout_mape_pct"] is not None else "")
             + (f" (its replicate floor {t['holdout_noise_floor_pct']:.1f} %)"
                if t["holdout_mape_pct"] is not None and t.get("holdout_noise_floor_pct") is not None else "")
-            + f"; {len(ok)} of {len(keys)} criteria met ({', '.join(ok) or 'none'})")
+            + f"; {len(ok)} of {len(keys)} criteria met ({', '.join(ok) or 'none'})"
+            + (f", not met: {', '.join(missed)}" if missed else ""))
     if not parts:
         return f"The {v['model'].replace('_', ' ')}: too few runs in this build to hold out whole groups."
     return f"The {v['model'].replace('_', ' ')}: " + "; ".join(parts) + "."

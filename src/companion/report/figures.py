@@ -257,7 +257,9 @@ def roofline(df: pd.DataFrame) -> alt.Chart:
              "left of the ridge (memory-bound)" if ai.max() < ridge else "on both sides of the ridge")
     return alt.layer(line, ridge_rule, dots, width=WIDTH, height=HEIGHT,
                      title=_title("Roofline: achieved FLOP/s per rank under the device's two roofs", df, time_only=True),
-                     description=f"The runs lie {where}; a run's distance below the roof is the "
+                     description=f"By the analytic byte count (the paper's Q, the x axis), the runs lie {where} "
+                                 "(the operator-level count, with more bytes, moves them left); a run's distance below "
+                                 "the roof is the "
                                  "utilisation it reached (hover for MFU).").resolve_scale(strokeDash="independent").interactive()
 
 

@@ -35,7 +35,7 @@ from companion.energy import hardware, tables
 from companion.report import figures
 from companion.energy.opcount import proxy_check
 from companion.energy.noise import replicate_noise
-from companion.energy.opmodel import layout_unit_words, measured_roofs, roofs_from_calibration
+from companion.energy.opmodel import FSDP_UNIT_WORDS, layout_unit_words, measured_roofs, roofs_from_calibration
 from companion.energy.predict import find_calibration
 from companion.runs.calibrate import calibration_facts, calibration_summary, shown_value
 from companion.runs.records import write_json
@@ -86,7 +86,8 @@ for d in sorted(set(runs.device_name)):
             cal_rows.append({"device": d, "quantity": f"layout overhead, {name}",
                              "shown": f"{shown_value(per_unit_s, 's')} {layout_unit_words(name)}",
                              "how": "tiny BERT probe under the layout, less its ranks' compute (one process's step "
-                             "times the node's oversubscription) and its collectives' latency"})
+                             "times the node's oversubscription) and its collectives' latency"
+                             + ("; " + FSDP_UNIT_WORDS if "FSDP" in layout_unit_words(name) else "")})
         facts = calibration_facts(cal)
 for key, text in facts.items():
     glue(f"calibration_{key}", text, display=False)

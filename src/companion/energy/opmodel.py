@@ -633,10 +633,12 @@ def layout_units(layers, dp):
 
 
 def layout_unit_words(name: str) -> str:
-    """What a layout's overhead is counted per (``layout_units``), in words: per layer, or per FSDP unit (each
-    layer, and the root: embeddings, pooler and head)."""
-    return ("per FSDP unit (each layer, and the root: embeddings, pooler, head)"
-            if layout_units(0, layout_degrees(name)[1]) else "per layer")
+    """What a layout's overhead is counted per (``layout_units``), in words: 'per layer', or 'per FSDP unit'
+    (each layer, and the root: embeddings, pooler and head, ``FSDP_UNIT_WORDS``)."""
+    return "per FSDP unit" if layout_units(0, layout_degrees(name)[1]) else "per layer"
+
+
+FSDP_UNIT_WORDS = "an FSDP unit is one encoder layer, or the root (embeddings, pooler and head)"
 
 
 def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) -> dict:

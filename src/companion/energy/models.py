@@ -59,7 +59,15 @@ class OperatorPoint:
     layout_scale: dict = field(default_factory=dict)  # fitted tier: {layout: factor} (opmodel.fit_layout_scales)
 
     def predict(self, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        return self._predict(df, opmodel.operator_frame(df, self.dev))
+
+    def predict_with_scale(self, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``predict`` and ``interval_scale`` from one build of the runs' operator terms."""
         terms = opmodel.operator_frame(df, self.dev)
+        scale = opmodel.interval_scale(terms, self.time, self.layout_scale, opmodel.layout_names(df))
+        return (*self._predict(df, terms), scale)
+
+    def _predict(self, df: pd.DataFrame, terms: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         t = opmodel.predict_time_s(terms, self.time, self.layout_scale, opmodel.layout_names(df))
         return t, opmodel.predict_energy_j(terms, t, opmodel.metered_units(df), self.energy,
                                          self.dev.power_ceiling_w)
@@ -250,8 +258,7 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
                 point = fit_point(model, df[~test])
             except (ValueError, np.linalg.LinAlgError):
                 continue
-            t, e = point.predict(df[test])
-            scale = interval_scale(point, df[test])  # of the fit that never saw these runs
+            t, e, scale = predict_with_scale(point, df[test])  # the scale of the fit that never saw these runs
             res["step_s"] += list(np.log(df.step_s[test].to_numpy(float) / np.clip(t, LOG_FLOOR, None)) / scale)
             res["energy_per_step_j"] += list(np.log(df.energy_per_step_j[test].to_numpy(float)
                                                     / np.clip(e, LOG_FLOOR, None)) / scale)
@@ -259,10 +266,14 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
     return out
 
 
-def interval_scale(point, df: pd.DataFrame) -> np.ndarray:
-    """Per run, the factor on its interval's width: the point fit's own (the operator roofline's overhead share,
-    ``OperatorPoint.interval_scale``), 1 for a model without one. Held-out residuals are stored divided by it."""
-    return point.interval_scale(df) if hasattr(point, "interval_scale") else np.ones(len(df))
+def predict_with_scale(point, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A point fit's predictions and, per run, the factor on its interval's width: the point fit's own (the
+    operator roofline's overhead share, ``OperatorPoint.interval_scale``), 1 for a model without one. Held-out
+    residuals are stored divided by it."""
+    if hasattr(point, "predict_with_scale"):
+        return point.predict_with_scale(df)
+    t, e = point.predict(df)
+    return t, e, np.ones(len(df))
 
 
 def heldout_log_residuals(model: Model, df: pd.DataFrame, min_train: int = 4) -> dict[str, np.ndarray]:
@@ -294,13 +305,12 @@ class Fitted:
         fitted that of layouts left out, a new model size that of sizes left out, a new head dimension that of
         head dimensions left out (the widest of those that apply, never narrower than the pooled width);
         otherwise the pooled width. Each width is then multiplied by the run's ``interval_scale``."""
-        t, e = self.point.predict(df)
+        t, e, scale = predict_with_scale(self.point, df)
         if self.model.uses_measured_time:
             t = np.full(len(df), np.nan)
         out = {"step_s": t, "energy_per_step_j": e}
         frame = pd.DataFrame(out, index=df.index)
         kinds = self.novelty(df)
-        scale = interval_scale(self.point, df)
         for target, v in out.items():
             q = np.array([self.halfwidth(target, level, k) for k in kinds]) * scale
             frame[f"{target}_lo"], frame[f"{target}_hi"] = v * np.exp(-q), v * np.exp(q)
@@ -389,7 +399,7 @@ def intervals_to_json(fitted: Fitted) -> dict:
             "residuals_by_kind": {kind: {k: v.tolist() for k, v in r.items()} for kind, r in fitted.residuals_by_kind.items()},
             "train_keys": keys_to_json(fitted.train_keys),
             # residuals divided by each run's interval scale: a prediction's width is multiplied by its own
-            "residuals_scaled": hasattr(fitted.point, "interval_scale")}
+            "residuals_scaled": hasattr(fitted.point, "predict_with_scale")}
 
 
 def law_intervals(df: pd.DataFrame, laws) -> dict:

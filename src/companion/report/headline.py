@@ -816,8 +816,8 @@ def paper_vs_reproduction(validation: dict, fit: dict, energy_label: str, noise:
                               f"operator roofline {at('leave_one_degree_out', PRIMARY)}; with a whole parallel mode "
                               f"held out: {at('leave_one_mode_out', PAPER)} and {at('leave_one_mode_out', PRIMARY)}. A "
                               "mode held out has no η(p) curve of its own, so the law takes η = 1 (no parallel loss) "
-                              "for TP or FSDP held out, and composes 2-D from the TP and FSDP curves: its mode split "
-                              "scores the law without η as much as with it."},
+                              "for TP or FSDP held out (2-D held out is composed from the TP and FSDP curves): two of "
+                              "the mode split's three folds score the law with no η at all."},
         {"the paper's claim": "(This companion, not the paper.) A roofline over the step's operators predicts time "
                               "and energy without a power law.",
          "this reproduction": f"Operator roofline, held out: time MAPE {_model_summary(s, PRIMARY, 'time')}; energy "

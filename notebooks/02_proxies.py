@@ -192,12 +192,12 @@ glue("eta_max", f"{eta.eta.max():.2f}", display=False)
 eta_table = pd.DataFrame({
     "model": [f"{r.layers} layers, hidden {r.hidden}, {r.heads} heads" for r in eta.itertuples()],
     "sequence × batch": [f"{r.seq_len} × {r.batch_size}" for r in eta.itertuples()],
-    "layout": eta["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)),
+    "parallel mode": eta["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)),
     "ranks": eta.world_size, "replicate": eta.replicate + 1, "step (ms)": eta.step_s * 1e3, "η(p)": eta.eta,
     "compared with": eta.eta_reference.replace({"p=1": "single device"})})
 if eta_table["compared with"].nunique() < 2:  # one reference for every row: said above, not repeated per row
     eta_table = eta_table.drop(columns="compared with")
-eta_table.sort_values(["model", "sequence × batch", "layout", "ranks", "replicate"]).style.format(
+eta_table.sort_values(["model", "sequence × batch", "parallel mode", "ranks", "replicate"]).style.format(
     {"step (ms)": "{:.1f}", "η(p)": "{:.2f}"}).hide(axis="index")
 
 # %% [markdown]

@@ -69,6 +69,7 @@ max_step_ci95_rel = 0.1
 
 # %%
 import pandas as pd
+from IPython.display import display
 from myst_nb import glue
 
 from companion import paths

@@ -59,16 +59,16 @@ class OperatorPoint:
     layout_scale: dict = field(default_factory=dict)  # fitted tier: {layout: factor} (opmodel.fit_layout_scales)
 
     def predict(self, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        return self._predict(df, opmodel.operator_frame(df, self.dev))
+        return self._predict(df, opmodel.operator_frame(df, self.dev), opmodel.layout_names(df))
 
     def predict_with_scale(self, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``predict`` and ``interval_scale`` from one build of the runs' operator terms."""
-        terms = opmodel.operator_frame(df, self.dev)
-        scale = opmodel.interval_scale(terms, self.time, self.layout_scale, opmodel.layout_names(df))
-        return (*self._predict(df, terms), scale)
+        """``predict`` and ``interval_scale`` from one build of the runs' operator terms and layout names."""
+        terms, layouts = opmodel.operator_frame(df, self.dev), opmodel.layout_names(df)
+        scale = opmodel.interval_scale(terms, self.time, self.layout_scale, layouts)
+        return (*self._predict(df, terms, layouts), scale)
 
-    def _predict(self, df: pd.DataFrame, terms: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        t = opmodel.predict_time_s(terms, self.time, self.layout_scale, opmodel.layout_names(df))
+    def _predict(self, df: pd.DataFrame, terms: pd.DataFrame, layouts) -> tuple[np.ndarray, np.ndarray]:
+        t = opmodel.predict_time_s(terms, self.time, self.layout_scale, layouts)
         return t, opmodel.predict_energy_j(terms, t, opmodel.metered_units(df), self.energy,
                                          self.dev.power_ceiling_w)
 

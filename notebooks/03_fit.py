@@ -79,8 +79,8 @@ from companion.energy.fit import FittedModel, design_matrix, fit_all
 from companion.runs.records import write_json
 from companion.energy.laws import LAWS
 from companion.energy.models import fit_operator, law_intervals
-from companion.energy.opmodel import (ENERGY_UNITS, LAYOUT_SCALE_UNIT, TIME_UNITS, layout_names, load_device_roofs,
-                                      operator_frame, scaled_terms)
+from companion.energy.opmodel import (ENERGY_UNITS, LAYOUT_SCALE_UNIT, THREAD_EXPONENT_UNIT, TIME_UNITS, DeviceRoofs,
+                                      layout_names, load_device_roofs, operator_frame, scaled_terms)
 from companion.energy.tables import usable_runs
 
 figures.use_offline_renderer()
@@ -147,10 +147,14 @@ figures.static_vs_dynamic(split, df)
 # terms of one parallel layout the sweep ran (1: the layouts' overheads in the ratio the calibration's probe
 # measured; a layout the sweep never ran keeps that ratio). The figure shows each term's share of every run's
 # step, the table after it the coefficients (the energy ones in their own units: static power per metered unit,
-# power per busy core, joules per FLOP, per byte and per byte communicated). {glue:text}`op_zero_energy`
+# power per busy core, joules per FLOP, per byte and per byte communicated). Where the ranks share one node's
+# cores, the fit also chooses `thread_exponent` (on a grid from 0 to 1): how a step's speed grows with a rank's
+# threads, which for a small model's step is less than the calibration's large GEMM shows.
+# {glue:text}`op_zero_energy`
 
 # %%
 op = artifact["operator_model"]
+op_dev = DeviceRoofs.from_json(op["dev"])  # the calibration's roofs, with the thread exponent the fit chose
 glue("op_roofs_source", f"{dev.tier} ({dev.name})", display=False)
 zero = [headline.coefficient_words(k) for k, v in op["energy"].items() if v == 0]
 glue("op_zero_energy", (f"Fitted to 0 on these runs, so absent from this build's energy model: {', '.join(zero)}. "
@@ -160,9 +164,11 @@ op_coef = pd.DataFrame([{"param": k, "value": v, "target": t,
                          "unit": (TIME_UNITS if t == "step_s" else ENERGY_UNITS).get(k, "")}
                         for t, d in (("step_s", op["time"]), ("energy_per_step_j", op["energy"])) for k, v in d.items()]
                        + [{"param": f"layout_scale[{k}]", "value": v, "target": "step_s", "unit": LAYOUT_SCALE_UNIT}
-                          for k, v in (op.get("layout_scale") or {}).items()])
+                          for k, v in (op.get("layout_scale") or {}).items()]
+                       + ([{"param": "thread_exponent", "value": op_dev.thread_exponent, "target": "step_s",
+                            "unit": THREAD_EXPONENT_UNIT}] if op_dev.shared_node else []))
 glue("op_coefficients", op_coef.round(6), display=False)
-terms = operator_frame(df, dev)
+terms = operator_frame(df, op_dev)
 scaled = pd.concat([df[["run_id", "mode", "flops_per_step"]],
                     scaled_terms(terms, op["time"], op.get("layout_scale"), layout_names(df))], axis=1)
 glue("fig_operator_time", figures.operator_time_breakdown(scaled, df), display=False)

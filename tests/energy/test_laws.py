@@ -80,6 +80,21 @@ def test_eta_without_a_single_device_run_says_which_reference_it_used():
     assert out.eta_reference.iloc[1].startswith("p=2")
 
 
+def test_a_usl_fit_reads_eta_from_its_own_rows_only():
+    """Without a single-device run, eta's reference is the smallest degree measured. Hold that degree out
+    (a degree split) and the fold's USL must not move when the held-out runs' times do."""
+    base = {"device_name": "A100", "precision": "bf16", "hidden": 1024, "heads": 16, "ffn": 4096, "seq_len": 512,
+            "lengths": "fixed", "batch_size": 64, "mode": "fsdp", "tp": 1}
+    rows = [{**base, "layers": layers, "dp": p, "world_size": p, "step_s": layers / (p * usl_eta(p, 0.03, 0.002))}
+            for layers in (12, 24) for p in (2, 4, 8)]
+    fits = []
+    for slow in (1.0, 1.5):  # the held-out p = 2 runs, as measured and 50 % slower
+        runs = measured_eta(pd.DataFrame(rows).assign(step_s=lambda d: d.step_s * np.where(d.world_size == 2, slow, 1)))
+        fit = fit_usl(runs[runs.world_size > 2], n_boot=5)[("A100", "fsdp")]
+        fits.append((fit.sigma, fit.kappa))
+    assert fits[0] == pytest.approx(fits[1], abs=1e-12)
+
+
 def _frame_for_validation():
     """Configurations (layers x seq) each measured at p = 1, 2, 4, 8, with USL speedups and law energies."""
     rows = []

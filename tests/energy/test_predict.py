@@ -13,7 +13,7 @@ from companion.runs.records import write_json
 from companion.energy.laws import LAWS
 from companion.energy.models import law_intervals
 from companion.energy.opmodel import conformal_halfwidth
-from companion.energy.predict import find_fit, make_plan, predict
+from companion.energy.predict import find_fit, make_plan, plan_frame, predict
 from companion.energy.proxies import StepShape, step_proxies
 from conftest import companion_cmd
 
@@ -144,3 +144,18 @@ def test_a_table_cell_holds_the_value_and_its_interval():
     from companion.energy.predict import interval_cells
 
     assert interval_cells([0.012512, 2.0], [0.00973, 1.5], [0.0161, 2.5]) == ["0.0125 [0.00973, 0.0161]", "2 [1.5, 2.5]"]
+
+
+def test_a_planned_cpu_fine_tune_counts_the_attention_scores_its_kernel_materialises():
+    """The CPU sweep's runs fall back to the math kernel (dropout in training), so their byte proxy counts the
+    attention scores; a CPU plan must count them too, or the law would be asked about a lighter run than the
+    ones it was fitted on. A GPU plan runs a fused kernel and counts none."""
+    df = law_frame().assign(device_name="cpu", precision="fp32")
+    fitted = FittedModel(fit_all(df, laws=["roofline_power_law"], n_boot=5))
+    plan = make_plan(model="bert-base", seq_len=256, batch_size=32, examples=6400, epochs=1, device="cpu")
+    X = plan_frame(plan, fitted)
+    shape = dict(layers=12, hidden=768, heads=12, ffn=3072, vocab=30522, max_positions=512, num_labels=2,
+                 sequences=32, padded_tokens=32 * 256, attention_pairs=32 * 256 * 256, tp=1, dp=1, precision="fp32")
+    math_bytes = step_proxies(StepShape(**shape, fused_attention=False))["bytes_per_step"]
+    fused_bytes = step_proxies(StepShape(**shape))["bytes_per_step"]
+    assert X.bytes_per_step.iloc[0] == pytest.approx(math_bytes) and math_bytes > 1.05 * fused_bytes

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from companion.energy import opmodel
-from companion.energy.models import fit_operator
+from companion.energy.models import OperatorRoofline, fit_operator, fit_point
 from companion.energy.predict import (_halfwidths_per_plan, make_plan, pareto_front, plan_layouts, plan_rows,
-                                     predict_tiered, resolve_tier)
+                                     predict_tiered, resolve_tier, tier_predict)
 from companion.errors import ConfigError
 from companion.runs.records import write_json
 from conftest import companion_cmd
@@ -84,12 +84,20 @@ def test_plan_ranks_layouts_and_marks_the_pareto_front(tmp_path):
     out = plan_layouts(8, (16, 32, 64), derived_root=tmp_path, devices_root=tmp_path, **req)
     assert out["tier"] == "prior" and {(r["tp"], r["dp"]) for r in out["layouts"]} == {(1, 8), (2, 4), (4, 2)}
     assert out["seq_len"] == PLAN.get("seq_len", 128) and out["precision"] == "bf16"  # what was planned, said
+    # each row is what `companion predict` gives for that layout and batch size
+    for r in out["layouts"]:
+        alone = predict_tiered(make_plan(**{**req, "devices": 8, "tp": r["tp"], "dp": r["dp"],
+                                            "batch_size": r["batch_size"]}), derived_root=tmp_path, devices_root=tmp_path)
+        assert (r["energy_kwh"], r["time_h"]) == pytest.approx((alone["energy_kwh"], alone["time_h"]))
+    assert len(out["layouts"]) == 9  # three layouts x three batch sizes
     energies = [r["energy_kwh"] for r in out["layouts"]]
     assert energies == sorted(energies)
-    front = out["pareto_front"]
-    for r in out["layouts"]:
-        assert r["pareto"] == (r in front)
-        assert not any(f["energy_kwh"] < r["energy_kwh"] and f["time_h"] < r["time_h"] for f in front if r["pareto"])
+    # the front: no layout beats one of its members on both energy and time; every other layout is beaten so
+    front, rest = [r for r in out["layouts"] if r["pareto"]], [r for r in out["layouts"] if not r["pareto"]]
+    assert front == out["pareto_front"] and front and rest
+    beats = lambda a, b: a["energy_kwh"] <= b["energy_kwh"] and a["time_h"] <= b["time_h"] and a != b  # noqa: E731
+    assert not any(beats(a, f) for f in front for a in out["layouts"])
+    assert all(any(beats(f, r) for f in front) for r in rest)
 
 
 def test_plan_says_which_layouts_no_batch_size_splits(tmp_path):
@@ -128,3 +136,82 @@ def test_the_issue_command_answers_with_its_tier():
     out = json.loads(res.stdout)
     assert out["tier"] in ("fitted", "calibrated", "prior")
     assert {"energy_kwh_interval", "time_h_interval", "co2_kg_interval"} <= set(out)
+
+
+def test_the_fitted_tier_predicts_with_the_model_the_fit_validated(tmp_path):
+    """On a shared CPU node the fit chooses the thread exponent along with the multipliers; the fitted tier must
+    predict with that exponent, not the calibration's, or it would be a model no validation scored."""
+    from test_opmodel import DEV
+
+    df = frame().assign(device_name="cpu", eta=np.nan)  # generated with DEV's thread exponent, 0.625
+    calibration = opmodel.DeviceRoofs(**{**DEV.to_json(), "thread_exponent": 1.0})
+    art = {"device_name": "cpu", "n_runs": len(df), **fit_operator(df, calibration)}
+    write_json(tmp_path / "derived" / "cpu" / "fit.json", art)
+    point = fit_point(OperatorRoofline("operator_roofline", dev=calibration), df)
+    assert point.dev.thread_exponent == DEV.thread_exponent
+    res = resolve_tier("cpu", "fp32", "fitted", tmp_path / "derived", tmp_path)
+    _, t, e = tier_predict(res, df)
+    t_point, e_point = point.predict(df)
+    np.testing.assert_allclose(t, t_point, rtol=1e-9)
+    np.testing.assert_allclose(e, e_point, rtol=1e-9)
+    np.testing.assert_allclose(t, df.step_s, rtol=1e-6)  # noise-free runs: the generating model, recovered
+
+
+def _h100_fit(root, precision, energy_kind="measured", residuals=False):
+    dev = opmodel.roofs_from_spec("H100", "bf16")
+    df = frame(noise=0.02).assign(precision="bf16", device_name="H100", eta=np.nan)
+    df["metered_units"] = df.world_size.astype(float)
+    art = {"device_name": "H100", "n_runs": len(df), "precision": precision, "energy_kind": energy_kind,
+           **fit_operator(df, dev)}
+    if residuals:
+        art["calibrated_tier_residuals"] = {"step_s": [0.01] * 20, "energy_per_step_j": [0.02] * 20}
+    write_json(root / "derived" / "h100" / "fit.json", art)
+
+
+H100_CAL = {"device_name": "H100", "device": "cuda", "dtype": "bfloat16",
+            "gemm": {"peak_flops_per_s": 6e14, "half_dim": 100.0}, "bandwidth": {"bandwidth_bytes_per_s": 3e12},
+            "launch": {"launch_s": 4e-6}, "collectives": {"2": {"alpha_s": 1e-5, "beta_bytes_per_s": 1e11}},
+            "power": {"idle_w": 100, "loaded_w": 600, "measured": True}, "shared_node": False, "overlap": True,
+            "provenance": {"measured_at": "now"}}
+
+
+def test_a_tier_made_at_another_precision_is_passed_over_and_says_why(tmp_path):
+    """A bf16 fit or calibration has a bf16 GEMM roof and bf16 bytes: an fp32 plan gets the prior tier, with a
+    note for each better tier it passed over; named, the tier is refused with the fix."""
+    _h100_fit(tmp_path, ["bf16"])
+    write_json(tmp_path / "devices" / "H100.json", H100_CAL)
+    roots = dict(derived_root=tmp_path / "derived", devices_root=tmp_path / "devices")
+    assert predict_tiered(make_plan(**PLAN, precision="bf16"), **roots)["tier"] == "fitted"
+    p = predict_tiered(make_plan(**PLAN, precision="fp32"), **roots)
+    assert p["tier"] == "prior"
+    assert [n.split(":")[0] for n in p["notes"][:2]] == ["fitted tier not used", "calibrated tier not used"]
+    assert all("made at bf16, not fp32" in n for n in p["notes"][:2])
+    with pytest.raises(ConfigError, match="made at bf16, not fp32; use --precision bf16"):
+        predict_tiered(make_plan(**PLAN, precision="fp32"), tier="fitted", **roots)
+    with pytest.raises(ConfigError, match="made at bf16, not fp32; calibrate at fp32"):
+        predict_tiered(make_plan(**PLAN, precision="fp32"), tier="calibrated", **roots)
+
+
+def test_the_fitted_tier_labels_its_energy_as_the_sweep_had_it(tmp_path):
+    """The fitted tier's energy coefficients come from the sweep's energies: an estimated sweep gives an
+    estimated basis even where the calibration's power was measured."""
+    _h100_fit(tmp_path, ["bf16"], energy_kind="estimated")
+    write_json(tmp_path / "devices" / "H100.json", H100_CAL)
+    roots = dict(derived_root=tmp_path / "derived", devices_root=tmp_path / "devices")
+    assert predict_tiered(make_plan(**PLAN), **roots)["energy_measured_basis"] is False
+    assert predict_tiered(make_plan(**PLAN), tier="calibrated", **roots)["energy_measured_basis"] is True
+
+
+def test_the_calibrated_tier_takes_its_interval_from_its_own_device_s_sweep_first(tmp_path):
+    roots = dict(derived_root=tmp_path / "derived", devices_root=tmp_path / "devices")
+    write_json(tmp_path / "devices" / "H100.json", H100_CAL)
+    cpu = {"device_name": "cpu", "n_runs": 3, "calibrated_tier_residuals": {"step_s": [0.5] * 20,
+                                                                             "energy_per_step_j": [0.5] * 20}}
+    write_json(tmp_path / "derived" / "cpu" / "fit.json", cpu)
+    p = predict_tiered(make_plan(**PLAN), tier="calibrated", **roots)
+    assert "on the cpu sweep's runs (another device" in p["notes"][0]
+    wide = np.log(p["time_h_interval"][1] / p["time_h"])
+    _h100_fit(tmp_path, ["bf16"], residuals=True)
+    p = predict_tiered(make_plan(**PLAN), tier="calibrated", **roots)
+    assert p["notes"][0].endswith("on the H100 sweep's runs")
+    assert np.log(p["time_h_interval"][1] / p["time_h"]) < wide

@@ -22,34 +22,45 @@ CONFIG_KEY = ["device_name", "precision", "layers", "hidden", "heads", "ffn", "s
 def measured_eta(runs: pd.DataFrame) -> pd.DataFrame:
     """Add ``eta`` and ``eta_reference`` to each run: T_ref * p_ref / (p * T_p) within its configuration.
 
-    The reference is the single-device run (p = 1) when it exists; otherwise the smallest degree measured
-    for that configuration and mode, and ``eta_reference`` says so.
+    The reference is the single-device run (p = 1) when it exists (with the parallel ranks' thread budget
+    where one was measured so; the mean over its replicates); otherwise the smallest degree measured for that
+    configuration and mode, and ``eta_reference`` says so. Only the rows of ``runs`` are read: a fit that
+    computes eta on its own rows learns nothing from a run left out of it.
     """
     out = runs.copy()
-    out["eta"] = np.nan
-    out["eta_reference"] = ""
-    for _, group in out.groupby(CONFIG_KEY, dropna=False):
-        single = group[group.world_size == 1]
-        for mode, rows in group[group.world_size > 1].groupby("mode"):
-            ref = _same_thread_budget(single, rows)  # T_1 with the parallel ranks' threads, when measured
-            if len(ref):
-                ref_p, ref_t, label = 1, ref.step_s.mean(), "p=1"  # mean over replicates
-            else:
-                ref = rows.loc[rows.world_size.idxmin()]
-                ref_p, ref_t = int(ref.world_size), ref.step_s
-                label = f"p={ref_p} ({mode}; no single-device run)"
-            out.loc[rows.index, "eta"] = ref_p * ref_t / (rows.world_size * rows.step_s)
-            out.loc[rows.index, "eta_reference"] = label
-        out.loc[single.index, "eta"] = 1.0
-        out.loc[single.index, "eta_reference"] = "p=1"
+    n = len(out)
+    eta, label = np.full(n, np.nan), np.full(n, "", dtype=object)
+    if n:
+        cfg = out.groupby(CONFIG_KEY, dropna=False, sort=False).ngroup().to_numpy()
+        p, t = out.world_size.to_numpy(float), out.step_s.to_numpy(float)
+        mode = out["mode"].astype(str).to_numpy()
+        threads = (out.threads_per_rank.to_numpy(float) if "threads_per_rank" in out else np.full(n, np.nan))
+        order = np.argsort(cfg, kind="stable")  # each configuration's rows, in the frame's order
+        for idx in np.split(order, np.flatnonzero(np.diff(cfg[order])) + 1):
+            single, par = idx[p[idx] == 1], idx[p[idx] > 1]
+            eta[single], label[single] = 1.0, "p=1"
+            for m in dict.fromkeys(mode[par]):
+                rows = par[mode[par] == m]
+                ref = _same_thread_budget(single, threads, rows)
+                if len(ref):
+                    ref_p, ref_t, why = 1, t[ref].mean(), "p=1"
+                else:
+                    first = rows[np.argmin(p[rows])]
+                    ref_p, ref_t, why = int(p[first]), t[first], f"p={int(p[first])} ({m}; no single-device run)"
+                eta[rows] = ref_p * ref_t / (p[rows] * t[rows])
+                label[rows] = why
+    out["eta"] = eta
+    out["eta_reference"] = label
     return out
 
 
-def _same_thread_budget(single: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
-    """The single-device runs measured with the per-rank thread budget of ``rows``; all of them if none was."""
-    if "threads_per_rank" not in single or single.threads_per_rank.isna().all():
+def _same_thread_budget(single: np.ndarray, threads: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The single-device runs (positions) measured with the per-rank thread budget of ``rows``; all of them
+    if none was."""
+    if not len(single) or np.isnan(threads[single]).all():
         return single
-    same = single[single.threads_per_rank.isin(rows.threads_per_rank.dropna().unique())]
+    budget = threads[rows]
+    same = single[np.isin(threads[single], budget[~np.isnan(budget)])]
     return same if len(same) else single
 
 
@@ -119,7 +130,11 @@ def fit_usl(runs: pd.DataFrame, n_boot: int = 200, seed: int = 0) -> dict[tuple[
     """One USL fit per (device, mode) over runs with measured eta; the bootstrap resamples measured points.
 
     The fit depends on the points alone, so it is computed once per set of points: validation fits every law
-    on the same held-out folds, and each law's fit needs the same USL."""
+    on the same held-out folds, and each law's fit needs the same USL. Where the runs carry their step times
+    and configurations, eta is measured again on these rows alone: a fold's USL never reads the time of a run
+    left out of it (a reference run held out, or dropped as too noisy to fit)."""
+    if {"step_s", "mode", "world_size", *CONFIG_KEY} <= set(runs.columns):
+        runs = measured_eta(runs)
     data = runs[(runs.world_size > 1) & runs.eta.notna()]
     points = tuple(zip(data.device_name.astype(str), data["mode"].astype(str), data.world_size.to_numpy(float).tolist(),
                        data.eta.to_numpy(float).tolist()))

@@ -95,7 +95,7 @@ class OperatorPoint:
                  for k, v in self.energy.items()]
         if self.dev.shared_node:
             rows.append({"param": "thread_exponent", "value": self.dev.thread_exponent,
-                         "unit": "speedup = threads ** exponent", "target": "step_s"})
+                         "unit": opmodel.THREAD_EXPONENT_UNIT, "target": "step_s"})
         rows += [{"param": f"layout_scale[{k}]", "value": v, "unit": opmodel.LAYOUT_SCALE_UNIT, "target": "step_s"}
                  for k, v in self.layout_scale.items()]
         return pd.DataFrame(rows)
@@ -427,7 +427,9 @@ def fit_operator(df: pd.DataFrame, dev, level: float = 0.9) -> dict:
     par = df[df.world_size > 1]
     eta_model = point.eta(par) if len(par) else np.array([])
     return {
-        "operator_model": {"dev": dev.to_json(), "time": point.time, "energy": point.energy,
+        # the device the coefficients were fitted under: on a shared CPU node the fit chooses the thread
+        # exponent too, so the calibration's exponent with these multipliers would be a model nothing scored
+        "operator_model": {"dev": point.dev.to_json(), "time": point.time, "energy": point.energy,
                            "layout_scale": point.layout_scale,
                            **intervals_to_json(fitted),
                            "n_train": len(df), "halfwidth_log": {k: fitted.halfwidth(k, level) for k in fitted.residuals}},

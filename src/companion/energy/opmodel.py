@@ -370,6 +370,7 @@ def prior_coefficients(dev: DeviceRoofs) -> dict:
 LAYOUT_TERMS = ("tp_dispatch_s", "fsdp_hooks_s", "comm_latency_s", "comm_bytes_s")
 LAYOUT_SCALE_PRIOR = 1.0
 LAYOUT_SCALE_UNIT = "x this layout's overhead and collective terms (fitted; 1: the calibration's ratio)"
+THREAD_EXPONENT_UNIT = "speedup = threads ** exponent (fitted on a shared node's sweep)"
 
 
 def layout_names(df: pd.DataFrame) -> np.ndarray:

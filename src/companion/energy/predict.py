@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from companion.energy import hardware, proxies
@@ -139,6 +140,12 @@ def find_fit(device: str, root: Path | None = None) -> Path:
     return max(candidates)[1]
 
 
+def planned_attention_kernel(device_name: str) -> str:
+    """The attention kernel a planned fine-tune will run, as the sweeps record it: training with dropout, SDPA's
+    CPU kernel falls back to the math kernel (scores materialised); GPUs run a fused kernel."""
+    return "math" if device_name == "cpu" else "fused"
+
+
 def plan_frame(plan: Plan, fitted) -> pd.DataFrame:
     """The one-row frame of proxies a law reads, for the planned fine-tune."""
     art = fitted.artifact
@@ -150,7 +157,8 @@ def plan_frame(plan: Plan, fitted) -> pd.DataFrame:
     tokens = expected_token_counts(DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths),
                                    plan.dp)
     shape = proxies.StepShape(plan.layers, plan.hidden, plan.heads, ffn, plan.vocab, plan.max_positions, 2,
-                              plan.batch_size, tokens.padded, tokens.attention_pairs, plan.tp, plan.dp, precision)
+                              plan.batch_size, tokens.padded, tokens.attention_pairs, plan.tp, plan.dp, precision,
+                              fused_attention=planned_attention_kernel(plan.device_name) == "fused")
     row = {
         **proxies.step_proxies(shape),
         # the run's shape, which says what in the plan is new to the fit (its interval's width)
@@ -262,14 +270,20 @@ TIER_TEXT = {
 }
 
 
+# a calibration's torch dtype as the precision a plan names
+CALIBRATION_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
 def find_operator_fit(device: str, root: Path | None = None) -> dict | None:
     """The operator model fitted on ``device``'s sweep with the most runs (from stage 03's fit.json), if any,
-    with the ranges of the inputs it was fitted on."""
+    with the ranges of the inputs it was fitted on, the precisions its runs used and how their energy was had."""
     best = None
     for path, art in _fit_artifacts(root):
         op = art.get("operator_model")
         if art["device_name"] == device and op and (best is None or art["n_runs"] > best[0]):
-            best = (art["n_runs"], {**op, "path": str(path), "input_ranges": art.get("input_ranges", {})})
+            best = (art["n_runs"], {**op, "path": str(path), "input_ranges": art.get("input_ranges", {}),
+                                    "precision": list(art.get("precision") or []),
+                                    "energy_kind": art.get("energy_kind")})
     return best[1] if best else None
 
 
@@ -278,58 +292,87 @@ def find_calibration(device: str, root: Path | None = None) -> dict | None:
     return {**json.loads(path.read_text()), "path": str(path)} if path.is_file() else None
 
 
-def _calibrated_residuals(root: Path | None = None) -> dict | None:
-    """Interval half-widths (log) of the calibrated tier, from its errors on a swept device's runs (stage 03
-    scores the un-fitted calibrated model on every run of its sweep: nothing is fitted, so these are held out)."""
-    for _, art in _fit_artifacts(root):
-        cal = art.get("calibrated_tier_residuals")
-        if cal:
-            return cal
-    return None
+def _calibrated_residuals(device: str, root: Path | None = None) -> tuple[dict, str] | tuple[None, None]:
+    """The calibrated tier's log errors on a swept device's runs, and that device: ``device``'s own sweep where
+    it has one, else another's (stage 03 scores the un-fitted calibrated model on every run of its sweep:
+    nothing is fitted, so these are held out)."""
+    found = [(art["device_name"] != device, art["device_name"], art["calibrated_tier_residuals"])
+             for _, art in _fit_artifacts(root) if art.get("calibrated_tier_residuals")]
+    if not found:
+        return None, None
+    _, name, residuals = min(found, key=lambda f: f[0])
+    return residuals, name
+
+
+def _precision_mismatch(tier: str, device: str, precision: str, has: list[str], source: str) -> str | None:
+    """Why a tier made at other precisions cannot answer for ``precision`` (None where it can). A GEMM roof, a
+    byte count and an energy per FLOP all change with the precision, so a fit or a calibration at bf16 says
+    nothing exact about fp32."""
+    if not has or precision in has:
+        return None
+    return f"the {tier} tier for {device} ({source}) was made at {', '.join(has)}, not {precision}"
 
 
 def resolve_tier(device: str, precision: str, tier: str | None = None, derived_root: Path | None = None,
                  devices_root: Path | None = None) -> dict:
     """The tier a prediction uses, with its roofs, coefficients and interval half-widths (log).
 
-    ``tier=None`` takes the best tier this device has (fitted > calibrated > prior) and says so; a named tier
-    is used as asked or refused with the reason; it is never upgraded nor downgraded silently.
+    ``tier=None`` takes the best tier this device has at this precision (fitted > calibrated > prior) and says
+    why it passed over a better one; a named tier is used as asked or refused with the reason; it is never
+    upgraded nor downgraded silently.
     """
     if tier is not None and tier not in TIERS:
         raise ConfigError(f"tier={tier!r} is not a tier; use one of {', '.join(TIERS)}")
+    passed = []  # why a better tier this device has was not used
     if tier in (None, "fitted"):
         op = find_operator_fit(device, derived_root)
-        if op:
+        why = op and _precision_mismatch("fitted", device, precision, op["precision"], op["path"])
+        if op and not why:
             dev = opmodel.DeviceRoofs.from_json(op["dev"])
             return {"tier": "fitted", "dev": dev, "time": op["time"], "energy": op["energy"],
                     "layout_scale": op.get("layout_scale") or {},
                     "source": op["path"], "residuals": op["residuals"], "input_ranges": op["input_ranges"],
                     "residuals_by_kind": op.get("residuals_by_kind"), "train_keys": op.get("train_keys"),
-                    "residuals_scaled": bool(op.get("residuals_scaled"))}
+                    "residuals_scaled": bool(op.get("residuals_scaled")),
+                    # the coefficients were fitted to the sweep's energies: their kind, not the calibration's
+                    "energy_measured": op.get("energy_kind") == "measured", "notes": []}
         if tier == "fitted":
+            if why:
+                raise ConfigError(f"tier='fitted': {why}; use --precision {op['precision'][0]}, or --tier "
+                                  "calibrated or prior")
             raise ConfigError(f"tier='fitted' needs a sweep fitted on {device!r} (data/derived/<profile>/fit.json); "
                               f"run `make reproduce` with a {device} profile, or use --tier calibrated or prior")
+        if why:
+            passed.append(f"fitted tier not used: {why}")
     if tier in (None, "calibrated"):
         cal = find_calibration(device, devices_root)
-        if cal:
+        has = [CALIBRATION_PRECISION.get(cal.get("dtype"), cal.get("dtype"))] if cal and cal.get("dtype") else []
+        why = cal and _precision_mismatch("calibrated", device, precision, has, cal["path"])
+        if cal and not why:
             dev = opmodel.roofs_from_calibration(cal)
             coef = opmodel.prior_coefficients(dev)
-            residuals = _calibrated_residuals(derived_root)
+            residuals, swept = _calibrated_residuals(device, derived_root)
             factor = hardware.priors().get("gpu", {}).get("interval_factor", 2.0)
             hw = {"step_s": math.log(factor), "energy_per_step_j": math.log(factor)}
-            note = ("interval from the calibrated tier's errors on a swept device's runs" if residuals else
-                    f"calibrated tier not yet scored on a sweep: a factor-{factor:g} interval")
+            note = (f"interval from the calibrated tier's errors on the {swept} sweep's runs"
+                    + ("" if swept == device else f" (another device: how far they carry over to {device} is untested)")
+                    if residuals else f"calibrated tier not yet scored on a sweep: a factor-{factor:g} interval")
             return {"tier": "calibrated", "dev": dev, **coef, "halfwidth": hw, "residuals": residuals,
-                    "source": cal["path"], "note": note}
+                    "source": cal["path"], "energy_measured": bool(dev.power_measured), "notes": [*passed, note]}
         if tier == "calibrated":
+            if why:
+                raise ConfigError(f"tier='calibrated': {why}; calibrate at {precision} or use --tier prior")
             raise ConfigError(f"tier='calibrated' needs data/devices/{device}.json; run "
                               f"`companion calibrate --device {'cpu' if device == 'cpu' else 'cuda'}` on a {device}, "
                               "or use --tier prior")
+        if why:
+            passed.append(f"calibrated tier not used: {why}")
     dev = opmodel.roofs_from_spec(device, precision)
     factor = float(hardware.priors().get("gpu", {}).get("interval_factor", 2.0))
     return {"tier": "prior", "dev": dev, **opmodel.prior_coefficients(dev),
             "halfwidth": {"step_s": math.log(factor), "energy_per_step_j": math.log(factor)},
-            "source": "energy/resources/hardware.yaml", "note": f"spec-sheet priors: a factor-{factor:g} interval"}
+            "source": "energy/resources/hardware.yaml", "energy_measured": bool(dev.power_measured),
+            "notes": [*passed, f"spec-sheet priors: a factor-{factor:g} interval"]}
 
 
 def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
@@ -345,11 +388,19 @@ def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
             "seq_len": plan.seq_len, "tp": plan.tp, "dp": plan.dp, "world_size": plan.tp * plan.dp,
             "mode": Layout(plan.tp, plan.dp).mode,
             "precision": precision,
-            # training with dropout: SDPA's CPU kernel falls back to math; GPUs run a fused kernel
-            "attention_kernel": "math" if plan.device_name == "cpu" else "fused",
+            "attention_kernel": planned_attention_kernel(plan.device_name),
             "metered_units": plan.tp * plan.dp if scope == "device" else 1,
         })
     return pd.DataFrame(rows)
+
+
+def tier_predict(res: dict, X: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """The operator terms, step time (s) and energy per step (J) of the rows of ``X`` in a resolved tier."""
+    dev = res["dev"]
+    terms = opmodel.operator_frame(X, dev)
+    t = opmodel.predict_time_s(terms, res["time"], res.get("layout_scale"), opmodel.layout_names(X))
+    e = opmodel.predict_energy_j(terms, t, X.metered_units.to_numpy(float), res["energy"], dev.power_ceiling_w)
+    return terms, t, e
 
 
 def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: float = 0.9,
@@ -365,9 +416,7 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
     res = resolve_tier(device, precision, tier, derived_root, devices_root)
     dev = res["dev"]
     X = plan_rows(plans, precision, "node" if dev.shared_node else "device")
-    terms = opmodel.operator_frame(X, dev)
-    t = opmodel.predict_time_s(terms, res["time"], res.get("layout_scale"), opmodel.layout_names(X))
-    e = opmodel.predict_energy_j(terms, t, X.metered_units.to_numpy(float), res["energy"], dev.power_ceiling_w)
+    terms, t, e = tier_predict(res, X)
     single_t = opmodel.predict_time_s(opmodel.operator_frame(X.assign(tp=1, dp=1, world_size=1), dev), res["time"])
     hws = _halfwidths_per_plan(res, X, level)
     if res.get("residuals_scaled"):  # the fitted tier's residuals were divided by each run's interval scale
@@ -391,9 +440,9 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
             "co2_kg": kwh * g, "co2_kg_interval": [kwh / ke * g, kwh * ke * g],
             "step_s": float(t[i]), "energy_per_step_j": float(e[i]),
             "mean_power_w": float(e[i] / t[i]), "eta": float(single_t[i] / (X.world_size[i] * t[i])),
-            "energy_measured_basis": bool(dev.power_measured),
+            "energy_measured_basis": res["energy_measured"],
             "carbon_intensity_g_per_kwh": intensity["g_per_kwh"], "country": intensity["country"],
-            "notes": [n for n in [res.get("note")] if n],
+            "notes": list(res["notes"]),
             "warnings": _outside_ranges(plan, res.get("input_ranges", {})),
         })
     return out[0] if single else out

@@ -938,8 +938,12 @@ def operator_coefficients(fit: dict) -> list[dict]:
                          # an energy term no run uses at 0), so 0 is the bound
                          else AT_ZERO if value == 0
                          else _below_idle(value, idle_w, shared) if name == "P_static_w" else ""})
-    from companion.energy.opmodel import LAYOUT_SCALE_UNIT
+    from companion.energy.opmodel import LAYOUT_SCALE_UNIT, THREAD_EXPONENT_UNIT
 
+    if shared and _num(dev.get("thread_exponent")) is not None:
+        rows.append({"model": "operator roofline", "target": "time", "coefficient": "thread_exponent",
+                     "value": f"{dev['thread_exponent']:.3g}", "unit": THREAD_EXPONENT_UNIT, "interval": "—",
+                     "note": ""})
     for layout, value in (op.get("layout_scale") or {}).items():
         if _num(value) is not None:
             rows.append({"model": "operator roofline", "target": "time", "coefficient": f"layout_scale[{layout}]",
@@ -985,7 +989,7 @@ COEFFICIENT_WORDS = {
     "b_j": "b, energy per step beyond the tokens", "k": "k, the fitted power (as a share of TDP)",
     "sigma": "σ, contention (USL)", "kappa": "κ, coherency (USL)", "P_static_w": "static power",
     "P_core_w": "power per busy core", "e_flop_j": "energy per FLOP", "e_byte_j": "energy per byte moved",
-    "e_comm_j": "energy per byte communicated"}
+    "e_comm_j": "energy per byte communicated", "thread_exponent": "thread-scaling exponent"}
 
 
 def coefficient_words(name: str) -> str:

@@ -40,8 +40,13 @@ class SimClock:
 
 
 def _traces():
-    recorded = sorted(FIXTURES.glob("nvml_counter_*.jsonl"))
-    return ["synthetic-100ms"] + [str(p) for p in recorded]
+    """The synthetic trace, and every trace recorded on a GPU; with none recorded yet, a skipped case that says
+    so in the test report rather than a parametrisation that silently has one case fewer."""
+    recorded = [str(p) for p in sorted(FIXTURES.glob("nvml_counter_*.jsonl"))]
+    return ["synthetic-100ms"] + (recorded or [pytest.param(
+        "recorded", marks=pytest.mark.skip(reason="no NVML counter trace recorded on a GPU yet (tests/fixtures/"
+                                           "meter_logs/nvml_counter_<GPU>.jsonl: benchmarks/record_meter_log.py "
+                                           "--counter-trace 20 --device cuda)"))])
 
 
 def _replay(trace: str, seed: int) -> tuple[CounterReplay, SimClock]:

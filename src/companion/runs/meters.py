@@ -214,7 +214,9 @@ def nvml_telemetry(torch_device_index: int) -> Callable[[], dict]:
 class NvmlMeter(Meter):
     """Energy of one GPU from its NVML counter: (counter at end - counter at begin) / 1000 J.
 
-    ``counter`` returns cumulative millijoules; by default the real NVML counter of ``device_index``.
+    ``counter`` returns cumulative millijoules; by default the real NVML counter of ``device_index``. A counter
+    passed in (a replayed trace, a simulated GPU) is no measurement of this run: its windows say
+    ``source="injected:nvml"`` and ``measured=False``.
     ``telemetry`` returns the device state logged with each window (temperature, SM clock, power limit).
     ``close_on_update`` (default): the counter advances in ticks of ~20-100 ms, and a window read at
     arbitrary times misses up to one tick's energy at each edge (+-3 % on a 3 s window at 100 ms); the
@@ -236,6 +238,7 @@ class NvmlMeter(Meter):
             telemetry = telemetry or nvml_telemetry(device_index)
         else:
             self.device_name = "unknown"
+            self.source, self.measured = "injected:nvml", False
         self._counter = counter
         self._telemetry = telemetry or dict
         self._unit = f"cuda:{device_index}"
@@ -260,7 +263,7 @@ class NvmlMeter(Meter):
         if elapsed_s < NVML_MIN_WINDOW_S:
             warnings = (f"window of {elapsed_s:.3f} s is shorter than the NVML counter resolution (~0.1 s) "
                         f"allows to measure well; use windows >= {NVML_MIN_WINDOW_S} s",)
-        return Measurement(name, elapsed_s, (delta_mj / 1000.0,), (self._unit,), self.source, True,
+        return Measurement(name, elapsed_s, (delta_mj / 1000.0,), (self._unit,), self.source, self.measured,
                            {"gpu": {"energy_j": delta_mj / 1000.0, "method": "nvml counter"}}, warnings,
                            self._telemetry())
 
@@ -400,7 +403,7 @@ class ReplayMeter(Meter):
         first = self._queue[0]
         self.source, self.measured = f"replay:{first.source}", first.measured
         self.scope = "device" if first.units and first.units[0].startswith("cuda") else "node"
-        self.min_window_s = NVML_MIN_WINDOW_S if first.source == "nvml" else 0.0
+        self.min_window_s = NVML_MIN_WINDOW_S if "nvml" in first.source.split(":") else 0.0
         self._open: set[str] = set()
 
     def begin_window(self, name):

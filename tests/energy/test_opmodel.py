@@ -437,9 +437,11 @@ def test_measured_overheads_are_fitted_with_a_pull_towards_the_calibration():
     # FSDP's term left without a run of its own (FSDP-only runs held out): the pull keeps the calibration
     # instead of a value the 2-D runs alone cannot pin
     no_fsdp = (df["mode"] != "fsdp").to_numpy()
-    held = opmodel.fit_time_coefficients(terms[no_fsdp], y[no_fsdp] * np.where(df["mode"][no_fsdp] == "2d", 0.8, 1.0),
-                                         prior=opmodel.PRIOR_TIME_TERMS)
-    assert np.isfinite(list(held.values())).all() and held["fsdp_hooks_s"] == pytest.approx(1.0, abs=0.5)
+    y_2d_fast = y[no_fsdp] * np.where(df["mode"][no_fsdp] == "2d", 0.8, 1.0)
+    held = opmodel.fit_time_coefficients(terms[no_fsdp], y_2d_fast, prior=opmodel.PRIOR_TIME_TERMS)
+    unpulled = opmodel.fit_time_coefficients(terms[no_fsdp], y_2d_fast)
+    assert np.isfinite(list(held.values())).all()
+    assert unpulled["fsdp_hooks_s"] < 0.1 and 0.6 < held["fsdp_hooks_s"] <= 1.0  # free: at its bound 0; pulled: near 1
     # only a measured overhead earns the pull: with the launch model's guess the multipliers are free
     point = OperatorRoofline("operator_roofline", dev=DEV)._fit(frame())
     assert point.time["tp_dispatch_s"] == pytest.approx(TIME["tp_dispatch_s"], rel=1e-4)

@@ -90,6 +90,7 @@ def test_prediction_has_intervals_and_recovers_the_law(fit_path):
     assert lo <= p["energy_kwh"] * tol and p["energy_kwh"] <= hi * tol
     assert p["time_h_interval"][0] <= p["time_h"] * tol and p["time_h"] <= p["time_h_interval"][1] * tol
     assert p["co2_kg"] == pytest.approx(p["energy_kwh"] * p["carbon_intensity_g_per_kwh"] / 1000)
+    assert p["country"] == "FRA" and 20 < p["carbon_intensity_g_per_kwh"] < 150  # a nuclear-heavy grid, not a default
     shape = StepShape(12, 768, 12, 3072, 30522, 512, 2, 32, 32 * 256, 32 * 256 * 256, 2, 1, "bf16")
     prox = step_proxies(shape)
     true_j = np.exp(THETA[0] + THETA[1] * np.log(prox["flops_per_step"]) + THETA[2] * np.log(prox["bytes_per_step"]))

@@ -2,10 +2,12 @@
 
 import itertools
 
+import pandas as pd
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from companion.energy import opmodel
 from companion.runs.config import ModelConfig
 from companion.runs.model import build_model, parameter_count as counted_parameters
 from companion.energy.proxies import (StepShape, arithmetic_intensity, bytes_per_step, comm_bytes_per_rank, flops_per_rank,
@@ -33,6 +35,13 @@ def test_step_flops_match_flop_counter(layers, hidden, seq, batch):
     shape = _shape(layers, hidden, heads, 4 * hidden, seq, batch)
     assert flops_per_step(shape) == pytest.approx(counter.get_total_flops(), rel=0.01)
     assert parameter_count(shape) == counted_parameters(model)
+    # the operator model's own count of the same step (the FLOPs its GEMM, attention and energy terms charge)
+    row = {"layers": layers, "hidden": hidden, "heads": heads, "ffn": 4 * hidden, "vocab": 500, "max_positions": 256,
+           "num_labels": 2, "batch_size": batch, "padded_tokens": batch * seq, "attention_pairs": batch * seq * seq,
+           "tp": 1, "dp": 1, "world_size": 1, "precision": "fp32", "attention_kernel": "math", "metered_units": 1.0}
+    dev = opmodel.DeviceRoofs("test", gemm_peak_flops_per_s=1e11, gemm_half_dim=32, bandwidth_bytes_per_s=1e10, launch_s=5e-6)
+    op_flops = opmodel.operator_frame(pd.DataFrame([row]), dev).op_flops.iloc[0]
+    assert op_flops == pytest.approx(counter.get_total_flops(), rel=0.01)
 
 
 def test_per_rank_flops_split_the_work():

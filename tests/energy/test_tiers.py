@@ -9,7 +9,7 @@ import pytest
 from companion.energy import opmodel
 from companion.energy.models import OperatorRoofline, fit_operator, fit_point
 from companion.energy.predict import (_halfwidths_per_plan, make_plan, pareto_front, plan_layouts, plan_rows,
-                                     predict_tiered, resolve_tier, tier_predict)
+                                     TIER_TEXT, predict_tiered, resolve_tier, tier_predict)
 from companion.errors import ConfigError
 from companion.runs.records import write_json
 from conftest import companion_cmd
@@ -129,13 +129,24 @@ def test_bad_input_is_one_line_naming_the_field(argv, field):
     assert res.stderr.strip().count("\n") == 0 and "Traceback" not in res.stderr
 
 
-def test_the_issue_command_answers_with_its_tier():
-    res = companion_cmd("predict", *"--model bert-base --seq-len 128 --batch-size 32 --examples 100000 --epochs 3 "
-                        "--device H100 --devices 8 --tp 2 --dp 4 --json".split())
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
-    assert out["tier"] in ("fitted", "calibrated", "prior")
-    assert {"energy_kwh_interval", "time_h_interval", "co2_kg_interval"} <= set(out)
+def test_the_issue_command_answers_with_its_tier(tmp_path):
+    """From a data root with nothing for the H100 the answer is the prior tier; with a calibration file, the
+    calibrated tier: the command says which, and each quantity comes with an interval around it."""
+    import os
+
+    args = ("predict", *"--model bert-base --seq-len 128 --batch-size 32 --examples 100000 --epochs 3 --device H100 "
+            "--devices 8 --tp 2 --dp 4 --json".split())
+    env = {**os.environ, "COMPANION_ROOT": str(tmp_path)}
+    for tier in ("prior", "calibrated"):
+        if tier == "calibrated":
+            write_json(tmp_path / "data" / "devices" / "H100.json", H100_CAL)
+        res = companion_cmd(*args, env=env)
+        assert res.returncode == 0, res.stderr
+        out = json.loads(res.stdout)
+        assert out["tier"] == tier and out["tier_means"] == TIER_TEXT[tier]
+        for key in ("energy_kwh", "time_h", "co2_kg"):
+            lo, hi = out[f"{key}_interval"]
+            assert 0 < lo < out[key] < hi
 
 
 def test_the_fitted_tier_predicts_with_the_model_the_fit_validated(tmp_path):

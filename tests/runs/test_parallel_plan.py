@@ -1,5 +1,5 @@
 """The parallelism plan's communication, counted on a simulated process group (one process, no gloo ranks),
-against the collectives the operator model charges for."""
+against the collectives the operator model charges for: how many, and how many bytes go on the wire."""
 
 import pytest
 import torch
@@ -13,10 +13,46 @@ pytestmark = [pytest.mark.filterwarnings("ignore:For backward hooks to be called
               pytest.mark.filterwarnings("ignore:FSDP2-wrapped module .* returned a view tensor")]
 
 
-def _counts(layout) -> list[dict[str, int]]:
-    """Collectives of one training step's forward and backward under ``layout`` (2 simulated ranks)."""
-    import torch.distributed as dist
+def _sizing_mode():
+    """CommDebugMode that also logs, per collective, the bytes of each tensor it was handed."""
     from torch.distributed.tensor.debug import CommDebugMode
+    from torch.distributed.tensor.debug._comm_mode import c10d_collective_ops
+
+    class Sizing(CommDebugMode):
+        def __init__(self):
+            super().__init__()
+            self.sizes: list[tuple[str, list[int]]] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            packet = getattr(func, "_overloadpacket", None)
+            if packet is not None and (packet in self.comm_registry or packet in c10d_collective_ops):
+                flat = [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else [arg])]
+                self.sizes.append((str(packet).rsplit(".", 1)[-1],
+                                   [t.numel() * t.element_size() for t in flat if isinstance(t, torch.Tensor)]))
+            return super().__torch_dispatch__(func, types, args, kwargs)
+
+    return Sizing
+
+
+def _ring_wire_bytes(sizes: list[tuple[str, list[int]]], tp: int) -> float:
+    """Bytes one rank puts on the wire for the logged collectives, by the ring algorithm: an all-reduce of B
+    bytes over t ranks 2 (t-1)/t B; an all-gather or reduce-scatter whose full buffer is B over g ranks
+    (g-1)/g B (g read from the full buffer over the shard)."""
+    total = 0.0
+    for name, nbytes in sizes:
+        if name == "all_reduce":
+            total += 2 * (tp - 1) / tp * nbytes[0]
+        else:
+            full, shard = max(nbytes), min(nbytes)
+            g = round(full / shard)
+            total += (g - 1) / g * full
+    return total
+
+
+def _counts(layout, sizes: list | None = None) -> list[dict[str, int]]:
+    """Collectives of one training step's forward and backward under ``layout`` (simulated ranks); with
+    ``sizes``, the bytes of each collective's tensors are appended to it (one step)."""
+    import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
     from transformers import BertConfig, BertForSequenceClassification
 
@@ -32,14 +68,16 @@ def _counts(layout) -> list[dict[str, int]]:
         model = parallel.parallelize_bert(BertForSequenceClassification(cfg), layout,
                                           parallel.build_mesh(layout, "cpu"), "fp32")
         ids, labels = torch.randint(0, 512, (4, 32)), torch.randint(0, 2, (4,))
-        out = []
-        for _ in range(2):  # the second step as the first: nothing stays gathered between steps
-            with CommDebugMode() as forward:
+        out, mode = [], _sizing_mode()
+        for step in range(2):  # the second step as the first: nothing stays gathered between steps
+            with mode() as forward:
                 loss = model(input_ids=ids, labels=labels).loss
-            with CommDebugMode() as backward:
+            with mode() as backward:
                 loss.backward()
             out.append([{str(op).rsplit(".", 1)[-1]: n for op, n in m.get_comm_counts().items()}
                         for m in (forward, backward)])
+            if step == 0 and sizes is not None:
+                sizes.extend(forward.sizes + backward.sizes)
         assert out[0] == out[1]
         return out[0]
     finally:
@@ -66,3 +104,27 @@ def test_fsdp_gathers_and_scatters_as_often_as_the_operator_model_counts():
     assert forward == {"_allgather_base_": LAYERS + 1}
     assert backward == {"_allgather_base_": LAYERS, "_reduce_scatter_base_": LAYERS + 1}
     assert sum(forward.values()) + sum(backward.values()) == FSDP_COLLECTIVES_PER_LAYER * LAYERS + FSDP_COLLECTIVES_ROOT
+
+
+@pytest.mark.parametrize("tp, dp", [(2, 1), (4, 1), (1, 2), (1, 4), (2, 2)])
+def test_the_operator_model_puts_as_many_bytes_on_the_wire_as_the_plan_does(tp, dp):
+    """The operator model's collective bytes (its ``op_comm_bytes``: every rank's wire bytes) against the
+    tensors the plan hands its collectives. Within 1 %: FSDP pads each flat buffer to a multiple of the
+    degree, and under 2-D a layer's layer norms and row-parallel biases are replicated over the TP ranks
+    (not divided by t, as the model takes every parameter of a layer to be)."""
+    import pandas as pd
+
+    from companion.energy import opmodel
+    from companion.runs.config import Layout
+
+    sizes = []
+    _counts(Layout(tp=tp, dp=dp), sizes)
+    # every rank of the simulated group is fed the same 4 x 32 batch: 128 tokens per data-parallel rank
+    row = {"layers": LAYERS, "hidden": 64, "heads": 4, "ffn": 256, "vocab": 512, "max_positions": 64,
+           "num_labels": 2, "batch_size": 4 * dp, "padded_tokens": 128 * dp, "attention_pairs": 4 * dp * 32 * 32,
+           "tp": tp, "dp": dp, "world_size": tp * dp, "precision": "fp32", "attention_kernel": "math",
+           "metered_units": 1.0, "threads_per_rank": 1}
+    dev = opmodel.DeviceRoofs("test", gemm_peak_flops_per_s=1e11, gemm_half_dim=32, bandwidth_bytes_per_s=1e10,
+                              launch_s=5e-6, collective_alpha_s=1e-4, collective_beta_bytes_per_s=1e9)
+    per_rank = opmodel.operator_frame(pd.DataFrame([row]), dev).op_comm_bytes.iloc[0] / (tp * dp)
+    assert per_rank == pytest.approx(_ring_wire_bytes(sizes, tp), rel=0.01)

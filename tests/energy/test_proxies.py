@@ -10,8 +10,9 @@ from torch.utils.flop_counter import FlopCounterMode
 from companion.energy import opmodel
 from companion.runs.config import ModelConfig
 from companion.runs.model import build_model, parameter_count as counted_parameters
-from companion.energy.proxies import (StepShape, arithmetic_intensity, bytes_per_step, comm_bytes_per_rank, flops_per_rank,
-                               flops_per_step, parameter_count, roofline_time_s)
+from companion.energy.proxies import (StepShape, arithmetic_intensity, bytes_per_step, comm_bytes_per_rank,
+                                      encoder_layer_parameters, flops_per_rank, flops_per_step, parameter_count,
+                                      roofline_time_s)
 
 
 def _shape(layers, hidden, heads, ffn, seq, batch, **kw):
@@ -72,7 +73,8 @@ def test_memory_and_communication_models():
     assert bytes_per_step(eager) > bytes_per_step(s)  # materialised attention scores cost traffic
     assert comm_bytes_per_rank(s) == {"fsdp": 0.0, "tp": 0.0}
     fsdp = StepShape(**{**s.__dict__, "dp": 4})
-    assert comm_bytes_per_rank(fsdp)["fsdp"] == pytest.approx(12 * p * 3 / 4)
+    enc = 2 * encoder_layer_parameters(128, 512)  # gathered twice and reduce-scattered; the root gathered once
+    assert comm_bytes_per_rank(fsdp)["fsdp"] == pytest.approx((12 * enc + 8 * (p - enc)) * 3 / 4)
     tp = StepShape(**{**s.__dict__, "tp": 2})
     assert comm_bytes_per_rank(tp)["tp"] == pytest.approx(4 * 2 * 1 * 8 * 128 * 128 * 4)
 

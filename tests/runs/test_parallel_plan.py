@@ -115,6 +115,7 @@ def test_the_operator_model_puts_as_many_bytes_on_the_wire_as_the_plan_does(tp, 
     import pandas as pd
 
     from companion.energy import opmodel
+    from companion.energy.proxies import StepShape, comm_bytes_per_rank
     from companion.runs.config import Layout
 
     sizes = []
@@ -128,3 +129,6 @@ def test_the_operator_model_puts_as_many_bytes_on_the_wire_as_the_plan_does(tp, 
                               launch_s=5e-6, collective_alpha_s=1e-4, collective_beta_bytes_per_s=1e9)
     per_rank = opmodel.operator_frame(pd.DataFrame([row]), dev).op_comm_bytes.iloc[0] / (tp * dp)
     assert per_rank == pytest.approx(_ring_wire_bytes(sizes, tp), rel=0.01)
+    # the paper's law reads the same count in its memory-traffic proxy
+    shape = StepShape(LAYERS, 64, 4, 256, 512, 64, 2, 4 * dp, 128 * dp, 4 * dp * 32 * 32, tp, dp, "fp32")
+    assert sum(comm_bytes_per_rank(shape).values()) == pytest.approx(per_rank, rel=1e-9)

@@ -131,10 +131,14 @@ def bytes_per_rank(s: StepShape) -> float:
 
 
 def comm_bytes_per_rank(s: StepShape) -> dict:
-    """Bytes each rank sends per step in collectives (ring algorithms), by kind."""
+    """Bytes each rank sends per step in collectives (ring algorithms), by kind. FSDP gathers each encoder
+    layer twice (forward, and backward after resharding) and reduce-scatters its fp32 gradients; the root unit
+    (embeddings, pooler, head: replicated over TP ranks) stays gathered from forward to backward, so it is
+    gathered once. Checked against the tensors the plan hands its collectives (tests/runs/test_parallel_plan)."""
     p = parameter_count(s)
+    enc = s.layers * encoder_layer_parameters(s.hidden, s.ffn)
     w = _w_bytes(s)
-    fsdp = (2 * w + 4) * (p / s.tp) * (s.dp - 1) / s.dp if s.dp > 1 else 0.0
+    fsdp = ((2 * w + 4) * enc / s.tp + (w + 4) * (p - enc)) * (s.dp - 1) / s.dp if s.dp > 1 else 0.0
     tp = 4 * s.layers * 2 * (s.tp - 1) / s.tp * (s.padded_tokens / s.dp) * s.hidden * w if s.tp > 1 else 0.0
     return {"fsdp": fsdp, "tp": tp}
 

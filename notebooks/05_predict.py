@@ -17,7 +17,7 @@
 # three tiers that every answer states: **fitted** (the operator roofline with coefficients fitted on this
 # device's sweep), **calibrated** (the operator roofline at face value from the device's calibration file,
 # `companion calibrate`, nothing fitted to a sweep; its interval is as wide as its errors on a swept device's
-# runs) and **prior** (spec-sheet roofs and TDP with the efficiency and power priors
+# runs, that device's own where it has a sweep) and **prior** (spec-sheet roofs and TDP with the efficiency and power priors
 # cited in the hardware table, and wide intervals). The same is available from the shell:
 # `companion predict --model bert-tiny --examples 100000 --epochs 3 --device cpu`, and for a device never
 # measured here, `companion plan --model bert-base --examples 100000 --epochs 3 --device H100 --devices 8`.

@@ -96,8 +96,8 @@ sweep: setup ## run (or resume) the sweep of PROFILE, writing data/runs/PROFILE/
 	$(BIN)/companion sweep --profile $(PROFILE)
 
 emit: setup ## write multi-node torchrun and SLURM launch scripts for PROFILE under build/launch/
-	$(BIN)/companion sweep --profile $(PROFILE) --emit torchrun
-	$(BIN)/companion sweep --profile $(PROFILE) --emit slurm
+	$(BIN)/companion sweep --profile $(PROFILE) --emit torchrun $(if $(filter-out cpu,$(DEVICE_NAME)),--device-name $(DEVICE_NAME))
+	$(BIN)/companion sweep --profile $(PROFILE) --emit slurm $(if $(filter-out cpu,$(DEVICE_NAME)),--device-name $(DEVICE_NAME))
 
 benchmark: setup ## print the meter's overhead (step time with / without the meter, one process)
 	$(PY) benchmarks/meter_overhead.py

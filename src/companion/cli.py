@@ -105,6 +105,10 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         if args.tier not in (None, "fitted"):
             raise ConfigError(f"--law/--fit read a fitted law; --tier {args.tier} has none: drop them or use --tier fitted")
         law = args.law or "roofline_power_law"
+        from companion.energy.laws import LAWS
+
+        if law not in LAWS:
+            raise ConfigError(f"--law {law!r} is not a law; use one of {', '.join(LAWS)}")
         result = predict(plan, FittedModel.load(args.fit or find_fit(plan.device_name)), law=law, level=args.level)
         result["tier"] = "fitted"
         text = format_prediction(result, warnings=False)

@@ -110,7 +110,7 @@ def test_outside_the_fitted_range_warns(fit_path):
     ({"model": "bert-base", "device": "H100", "devices": 8, "tp": 2, "dp": 2}, "--devices 8 != tp\\*dp"),
     ({"model": "bert-base", "device": "H100", "tp": 8}, "heads=12 is not divisible by tp=8"),
     ({"model": "bert-huge", "device": "H100"}, "not a named size"),
-    ({"model": "bert-base", "device": "H100", "tokens": 1e6, "examples": 10}, "--tokens N or as --examples"),
+    ({"model": "bert-base", "device": "H100", "tokens": 1e6, "examples": 10}, "--tokens and --examples both give"),
 ])
 def test_impossible_requests(kwargs, match):
     kwargs.setdefault("examples", None if "tokens" in kwargs else 1000)

@@ -122,6 +122,9 @@ def test_pareto_front():
      "batch_sizes"),
     (["plan", "--model", "bert-base", "--examples", "10", "--device", "Z80", "--devices", "8"], "device 'Z80'"),
     (["calibrate", "--device", "tpu"], "device='tpu'"),
+    (["calibrate", "--budget-s", "nan"], "budget_s=nan"),
+    (["calibrate", "--budget-s", "inf"], "budget_s=inf"),
+    (["calibrate", "--device-name", "x/../../y"], "device_name='x/../../y'"),
 ])
 def test_bad_input_is_one_line_naming_the_field(argv, field):
     res = companion_cmd(*argv)
@@ -226,3 +229,19 @@ def test_the_calibrated_tier_takes_its_interval_from_its_own_device_s_sweep_firs
     p = predict_tiered(make_plan(**PLAN), tier="calibrated", **roots)
     assert p["notes"][0].endswith("on the H100 sweep's runs")
     assert np.log(p["time_h_interval"][1] / p["time_h"]) < wide
+
+
+def test_a_stated_prior_width_follows_the_level_asked_for(tmp_path):
+    """The prior tier's factor-2 interval is stated at 90 %; a 50 % or 99 % interval is not the same interval
+    relabelled, but the log-normal one at that level."""
+    from statistics import NormalDist
+
+    widths = {}
+    for level in (0.5, 0.9, 0.99):
+        p = predict_tiered(make_plan(**PLAN), level=level, derived_root=tmp_path, devices_root=tmp_path)
+        widths[level] = np.log(p["energy_kwh_interval"][1] / p["energy_kwh"])
+    assert widths[0.9] == pytest.approx(np.log(2.0))
+    z = NormalDist().inv_cdf
+    for level in (0.5, 0.99):
+        assert widths[level] == pytest.approx(np.log(2.0) * z((1 + level) / 2) / z(0.95))
+    assert widths[0.5] < widths[0.9] < widths[0.99]

@@ -17,6 +17,13 @@ from companion.runs.config import Layout, LengthDist, RunConfig, build_run, pars
         ({"country": "United States"}, "country=", "alpha-3"),
         ({"colour": "red"}, "unknown field(s) colour", "known fields"),
         ({"lengths": {"kind": "histogram", "bins": [[64, 1.0]]}, "seq_len": 32}, "lengths.bins", "raise seq_len"),
+        ({"seed": -1}, "seed=-1", "[0, 2**32)"),
+        ({"seed": 2**64}, "seed=18446744073709551616", "[0, 2**32)"),
+        ({"device_name": "a b/c"}, "device_name='a b/c'", "letters, digits"),
+        ({"device_name": "../elsewhere"}, "device_name='../elsewhere'", "letters, digits"),
+        ({"device_name": "H100"}, "device_name='H100' names a GPU", "name the CPU"),
+        ({"source": "reviews.csv", "tokenizer": "/does/not/exist"}, "tokenizer='/does/not/exist'",
+         "not a local tokenizer directory"),
     ],
 )
 def test_invalid_configs_name_the_field_and_the_fix(flat, field, fix):

@@ -111,6 +111,9 @@ groups:
     assert res.returncode == 1 and "2 ok, 1 failed" in res.stdout
     failed = load_records(out, status="failed")
     assert len(failed) == 1 and "vocab >= 30522" in failed[0]["error"]["message"]
+    # a plain re-run keeps the failure and says so, rather than counting it among the runs done
+    res = companion_cmd("sweep", "--profile", str(profile), "--out", str(out), "--quiet", timeout=300)
+    assert "3 already done (1 of them failed earlier and kept as failed: --retry-failed runs them again)" in res.stdout
     # --retry-failed runs it again and keeps the first failure beside it
     res = companion_cmd("sweep", "--profile", str(profile), "--out", str(out), "--quiet", "--retry-failed", timeout=300)
     assert res.returncode == 1 and len(list((out / "failed").glob("*.json"))) == 1

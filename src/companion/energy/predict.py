@@ -97,7 +97,9 @@ def make_plan(model: str | None = None, layers=None, hidden=None, heads=None, ff
                "max_positions": max_positions, "seq_len": seq_len, "lengths": lengths, "batch_size": batch_size,
                "tp": tp, "dp": dp, "country": country})
     data = DataConfig(seq_len=seq_len, batch_size=batch_size, lengths=lengths)
-    if (tokens is None) == (examples is None):
+    if tokens is not None and examples is not None:
+        raise ConfigError("--tokens and --examples both give the training amount; give one of them")
+    if tokens is None and examples is None:
         raise ConfigError("give the training amount as --tokens N or as --examples N (with --epochs E)")
     if tokens is not None:
         per_step = expected_token_counts(data, dp).real
@@ -106,7 +108,7 @@ def make_plan(model: str | None = None, layers=None, hidden=None, heads=None, ff
         steps = math.ceil(examples * epochs / batch_size)
     if steps < 1:
         raise ConfigError("the training amount gives no optimizer step; raise --tokens or --examples")
-    return Plan(layers, hidden, heads, seq_len, batch_size, steps, tp, dp, device, lengths, ffn, vocab,
+    return Plan(layers, hidden, heads, seq_len, batch_size, steps, tp, dp, device, lengths, ffn or 4 * hidden, vocab,
                 max_positions, precision, country)
 
 
@@ -270,6 +272,8 @@ TIER_TEXT = {
 }
 
 
+# the level at which the hardware table's interval_factor is stated (a factor either side)
+PRIOR_LEVEL = 0.9
 # a calibration's torch dtype as the precision a plan names
 CALIBRATION_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
@@ -356,7 +360,8 @@ def resolve_tier(device: str, precision: str, tier: str | None = None, derived_r
             hw = {"step_s": math.log(factor), "energy_per_step_j": math.log(factor)}
             note = (f"interval from the calibrated tier's errors on the {swept} sweep's runs"
                     + ("" if swept == device else f" (another device: how far they carry over to {device} is untested)")
-                    if residuals else f"calibrated tier not yet scored on a sweep: a factor-{factor:g} interval")
+                    if residuals else f"calibrated tier not yet scored on a sweep: a factor-{factor:g} interval at "
+                    f"{PRIOR_LEVEL:.0%} (other levels scaled as for a log-normal error)")
             return {"tier": "calibrated", "dev": dev, **coef, "halfwidth": hw, "residuals": residuals,
                     "source": cal["path"], "energy_measured": bool(dev.power_measured), "notes": [*passed, note]}
         if tier == "calibrated":
@@ -372,7 +377,8 @@ def resolve_tier(device: str, precision: str, tier: str | None = None, derived_r
     return {"tier": "prior", "dev": dev, **opmodel.prior_coefficients(dev),
             "halfwidth": {"step_s": math.log(factor), "energy_per_step_j": math.log(factor)},
             "source": "energy/resources/hardware.yaml", "energy_measured": bool(dev.power_measured),
-            "notes": [*passed, f"spec-sheet priors: a factor-{factor:g} interval"]}
+            "notes": [*passed, f"spec-sheet priors: a factor-{factor:g} interval at {PRIOR_LEVEL:.0%} (other levels "
+                                 "scaled as for a log-normal error)"]}
 
 
 def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
@@ -477,7 +483,13 @@ def _halfwidths_at(res: dict, level: float) -> dict:
 
     if res.get("residuals"):
         return {k: conformal_halfwidth(v, level) for k, v in res["residuals"].items()}
-    return res["halfwidth"]  # a stated width (priors), the same at every level
+    # a stated width (priors: a factor either side at PRIOR_LEVEL), carried to ``level`` as a log-normal
+    # error's would be: the quantile ratio of the normal distribution
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf
+    ratio = z((1 + level) / 2) / z((1 + PRIOR_LEVEL) / 2)
+    return {k: w * ratio for k, w in res["halfwidth"].items()}
 
 
 def format_tiered(p: dict) -> str:

@@ -26,6 +26,7 @@ CPU ranks share the node's cores; GPU ranks each own a device and overlap FSDP c
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import socket
@@ -38,6 +39,7 @@ import numpy as np
 import torch
 
 from companion.errors import ConfigError
+from companion.runs.config import check_device_name
 
 # BERT-like GEMM shapes (M, N, K): tokens x out x in, and the attention score GEMMs (seq x seq x head_dim)
 GEMM_SHAPES = [(m, n, k) for m in (256, 1024, 4096) for n, k in ((64, 64), (128, 128), (256, 256), (512, 128),
@@ -510,8 +512,10 @@ def calibrate(device: str = "cpu", budget_s: float = DEFAULT_BUDGET_S, world_siz
         raise ConfigError(f"device={device!r} cannot be calibrated; use 'cpu' or 'cuda'")
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device='cuda' but no GPU is visible; calibrate on a GPU node or use --device cpu")
-    if budget_s <= 0:
-        raise ConfigError(f"budget_s={budget_s!r} must be positive, e.g. 60")
+    if not (isinstance(budget_s, (int, float)) and math.isfinite(budget_s) and budget_s > 0):
+        raise ConfigError(f"budget_s={budget_s!r} must be a finite positive number of seconds, e.g. 60")
+    if device_name is not None:
+        check_device_name(device_name)
     dev = torch.device("cuda:0" if device == "cuda" else "cpu")
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     backend = "nccl" if device == "cuda" else "gloo"

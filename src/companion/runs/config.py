@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -35,6 +36,16 @@ def _positive_int(name: str, value: Any) -> None:
 def _integer(name: str, value: Any, example: str = "0") -> None:
     _require(isinstance(value, int) and not isinstance(value, bool),
              f"{name}={value!r} must be an integer; set {name} to e.g. {example}")
+
+
+DEVICE_NAME_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+
+
+def check_device_name(name: Any) -> None:
+    """A hardware tag names files (records, data/devices/<name>.json): letters, digits and ``._+-`` only."""
+    _require(isinstance(name, str) and DEVICE_NAME_CHARS.fullmatch(name) is not None,
+             f"device_name={name!r} must be a hardware tag such as 'cpu' or 'H100' (letters, digits and ._+- "
+             "only: it names the run's files)")
 
 
 def _number(name: str, value: Any, example: str) -> None:
@@ -198,6 +209,12 @@ class DataConfig:
                      f"{name}={getattr(self, name)!r} must be a non-empty string")
         _require(self.tokenizer is None or isinstance(self.tokenizer, str),
                  f"tokenizer={self.tokenizer!r} must be a directory path")
+        if self.tokenizer is not None:
+            files = ("tokenizer.json", "vocab.txt", "tokenizer_config.json")
+            _require(any((Path(self.tokenizer).expanduser() / f).is_file() for f in files),
+                     f"tokenizer={self.tokenizer!r} is not a local tokenizer directory (none of {', '.join(files)} "
+                     "in it); give the folder a tokenizer was saved to, or leave tokenizer unset to use the "
+                     "checkpoint's")
         _positive_int("seq_len", self.seq_len)
         _positive_int("batch_size", self.batch_size)
         _positive_int("pad_multiple", self.pad_multiple)
@@ -367,8 +384,13 @@ class RunConfig:
         m, d, lay = self.model, self.data, self.layout
         _require(isinstance(self.device, str) and self.device in DEVICES,
                  f"device={self.device!r} is unknown; use 'cpu' or 'cuda'")
-        _require(isinstance(self.device_name, str) and bool(self.device_name),
-                 f"device_name={self.device_name!r} must be a hardware tag such as 'cpu' or 'H100'")
+        check_device_name(self.device_name)
+        if self.device == "cpu":
+            from companion.energy.hardware import device_table
+
+            _require(self.device_name == "cpu" or self.device_name not in device_table(),
+                     f"device_name={self.device_name!r} names a GPU of the hardware table, but device='cpu': the "
+                     "records would be tagged as that GPU's; name the CPU (e.g. 'cpu') or run with device='cuda'")
         _require(isinstance(self.threads, int) and self.threads >= 0,
                  f"threads={self.threads!r} must be 0 (launcher default) or a positive integer")
         _require(isinstance(self.replicate, int) and self.replicate >= 0,
@@ -386,6 +408,7 @@ class RunConfig:
         )
         _number("lr", self.lr, "1e-4")
         _integer("seed", self.seed, "0")
+        _require(0 <= self.seed < 2**32, f"seed={self.seed!r} must lie in [0, 2**32); set seed to e.g. 0")
         _require(
             m.heads % lay.tp == 0,
             f"heads={m.heads} is not divisible by tp={lay.tp}; pick tp among the divisors of {m.heads}",

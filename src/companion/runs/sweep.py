@@ -42,13 +42,16 @@ class SweepResult:
     out_dir: Path
     total: int
     skipped: int = 0
+    kept_failed: int = 0  # of the skipped: failed records kept from an earlier sweep (--retry-failed runs them)
     ok: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     alongside: list["SweepResult"] = field(default_factory=list)  # profiles measured in the same launches
 
     def summary(self) -> str:
+        kept = (f" ({self.kept_failed} of them failed earlier and kept as failed: --retry-failed runs them again)"
+                if self.kept_failed else "")
         return (f"{self.total} runs in {self.out_dir}: {len(self.ok)} ok, {len(self.failed)} failed, "
-                f"{self.skipped} already done")
+                f"{self.skipped} already done{kept}")
 
 
 @dataclass(frozen=True)
@@ -149,12 +152,14 @@ def _run_sweep(members: list[tuple[Profile, Path]], retry_failed: bool, progress
                 mine.append(Pending(run, prof.name, folder))
             else:
                 result.skipped += 1
+                result.kept_failed += status == "failed"
         results.append(result)
         pending.append(mine)
     bar = _progress_bar(sum(map(len, pending)), enabled=progress)
     for result in results:
         if result.skipped and progress:
-            bar.write(f"{result.skipped} of {result.total} runs already have records in {result.out_dir}: skipped")
+            bar.write(f"{result.skipped} of {result.total} runs already have records in {result.out_dir}: skipped"
+                      + (f" ({result.kept_failed} failed: --retry-failed runs them again)" if result.kept_failed else ""))
     try:
         for world_size, items in launch_order(pending):  # replicate passes, then world sizes
             _launch_until_done(profile.name, out_dir, items, world_size, bar)

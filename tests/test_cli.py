@@ -71,6 +71,8 @@ def test_profiles_listing(capsys):
     (["--hidden", "130", "--heads", "4"], "hidden=130 is not divisible by heads=4"),
     (["--layers", "two"], "argument --layers: invalid int value: 'two'"),
     (["--plan", "/no/such/plan.json"], "does not exist"),
+    (["--device-name", "H100"], "device_name='H100' names a GPU of the hardware table, but device='cpu'"),
+    (["--seed", "-1"], "seed=-1 must lie in [0, 2**32)"),
 ])
 def test_run_rejects_bad_input_before_importing_torch(argv, expected):
     """`companion run` says what is wrong in one line before the runner's seconds of imports."""

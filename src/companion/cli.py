@@ -21,13 +21,25 @@ def _cmd_run(argv: list[str]) -> int:
     from companion.runs.run_args import check_run_args
 
     try:
-        check_run_args(argv)  # before the runner's imports (torch, transformers: seconds)
+        cfg = check_run_args(argv)  # before the runner's imports (torch, transformers: seconds)
+        _check_cpu_is_not_named_a_gpu(cfg)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from companion.runs import train
 
     return train.main(argv)
+
+
+def _check_cpu_is_not_named_a_gpu(cfg) -> None:
+    """A CPU run tagged with a GPU's name from the hardware table would be analysed as that GPU's run."""
+    if cfg is None or cfg.device != "cpu" or cfg.device_name == "cpu":
+        return
+    from companion.energy.hardware import device_table
+
+    if cfg.device_name in device_table():
+        raise ConfigError(f"device_name={cfg.device_name!r} names a GPU of the hardware table, but device='cpu': the "
+                          "records would be tagged as that GPU's; name the CPU (e.g. 'cpu') or run with --device cuda")
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:

@@ -21,7 +21,6 @@ from companion.runs.config import Layout, LengthDist, RunConfig, build_run, pars
         ({"seed": 2**64}, "seed=18446744073709551616", "[0, 2**32)"),
         ({"device_name": "a b/c"}, "device_name='a b/c'", "letters, digits"),
         ({"device_name": "../elsewhere"}, "device_name='../elsewhere'", "letters, digits"),
-        ({"device_name": "H100"}, "device_name='H100' names a GPU", "name the CPU"),
         ({"source": "reviews.csv", "tokenizer": "/does/not/exist"}, "tokenizer='/does/not/exist'",
          "not a local tokenizer directory"),
     ],

@@ -73,12 +73,12 @@ def test_a_second_writer_is_refused_with_the_holder(tmp_path):
 
 
 # ---- 3. run identity follows the data file's content; failed runs can be retried
-def test_editing_a_source_file_makes_a_new_run(tmp_path):
+def test_editing_a_source_file_makes_a_new_run(tmp_path, minilm_path):
     src = tmp_path / "data.csv"
     src.write_text("text,label\ngood film,1\nbad film,0\n")
-    before = build_run({**TINY, "source": str(src), "tokenizer": str(tmp_path)})
+    before = build_run({**TINY, "source": str(src), "tokenizer": str(minilm_path)})
     src.write_text("text,label\ngood film,1\nawful film,0\n")
-    after = build_run({**TINY, "source": str(src), "tokenizer": str(tmp_path)})
+    after = build_run({**TINY, "source": str(src), "tokenizer": str(minilm_path)})
     assert before.run_id != after.run_id
     assert after.to_dict()["data"]["source_sha256"] != before.to_dict()["data"]["source_sha256"]
     # synthetic runs keep their identity (no hash of a file)

@@ -57,13 +57,13 @@ def test_a_utf8_bom_in_the_header_is_ignored(tmp_path):
     assert read_text_file(src, "text", "label") == [("good", "1"), ("bad", "0")]
 
 
-def test_more_classes_than_num_labels_fails_before_launch(tmp_path):
+def test_more_classes_than_num_labels_fails_before_launch(tmp_path, minilm_path):
     src = tmp_path / "three.csv"
     src.write_text("text,label\na,0\nb,1\nc,2\n")
     with pytest.raises(ConfigError, match=r"has 3 classes \(0, 1, 2\) but num_labels=2; set num_labels to 3"):
         check_text_source(DataConfig(source=str(src)), num_labels=2)
     profile = tmp_path / "p.yaml"
-    profile.write_text(f"device: cpu\nbase: {{layers: 1, hidden: 32, heads: 2, seq_len: 16, tokenizer: {tmp_path}, "
+    profile.write_text(f"device: cpu\nbase: {{layers: 1, hidden: 32, heads: 2, seq_len: 16, tokenizer: {minilm_path}, "
                        f"source: {src}}}\ngroups:\n  - name: g\n")
     with pytest.raises(ConfigError, match="num_labels=2; set num_labels to 3"):
         load_profile(str(profile))

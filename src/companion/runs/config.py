@@ -385,12 +385,6 @@ class RunConfig:
         _require(isinstance(self.device, str) and self.device in DEVICES,
                  f"device={self.device!r} is unknown; use 'cpu' or 'cuda'")
         check_device_name(self.device_name)
-        if self.device == "cpu":
-            from companion.energy.hardware import device_table
-
-            _require(self.device_name == "cpu" or self.device_name not in device_table(),
-                     f"device_name={self.device_name!r} names a GPU of the hardware table, but device='cpu': the "
-                     "records would be tagged as that GPU's; name the CPU (e.g. 'cpu') or run with device='cuda'")
         _require(isinstance(self.threads, int) and self.threads >= 0,
                  f"threads={self.threads!r} must be 0 (launcher default) or a positive integer")
         _require(isinstance(self.replicate, int) and self.replicate >= 0,

@@ -9,7 +9,7 @@ import pytest
 from companion.energy import opmodel
 from companion.energy.models import OperatorRoofline, fit_operator, fit_point
 from companion.energy.predict import (_halfwidths_per_plan, make_plan, pareto_front, plan_layouts, plan_rows,
-                                     TIER_TEXT, predict_tiered, resolve_tier, tier_predict)
+                                     TIER_TEXT, predict_tiered, resolve_tier, tier_point)
 from companion.errors import ConfigError
 from companion.runs.records import write_json
 from conftest import companion_cmd
@@ -164,7 +164,7 @@ def test_the_fitted_tier_predicts_with_the_model_the_fit_validated(tmp_path):
     point = fit_point(OperatorRoofline("operator_roofline", dev=calibration), df)
     assert point.dev.thread_exponent == DEV.thread_exponent
     res = resolve_tier("cpu", "fp32", "fitted", tmp_path / "derived", tmp_path)
-    _, t, e = tier_predict(res, df)
+    t, e = tier_point(res).predict(df)
     t_point, e_point = point.predict(df)
     np.testing.assert_allclose(t, t_point, rtol=1e-9)
     np.testing.assert_allclose(e, e_point, rtol=1e-9)

@@ -317,6 +317,13 @@ def _precision_mismatch(tier: str, device: str, precision: str, has: list[str], 
     return f"the {tier} tier for {device} ({source}) was made at {', '.join(has)}, not {precision}"
 
 
+def _stated_width() -> tuple[float, dict]:
+    """The hardware table's interval factor (either side, at ``PRIOR_LEVEL``) and its log half-widths: the
+    width of a tier with no held-out errors of its own."""
+    factor = float(hardware.priors().get("gpu", {}).get("interval_factor", 2.0))
+    return factor, {"step_s": math.log(factor), "energy_per_step_j": math.log(factor)}
+
+
 def resolve_tier(device: str, precision: str, tier: str | None = None, derived_root: Path | None = None,
                  devices_root: Path | None = None) -> dict:
     """The tier a prediction uses, with its roofs, coefficients and interval half-widths (log).
@@ -356,8 +363,7 @@ def resolve_tier(device: str, precision: str, tier: str | None = None, derived_r
             dev = opmodel.roofs_from_calibration(cal)
             coef = opmodel.prior_coefficients(dev)
             residuals, swept = _calibrated_residuals(device, derived_root)
-            factor = hardware.priors().get("gpu", {}).get("interval_factor", 2.0)
-            hw = {"step_s": math.log(factor), "energy_per_step_j": math.log(factor)}
+            factor, hw = _stated_width()
             note = (f"interval from the calibrated tier's errors on the {swept} sweep's runs"
                     + ("" if swept == device else f" (another device: how far they carry over to {device} is untested)")
                     if residuals else f"calibrated tier not yet scored on a sweep: a factor-{factor:g} interval at "
@@ -373,9 +379,8 @@ def resolve_tier(device: str, precision: str, tier: str | None = None, derived_r
         if why:
             passed.append(f"calibrated tier not used: {why}")
     dev = opmodel.roofs_from_spec(device, precision)
-    factor = float(hardware.priors().get("gpu", {}).get("interval_factor", 2.0))
-    return {"tier": "prior", "dev": dev, **opmodel.prior_coefficients(dev),
-            "halfwidth": {"step_s": math.log(factor), "energy_per_step_j": math.log(factor)},
+    factor, hw = _stated_width()
+    return {"tier": "prior", "dev": dev, **opmodel.prior_coefficients(dev), "halfwidth": hw,
             "source": "energy/resources/hardware.yaml", "energy_measured": bool(dev.power_measured),
             "notes": [*passed, f"spec-sheet priors: a factor-{factor:g} interval at {PRIOR_LEVEL:.0%} (other levels "
                                  "scaled as for a log-normal error)"]}
@@ -400,13 +405,12 @@ def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def tier_predict(res: dict, X: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """The operator terms, step time (s) and energy per step (J) of the rows of ``X`` in a resolved tier."""
-    dev = res["dev"]
-    terms = opmodel.operator_frame(X, dev)
-    t = opmodel.predict_time_s(terms, res["time"], res.get("layout_scale"), opmodel.layout_names(X))
-    e = opmodel.predict_energy_j(terms, t, X.metered_units.to_numpy(float), res["energy"], dev.power_ceiling_w)
-    return terms, t, e
+def tier_point(res: dict):
+    """The operator roofline of a resolved tier, as the point fit that validation scores
+    (``models.OperatorPoint``): its predictions and interval scale are computed the same way."""
+    from companion.energy.models import OperatorPoint
+
+    return OperatorPoint(res["dev"], res["time"], res["energy"], res.get("layout_scale") or {})
 
 
 def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: float = 0.9,
@@ -422,12 +426,13 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
     res = resolve_tier(device, precision, tier, derived_root, devices_root)
     dev = res["dev"]
     X = plan_rows(plans, precision, "node" if dev.shared_node else "device")
-    terms, t, e = tier_predict(res, X)
-    single_t = opmodel.predict_time_s(opmodel.operator_frame(X.assign(tp=1, dp=1, world_size=1), dev), res["time"])
-    hws = _halfwidths_per_plan(res, X, level)
+    point = tier_point(res)
     if res.get("residuals_scaled"):  # the fitted tier's residuals were divided by each run's interval scale
-        scale = opmodel.interval_scale(terms, res["time"], res.get("layout_scale"), opmodel.layout_names(X))
-        hws = [{k: w * f for k, w in hw.items()} for hw, f in zip(hws, scale)]
+        t, e, scale = point.predict_with_scale(X)
+    else:
+        (t, e), scale = point.predict(X), np.ones(len(X))
+    single_t, _ = point.predict(X.assign(tp=1, dp=1, world_size=1))
+    hws = [{k: w * f for k, w in hw.items()} for hw, f in zip(_halfwidths_per_plan(res, X, level), scale)]
     out = []
     for i, plan in enumerate(plans):
         hw = hws[i]

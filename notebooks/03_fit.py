@@ -78,9 +78,8 @@ from companion.report import figures, headline, prose
 from companion.energy.fit import FittedModel, design_matrix, fit_all
 from companion.runs.records import write_json
 from companion.energy.laws import LAWS
-from companion.energy.models import fit_operator, law_intervals
-from companion.energy.opmodel import (ENERGY_UNITS, LAYOUT_SCALE_UNIT, THREAD_EXPONENT_UNIT, TIME_UNITS, DeviceRoofs,
-                                      layout_names, load_device_roofs, operator_frame, scaled_terms)
+from companion.energy.models import OperatorPoint, fit_operator, law_intervals
+from companion.energy.opmodel import DeviceRoofs, layout_names, load_device_roofs, operator_frame, scaled_terms
 from companion.energy.tables import usable_runs
 
 figures.use_offline_renderer()
@@ -160,13 +159,8 @@ zero = [headline.coefficient_words(k) for k, v in op["energy"].items() if v == 0
 glue("op_zero_energy", (f"Fitted to 0 on these runs, so absent from this build's energy model: {', '.join(zero)}. "
                         "The fit is non-negative; a term at 0 is one these runs cannot tell from the others, not "
                         "a finding that the hardware spends nothing on it.") if zero else "", display=False)
-op_coef = pd.DataFrame([{"param": k, "value": v, "target": t,
-                         "unit": (TIME_UNITS if t == "step_s" else ENERGY_UNITS).get(k, "")}
-                        for t, d in (("step_s", op["time"]), ("energy_per_step_j", op["energy"])) for k, v in d.items()]
-                       + [{"param": f"layout_scale[{k}]", "value": v, "target": "step_s", "unit": LAYOUT_SCALE_UNIT}
-                          for k, v in (op.get("layout_scale") or {}).items()]
-                       + ([{"param": "thread_exponent", "value": op_dev.thread_exponent, "target": "step_s",
-                            "unit": THREAD_EXPONENT_UNIT}] if op_dev.shared_node else []))
+# the coefficient table as the fitted point describes itself (multipliers, energies, thread exponent, layouts)
+op_coef = OperatorPoint(op_dev, op["time"], op["energy"], op.get("layout_scale") or {}).describe()
 glue("op_coefficients", op_coef.round(6), display=False)
 terms = operator_frame(df, op_dev)
 scaled = pd.concat([df[["run_id", "mode", "flops_per_step"]],

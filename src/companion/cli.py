@@ -23,6 +23,8 @@ def _cmd_run(argv: list[str]) -> int:
     try:
         cfg = check_run_args(argv)  # before the runner's imports (torch, transformers: seconds)
         _check_cpu_is_not_named_a_gpu(cfg)
+        if cfg is not None and "--no-memory-check" not in argv:
+            _check_fits_memory([cfg])
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -42,6 +44,21 @@ def _check_cpu_is_not_named_a_gpu(cfg) -> None:
                           "records would be tagged as that GPU's; name the CPU (e.g. 'cpu') or run with --device cuda")
 
 
+def _check_fits_memory(configs) -> None:
+    """Refuse, before any launch, runs whose estimated peak memory exceeds their device's (``energy.memory``): on a
+    CPU node the kernel would kill the launch, on a GPU the run would fail after its model was built."""
+    from companion.energy.memory import misfit_message, runs_that_do_not_fit
+
+    misfits = runs_that_do_not_fit(configs)
+    if not misfits:
+        return
+    cfg, check = misfits[0]
+    more = f" ({len(misfits) - 1} more runs too: {', '.join(c.run_id for c, _ in misfits[1:4])}" \
+           f"{', ...' if len(misfits) > 4 else ''})" if len(misfits) > 1 else ""
+    raise ConfigError(f"run {cfg.run_id}: {misfit_message(check, cfg.device_name)}{more}. The estimate may be off "
+                      "by about 10 %: --no-memory-check runs it anyway")
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from companion.paths import build_dir, runs_dir
     from companion.runs.profiles import load_profile
@@ -53,6 +70,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise ConfigError(f"no GPU is visible here to name the hardware of profile {profile.name!r}'s runs; "
                           "pass --device-name with the cluster's GPU type, e.g. --device-name H100")
     alongside = [] if args.alone else measured_alongside(profile, out_dir)
+    if not args.no_memory_check:
+        _check_fits_memory([*profile.runs, *(r for other, _ in alongside for r in other.runs)])
     if args.emit:
         emit_dir = args.emit_dir or build_dir() / "launch" / profile.name
         for other, folder in alongside:
@@ -211,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--emit-dir", type=Path, help="where --emit writes (default build/launch/<profile>)")
     sw.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node for --emit (default 8)")
     sw.add_argument("--device-name", help="hardware tag in run IDs, e.g. H100 (default: detected)")
+    sw.add_argument("--no-memory-check", action="store_true", help="launch runs whose estimated peak memory exceeds "
+                    "their device's (refused by default)")
     sub.add_parser("profiles", help="list the profiles")
     pr = sub.add_parser("predict", help="predict a planned fine-tune's energy, time and CO2 (with intervals)",
                         description="Predict energy (kWh), time (h) and CO2 (kg) of a planned fine-tune with the "

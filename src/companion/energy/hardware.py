@@ -77,3 +77,17 @@ def measure_cpu_roofs(seconds: float = 1.0) -> dict:
         best_bw = max(best_bw, 2 * src.numel() * 4 / (time.perf_counter() - t0))
     return {"peak_flops_per_s": best_flops, "bandwidth_bytes_per_s": best_bw,
             "method": "best of repeated 1024^3 fp32 matmuls and 64 MiB copies", "threads": torch.get_num_threads()}
+
+
+def memory_bytes(device: str) -> float:
+    """Memory of one device in bytes: the table's size (GiB) for a GPU, this node's physical memory for 'cpu'
+    (its ranks share it). A GPU with no size in the table raises ConfigError."""
+    value = device_spec(device).get("memory_gib")
+    if value == "measure":
+        import os
+
+        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    if value is None:
+        raise ConfigError(f"device {device!r} has no memory_gib in the hardware table; add its size to "
+                          "energy/resources/hardware.yaml")
+    return float(value) * 2**30

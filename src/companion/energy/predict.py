@@ -148,6 +148,22 @@ def planned_attention_kernel(device_name: str) -> str:
     return "math" if device_name == "cpu" else "fused"
 
 
+def plan_shape(plan: Plan, precision: str) -> proxies.StepShape:
+    """The step a planned fine-tune will run: its shape, expected token counts, layout and attention kernel."""
+    tokens = expected_token_counts(DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths),
+                                   plan.dp)
+    return proxies.StepShape(plan.layers, plan.hidden, plan.heads, plan.ffn or 4 * plan.hidden, plan.vocab,
+                             plan.max_positions, 2, plan.batch_size, tokens.padded, tokens.attention_pairs, plan.tp,
+                             plan.dp, precision, fused_attention=planned_attention_kernel(plan.device_name) == "fused")
+
+
+def plan_memory(plan: Plan, precision: str) -> dict:
+    """The planned step's estimated peak memory against its devices' (``energy.memory.memory_check``)."""
+    from companion.energy.memory import memory_check
+
+    return memory_check(plan_shape(plan, precision), plan.device_name)
+
+
 def plan_frame(plan: Plan, fitted) -> pd.DataFrame:
     """The one-row frame of proxies a law reads, for the planned fine-tune."""
     art = fitted.artifact
@@ -155,12 +171,9 @@ def plan_frame(plan: Plan, fitted) -> pd.DataFrame:
         raise ConfigError(f"the fit {fitted.path} was measured on {art['device_name']!r}, not {plan.device_name!r}; "
                           "use a fit from the same device type")
     precision = plan.precision or art["precision"][0]
-    ffn = plan.ffn or 4 * plan.hidden
+    shape = plan_shape(plan, precision)
     tokens = expected_token_counts(DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths),
                                    plan.dp)
-    shape = proxies.StepShape(plan.layers, plan.hidden, plan.heads, ffn, plan.vocab, plan.max_positions, 2,
-                              plan.batch_size, tokens.padded, tokens.attention_pairs, plan.tp, plan.dp, precision,
-                              fused_attention=planned_attention_kernel(plan.device_name) == "fused")
     row = {
         **proxies.step_proxies(shape),
         # the run's shape, which says what in the plan is new to the fit (its interval's width)
@@ -223,6 +236,8 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
             warnings.append(f"fit: {w}")
     if not bool(X.eta_modelled.iloc[0]):
         warnings.append(f"no efficiency model for {X['mode'].iloc[0]} on {plan.device_name}: eta = 1 assumed")
+    mem = plan_memory(plan, plan.precision or fitted.artifact["precision"][0])
+    warnings += _memory_warnings(mem, plan.device_name)
     return {
         "plan": {**{k: v for k, v in plan.__dict__.items() if k != "lengths"}, "lengths": plan.lengths.__dict__},
         "law": law, "interval_level": level, "interval_source": interval_source,
@@ -233,8 +248,22 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
         "time_h": t_step * plan.steps / 3600, "time_h_interval": [t_lo * plan.steps / 3600, t_hi * plan.steps / 3600],
         "co2_kg": co2(e_step), "co2_kg_interval": [co2(e_lo), co2(e_hi)],
         "carbon_intensity_g_per_kwh": intensity["g_per_kwh"], "country": intensity["country"],
-        "warnings": warnings,
+        "memory": mem, "warnings": warnings,
     }
+
+
+def _memory_warnings(mem: dict, device_name: str) -> list[str]:
+    from companion.energy.memory import misfit_message
+
+    return [] if mem["fits"] else [misfit_message(mem, device_name)]
+
+
+def format_memory(mem: dict) -> str:
+    """The estimated peak memory as one line of text."""
+    gib = 2**30
+    where = "per rank" if mem["scope"] == "device" else "on the node, all ranks"
+    return (f"memory: {mem['need_bytes'] / gib:.3g} GiB {where} of {mem['capacity_bytes'] / gib:.3g} GiB (estimated "
+            f"peak, at the {mem['peak_at']}){'' if mem['fits'] else ': does not fit'}")
 
 
 def interval_cells(values, lows, highs) -> list[str]:
@@ -255,6 +284,7 @@ def format_prediction(p: dict, warnings: bool = True) -> str:
         f"time:   {p['time_h']:.4g} h  [{p['time_h_interval'][0]:.4g} - {p['time_h_interval'][1]:.4g}]",
         f"CO2:    {p['co2_kg']:.4g} kg  [{p['co2_kg_interval'][0]:.4g} - {p['co2_kg_interval'][1]:.4g}] "
         f"at {p['carbon_intensity_g_per_kwh']:.0f} g/kWh ({p['country']})",
+        format_memory(p["memory"]),
         f"law: {p['law']}; fit: {p['fit']}",
         f"intervals: {p['interval_source']}",
     ]
@@ -432,6 +462,7 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
     else:
         (t, e), scale = point.predict(X), np.ones(len(X))
     single_t, _ = point.predict(X.assign(tp=1, dp=1, world_size=1))
+    mems = [plan_memory(plan, precision) for plan in plans]
     hws = [{k: w * f for k, w in hw.items()} for hw, f in zip(_halfwidths_per_plan(res, X, level), scale)]
     out = []
     for i, plan in enumerate(plans):
@@ -453,8 +484,8 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
             "mean_power_w": float(e[i] / t[i]), "eta": float(single_t[i] / (X.world_size[i] * t[i])),
             "energy_measured_basis": res["energy_measured"],
             "carbon_intensity_g_per_kwh": intensity["g_per_kwh"], "country": intensity["country"],
-            "notes": list(res["notes"]),
-            "warnings": _outside_ranges(plan, res.get("input_ranges", {})),
+            "memory": mems[i], "notes": list(res["notes"]),
+            "warnings": _outside_ranges(plan, res.get("input_ranges", {})) + _memory_warnings(mems[i], device),
         })
     return out[0] if single else out
 
@@ -510,6 +541,7 @@ def format_tiered(p: dict) -> str:
         f"CO2:    {p['co2_kg']:.4g} kg  [{p['co2_kg_interval'][0]:.4g} - {p['co2_kg_interval'][1]:.4g}] "
         f"at {p['carbon_intensity_g_per_kwh']:.0f} g/kWh ({p['country']})",
         f"model:  eta = {p['eta']:.3f}, mean power {p['mean_power_w']:.4g} W, {p['step_s']:.4g} s/step",
+        format_memory(p["memory"]),
     ]
     return "\n".join(lines + [f"note: {n}" for n in p["notes"]])
 
@@ -555,10 +587,27 @@ def plan_layouts(devices: int, batch_sizes=(8, 16, 32, 64, 128), tier: str | Non
                for tp, dp in model_degrees(devices, probe.heads, probe.hidden) if not any(b % dp == 0 for b in sizes)]
     plans = [make_plan(**{**request, "tp": tp, "dp": dp, "devices": devices, "batch_size": b}) for tp, dp, b in layouts]
     preds = predict_tiered(plans, tier, level, derived_root, devices_root)
+    # a layout whose step does not fit its devices' memory is no option: said, not ranked
+    misfits = [p for p in preds if not p["memory"]["fits"]]
+    preds = [p for p in preds if p["memory"]["fits"]]
+    if not preds:
+        from companion.energy.memory import misfit_message
+
+        least = min(misfits, key=lambda p: p["memory"]["need_bytes"])
+        raise ConfigError(f"no layout of {devices} x {plans[0].device_name} fits in memory: even "
+                          f"tp{least['plan']['tp']}-dp{least['plan']['dp']} at batch {least['plan']['batch_size']}: "
+                          + misfit_message(least["memory"], plans[0].device_name))
+    if misfits:
+        gib = 2**30
+        skipped.append(f"{len(misfits)} layouts left out as they do not fit in memory (estimated peak over "
+                       f"{misfits[0]['memory']['usable_share']:.0%} of {misfits[0]['memory']['capacity_bytes'] / gib:.3g} "
+                       "GiB): " + ", ".join(f"tp{p['plan']['tp']}-dp{p['plan']['dp']} b{p['plan']['batch_size']} "
+                                            f"({p['memory']['need_bytes'] / gib:.3g} GiB)" for p in misfits))
     rows = [{"tp": p["plan"]["tp"], "dp": p["plan"]["dp"], "batch_size": p["plan"]["batch_size"], "steps": p["steps"],
              "energy_kwh": p["energy_kwh"], "energy_kwh_interval": p["energy_kwh_interval"], "time_h": p["time_h"],
-             "time_h_interval": p["time_h_interval"], "co2_kg": p["co2_kg"], "eta": p["eta"],
-             "mean_power_w": p["mean_power_w"]} for p in preds]
+             "time_h_interval": p["time_h_interval"], "co2_kg": p["co2_kg"], "co2_kg_interval": p["co2_kg_interval"],
+             "eta": p["eta"], "mean_power_w": p["mean_power_w"], "memory_gib": p["memory"]["need_bytes"] / 2**30}
+            for p in preds]
     front = pareto_front([r["energy_kwh"] for r in rows], [r["time_h"] for r in rows])
     for i, r in enumerate(rows):
         r["pareto"] = i in front
@@ -570,11 +619,17 @@ def plan_layouts(devices: int, batch_sizes=(8, 16, 32, 64, 128), tier: str | Non
 
 
 def format_plan(p: dict) -> str:
+    lvl = f"{p['interval_level']:.0%}"
+    mem = "memory GiB" + (" node" if p["device_name"] == "cpu" else "/rank")
     lines = [f"{len(p['layouts'])} layouts on {p['devices']} x {p['device_name']}; tier: {p['tier']} - {p['tier_means']}",
-             f"{'':2s}{'tp':>3s} {'dp':>3s} {'batch':>6s} {'steps':>8s} {'energy kWh':>11s} {'time h':>9s} {'eta':>6s}"]
+             f"{'':2s}{'tp':>3s} {'dp':>3s} {'batch':>6s} {'steps':>8s} {'energy kWh [' + lvl + ']':>28s} "
+             f"{'time h [' + lvl + ']':>28s} {'CO2 kg':>9s} {'eta':>6s} {mem:>15s}"]
+    cell = lambda v, iv: f"{v:.4g} [{iv[0]:.3g}, {iv[1]:.3g}]"  # noqa: E731
     for r in p["layouts"]:
         lines.append(f"{'*' if r['pareto'] else ' ':2s}{r['tp']:3d} {r['dp']:3d} {r['batch_size']:6d} {r['steps']:8d} "
-                     f"{r['energy_kwh']:11.4g} {r['time_h']:9.4g} {r['eta']:6.3f}")
+                     f"{cell(r['energy_kwh'], r['energy_kwh_interval']):>28s} {cell(r['time_h'], r['time_h_interval']):>28s} "
+                     f"{r['co2_kg']:9.4g} {r['eta']:6.3f} {r['memory_gib']:15.3g}")
+    lines.append("eta: the layout's speedup over one device divided by its device count; memory: estimated peak")
     lines.append("* on the Pareto front of energy and time (" + ", ".join(
         f"tp{r['tp']}-dp{r['dp']} b{r['batch_size']}" for r in p["pareto_front"]) + ")")
     return "\n".join(lines + [f"note: {n}" for n in p["notes"]])

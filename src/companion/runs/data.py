@@ -282,21 +282,24 @@ class TokenCounts:
 
 def token_counts(lengths, dp: int, pad_multiple: int, max_len: int) -> TokenCounts:
     """Counts for a global batch given its examples' lengths (or Examples), split over ``dp`` shards."""
-    lengths = [x if isinstance(x, (int, np.integer)) else len(x.input_ids) for x in lengths]
-    real = padded = pairs = 0
-    for r in range(dp):
-        part = shard(lengths, r, dp)
-        s = padded_length(max(part), pad_multiple, max_len)
-        real += sum(part)
-        padded += len(part) * s
-        pairs += len(part) * s * s
-    return TokenCounts(int(real), int(padded), int(pairs))
+    if not isinstance(lengths, np.ndarray):
+        lengths = [x if isinstance(x, (int, np.integer)) else len(x.input_ids) for x in lengths]
+    lengths = np.asarray(lengths, dtype=np.int64)
+    per = len(lengths) // dp  # ``shard``'s equal contiguous slices, one row per data-parallel rank
+    parts = lengths[: per * dp].reshape(dp, per)
+    longest = parts.max(axis=1)
+    s = np.minimum(-(-longest // pad_multiple) * pad_multiple, max_len)  # ``padded_length`` of each shard
+    return TokenCounts(int(parts.sum()), int((per * s).sum()), int((per * s * s).sum()))
 
 
 def expected_token_counts(cfg: DataConfig, dp: int = 1, batches: int = 256, seed: int = 0) -> TokenCounts:
     """Mean counts per step under a length distribution (Monte Carlo over ``batches`` global batches)."""
-    if cfg.lengths.kind == "fixed":
-        return token_counts([cfg.seq_len] * cfg.batch_size, dp, cfg.pad_multiple, cfg.seq_len)
+    if cfg.lengths.kind == "fixed":  # every sequence seq_len long: no list of batch_size lengths needed
+        s = padded_length(cfg.seq_len, cfg.pad_multiple, cfg.seq_len)
+        n = cfg.batch_size // dp * dp
+        return TokenCounts(n * cfg.seq_len, n * s, n * s * s)
+    # about a million sampled lengths in all, whatever the batch size (a mean over fewer batches when they are large)
+    batches = max(1, min(batches, 2**20 // cfg.batch_size))
     rng = np.random.default_rng(seed)
     total = np.zeros(3)
     for _ in range(batches):

@@ -18,6 +18,8 @@ def run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile-name", default="manual", help="profile name stored in the records")
     parser.add_argument("--retry-failed", action="store_true", help="run the configuration again if its record is "
                         "'failed' (the failed record is moved to failed/, not deleted)")
+    parser.add_argument("--no-memory-check", action="store_true", help="run even when the estimated peak memory "
+                        "exceeds the device's (`companion run` refuses it by default)")
     add_config_arguments(parser)
     return parser
 

@@ -1,0 +1,94 @@
+"""How close the memory estimate (``companion.energy.memory``) comes to what a training step allocates.
+
+    python benchmarks/memory_estimate.py                      # tracked on CPU: a grid of sizes x layouts x precisions
+    python benchmarks/memory_estimate.py --records data/runs/gpu-1   # against the peaks GPU runs recorded
+
+The default tracks one steady training step of every configuration on a simulated process group
+(``companion.runs.memtrack``: torch's MemTracker / FSDPMemTracker) and prints, per configuration, the tracked peak,
+the estimate, their ratio and the moment the estimate puts the peak at; then the ratio's range and median.
+``--records`` reads run records: on a GPU, ``peak_memory_bytes`` is ``torch.cuda.max_memory_allocated`` and the
+estimate is compared with it as it is; on a CPU it is the process's max RSS over its launch (libraries, and the
+launch's earlier runs), so the estimate plus ``CPU_PROCESS_BASE_BYTES`` is printed beside it as an upper-bound
+reading, not a check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+SIZES = [(2, 128, 4, 128, 8), (4, 256, 8, 128, 16), (6, 384, 12, 64, 32), (2, 128, 4, 512, 4),
+         (2, 128, 2, 512, 4), (3, 192, 6, 256, 4), (1, 128, 4, 32, 4), (2, 256, 4, 16, 2)]
+LAYOUTS = [(1, 1), (2, 1), (4, 1), (1, 2), (1, 4), (2, 2)]
+VOCAB = 2048
+
+
+def tracked_grid(sizes=SIZES, layouts=LAYOUTS, precisions=("fp32", "bf16")) -> list[dict]:
+    from companion.energy import memory
+    from companion.energy.proxies import StepShape
+    from companion.runs.config import Layout, ModelConfig
+    from companion.runs.memtrack import tracked_step_bytes
+
+    rows = []
+    for layers, hidden, heads, seq, batch in sizes:
+        for tp, dp in layouts:
+            if heads % tp or batch % dp:
+                continue
+            for precision in precisions:
+                got = tracked_step_bytes(ModelConfig(layers=layers, hidden=hidden, heads=heads, vocab=VOCAB),
+                                         Layout(tp, dp), batch, seq, precision)
+                shape = StepShape(layers, hidden, heads, 4 * hidden, VOCAB, 512, 2, batch, batch * seq,
+                                  batch * seq ** 2, tp, dp, precision, fused_attention=False)
+                est = memory.peak_bytes_per_rank(shape, on_cuda=False)
+                rows.append({"config": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch} tp{tp}-dp{dp} {precision}",
+                             "tracked": got["peak"], "estimate": est["peak"], "at": est["peak_at"]})
+                r = rows[-1]
+                print(f"{r['config']:38s} tracked {r['tracked'] / 1e6:9.2f} MB  estimate {r['estimate'] / 1e6:9.2f} MB"
+                      f"  ratio {r['estimate'] / r['tracked']:.3f}  ({r['at']})", flush=True)
+    return rows
+
+
+def from_records(folder: Path) -> list[dict]:
+    from companion.energy import memory
+    from companion.energy.proxies import StepShape
+    from companion.energy.tables import load_runs
+
+    df = load_runs(folder)
+    rows = []
+    for _, r in df.iterrows():
+        on_cuda = r.device_name != "cpu"
+        shape = StepShape(r.layers, r.hidden, r.heads, r.ffn, r.vocab, r.max_positions, r.num_labels, r.batch_size,
+                          r.padded_tokens, r.attention_pairs, r.tp, r.dp, r.precision,
+                          fused_attention=r.attention_kernel == "fused")
+        est = memory.peak_bytes_per_rank(shape, on_cuda)["peak"]
+        est += 0 if on_cuda else memory.CPU_PROCESS_BASE_BYTES
+        rows.append({"config": r.run_id, "tracked": float(r.peak_memory_bytes), "estimate": est, "at": ""})
+        print(f"{r.run_id:60s} recorded {r.peak_memory_bytes / 1e6:9.1f} MB  estimate{'' if on_cuda else ' + base'} "
+              f"{est / 1e6:9.1f} MB  ratio {est / r.peak_memory_bytes:.3f}", flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=Path, help="a folder of run records to compare with instead of tracking")
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")  # FSDP2 on the simulated group and the trackers' module hooks warn
+    t0 = time.perf_counter()
+    rows = from_records(args.records) if args.records else tracked_grid()
+    if not rows:
+        print("no configurations", file=sys.stderr)
+        return 1
+    ratios = sorted(r["estimate"] / r["tracked"] for r in rows)
+    what = "recorded" if args.records else "tracked"
+    print(f"\nestimate / {what} peak over {len(ratios)} configurations: min {ratios[0]:.3f}, median "
+          f"{statistics.median(ratios):.3f}, max {ratios[-1]:.3f}; within 0.9-1.1: "
+          f"{sum(0.9 <= x <= 1.1 for x in ratios)} ({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Device memory one training step needs per rank: an *estimate* of what torch allocates, never a measurement.
+
+Whether a planned layout fits its devices is part of whether it is valid (``companion plan`` leaves out those
+that do not, ``companion predict`` warns, ``companion run`` and ``sweep`` refuse them up front). The peak is the
+largest of four moments:
+
+    forward end     weights + optimizer states + saved activations + FSDP-gathered units + backward's first buffers
+    root gather     (FSDP) weights + optimizer states + the root unit twice (its all-gather buffer and its
+                    unsharded parameters) + two encoder layers: the peak where the embeddings dominate
+    FSDP backward   (FSDP) weights + optimizer states + the reduced layers' sharded gradients + the root, two
+                    layers gathered and one layer's full fp32 gradient (its reduce-scatter's input)
+    optimizer step  weights + gradients + optimizer states + the optimizer kernel's temporaries
+
+Per rank, with P_r = (encoder parameters / t + the rest) / d parameters held (TP splits the encoder layers,
+FSDP shards everything): weights 4 P_r (fp32 master weights: bf16 runs under autocast), gradients 4 P_r, AdamW's
+two moments 8 P_r, and on CPU the foreach kernel's temporaries, 4 bytes per parameter of the largest group one
+call updates (CUDA's fused kernel has none).
+
+Saved activations, per layer and per token on a rank (T/d tokens, t-way TP, h hidden, f FFN width, a heads, S2
+attention pairs), are the tensors autograd keeps for backward:
+
+    replicated over TP   the projections' input (autocast casts a bf16 copy per projection: 3 x 2 B), the FFN's
+                         input, two layer-norm inputs, two hidden dropout masks
+    split over TP        q, k, v, the attention output, the FFN's GELU input and output (2 f / h of a token)
+    math attention       softmax output, dropped probabilities and their mask: a x S2 x 3 elements
+    fused attention      its output and a log-sum-exp per head and token
+    autocast             the bf16 copy of every weight (cached by autocast; FSDP frees its gathered copies)
+
+Dtypes follow the kernels: fp32 everywhere at fp32; under bf16 autocast, linear inputs and outputs in bf16,
+layer norms in fp32 (CUDA autocast casts them; CPU autocast runs them in their weight's dtype, which FSDP's bf16
+parameters make bf16: ``bf16_norms``), on CPU the attention in fp32 (CPU autocast runs SDPA's math kernel in
+fp32); dropout keeps a bool mask on CUDA and a mask of its input's dtype on CPU. Backward first adds the
+gradient of the hidden stream and the largest op's buffers (``backward_buffer_bytes``).
+
+Checked on CPU against torch's own trackers (``companion.runs.memtrack``: MemTracker, FSDPMemTracker on a
+simulated process group) for fp32 and bf16, one device, TP, FSDP and 2-D: tests/energy/test_memory.py, and
+``benchmarks/memory_estimate.py`` over a wider grid (estimate / tracked peak printed per configuration). The
+CUDA rules are read from the kernels and are not yet checked on a GPU: runs on one record
+``torch.cuda.max_memory_allocated`` (``peak_memory_bytes``), which ``benchmarks/memory_estimate.py --records``
+compares with this estimate.
+"""
+
+from __future__ import annotations
+
+from companion.energy.proxies import StepShape, encoder_layer_parameters, parameter_count
+
+# A layout fits when its estimated peak is at most this share of the device's memory: the rest is left to the
+# CUDA context, the caching allocator's fragmentation and the buffers this estimate does not count (an
+# assumption, stated as such; not fitted)
+USABLE_SHARE = 0.9
+# Resident memory of a CPU rank besides its step: an imported torch + transformers process. On the stored cpu sweep
+# 2026-11-25T0325 (data/reference/cpu), a rank's max RSS less this estimate of its step is 0.41-1.03 GB (ranks forked
+# after the imports hold less); the largest, rounded up (benchmarks/memory_estimate.py --records prints both)
+CPU_PROCESS_BASE_BYTES = 1.1e9
+
+
+def bf16_norms(s: StepShape, on_cuda: bool) -> bool:
+    """Whether the hidden stream between the linears is bf16: CPU autocast runs layer norm in its weight's dtype
+    (CUDA autocast casts it to fp32), and FSDP's bf16 parameters make those weights bf16. Then every layer norm
+    reads and writes bf16, and the projections take that bf16 tensor as it is, with no autocast copy."""
+    return s.precision == "bf16" and not on_cuda and s.dp > 1
+
+
+def _dtype_bytes(s: StepShape, on_cuda: bool) -> dict:
+    bf16 = s.precision == "bf16"
+    attn = 2 if bf16 and on_cuda else 4
+    norm = 2 if bf16_norms(s, on_cuda) else 4
+    return {
+        "linear": 2 if bf16 else 4,  # a linear layer's saved input (and the GELU's, which follow it)
+        "residual": norm,  # layer-norm inputs (fp32 where autocast runs layer norm in fp32)
+        "attention": attn,  # q, k, v and the scores as the attention kernel saves them
+        "mask_hidden": 1 if on_cuda else (2 if bf16 else 4),  # dropout on a linear's output
+        "mask_embedding": 1 if on_cuda else norm,  # dropout on the embedding layer norm's output
+        "mask_scores": 1 if on_cuda else attn,
+    }
+
+
+def parameters_per_rank(s: StepShape) -> float:
+    """Parameters a rank holds between steps: the encoder split t ways, all of it sharded d ways by FSDP."""
+    enc = s.layers * encoder_layer_parameters(s.hidden, s.ffn)
+    return (enc / s.tp + (parameter_count(s) - enc)) / s.dp
+
+
+def optimizer_group_parameters(s: StepShape) -> float:
+    """Parameters of the largest group one AdamW call updates at once (its foreach kernel's temporaries are that
+    group's size). TP alone leaves the embeddings, pooler and head as plain tensors beside the encoder's
+    DTensors, and the two kinds are stepped one after the other (``runs.parallel.make_optimizer``); under FSDP
+    every parameter is a DTensor, in one group."""
+    if s.tp > 1 and s.dp == 1:
+        enc = s.layers * encoder_layer_parameters(s.hidden, s.ffn)
+        return max(enc / s.tp, parameter_count(s) - enc)
+    return parameters_per_rank(s)
+
+
+def saved_activation_bytes(s: StepShape, on_cuda: bool) -> float:
+    """Bytes autograd keeps for backward on one rank after a forward pass (the module docstring's table)."""
+    b = _dtype_bytes(s, on_cuda)
+    bf16 = s.precision == "bf16"
+    h, f, t = s.hidden, s.ffn, s.tp
+    tokens = s.padded_tokens / s.dp  # tokens on one data-parallel rank
+    pairs = s.attention_pairs / s.dp
+    # under autocast each of q, k and v casts its fp32 input to a bf16 copy of its own, unless that input is bf16
+    copies = 3 if bf16 and not bf16_norms(s, on_cuda) else 1
+    replicated = (copies * b["linear"] + b["linear"] + 2 * b["residual"] + 2 * b["mask_hidden"]) * h
+    split = (3 * b["attention"] + b["linear"]) * h + 2 * b["linear"] * f
+    per_layer = tokens * (replicated + split / t)
+    if s.fused_attention:
+        per_layer += tokens * (b["attention"] * h + 4 * s.heads) / t
+    else:
+        per_layer += pairs * s.heads * (2 * b["attention"] + b["mask_scores"]) / t
+    if bf16 and s.dp == 1:  # autocast's cached bf16 weights; FSDP frees its gathered copies after use
+        per_layer += 2 * (4 * h * h + 2 * h * f) / t
+    embeddings = tokens * h * (b["residual"] + b["mask_embedding"])
+    head = s.sequences / s.dp * h * 4 * 4  # pooler input and output, classifier input, logits: small
+    return s.layers * per_layer + embeddings + head
+
+
+def backward_buffer_bytes(s: StepShape, on_cuda: bool) -> float:
+    """What backward allocates first, on top of the saved activations: the gradient of the hidden stream (in the
+    layer norms' dtype, replicated over TP) and the largest op's buffers, the GELU's (the gradients of its input
+    and output, 2 x tokens x f) or the softmax's (one gradient of the scores)."""
+    b = _dtype_bytes(s, on_cuda)
+    tokens, pairs = s.padded_tokens / s.dp, s.attention_pairs / s.dp
+    ffn = 2 * tokens * s.ffn * b["linear"] / s.tp
+    scores = 0.0 if s.fused_attention else pairs * s.heads * b["attention"] / s.tp
+    return tokens * s.hidden * b["residual"] + max(ffn, scores)
+
+
+def peak_bytes_per_rank(s: StepShape, on_cuda: bool) -> dict:
+    """The estimated peak of one training step on one rank, with its parts (bytes)."""
+    p = parameters_per_rank(s)
+    enc_layer = encoder_layer_parameters(s.hidden, s.ffn)
+    param_bytes = 2 if s.precision == "bf16" else 4  # as FSDP gathers them (its mixed-precision policy)
+    # FSDP keeps the root unit (embeddings, pooler, classifier) gathered from forward to backward, and holds one
+    # encoder layer in use and the next one prefetched
+    root = (parameter_count(s) - s.layers * enc_layer) * param_bytes if s.dp > 1 else 0.0
+    layers = 2 * enc_layer / s.tp * param_bytes if s.dp > 1 else 0.0
+    activations = saved_activation_bytes(s, on_cuda)
+    backward_buffers = backward_buffer_bytes(s, on_cuda)
+    temporaries = 0.0 if on_cuda else 4 * optimizer_group_parameters(s)
+    # in the first layer's backward (the last to run), FSDP holds beside the sharded states and the other layers'
+    # sharded gradients the root, the layer in use and the next one gathered, and the layer's full fp32 gradient
+    # that its reduce-scatter reads
+    layer_grad = 4 * enc_layer / s.tp if s.dp > 1 else 0.0
+    reduced = 4 * (s.layers - 1) * enc_layer / s.tp / s.dp
+    moments = {"forward end": 12 * p + root + layers + activations + backward_buffers,
+               "root gather": 12 * p + 2 * root + layers,
+               "FSDP backward": 12 * p + reduced + root + layers + layer_grad,
+               "optimizer step": 16 * p + temporaries}
+    at = max(moments, key=moments.get)
+    return {"weights": 4 * p, "optimizer_states": 8 * p, "gradients": 4 * p,
+            "optimizer_temporaries": temporaries, "fsdp_gathered": root + layers,
+            "activations": activations, "backward_buffers": backward_buffers, "peak": moments[at], "peak_at": at}
+
+
+def memory_check(s: StepShape, device_name: str) -> dict:
+    """Whether a step fits its devices, by the estimate: on a GPU its peak per rank against ``USABLE_SHARE`` of
+    one GPU's memory; on a CPU node every rank's process (``CPU_PROCESS_BASE_BYTES`` and its peak) against that
+    share of the node's memory, which the ranks share. ``fits`` is False when the estimate exceeds it."""
+    from companion.energy.hardware import memory_bytes
+
+    on_cuda = device_name != "cpu"
+    est = peak_bytes_per_rank(s, on_cuda)
+    capacity = memory_bytes(device_name)
+    need = est["peak"] if on_cuda else s.world_size * (CPU_PROCESS_BASE_BYTES + est["peak"])
+    return {"kind": "estimated", "peak_bytes_per_rank": est["peak"], "peak_at": est["peak_at"],
+            "scope": "device" if on_cuda else "node", "need_bytes": need, "capacity_bytes": capacity,
+            "usable_share": USABLE_SHARE, "fits": need <= USABLE_SHARE * capacity}
+
+
+def misfit_message(check: dict, device_name: str) -> str:
+    """One sentence naming the estimate, the memory and the fixes, for a check that does not fit."""
+    gib = 2**30
+    where = (f"{check['need_bytes'] / gib:.3g} GiB per {device_name} GPU" if check["scope"] == "device" else
+             f"{check['need_bytes'] / gib:.3g} GiB on the node (its ranks' processes together)")
+    return (f"the estimated peak memory, {where} at the {check['peak_at']}, exceeds {check['usable_share']:.0%} of "
+            f"its {check['capacity_bytes'] / gib:.3g} GiB: it would run out of memory; lower the batch size or the "
+            "sequence length, or " + ("shard over more devices (FSDP --dp, TP --tp)" if check["scope"] == "device" else
+                                      "use a node with more memory (its ranks share this one's)"))
+
+
+def longest_step_shape(cfg) -> StepShape:
+    """The most memory a configured run's step can take (``runs.config.RunConfig``): every sequence of the batch
+    padded to ``seq_len``, with the attention kernel the run will use (the math kernel for eager attention, and on
+    CPU when training with dropout, as ``runs.train.attention_kernel`` records it)."""
+    m, d, lay = cfg.model, cfg.data, cfg.layout
+    fused = m.attn != "eager" and not (cfg.device == "cpu" and m.dropout > 0)
+    tokens = d.batch_size * d.seq_len
+    return StepShape(m.layers, m.hidden, m.heads, m.ffn_size, m.vocab, m.max_positions, m.num_labels, d.batch_size,
+                     tokens, tokens * d.seq_len, lay.tp, lay.dp, cfg.precision, fused_attention=fused)
+
+
+def runs_that_do_not_fit(configs) -> list[tuple[object, dict]]:
+    """(configuration, check) of every run whose longest step's estimate exceeds its device's memory; runs tagged
+    with a device the hardware table does not size are not checked."""
+    from companion.energy.hardware import device_table
+
+    table, out = device_table(), []
+    for cfg in configs:
+        name = "cpu" if cfg.device == "cpu" else cfg.device_name
+        if table.get(name, {}).get("memory_gib") is None:
+            continue
+        check = memory_check(longest_step_shape(cfg), name)
+        if not check["fits"]:
+            out.append((cfg, check))
+    return out

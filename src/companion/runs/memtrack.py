@@ -1,0 +1,79 @@
+"""The device memory one training step allocates on one rank, tracked by torch's own memory trackers.
+
+One process plays rank 0 of a simulated process group (torch's ``fake`` backend: collectives return at once and
+move nothing), so any TP x FSDP layout is tracked on one CPU, as the step would allocate it on each of its
+ranks. Tensors are counted by torch's ``MemTracker`` (``FSDPMemTracker`` under FSDP), which follows every
+tensor storage it sees allocated and freed: parameters, gradients, optimizer states, activations, temporaries
+and FSDP's gathered buffers. It is what ``companion.energy.memory`` is checked against
+(tests/energy/test_memory.py, benchmarks/memory_estimate.py); a real run records its own peak
+(``peak_memory_bytes``: ``torch.cuda.max_memory_allocated`` on a GPU, the process's max RSS on a CPU).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from companion.runs.config import Layout, ModelConfig
+
+
+def tracked_step_bytes(model: ModelConfig, layout: Layout, batch_size: int, seq_len: int,
+                       precision: str = "fp32") -> dict:
+    """Bytes rank 0 holds in a steady training step (the optimizer's states already made by a first step) of
+    ``model`` under ``layout``, on sequences of ``seq_len`` tokens (``batch_size`` in all, split over the FSDP
+    ranks): ``peak`` (the step's highest), ``forward_end`` (just after the forward pass) and ``before`` (between
+    steps), each with the tracker's categories under ``peak_parts``."""
+    import torch
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    from companion.runs import parallel
+    from companion.runs.model import build_model
+
+    if dist.is_initialized():
+        raise RuntimeError("a process group is already initialised in this process; track memory in a fresh one")
+    if batch_size % layout.dp:
+        raise ValueError(f"batch_size={batch_size} does not split over dp={layout.dp} ranks")
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=layout.world_size)
+    try:
+        torch.manual_seed(0)
+        net = parallel.parallelize_bert(build_model(model), layout, parallel.build_mesh(layout, "cpu"), precision)
+        net.train()
+        optimizer = parallel.make_optimizer(net, layout, 1e-4)
+        optimizers = getattr(optimizer, "optimizers", [optimizer])  # a SplitOptimizer's parts (TP alone)
+        rows = batch_size // layout.dp
+        ids = torch.randint(0, model.vocab, (rows, seq_len))
+        labels = torch.randint(0, model.num_labels, (rows,))
+
+        def autocast():
+            return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
+
+        def forward():
+            with autocast():
+                return net(input_ids=ids, labels=labels).loss
+
+        def rest(loss):
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        rest(forward())  # AdamW makes its states in the first step
+        cpu = torch.device("cpu")
+        if layout.dp > 1:
+            from torch.distributed._tools import FSDPMemTracker
+
+            tracker = FSDPMemTracker(net, optimizers[0])
+        else:
+            from torch.distributed._tools import MemTracker
+
+            tracker = MemTracker()
+            tracker.track_external(net, *optimizers)
+        with tracker:
+            before = tracker.get_tracker_snapshot()[cpu]["Total"]
+            loss = forward()
+            forward_end = tracker.get_tracker_snapshot()[cpu]["Total"]
+            rest(loss)
+        peak = tracker.get_tracker_snapshot("peak")[cpu]
+    finally:
+        dist.destroy_process_group()
+    return {"peak": int(peak["Total"]), "forward_end": int(forward_end), "before": int(before),
+            "peak_parts": {str(k).rsplit(".", 1)[-1].lower(): int(v) for k, v in peak.items() if k != "Total" and v}}

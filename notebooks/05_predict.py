@@ -101,7 +101,10 @@ shown.style.hide(axis="index")
 # fine-tune on {glue:text}`plan_devices` × {glue:text}`plan_device`, ranked by predicted energy; `Pareto` marks the
 # layouts no other beats on both energy and time. Sequences of {glue:text}`plan_seq_len` tokens, in
 # {glue:text}`plan_precision`; the batch size is global (examples per optimizer step, split over the FSDP ranks).
-# CO₂ is at the grid intensity of the same country as above.
+# CO₂ is at the grid intensity of the same country as above. `memory` is the step's estimated peak on one GPU
+# (`companion.energy.memory`: weights, gradients and AdamW states as the layout shards them, the activations
+# autograd saves, FSDP's gathered layers, backward's first buffers); a layout whose estimate exceeds 90 % of the
+# GPU's memory is left out, and the notes say so.
 # Tier: {glue:text}`plan_tier`; {glue:text}`plan_notes`.
 
 # %%
@@ -113,16 +116,16 @@ for col, name in (("energy_kwh", "kWh [90 %]"), ("time_h", "h [90 %]")):
     plan_table[col] = interval_cells(plan_table[col], plan_table[f"{col}_interval"].str[0],
                                      plan_table[f"{col}_interval"].str[1])
     plan_table = plan_table.drop(columns=f"{col}_interval").rename(columns={col: name})
-plan_table = plan_table.drop(columns=["steps", "mean_power_w"])  # both in `companion plan --json`
+plan_table = plan_table.drop(columns=["steps", "mean_power_w", "co2_kg_interval"])  # all in `companion plan --json`
 for key, value in (("plan_model", plan_model), ("plan_devices", str(plan_devices)), ("plan_device", plan_device),
                    ("plan_tier", f"{planned['tier']} ({planned['tier_means']})"),
                    ("plan_seq_len", str(planned["seq_len"])), ("plan_precision", planned["precision"]),
                    ("plan_notes", "; ".join(planned["notes"]) or "no notes")):
     glue(key, value, display=False)
 plan_table = plan_table.rename(columns={"tp": "TP", "dp": "FSDP", "batch_size": "global batch", "co2_kg": "CO₂ (kg)",
-                                        "eta": "η(p)", "pareto": "Pareto"})
+                                        "eta": "η(p)", "memory_gib": "memory (GiB)", "pareto": "Pareto"})
 plan_table["Pareto"] = plan_table["Pareto"].map({True: "yes", False: ""})
-plan_styled = plan_table.style.format({"CO₂ (kg)": "{:.3g}", "η(p)": "{:.2f}"}).hide(axis="index")
+plan_styled = plan_table.style.format({"CO₂ (kg)": "{:.3g}", "η(p)": "{:.2f}", "memory (GiB)": "{:.3g}"}).hide(axis="index")
 glue("plan_table", plan_styled, display=False)
 plan_styled
 

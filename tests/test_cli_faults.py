@@ -26,7 +26,10 @@ groups:
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_a_sweep_is_one_line_and_keeps_finished_records(tmp_path):
+@pytest.mark.parametrize("sig, rc, word", [(signal.SIGINT, 130, "interrupted"),
+                                          (signal.SIGTERM, 143, "terminated (SIGTERM)")], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_during_a_sweep_is_one_line_and_keeps_finished_records(tmp_path, sig, rc, word):
+    """Ctrl-C, or SIGTERM (a scheduler cancelling the job, ``kill``), sent to the whole process group."""
     profile = tmp_path / "p.yaml"
     profile.write_text(PROFILE)
     out = tmp_path / "runs"
@@ -36,12 +39,12 @@ def test_ctrl_c_during_a_sweep_is_one_line_and_keeps_finished_records(tmp_path):
     while time.time() < deadline and not list(out.glob("*.json")):
         time.sleep(0.1)
     time.sleep(0.5)  # the next run is in flight
-    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+    os.killpg(proc.pid, sig)  # what a terminal's Ctrl-C does: the whole foreground group
     stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == rc, stderr
     assert "Traceback" not in stderr + stdout and "[rank" not in stderr + stdout
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("interrupted: ") and "re-run the same command" in lines[0].lower()
+    assert len(lines) == 1 and lines[0].startswith(f"{word}: ") and "re-run the same command" in lines[0].lower()
     done = load_records(out)
     assert done and all(r["status"] == "ok" for r in done)  # nothing measured is lost, nothing half-written
     assert not list(out.glob(".*.tmp"))
@@ -141,6 +144,13 @@ def test_a_launch_stopped_by_ctrl_c_stops_the_sweep_without_a_failed_record(tmp_
     with pytest.raises(KeyboardInterrupt):
         run_sweep(profile, tmp_path / "stopped", progress=False)
     assert not list((tmp_path / "stopped").glob("*.json"))
+    # SIGTERM (a scheduler's cancel) likewise, as torchrun's agent reports it and as a lone rank dies of it
+    for lines, rc in ((["run-start: a", "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 "
+                        "got signal: 15"], 1), (["run-start: a"], 143)):
+        _launch_printing(monkeypatch, lines, rc)
+        with pytest.raises(KeyboardInterrupt):
+            run_sweep(profile, tmp_path / "terminated", progress=False)
+        assert not list((tmp_path / "terminated").glob("*.json"))
     _launch_printing(monkeypatch, ["run-start: a", "RuntimeError: a rank crashed"], 1)
     result = run_sweep(profile, tmp_path / "failed", progress=False)
     assert len(result.failed) == 2 and len(list((tmp_path / "failed").glob("*.json"))) == 2

@@ -87,11 +87,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     try:
         result = run_sweep(profile, out_dir, retry_failed=args.retry_failed, progress=not args.quiet,
                            alongside=alongside)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         kept = " and ".join(f"{len(list(Path(folder).glob('*.json')))} records kept in {folder}"
                             for folder in [out_dir, *(f for _, f in alongside)])
-        print(f"interrupted: {kept}; the run in flight has none. Re-run the same command to resume", file=sys.stderr)
-        return 130
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"{how}: {kept}; the run in flight has none. Re-run the same command to resume", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     results = [result, *result.alongside]
     failed = [run_id for r in results for run_id in r.failed]
     for r in results:
@@ -260,7 +261,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's cancel, ``kill``), handled as Ctrl-C is: the run in flight is stopped and has no record,
+    every finished record is kept, and one line says so."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[1:2] in (["run"], ["sweep"]):  # the command itself, not a caller's process
+        import signal
+
+        signal.signal(signal.SIGTERM, _raise_terminated)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "run":
         return _cmd_run(argv[1:])

@@ -85,3 +85,13 @@ def test_gpu_tags_match_the_hardware_table(full, tag):
 
     assert short_gpu_name(full) == tag
     assert device_spec(tag)["tdp_w"] > 0
+
+
+def test_every_run_flag_says_what_it_sets():
+    """`companion run --help` describes each configuration flag, from the field's comment in runs/config.py."""
+    from companion.runs.run_args import run_parser
+
+    actions = [a for a in run_parser()._actions if a.option_strings and a.dest != "help"]
+    assert len(actions) > 30
+    undescribed = [a.option_strings[0] for a in actions if not a.help]
+    assert undescribed == []

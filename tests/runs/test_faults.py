@@ -157,6 +157,8 @@ def test_an_unwritable_folder_is_found_before_training(tmp_path):
     blocker.write_text("x")
     with pytest.raises(ConfigError, match="is not writable"):
         check_writable(blocker / "runs")
+    with pytest.raises(ConfigError, match="a-file is a file, not a folder"):  # not the OS's 'File exists'
+        check_writable(blocker)
     res = companion_cmd("run", *TINY_ARGS, "--meter", "none", "--out", str(blocker / "runs"), timeout=120)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     (line,) = res.stderr.strip().splitlines()

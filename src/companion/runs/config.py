@@ -192,8 +192,8 @@ class DataConfig:
     batch_size: int = 8  # global sequences per optimizer step (split over data-parallel ranks)
     lengths: LengthDist = field(default_factory=LengthDist)
     source: str = "synthetic"  # "synthetic" or a local .csv/.jsonl file with text and label
-    text_field: str = "text"
-    label_field: str = "label"
+    text_field: str = "text"  # the text column of a --source file
+    label_field: str = "label"  # the integer label column of a --source file
     tokenizer: str | None = None  # local tokenizer directory (default: the model checkpoint's)
     pad_multiple: int = 8  # padded length is rounded up to a multiple of this (1 = no rounding)
 
@@ -282,8 +282,8 @@ class Layout:
     ``dp``: fully-sharded data-parallel degree (FSDP2). Both > 1 gives the 2-D TP x FSDP layout.
     """
 
-    tp: int = 1
-    dp: int = 1
+    tp: int = 1  # tensor-parallel degree: ranks that split each encoder layer
+    dp: int = 1  # FSDP degree: ranks that shard the model and split the batch
 
     def __post_init__(self) -> None:
         _positive_int("tp", self.tp)
@@ -331,11 +331,11 @@ class Protocol:
     or ``max_time_s`` seconds of measurement are reached.
     """
 
-    warmup_steps: int = 5
+    warmup_steps: int = 5  # unmeasured steps first (allocator, kernel choice, caches)
     warmup_s: float = 0.0  # and warm up for at least this long, seconds (GPU clocks and temperature settle)
     window_steps: int = 0  # steps per window; 0 = automatic from min_window_s
     min_window_s: float = 0.25  # automatic window length, seconds (>= 1 s on GPU: NVML updates ~10 Hz)
-    min_windows: int = 5
+    min_windows: int = 5  # measured windows at least, before the stopping rule may stop
     target_rel_ci: float = 0.02  # relative 95 % CI half-width target (0.02 = 2 %)
     max_steps: int = 2000  # cap on measured steps
     max_time_s: float = 60.0  # cap on measured wall time, seconds
@@ -374,7 +374,7 @@ class RunConfig:
     device_name: str = "cpu"  # hardware tag used in the run's name, e.g. "H100"
     precision: str = "fp32"  # "fp32", or "bf16" mixed precision (autocast / FSDP policy)
     lr: float = 1e-4  # AdamW learning rate
-    seed: int = 0
+    seed: int = 0  # seeds the weights, the data and dropout (every rank alike)
     meter: str = "auto"  # "auto" (NVML on CUDA, CodeCarbon on CPU), "nvml", "codecarbon", "none"
     country: str = "USA"  # ISO 3166-1 alpha-3 code for the carbon intensity of electricity
     threads: int = 0  # intra-op CPU threads per rank; 0 = the launcher's default (torchrun: 1 per rank)
@@ -538,6 +538,25 @@ DATA_FIELDS = tuple(f.name for f in dataclasses.fields(DataConfig))
 LAYOUT_FIELDS = ("tp", "dp")
 PROTOCOL_FIELDS = tuple(f.name for f in dataclasses.fields(Protocol))
 RUN_FIELDS = ("device", "device_name", "precision", "lr", "seed", "meter", "country", "threads", "replicate")
+
+
+def field_help() -> dict[str, str]:
+    """Each configuration field's comment in this file (``name: type = default  # comment``), by field name: the
+    one place a field is described, which ``companion run --help`` shows."""
+    import io
+    import re
+    import tokenize
+
+    out, line_of = {}, {}
+    source = Path(__file__).read_text(encoding="utf-8")
+    for i, text in enumerate(source.splitlines(), 1):
+        m = re.match(r"^    ([a-z_]+): [^=]+=", text)
+        if m:
+            line_of[i] = m.group(1)
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT and tok.start[0] in line_of:
+            out.setdefault(line_of[tok.start[0]], tok.string.lstrip("# ").strip())
+    return out
 
 
 def build_run(flat: dict[str, Any]) -> RunConfig:

@@ -33,13 +33,15 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     floats = ["dropout", "lr", "warmup_s", "min_window_s", "target_rel_ci", "max_time_s"]
     strs = ["attn", "checkpoint", "source", "text_field", "label_field", "tokenizer", "device", "device_name",
             "precision", "meter", "country"]
-    for name in ints:
-        g.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int)
-    for name in floats:
-        g.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float)
-    for name in strs:
-        g.add_argument(f"--{name.replace('_', '-')}", dest=name, type=str)
-    g.add_argument("--lengths", type=str, help="fixed | uniform:MIN | hist:LEN=W,LEN=W,...")
+    from companion.runs.config import field_help
+
+    described = field_help()
+    for kind, names in ((int, ints), (float, floats), (str, strs)):
+        for name in names:
+            g.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind,
+                           help=described.get(name, "").replace("%", "%%") or None)
+    g.add_argument("--lengths", type=str, help="token lengths of the examples: fixed (all seq_len) | uniform:MIN "
+                   "(uniform from MIN to seq_len) | hist:LEN=W,LEN=W,... (a histogram of lengths and weights)")
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:

@@ -266,11 +266,12 @@ def _launch_level(text: str) -> bool:
 
 
 def _interrupted(rc: int, text: str) -> bool:
-    """Whether a launch ended because it was sent SIGINT (``text``: what it wrote to its log): killed by it (a lone rank: exit code -2 or 130), or
-    torchrun's agent reporting it (``SignalException: Process <pid> got signal: 2``, exit code 1)."""
-    if rc in (-signal.SIGINT, 128 + signal.SIGINT):
+    """Whether a launch ended because it was sent SIGINT or SIGTERM (``text``: what it wrote to its log): killed by
+    it (a lone rank: exit code -2 or 130, -15 or 143), or torchrun's agent reporting it (``SignalException: Process
+    <pid> got signal: 2`` or ``15``, exit code 1)."""
+    if rc in (-signal.SIGINT, 128 + signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGTERM):
         return True
-    return re.search(r"SignalException: Process \d+ got signal: (2|(Signals\.)?SIGINT)\b", text) is not None
+    return re.search(r"SignalException: Process \d+ got signal: (2|15|(Signals\.)?SIG(INT|TERM))\b", text) is not None
 
 
 def _last_error_line(text: str) -> str:

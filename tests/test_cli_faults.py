@@ -154,3 +154,16 @@ def test_a_launch_stopped_by_ctrl_c_stops_the_sweep_without_a_failed_record(tmp_
     _launch_printing(monkeypatch, ["run-start: a", "RuntimeError: a rank crashed"], 1)
     result = run_sweep(profile, tmp_path / "failed", progress=False)
     assert len(result.failed) == 2 and len(list((tmp_path / "failed").glob("*.json"))) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bad", [["--hidden", "30", "--heads", "4"], ["--layers", "x"]], ids=["config", "flag"])
+def test_bad_input_under_torchrun_is_said_once_not_once_per_rank(tmp_path, bad):
+    import shutil
+
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
+    res = subprocess.run([torchrun, "--nproc-per-node", "2", "-m", "companion.runs.train", "--tp", "2", "--layers", "1",
+                          *bad, "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0
+    said = [line for line in (res.stdout + res.stderr).splitlines() if line.startswith("error")]
+    assert len(said) == 1 and (bad[1] in said[0] or "hidden=30" in said[0]), said

@@ -12,4 +12,7 @@ class OneLineParser(argparse.ArgumentParser):
     """Bad arguments get one line naming the field, as every other bad input does."""
 
     def error(self, message: str):
-        self.exit(2, f"error: {message}; see `{self.prog} --help`\n")
+        # under torchrun every rank parses the same arguments: rank 0 says what is wrong, once
+        import os
+
+        self.exit(2, f"error: {message}; see `{self.prog} --help`\n" if os.environ.get("RANK", "0") == "0" else None)

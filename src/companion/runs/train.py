@@ -619,7 +619,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"earlier failed record moved to {kept}", flush=True)
         failures = run_plan(configs, out_dir, profile, destinations)
     except (ConfigError, MeterError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        # bad input is the same on every rank: rank 0 says it once; a meter fails on its own rank, which says so
+        if main_rank or isinstance(exc, MeterError):
+            print(f"error: {exc}" if main_rank else f"error (rank {os.environ.get('RANK')}): {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         if main_rank:

@@ -21,34 +21,40 @@ import time
 import warnings
 from pathlib import Path
 
-SIZES = [(2, 128, 4, 128, 8), (4, 256, 8, 128, 16), (6, 384, 12, 64, 32), (2, 128, 4, 512, 4),
-         (2, 128, 2, 512, 4), (3, 192, 6, 256, 4), (1, 128, 4, 32, 4), (2, 256, 4, 16, 2)]
+# (layers, hidden, heads, seq_len, batch, vocab): activation-bound, scores-bound, state-bound, vocabulary-heavy
+SIZES = [(2, 128, 4, 128, 8, 2048), (4, 256, 8, 128, 16, 2048), (6, 384, 12, 64, 32, 2048), (2, 128, 4, 512, 4, 2048),
+         (2, 128, 2, 512, 4, 2048), (3, 192, 6, 256, 4, 2048), (1, 128, 4, 32, 4, 2048), (2, 256, 4, 16, 2, 2048),
+         (2, 256, 4, 32, 8, 30522), (4, 256, 4, 64, 8, 30522)]
 LAYOUTS = [(1, 1), (2, 1), (4, 1), (1, 2), (1, 4), (2, 2)]
-VOCAB = 2048
+# (attention, dropout): the sweeps' SDPA with dropout (the math kernel on CPU), and the other kernels a run can use
+KERNELS = [("sdpa", 0.1), ("eager", 0.1), ("eager", 0.0), ("sdpa", 0.0)]
 
 
-def tracked_grid(sizes=SIZES, layouts=LAYOUTS, precisions=("fp32", "bf16")) -> list[dict]:
+def tracked_grid(sizes=SIZES, layouts=LAYOUTS, precisions=("fp32", "bf16"), kernels=KERNELS) -> list[dict]:
+    """Every size x layout x precision with the sweeps' kernel; the other kernels on one device and under FSDP."""
     from companion.energy import memory
-    from companion.energy.proxies import StepShape
-    from companion.runs.config import Layout, ModelConfig
+    from companion.runs.config import build_run
     from companion.runs.memtrack import tracked_step_bytes
 
     rows = []
-    for layers, hidden, heads, seq, batch in sizes:
+    for layers, hidden, heads, seq, batch, vocab in sizes:
         for tp, dp in layouts:
             if heads % tp or batch % dp:
                 continue
             for precision in precisions:
-                got = tracked_step_bytes(ModelConfig(layers=layers, hidden=hidden, heads=heads, vocab=VOCAB),
-                                         Layout(tp, dp), batch, seq, precision)
-                shape = StepShape(layers, hidden, heads, 4 * hidden, VOCAB, 512, 2, batch, batch * seq,
-                                  batch * seq ** 2, tp, dp, precision, fused_attention=False)
-                est = memory.peak_bytes_per_rank(shape, on_cuda=False)
-                rows.append({"config": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch} tp{tp}-dp{dp} {precision}",
-                             "tracked": got["peak"], "estimate": est["peak"], "at": est["peak_at"]})
-                r = rows[-1]
-                print(f"{r['config']:38s} tracked {r['tracked'] / 1e6:9.2f} MB  estimate {r['estimate'] / 1e6:9.2f} MB"
-                      f"  ratio {r['estimate'] / r['tracked']:.3f}  ({r['at']})", flush=True)
+                for attn, dropout in kernels if (tp, dp) in ((1, 1), (1, 2)) else kernels[:1]:
+                    cfg = build_run({"layers": layers, "hidden": hidden, "heads": heads, "vocab": vocab,
+                                     "seq_len": seq, "batch_size": batch, "tp": tp, "dp": dp, "attn": attn,
+                                     "dropout": dropout, "precision": precision})
+                    got = tracked_step_bytes(cfg.model, cfg.layout, batch, seq, precision)
+                    est = memory.peak_bytes_per_rank(memory.longest_step_shape(cfg), on_cuda=False)
+                    rows.append({"config": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch}-v{vocab} tp{tp}-dp{dp} "
+                                           f"{precision} {attn} p={dropout}",
+                                 "tracked": got["peak"], "estimate": est["peak"], "at": est["peak_at"]})
+                    r = rows[-1]
+                    print(f"{r['config']:56s} tracked {r['tracked'] / 1e6:9.2f} MB  estimate "
+                          f"{r['estimate'] / 1e6:9.2f} MB  ratio {r['estimate'] / r['tracked']:.3f}  ({r['at']})",
+                          flush=True)
     return rows
 
 

@@ -123,9 +123,9 @@ for key, value in (("plan_model", plan_model), ("plan_devices", str(plan_devices
                    ("plan_notes", "; ".join(planned["notes"]) or "no notes")):
     glue(key, value, display=False)
 plan_table = plan_table.rename(columns={"tp": "TP", "dp": "FSDP", "batch_size": "global batch", "co2_kg": "CO₂ (kg)",
-                                        "eta": "η(p)", "memory_gib": "memory (GiB)", "pareto": "Pareto"})
+                                        "eta": "η(p)", "memory_gb": "memory (GB)", "pareto": "Pareto"})
 plan_table["Pareto"] = plan_table["Pareto"].map({True: "yes", False: ""})
-plan_styled = plan_table.style.format({"CO₂ (kg)": "{:.3g}", "η(p)": "{:.2f}", "memory (GiB)": "{:.3g}"}).hide(axis="index")
+plan_styled = plan_table.style.format({"CO₂ (kg)": "{:.3g}", "η(p)": "{:.2f}", "memory (GB)": "{:.3g}"}).hide(axis="index")
 glue("plan_table", plan_styled, display=False)
 plan_styled
 

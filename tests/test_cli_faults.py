@@ -167,3 +167,21 @@ def test_bad_input_under_torchrun_is_said_once_not_once_per_rank(tmp_path, bad):
     assert res.returncode != 0
     said = [line for line in (res.stdout + res.stderr).splitlines() if line.startswith("error")]
     assert len(said) == 1 and (bad[1] in said[0] or "hidden=30" in said[0]), said
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_run_is_one_line_and_exit_code_143(tmp_path):
+    out = tmp_path / "o"
+    cmd = [sys.executable, "-m", "companion.cli", "run", "--layers", "1", "--hidden", "32", "--heads", "2",
+           "--meter", "none", "--target-rel-ci", "0", "--max-steps", "1000000", "--max-time-s", "120", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out / ".lock").exists():
+        time.sleep(0.1)
+    time.sleep(3)  # training
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("terminated (SIGTERM): ") and "Traceback" not in stdout
+    assert not list(out.glob("*.json"))  # the run in flight has no record

@@ -14,16 +14,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from companion.errors import ConfigError, OneLineParser
+from companion.errors import ConfigError, OneLineParser, Terminated, raise_terminated
 
 
 def _cmd_run(argv: list[str]) -> int:
-    from companion.runs.run_args import check_run_args
+    from companion.runs.run_args import check_run_args, run_parser
 
     try:
         cfg = check_run_args(argv)  # before the runner's imports (torch, transformers: seconds)
         _check_cpu_is_not_named_a_gpu(cfg)
-        if cfg is not None and "--no-memory-check" not in argv:
+        if cfg is not None and not run_parser().parse_args(argv).no_memory_check:
             _check_fits_memory([cfg])
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -53,10 +53,11 @@ def _check_fits_memory(configs) -> None:
     if not misfits:
         return
     cfg, check = misfits[0]
-    more = f" ({len(misfits) - 1} more runs too: {', '.join(c.run_id for c, _ in misfits[1:4])}" \
-           f"{', ...' if len(misfits) > 4 else ''})" if len(misfits) > 1 else ""
-    raise ConfigError(f"run {cfg.run_id}: {misfit_message(check, cfg.device_name)}{more}. The estimate may be off "
-                      "by about 10 %: --no-memory-check runs it anyway")
+    n = len(misfits) - 1
+    more = (f" ({n} more run{'s' if n > 1 else ''} too: {', '.join(c.run_id for c, _ in misfits[1:4])}"
+            f"{', ...' if n > 3 else ''})" if n else "")
+    raise ConfigError(f"run {cfg.run_id}: {misfit_message(check, cfg.device_name, fixes='run')}{more}. The estimate "
+                      "may be off by a tenth or so: --no-memory-check runs it anyway")
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -261,20 +262,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler's cancel, ``kill``), handled as Ctrl-C is: the run in flight is stopped and has no record,
-    every finished record is kept, and one line says so."""
-
-
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated
-
-
 def main(argv: list[str] | None = None) -> int:
     if argv is None and sys.argv[1:2] in (["run"], ["sweep"]):  # the command itself, not a caller's process
         import signal
 
-        signal.signal(signal.SIGTERM, _raise_terminated)
+        signal.signal(signal.SIGTERM, raise_terminated)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "run":
         return _cmd_run(argv[1:])

@@ -16,3 +16,13 @@ class OneLineParser(argparse.ArgumentParser):
         import os
 
         self.exit(2, f"error: {message}; see `{self.prog} --help`\n" if os.environ.get("RANK", "0") == "0" else None)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's cancel, ``kill``), handled as Ctrl-C is: the run in flight is stopped and has no record,
+    every finished record is kept, and one line says so (exit code 143)."""
+
+
+def raise_terminated(signum, frame) -> None:
+    """A SIGTERM handler: raise ``Terminated`` where the process is."""
+    raise Terminated

@@ -80,14 +80,30 @@ def measure_cpu_roofs(seconds: float = 1.0) -> dict:
 
 
 def memory_bytes(device: str) -> float:
-    """Memory of one device in bytes: the table's size (GiB) for a GPU, this node's physical memory for 'cpu'
-    (its ranks share it). A GPU with no size in the table raises ConfigError."""
-    value = device_spec(device).get("memory_gib")
+    """Memory of one device in bytes: the table's size for a GPU (its datasheet GB as 10^9 bytes), this node's
+    physical memory for 'cpu' (its ranks share it), or the memory limit of the control group the process runs in
+    (a container's, a SLURM job's --mem) where that is lower. A GPU with no size in the table raises ConfigError."""
+    value = device_spec(device).get("memory_gb")
     if value == "measure":
         import os
 
-        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        physical = float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        return min(physical, _cgroup_limit_bytes() or physical)
     if value is None:
-        raise ConfigError(f"device {device!r} has no memory_gib in the hardware table; add its size to "
+        raise ConfigError(f"device {device!r} has no memory_gb in the hardware table; add its size to "
                           "energy/resources/hardware.yaml")
-    return float(value) * 2**30
+    return float(value) * 1e9
+
+
+def _cgroup_limit_bytes() -> float | None:
+    """The memory limit of this process's control group (v2 ``memory.max``, v1 ``memory.limit_in_bytes``), if any."""
+    from pathlib import Path
+
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:  # 'max', or v1's 'unlimited' (a number near 2**63)
+            return float(text)
+    return None

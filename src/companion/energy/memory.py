@@ -2,13 +2,15 @@
 
 Whether a planned layout fits its devices is part of whether it is valid (``companion plan`` leaves out those
 that do not, ``companion predict`` warns, ``companion run`` and ``sweep`` refuse them up front). The peak is the
-largest of four moments:
+largest of five moments:
 
     forward end     weights + optimizer states + saved activations + FSDP-gathered units + backward's first buffers
     root gather     (FSDP) weights + optimizer states + the root unit twice (its all-gather buffer and its
                     unsharded parameters) + two encoder layers: the peak where the embeddings dominate
     FSDP backward   (FSDP) weights + optimizer states + the reduced layers' sharded gradients + the root, two
                     layers gathered and one layer's full fp32 gradient (its reduce-scatter's input)
+    root backward   (FSDP) weights + optimizer states + every layer's sharded gradient + the root's full
+                    gradient (and its fp32 copy under bf16): the peak of a vocabulary-heavy bf16 model
     optimizer step  weights + gradients + optimizer states + the optimizer kernel's temporaries
 
 Per rank, with P_r = (encoder parameters / t + the rest) / d parameters held (TP splits the encoder layers,
@@ -22,15 +24,17 @@ attention pairs), are the tensors autograd keeps for backward:
     replicated over TP   the projections' input (autocast casts a bf16 copy per projection: 3 x 2 B), the FFN's
                          input, two layer-norm inputs, two hidden dropout masks
     split over TP        q, k, v, the attention output, the FFN's GELU input and output (2 f / h of a token)
-    math attention       softmax output, dropped probabilities and their mask: a x S2 x 3 elements
+    math attention       softmax output, dropped probabilities and their mask: a x S2 x 3 elements (the output
+                         alone without dropout; with CUDA autocast's eager softmax, fp32 and a bf16 copy)
     fused attention      its output and a log-sum-exp per head and token
     autocast             the bf16 copy of every weight (cached by autocast; FSDP frees its gathered copies)
 
 Dtypes follow the kernels: fp32 everywhere at fp32; under bf16 autocast, linear inputs and outputs in bf16,
 layer norms in fp32 (CUDA autocast casts them; CPU autocast runs them in their weight's dtype, which FSDP's bf16
-parameters make bf16: ``bf16_norms``), on CPU the attention in fp32 (CPU autocast runs SDPA's math kernel in
-fp32); dropout keeps a bool mask on CUDA and a mask of its input's dtype on CPU. Backward first adds the
-gradient of the hidden stream and the largest op's buffers (``backward_buffer_bytes``).
+parameters make bf16: ``bf16_norms``), on CPU the attention in fp32 where SDPA falls back to its math kernel
+(training with dropout) and in bf16 in its fused kernel and BERT's eager attention; dropout keeps a bool mask
+on CUDA and a mask of its input's dtype on CPU, and keeps nothing at p = 0. Backward first adds the gradient of
+the hidden stream and the largest op's buffers (``backward_buffer_bytes``).
 
 Checked on CPU against torch's own trackers (``companion.runs.memtrack``: MemTracker, FSDPMemTracker on a
 simulated process group) for fp32 and bf16, one device, TP, FSDP and 2-D: tests/energy/test_memory.py, and
@@ -63,16 +67,28 @@ def bf16_norms(s: StepShape, on_cuda: bool) -> bool:
 
 def _dtype_bytes(s: StepShape, on_cuda: bool) -> dict:
     bf16 = s.precision == "bf16"
-    attn = 2 if bf16 and on_cuda else 4
+    # CPU autocast runs SDPA's math kernel in fp32; its fused kernel and BERT's eager attention run in bf16
+    attn = 2 if bf16 and (on_cuda or s.eager_attention or s.fused_attention) else 4
     norm = 2 if bf16_norms(s, on_cuda) else 4
+    drop = 1 if s.dropout else 0
     return {
         "linear": 2 if bf16 else 4,  # a linear layer's saved input (and the GELU's, which follow it)
         "residual": norm,  # layer-norm inputs (fp32 where autocast runs layer norm in fp32)
         "attention": attn,  # q, k, v and the scores as the attention kernel saves them
-        "mask_hidden": 1 if on_cuda else (2 if bf16 else 4),  # dropout on a linear's output
-        "mask_embedding": 1 if on_cuda else norm,  # dropout on the embedding layer norm's output
-        "mask_scores": 1 if on_cuda else attn,
+        "mask_hidden": drop * (1 if on_cuda else (2 if bf16 else 4)),  # dropout on a linear's output
+        "mask_embedding": drop * (1 if on_cuda else norm),  # dropout on the embedding layer norm's output
+        "mask_scores": drop * (1 if on_cuda else attn),
     }
+
+
+def score_bytes(s: StepShape, on_cuda: bool) -> float:
+    """Bytes a materialised attention score keeps for backward: the softmax's output and, with dropout, its mask
+    and the dropped probabilities. CUDA autocast runs the eager softmax in fp32 and casts its output to a bf16
+    copy for the next matmul."""
+    b = _dtype_bytes(s, on_cuda)
+    if on_cuda and s.eager_attention and s.precision == "bf16":
+        return 4 + b["mask_scores"] + 2
+    return b["attention"] * (2 if s.dropout else 1) + b["mask_scores"]
 
 
 def parameters_per_rank(s: StepShape) -> float:
@@ -104,14 +120,16 @@ def saved_activation_bytes(s: StepShape, on_cuda: bool) -> float:
     replicated = (copies * b["linear"] + b["linear"] + 2 * b["residual"] + 2 * b["mask_hidden"]) * h
     split = (3 * b["attention"] + b["linear"]) * h + 2 * b["linear"] * f
     per_layer = tokens * (replicated + split / t)
-    if s.fused_attention:
-        per_layer += tokens * (b["attention"] * h + 4 * s.heads) / t
+    if s.fused_attention:  # its output (the output projection's input, unless autocast copies it) and log-sum-exp
+        per_layer += tokens * ((b["attention"] * h if b["attention"] != b["linear"] else 0) + 4 * s.heads) / t
     else:
-        per_layer += pairs * s.heads * (2 * b["attention"] + b["mask_scores"]) / t
+        per_layer += pairs * s.heads * score_bytes(s, on_cuda) / t
     if bf16 and s.dp == 1:  # autocast's cached bf16 weights; FSDP frees its gathered copies after use
         per_layer += 2 * (4 * h * h + 2 * h * f) / t
     embeddings = tokens * h * (b["residual"] + b["mask_embedding"])
-    head = s.sequences / s.dp * h * 4 * 4  # pooler input and output, classifier input, logits: small
+    # the pooler keeps its [CLS] slice, a view that holds the whole last hidden state alive; its output, the
+    # classifier's input and the logits are small
+    head = tokens * h * b["residual"] + s.sequences / s.dp * h * 3 * 4
     return s.layers * per_layer + embeddings + head
 
 
@@ -122,7 +140,8 @@ def backward_buffer_bytes(s: StepShape, on_cuda: bool) -> float:
     b = _dtype_bytes(s, on_cuda)
     tokens, pairs = s.padded_tokens / s.dp, s.attention_pairs / s.dp
     ffn = 2 * tokens * s.ffn * b["linear"] / s.tp
-    scores = 0.0 if s.fused_attention else pairs * s.heads * b["attention"] / s.tp
+    grad = 4 if on_cuda and s.eager_attention and s.precision == "bf16" else b["attention"]  # the fp32 softmax's
+    scores = 0.0 if s.fused_attention else pairs * s.heads * grad / s.tp
     return tokens * s.hidden * b["residual"] + max(ffn, scores)
 
 
@@ -143,9 +162,14 @@ def peak_bytes_per_rank(s: StepShape, on_cuda: bool) -> dict:
     # that its reduce-scatter reads
     layer_grad = 4 * enc_layer / s.tp if s.dp > 1 else 0.0
     reduced = 4 * (s.layers - 1) * enc_layer / s.tp / s.dp
+    # then the root's own backward: every layer's sharded gradient, the root's full gradient in the compute dtype
+    # and, under bf16, its fp32 copy for the reduce-scatter (FSDP reduces in fp32)
+    root_params = parameter_count(s) - s.layers * enc_layer
+    root_grad = root_params * (param_bytes + (4 if param_bytes != 4 else 0)) if s.dp > 1 else 0.0
     moments = {"forward end": 12 * p + root + layers + activations + backward_buffers,
                "root gather": 12 * p + 2 * root + layers,
                "FSDP backward": 12 * p + reduced + root + layers + layer_grad,
+               "root backward": 12 * p + reduced + 4 * enc_layer / s.tp / s.dp + root_grad,
                "optimizer step": 16 * p + temporaries}
     at = max(moments, key=moments.get)
     return {"weights": 4 * p, "optimizer_states": 8 * p, "gradients": 4 * p,
@@ -168,26 +192,57 @@ def memory_check(s: StepShape, device_name: str) -> dict:
             "usable_share": USABLE_SHARE, "fits": need <= USABLE_SHARE * capacity}
 
 
-def misfit_message(check: dict, device_name: str) -> str:
-    """One sentence naming the estimate, the memory and the fixes, for a check that does not fit."""
-    gib = 2**30
-    where = (f"{check['need_bytes'] / gib:.3g} GiB per {device_name} GPU" if check["scope"] == "device" else
-             f"{check['need_bytes'] / gib:.3g} GiB on the node (its ranks' processes together)")
+def gb(n_bytes: float) -> str:
+    """Bytes as GB (10^9 B), as the hardware table and datasheets size memory."""
+    v = n_bytes / 1e9
+    return f"{v:,.0f} GB" if v >= 100 else f"{v:.3g} GB"
+
+
+# what to change, by where the check is made: the flags of `companion predict`, of `companion plan`, a run's
+FIXES = {"predict": ("lower --batch-size or --seq-len, or shard over more devices (--dp for FSDP, --tp for TP)",
+                     "lower --batch-size or --seq-len, or use a node with more memory (its ranks share this one's)"),
+         "plan": ("lower --batch-sizes or --seq-len, or plan on more --devices",
+                  "lower --batch-sizes or --seq-len, or use a node with more memory (its ranks share this one's)"),
+         "run": ("lower the batch size or the sequence length, or shard over more devices (FSDP dp, TP tp)",
+                 "lower the batch size or the sequence length, or use a node with more memory (its ranks share "
+                 "this one's)")}
+
+
+def misfit_message(check: dict, device_name: str, fixes: str = "predict") -> str:
+    """One sentence naming the estimate, the memory and the fixes (``FIXES[fixes]``), for a check that does not fit."""
+    where = (f"{gb(check['need_bytes'])} per {device_name} GPU" if check["scope"] == "device" else
+             f"{gb(check['need_bytes'])} on the node for its ranks' processes together")
+    fix = FIXES[fixes][0 if check["scope"] == "device" else 1]
     return (f"the estimated peak memory, {where} at the {check['peak_at']}, exceeds {check['usable_share']:.0%} of "
-            f"its {check['capacity_bytes'] / gib:.3g} GiB: it would run out of memory; lower the batch size or the "
-            "sequence length, or " + ("shard over more devices (FSDP --dp, TP --tp)" if check["scope"] == "device" else
-                                      "use a node with more memory (its ranks share this one's)"))
+            f"its {gb(check['capacity_bytes'])}: it would run out of memory; {fix}")
+
+
+def longest_padded_length(data) -> int:
+    """The longest a batch of ``data`` (``runs.config.DataConfig``) is padded to: its longest possible example
+    (``seq_len``, or a histogram's longest bin; any example of a text file), rounded up as batches are."""
+    from companion.runs.data import padded_length
+
+    longest = data.seq_len if data.source != "synthetic" else min(data.lengths.max_len(data.seq_len), data.seq_len)
+    return padded_length(longest, data.pad_multiple, data.seq_len)
+
+
+def with_longest_batch(s: StepShape, length: int) -> StepShape:
+    """``s`` with every sequence of its batch padded to ``length``: the step that needs the most memory."""
+    from dataclasses import replace
+
+    return replace(s, padded_tokens=s.sequences * length, attention_pairs=s.sequences * length ** 2)
 
 
 def longest_step_shape(cfg) -> StepShape:
     """The most memory a configured run's step can take (``runs.config.RunConfig``): every sequence of the batch
-    padded to ``seq_len``, with the attention kernel the run will use (the math kernel for eager attention, and on
-    CPU when training with dropout, as ``runs.train.attention_kernel`` records it)."""
+    padded to ``longest_padded_length``, with the attention kernel the run will use (the math kernel for eager
+    attention, and on CPU when training with dropout, as ``runs.train.attention_kernel`` records it)."""
     m, d, lay = cfg.model, cfg.data, cfg.layout
     fused = m.attn != "eager" and not (cfg.device == "cpu" and m.dropout > 0)
-    tokens = d.batch_size * d.seq_len
-    return StepShape(m.layers, m.hidden, m.heads, m.ffn_size, m.vocab, m.max_positions, m.num_labels, d.batch_size,
-                     tokens, tokens * d.seq_len, lay.tp, lay.dp, cfg.precision, fused_attention=fused)
+    shape = StepShape(m.layers, m.hidden, m.heads, m.ffn_size, m.vocab, m.max_positions, m.num_labels, d.batch_size,
+                      0, 0, lay.tp, lay.dp, cfg.precision, fused_attention=fused, dropout=m.dropout > 0,
+                      eager_attention=m.attn == "eager")
+    return with_longest_batch(shape, longest_padded_length(d))
 
 
 def runs_that_do_not_fit(configs) -> list[tuple[object, dict]]:
@@ -198,7 +253,7 @@ def runs_that_do_not_fit(configs) -> list[tuple[object, dict]]:
     table, out = device_table(), []
     for cfg in configs:
         name = "cpu" if cfg.device == "cpu" else cfg.device_name
-        if table.get(name, {}).get("memory_gib") is None:
+        if table.get(name, {}).get("memory_gb") is None:
             continue
         check = memory_check(longest_step_shape(cfg), name)
         if not check["fits"]:

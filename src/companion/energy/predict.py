@@ -158,10 +158,13 @@ def plan_shape(plan: Plan, precision: str) -> proxies.StepShape:
 
 
 def plan_memory(plan: Plan, precision: str) -> dict:
-    """The planned step's estimated peak memory against its devices' (``energy.memory.memory_check``)."""
-    from companion.energy.memory import memory_check
+    """The estimated peak memory of the plan's largest step (every sequence padded to the longest the lengths
+    allow: a step that does not fit fails the fine-tune, however rare) against its devices'
+    (``energy.memory.memory_check``): the check ``companion run`` makes."""
+    from companion.energy.memory import longest_padded_length, memory_check, with_longest_batch
 
-    return memory_check(plan_shape(plan, precision), plan.device_name)
+    longest = longest_padded_length(DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths))
+    return memory_check(with_longest_batch(plan_shape(plan, precision), longest), plan.device_name)
 
 
 def plan_frame(plan: Plan, fitted) -> pd.DataFrame:
@@ -260,10 +263,12 @@ def _memory_warnings(mem: dict, device_name: str) -> list[str]:
 
 def format_memory(mem: dict) -> str:
     """The estimated peak memory as one line of text."""
-    gib = 2**30
-    where = "per rank" if mem["scope"] == "device" else "on the node, all ranks"
-    return (f"memory: {mem['need_bytes'] / gib:.3g} GiB {where} of {mem['capacity_bytes'] / gib:.3g} GiB (estimated "
-            f"peak, at the {mem['peak_at']}){'' if mem['fits'] else ': does not fit'}")
+    from companion.energy.memory import gb
+
+    where = (f"{gb(mem['need_bytes'])} per GPU, of its {gb(mem['capacity_bytes'])}" if mem["scope"] == "device" else
+             f"{gb(mem['need_bytes'])} for all ranks, of the node's {gb(mem['capacity_bytes'])}")
+    return (f"memory: {where} (estimated peak of the longest step, at the {mem['peak_at']})"
+            f"{'' if mem['fits'] else ': does not fit'}")
 
 
 def interval_cells(values, lows, highs) -> list[str]:
@@ -596,17 +601,19 @@ def plan_layouts(devices: int, batch_sizes=(8, 16, 32, 64, 128), tier: str | Non
         least = min(misfits, key=lambda p: p["memory"]["need_bytes"])
         raise ConfigError(f"no layout of {devices} x {plans[0].device_name} fits in memory: even "
                           f"tp{least['plan']['tp']}-dp{least['plan']['dp']} at batch {least['plan']['batch_size']}: "
-                          + misfit_message(least["memory"], plans[0].device_name))
+                          + misfit_message(least["memory"], plans[0].device_name, fixes="plan"))
     if misfits:
-        gib = 2**30
-        skipped.append(f"{len(misfits)} layouts left out as they do not fit in memory (estimated peak over "
-                       f"{misfits[0]['memory']['usable_share']:.0%} of {misfits[0]['memory']['capacity_bytes'] / gib:.3g} "
-                       "GiB): " + ", ".join(f"tp{p['plan']['tp']}-dp{p['plan']['dp']} b{p['plan']['batch_size']} "
-                                            f"({p['memory']['need_bytes'] / gib:.3g} GiB)" for p in misfits))
+        from companion.energy.memory import gb
+
+        m = misfits[0]["memory"]
+        skipped.append(f"{len(misfits)} layout{'s' if len(misfits) > 1 else ''} left out as they do not fit in memory "
+                       f"(estimated peak over {m['usable_share']:.0%} of {gb(m['capacity_bytes'])}): "
+                       + ", ".join(f"tp{p['plan']['tp']}-dp{p['plan']['dp']} b{p['plan']['batch_size']} "
+                                   f"({gb(p['memory']['need_bytes'])})" for p in misfits))
     rows = [{"tp": p["plan"]["tp"], "dp": p["plan"]["dp"], "batch_size": p["plan"]["batch_size"], "steps": p["steps"],
              "energy_kwh": p["energy_kwh"], "energy_kwh_interval": p["energy_kwh_interval"], "time_h": p["time_h"],
              "time_h_interval": p["time_h_interval"], "co2_kg": p["co2_kg"], "co2_kg_interval": p["co2_kg_interval"],
-             "eta": p["eta"], "mean_power_w": p["mean_power_w"], "memory_gib": p["memory"]["need_bytes"] / 2**30}
+             "eta": p["eta"], "mean_power_w": p["mean_power_w"], "memory_gb": p["memory"]["need_bytes"] / 1e9}
             for p in preds]
     front = pareto_front([r["energy_kwh"] for r in rows], [r["time_h"] for r in rows])
     for i, r in enumerate(rows):
@@ -620,7 +627,7 @@ def plan_layouts(devices: int, batch_sizes=(8, 16, 32, 64, 128), tier: str | Non
 
 def format_plan(p: dict) -> str:
     lvl = f"{p['interval_level']:.0%}"
-    mem = "memory GiB" + (" node" if p["device_name"] == "cpu" else "/rank")
+    mem = "memory GB" + (" node" if p["device_name"] == "cpu" else "/GPU")
     lines = [f"{len(p['layouts'])} layouts on {p['devices']} x {p['device_name']}; tier: {p['tier']} - {p['tier_means']}",
              f"{'':2s}{'tp':>3s} {'dp':>3s} {'batch':>6s} {'steps':>8s} {'energy kWh [' + lvl + ']':>28s} "
              f"{'time h [' + lvl + ']':>28s} {'CO2 kg':>9s} {'eta':>6s} {mem:>15s}"]
@@ -628,8 +635,9 @@ def format_plan(p: dict) -> str:
     for r in p["layouts"]:
         lines.append(f"{'*' if r['pareto'] else ' ':2s}{r['tp']:3d} {r['dp']:3d} {r['batch_size']:6d} {r['steps']:8d} "
                      f"{cell(r['energy_kwh'], r['energy_kwh_interval']):>28s} {cell(r['time_h'], r['time_h_interval']):>28s} "
-                     f"{r['co2_kg']:9.4g} {r['eta']:6.3f} {r['memory_gib']:15.3g}")
-    lines.append("eta: the layout's speedup over one device divided by its device count; memory: estimated peak")
+                     f"{r['co2_kg']:9.4g} {r['eta']:6.3f} {r['memory_gb']:15.3g}")
+    lines.append("eta: the layout's speedup over one device divided by its device count; memory: the estimated peak "
+                 "of the longest step")
     lines.append("* on the Pareto front of energy and time (" + ", ".join(
         f"tp{r['tp']}-dp{r['dp']} b{r['batch_size']}" for r in p["pareto_front"]) + ")")
     return "\n".join(lines + [f"note: {n}" for n in p["notes"]])

@@ -49,6 +49,8 @@ class StepShape:
     dp: int = 1
     precision: str = "fp32"
     fused_attention: bool = True  # SDPA does not materialise the attention scores
+    dropout: bool = True  # dropout active (p > 0): its masks are kept for backward (energy.memory)
+    eager_attention: bool = False  # BERT's eager attention (not SDPA): its dtypes differ (energy.memory)
 
     @property
     def world_size(self) -> int:

@@ -303,7 +303,7 @@ def expected_token_counts(cfg: DataConfig, dp: int = 1, batches: int = 256, seed
     rng = np.random.default_rng(seed)
     total = np.zeros(3)
     for _ in range(batches):
-        c = token_counts(sample_lengths(cfg.lengths, cfg.seq_len, cfg.batch_size, rng).tolist(), dp,
+        c = token_counts(sample_lengths(cfg.lengths, cfg.seq_len, cfg.batch_size, rng), dp,
                          cfg.pad_multiple, cfg.seq_len)
         total += (c.real, c.padded, c.attention_pairs)
     mean = total / batches

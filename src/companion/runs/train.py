@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from companion.runs import parallel, stats
-from companion.errors import ConfigError
+from companion.errors import ConfigError, Terminated
 from companion.runs.config import RunConfig
 from companion.runs.data import collate, make_task, shard, token_counts
 from companion.runs.meters import Meter, MeterError, make_meter
@@ -623,11 +623,11 @@ def main(argv: list[str] | None = None) -> int:
         if main_rank or isinstance(exc, MeterError):
             print(f"error: {exc}" if main_rank else f"error (rank {os.environ.get('RANK')}): {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         if main_rank:
-            print("interrupted: the run in flight has no record; finished runs are kept, re-run to resume",
-                  file=sys.stderr)
-        return 130
+            print(f"{how}: the run in flight has no record; finished runs are kept, re-run to resume", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     finally:
         if lock is not None:
             lock.release()

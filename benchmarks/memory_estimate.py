@@ -31,9 +31,12 @@ KERNELS = [("sdpa", 0.1), ("eager", 0.1), ("eager", 0.0), ("sdpa", 0.0)]
 
 
 def tracked_grid(sizes=SIZES, layouts=LAYOUTS, precisions=("fp32", "bf16"), kernels=KERNELS) -> list[dict]:
-    """Every size x layout x precision with the sweeps' kernel; the other kernels on one device and under FSDP."""
+    """Every size x layout x precision with the sweeps' kernel; the other kernels, and batches padded to their longest
+    sequence (half their sequences shorter, with an attention mask), on one device and under FSDP."""
     from companion.energy import memory
-    from companion.runs.config import build_run
+    from itertools import product
+
+    from companion.runs.config import build_run, parse_lengths
     from companion.runs.memtrack import tracked_step_bytes
 
     rows = []
@@ -42,17 +45,20 @@ def tracked_grid(sizes=SIZES, layouts=LAYOUTS, precisions=("fp32", "bf16"), kern
             if heads % tp or batch % dp:
                 continue
             for precision in precisions:
-                for attn, dropout in kernels if (tp, dp) in ((1, 1), (1, 2)) else kernels[:1]:
+                others = (tp, dp) in ((1, 1), (1, 2))
+                for (attn, dropout), padded in product(kernels if others else kernels[:1],
+                                                       (False, True) if others and batch > 1 else (False,)):
+                    lengths = parse_lengths(f"uniform:{max(2, seq // 4)}" if padded else "fixed")
                     cfg = build_run({"layers": layers, "hidden": hidden, "heads": heads, "vocab": vocab,
                                      "seq_len": seq, "batch_size": batch, "tp": tp, "dp": dp, "attn": attn,
-                                     "dropout": dropout, "precision": precision})
-                    got = tracked_step_bytes(cfg.model, cfg.layout, batch, seq, precision)
+                                     "dropout": dropout, "precision": precision, "lengths": lengths})
+                    got = tracked_step_bytes(cfg.model, cfg.layout, batch, seq, precision, padded=padded)
                     est = memory.peak_bytes_per_rank(memory.longest_step_shape(cfg), on_cuda=False)
                     rows.append({"config": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch}-v{vocab} tp{tp}-dp{dp} "
-                                           f"{precision} {attn} p={dropout}",
+                                           f"{precision} {attn} p={dropout}{' padded' if padded else ''}",
                                  "tracked": got["peak"], "estimate": est["peak"], "at": est["peak_at"]})
                     r = rows[-1]
-                    print(f"{r['config']:56s} tracked {r['tracked'] / 1e6:9.2f} MB  estimate "
+                    print(f"{r['config']:63s} tracked {r['tracked'] / 1e6:9.2f} MB  estimate "
                           f"{r['estimate'] / 1e6:9.2f} MB  ratio {r['estimate'] / r['tracked']:.3f}  ({r['at']})",
                           flush=True)
     return rows

@@ -25,8 +25,8 @@ attention pairs), are the tensors autograd keeps for backward:
                          input, two layer-norm inputs, two hidden dropout masks
     split over TP        q, k, v, the attention output, the FFN's GELU input and output (2 f / h of a token)
     math attention       softmax output, dropped probabilities and their mask: a x S2 x 3 elements (the output
-                         alone without dropout; with CUDA autocast's eager softmax, fp32 and a bf16 copy)
-    fused attention      its output and a log-sum-exp per head and token
+                         alone without dropout; an eager fp32 softmax under bf16, fp32 and a bf16 copy)
+    fused attention      its output and a log-sum-exp per head and token, and a padded batch's mask (S2, fp32)
     autocast             the bf16 copy of every weight (cached by autocast; FSDP frees its gathered copies)
 
 Dtypes follow the kernels: fp32 everywhere at fp32; under bf16 autocast, linear inputs and outputs in bf16,
@@ -77,16 +77,24 @@ def _dtype_bytes(s: StepShape, on_cuda: bool) -> dict:
         "attention": attn,  # q, k, v and the scores as the attention kernel saves them
         "mask_hidden": drop * (1 if on_cuda else (2 if bf16 else 4)),  # dropout on a linear's output
         "mask_embedding": drop * (1 if on_cuda else norm),  # dropout on the embedding layer norm's output
-        "mask_scores": drop * (1 if on_cuda else attn),
+        "mask_scores": drop * (1 if on_cuda else 4 if fp32_softmax(s, on_cuda) else attn),
     }
+
+
+def fp32_softmax(s: StepShape, on_cuda: bool) -> bool:
+    """Whether BERT's eager attention takes its softmax in fp32 under bf16 autocast: always on CUDA (autocast casts
+    softmax), and on CPU where an fp32 padding mask (the model's dtype, fp32 unless FSDP's bf16 parameters) is
+    added to the bf16 scores and promotes them."""
+    return (s.precision == "bf16" and s.eager_attention
+            and (on_cuda or (s.padding_mask and s.dp == 1)))
 
 
 def score_bytes(s: StepShape, on_cuda: bool) -> float:
     """Bytes a materialised attention score keeps for backward: the softmax's output and, with dropout, its mask
-    and the dropped probabilities. CUDA autocast runs the eager softmax in fp32 and casts its output to a bf16
-    copy for the next matmul."""
+    and the dropped probabilities; an fp32 softmax (``fp32_softmax``) keeps its output and the bf16 copy the next
+    matmul reads, with the mask between."""
     b = _dtype_bytes(s, on_cuda)
-    if on_cuda and s.eager_attention and s.precision == "bf16":
+    if fp32_softmax(s, on_cuda):
         return 4 + b["mask_scores"] + 2
     return b["attention"] * (2 if s.dropout else 1) + b["mask_scores"]
 
@@ -122,6 +130,8 @@ def saved_activation_bytes(s: StepShape, on_cuda: bool) -> float:
     per_layer = tokens * (replicated + split / t)
     if s.fused_attention:  # its output (the output projection's input, unless autocast copies it) and log-sum-exp
         per_layer += tokens * ((b["attention"] * h if b["attention"] != b["linear"] else 0) + 4 * s.heads) / t
+        if s.padding_mask:  # and the padding mask, expanded to every query in fp32, in every layer
+            per_layer += pairs * 4
     else:
         per_layer += pairs * s.heads * score_bytes(s, on_cuda) / t
     if bf16 and s.dp == 1:  # autocast's cached bf16 weights; FSDP frees its gathered copies after use
@@ -140,7 +150,7 @@ def backward_buffer_bytes(s: StepShape, on_cuda: bool) -> float:
     b = _dtype_bytes(s, on_cuda)
     tokens, pairs = s.padded_tokens / s.dp, s.attention_pairs / s.dp
     ffn = 2 * tokens * s.ffn * b["linear"] / s.tp
-    grad = 4 if on_cuda and s.eager_attention and s.precision == "bf16" else b["attention"]  # the fp32 softmax's
+    grad = 4 if fp32_softmax(s, on_cuda) else b["attention"]  # an fp32 softmax's gradient is fp32
     scores = 0.0 if s.fused_attention else pairs * s.heads * grad / s.tp
     return tokens * s.hidden * b["residual"] + max(ffn, scores)
 
@@ -226,6 +236,11 @@ def longest_padded_length(data) -> int:
     return padded_length(longest, data.pad_multiple, data.seq_len)
 
 
+def varies_in_length(data) -> bool:
+    """Whether a batch of ``data`` can hold sequences shorter than its longest (padded, with an attention mask)."""
+    return data.source != "synthetic" or data.lengths.kind != "fixed"
+
+
 def with_longest_batch(s: StepShape, length: int) -> StepShape:
     """``s`` with every sequence of its batch padded to ``length``: the step that needs the most memory."""
     from dataclasses import replace
@@ -241,7 +256,7 @@ def longest_step_shape(cfg) -> StepShape:
     fused = m.attn != "eager" and not (cfg.device == "cpu" and m.dropout > 0)
     shape = StepShape(m.layers, m.hidden, m.heads, m.ffn_size, m.vocab, m.max_positions, m.num_labels, d.batch_size,
                       0, 0, lay.tp, lay.dp, cfg.precision, fused_attention=fused, dropout=m.dropout > 0,
-                      eager_attention=m.attn == "eager")
+                      eager_attention=m.attn == "eager", padding_mask=varies_in_length(d))
     return with_longest_batch(shape, longest_padded_length(d))
 
 

@@ -161,10 +161,13 @@ def plan_memory(plan: Plan, precision: str) -> dict:
     """The estimated peak memory of the plan's largest step (every sequence padded to the longest the lengths
     allow: a step that does not fit fails the fine-tune, however rare) against its devices'
     (``energy.memory.memory_check``): the check ``companion run`` makes."""
-    from companion.energy.memory import longest_padded_length, memory_check, with_longest_batch
+    from dataclasses import replace
 
-    longest = longest_padded_length(DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths))
-    return memory_check(with_longest_batch(plan_shape(plan, precision), longest), plan.device_name)
+    from companion.energy.memory import longest_padded_length, memory_check, varies_in_length, with_longest_batch
+
+    data = DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths)
+    shape = replace(plan_shape(plan, precision), padding_mask=varies_in_length(data))
+    return memory_check(with_longest_batch(shape, longest_padded_length(data)), plan.device_name)
 
 
 def plan_frame(plan: Plan, fitted) -> pd.DataFrame:

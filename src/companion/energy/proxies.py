@@ -51,6 +51,7 @@ class StepShape:
     fused_attention: bool = True  # SDPA does not materialise the attention scores
     dropout: bool = True  # dropout active (p > 0): its masks are kept for backward (energy.memory)
     eager_attention: bool = False  # BERT's eager attention (not SDPA): its dtypes differ (energy.memory)
+    padding_mask: bool = False  # some sequences shorter than the batch's longest: an attention mask (energy.memory)
 
     @property
     def world_size(self) -> int:

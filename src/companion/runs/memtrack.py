@@ -17,11 +17,12 @@ from companion.runs.config import Layout, ModelConfig
 
 
 def tracked_step_bytes(model: ModelConfig, layout: Layout, batch_size: int, seq_len: int,
-                       precision: str = "fp32") -> dict:
+                       precision: str = "fp32", padded: bool = False) -> dict:
     """Bytes rank 0 holds in a steady training step (the optimizer's states already made by a first step) of
     ``model`` under ``layout``, on sequences of ``seq_len`` tokens (``batch_size`` in all, split over the FSDP
-    ranks): ``peak`` (the step's highest), ``forward_end`` (just after the forward pass) and ``before`` (between
-    steps), each with the tracker's categories under ``peak_parts``."""
+    ranks; ``padded``: all but the first of each rank's sequences half as long, with an attention mask):
+    ``peak`` (the step's highest), ``forward_end`` (just after the forward pass) and ``before`` (between steps),
+    with the tracker's categories at the peak under ``peak_parts``."""
     import torch
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
@@ -43,13 +44,18 @@ def tracked_step_bytes(model: ModelConfig, layout: Layout, batch_size: int, seq_
         rows = batch_size // layout.dp
         ids = torch.randint(0, model.vocab, (rows, seq_len))
         labels = torch.randint(0, model.num_labels, (rows,))
+        extra = {}
+        if padded:
+            mask = torch.ones(rows, seq_len, dtype=torch.long)
+            mask[1:, seq_len // 2:] = 0
+            extra["attention_mask"] = mask
 
         def autocast():
             return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
 
         def forward():
             with autocast():
-                return net(input_ids=ids, labels=labels).loss
+                return net(input_ids=ids, labels=labels, **extra).loss
 
         def rest(loss):
             loss.backward()

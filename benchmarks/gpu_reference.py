@@ -44,7 +44,8 @@ def main() -> None:
     from companion.runs.meters import CodeCarbonMeter, NvmlMeter
     from companion.runs.model import build_model
     from companion.runs.provenance import device_tag, static_provenance, utc_now
-    from companion.runs.train import make_train_step
+    from companion.energy import memory
+    from companion.runs.train import make_train_step, without_full_mask
 
     device = torch.device("cuda", 0)
     ballast = torch.empty(int(8 * 2**30), dtype=torch.uint8, device=device)  # 8 GiB held, no kernels
@@ -58,7 +59,9 @@ def main() -> None:
     torch.manual_seed(0)
     model = build_model(cfg.model).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    batch = {k: v.to(device) for k, v in collate(SyntheticTask(cfg.data, cfg.model.vocab, 2, 0).global_batch(0)).tensors.items()}
+    # as the runner feeds it: an all-ones attention mask dropped (it changes no result)
+    batch = {k: v.to(device) for k, v in
+             without_full_mask(collate(SyntheticTask(cfg.data, cfg.model.vocab, 2, 0).global_batch(0)).tensors).items()}
 
     train_step = make_train_step(model, opt, bf16_autocast=True)
     step = lambda: train_step(batch)  # noqa: E731
@@ -66,6 +69,8 @@ def main() -> None:
     for _ in range(10):
         step()
     sync = torch.cuda.synchronize
+    sync()
+    torch.cuda.reset_peak_memory_stats(device)  # the window's steps: the optimizer's states already made
     nvml = NvmlMeter(0, sync=sync)
     cc = CodeCarbonMeter("USA", sync=sync)
     cc.begin_window("same")
@@ -91,6 +96,10 @@ def main() -> None:
             "gflop_per_j": gflop_per_j, "peak_gflop_per_j": peak / spec["tdp_w"] / 1e9,
             "nvml": m_nvml.to_json(), "codecarbon": m_cc.to_json(),
             "codecarbon_gpu_over_nvml": m_cc.components.get("gpu", {}).get("energy_j", float("nan")) / m_nvml.total_energy_j,
+            # the caching allocator's peak over the window (measured) beside companion.energy.memory's estimate
+            "memory": {"max_allocated_bytes": int(torch.cuda.max_memory_allocated(device)),
+                       "estimated_peak_bytes": memory.peak_bytes_per_rank(memory.longest_step_shape(cfg), True)["peak"],
+                       "estimate_kind": "estimated (companion.energy.memory)"},
         },
         "provenance": static_provenance("cuda"),
     }
@@ -102,6 +111,9 @@ def main() -> None:
           f"{gflop_per_j:.0f} GFLOP/J (peak/TDP {b['peak_gflop_per_j']:.0f})")
     print(f"same window: NVML {m_nvml.total_energy_j:.1f} J, CodeCarbon GPU part "
           f"{m_cc.components.get('gpu', {}).get('energy_j', float('nan')):.1f} J (ratio {b['codecarbon_gpu_over_nvml']:.3f})")
+    mem = b["memory"]
+    print(f"memory: {mem['max_allocated_bytes'] / 1e9:.2f} GB allocated at peak (CUDA allocator), estimate "
+          f"{mem['estimated_peak_bytes'] / 1e9:.2f} GB (ratio {mem['estimated_peak_bytes'] / mem['max_allocated_bytes']:.3f})")
     print(f"wrote {args.out}")
 
 

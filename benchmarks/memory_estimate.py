@@ -2,6 +2,7 @@
 
     python benchmarks/memory_estimate.py                      # tracked on CPU: a grid of sizes x layouts x precisions
     python benchmarks/memory_estimate.py --records data/runs/gpu-1   # against the peaks GPU runs recorded
+    python benchmarks/memory_estimate.py --device cuda        # one GPU's steps, as its allocator counts them
 
 The default tracks one steady training step of every configuration on a simulated process group
 (``companion.runs.memtrack``: torch's MemTracker / FSDPMemTracker) and prints, per configuration, the tracked peak,
@@ -64,6 +65,37 @@ def tracked_grid(sizes=SIZES, layouts=LAYOUTS, precisions=("fp32", "bf16"), kern
     return rows
 
 
+# one GPU: BERT-base at two lengths, a small model at 512 tokens, BERT-large (layers, hidden, heads, seq_len, batch)
+CUDA_SIZES = [(12, 768, 12, 128, 32), (12, 768, 12, 512, 16), (4, 256, 4, 512, 32), (24, 1024, 16, 512, 8)]
+
+
+def cuda_grid(sizes=CUDA_SIZES, precisions=("bf16", "fp32"), kernels=KERNELS) -> list[dict]:
+    """On one CUDA GPU: every size x precision x kernel, of one length or padded, measured by the CUDA allocator
+    (``memtrack.cuda_step_bytes``) beside the estimate's CUDA rules."""
+    from itertools import product
+
+    from companion.energy import memory
+    from companion.runs.config import build_run, parse_lengths
+    from companion.runs.memtrack import cuda_step_bytes
+
+    rows = []
+    for (layers, hidden, heads, seq, batch), precision, (attn, dropout), padded in product(
+            sizes, precisions, kernels, (False, True)):
+        cfg = build_run({"layers": layers, "hidden": hidden, "heads": heads, "vocab": 30522, "seq_len": seq,
+                         "batch_size": batch, "attn": attn, "dropout": dropout, "precision": precision,
+                         "device": "cuda", "device_name": "cuda",
+                         "lengths": parse_lengths(f"uniform:{seq // 4}" if padded else "fixed")})
+        got = cuda_step_bytes(cfg.model, batch, seq, precision, padded=padded)
+        est = memory.peak_bytes_per_rank(memory.longest_step_shape(cfg), on_cuda=True)
+        rows.append({"config": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch} {precision} {attn} p={dropout}"
+                               f"{' padded' if padded else ''}",
+                     "tracked": got["peak"], "estimate": est["peak"], "at": est["peak_at"]})
+        r = rows[-1]
+        print(f"{r['config']:52s} allocated {r['tracked'] / 1e9:7.3f} GB  estimate {r['estimate'] / 1e9:7.3f} GB"
+              f"  ratio {r['estimate'] / r['tracked']:.3f}  ({r['at']})", flush=True)
+    return rows
+
+
 def from_records(folder: Path) -> list[dict]:
     from companion.energy import memory
     from companion.energy.proxies import StepShape
@@ -87,15 +119,23 @@ def from_records(folder: Path) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=Path, help="a folder of run records to compare with instead of tracking")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: one GPU's steps, measured by the CUDA allocator, against the estimate's CUDA rules")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")  # FSDP2 on the simulated group and the trackers' module hooks warn
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SystemExit("error: --device cuda needs a CUDA GPU and none is visible; run it on a GPU machine")
     t0 = time.perf_counter()
-    rows = from_records(args.records) if args.records else tracked_grid()
+    rows = (from_records(args.records) if args.records else cuda_grid() if args.device == "cuda"
+            else tracked_grid())
     if not rows:
         print("no configurations", file=sys.stderr)
         return 1
     ratios = sorted(r["estimate"] / r["tracked"] for r in rows)
-    what = "recorded" if args.records else "tracked"
+    what = "recorded" if args.records else "allocated" if args.device == "cuda" else "tracked"
     print(f"\nestimate / {what} peak over {len(ratios)} configurations: min {ratios[0]:.3f}, median "
           f"{statistics.median(ratios):.3f}, max {ratios[-1]:.3f}; within 0.9-1.1: "
           f"{sum(0.9 <= x <= 1.1 for x in ratios)} ({time.perf_counter() - t0:.0f} s)")

@@ -189,3 +189,20 @@ def test_a_sweep_with_a_run_that_cannot_fit_is_refused_and_the_check_can_be_skip
     for flag in ("--no-memory-check", "--no-memory"):
         assert cli.main(["run", "--batch-size", "4000000", "--out", str(tmp_path / "o"), flag]) == 0
     assert cli.main(["run", "--batch-size", "4000000", "--out", str(tmp_path / "o")]) == 2 and len(started) == 2
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("attn, dropout, padded", [("sdpa", 0.1, False), ("eager", 0.1, True), ("sdpa", 0.0, True)])
+def test_the_cuda_rules_against_the_cuda_allocator(attn, dropout, padded):
+    """On a GPU: BERT-base at 512 tokens in bf16, the CUDA allocator's peak (what a GPU run records) against the
+    estimate's CUDA rules (fused kernels, bool dropout masks, fp32 layer norms, the fused optimizer); within a
+    fifth, a first check of rules read from the kernels (benchmarks/memory_estimate.py --device cuda prints more)."""
+    from companion.runs.config import build_run, parse_lengths
+    from companion.runs.memtrack import cuda_step_bytes
+
+    cfg = build_run({"layers": 12, "hidden": 768, "heads": 12, "vocab": 30522, "seq_len": 512, "batch_size": 8,
+                     "attn": attn, "dropout": dropout, "precision": "bf16", "device": "cuda", "device_name": "cuda",
+                     "lengths": parse_lengths("uniform:128" if padded else "fixed")})
+    got = cuda_step_bytes(cfg.model, 8, 512, "bf16", padded=padded)["peak"]
+    est = memory.peak_bytes_per_rank(memory.longest_step_shape(cfg), on_cuda=True)["peak"]
+    assert 0.8 <= est / got <= 1.25, est / got

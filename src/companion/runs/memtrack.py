@@ -6,7 +6,8 @@ ranks. Tensors are counted by torch's ``MemTracker`` (``FSDPMemTracker`` under F
 tensor storage it sees allocated and freed: parameters, gradients, optimizer states, activations, temporaries
 and FSDP's gathered buffers. It is what ``companion.energy.memory`` is checked against
 (tests/energy/test_memory.py, benchmarks/memory_estimate.py); a real run records its own peak
-(``peak_memory_bytes``: ``torch.cuda.max_memory_allocated`` on a GPU, the process's max RSS on a CPU).
+(``peak_memory_bytes``: ``torch.cuda.max_memory_allocated`` on a GPU, the process's max RSS on a CPU). On a GPU,
+``cuda_step_bytes`` measures one device's step with the CUDA allocator's counters.
 """
 
 from __future__ import annotations
@@ -14,6 +15,56 @@ from __future__ import annotations
 import contextlib
 
 from companion.runs.config import Layout, ModelConfig
+
+
+def cuda_step_bytes(model: ModelConfig, batch_size: int, seq_len: int, precision: str = "bf16",
+                    padded: bool = False) -> dict:
+    """On one CUDA GPU, the bytes a steady training step of ``model`` allocates, as the caching allocator counts
+    them (``torch.cuda.max_memory_allocated``, what a GPU run records as ``peak_memory_bytes``): ``peak``,
+    ``forward_end`` and ``before``, as ``tracked_step_bytes`` gives them on CPU. The optimizer is the runs' own
+    (``parallel.make_optimizer``: fused AdamW on CUDA)."""
+    import contextlib
+
+    import torch
+
+    from companion.runs import parallel
+    from companion.runs.model import build_model
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("cuda_step_bytes needs a CUDA GPU; on CPU use tracked_step_bytes")
+    device = torch.device("cuda", torch.cuda.current_device())
+    torch.manual_seed(0)
+    net = build_model(model).to(device)
+    net.train()
+    optimizer = parallel.make_optimizer(net, Layout(1, 1), 1e-4)
+    ids = torch.randint(0, model.vocab, (batch_size, seq_len), device=device)
+    labels = torch.randint(0, model.num_labels, (batch_size,), device=device)
+    extra = {}
+    if padded:
+        mask = torch.ones(batch_size, seq_len, dtype=torch.long, device=device)
+        mask[1:, seq_len // 2:] = 0
+        extra["attention_mask"] = mask
+
+    def forward():
+        ctx = torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
+        with ctx:
+            return net(input_ids=ids, labels=labels, **extra).loss
+
+    def rest(loss):
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    rest(forward())  # AdamW makes its states in the first step
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    loss = forward()
+    forward_end = torch.cuda.memory_allocated(device)
+    rest(loss)
+    torch.cuda.synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device)
+    return {"peak": int(peak), "forward_end": int(forward_end), "before": int(before), "peak_parts": {}}
 
 
 def tracked_step_bytes(model: ModelConfig, layout: Layout, batch_size: int, seq_len: int,

@@ -33,7 +33,8 @@ KERNELS = [("sdpa", 0.1), ("eager", 0.1), ("eager", 0.0), ("sdpa", 0.0)]
 
 def tracked_grid(sizes=SIZES, layouts=LAYOUTS, precisions=("fp32", "bf16"), kernels=KERNELS) -> list[dict]:
     """Every size x layout x precision with the sweeps' kernel; the other kernels, and batches padded to their longest
-    sequence (half their sequences shorter, with an attention mask), on one device and under FSDP."""
+    sequence (every sequence but the first half as long, with an attention mask), on one device, under TP and under
+    FSDP."""
     from companion.energy import memory
     from itertools import product
 
@@ -46,7 +47,7 @@ def tracked_grid(sizes=SIZES, layouts=LAYOUTS, precisions=("fp32", "bf16"), kern
             if heads % tp or batch % dp:
                 continue
             for precision in precisions:
-                others = (tp, dp) in ((1, 1), (1, 2))
+                others = (tp, dp) in ((1, 1), (2, 1), (1, 2))
                 for (attn, dropout), padded in product(kernels if others else kernels[:1],
                                                        (False, True) if others and batch > 1 else (False,)):
                     lengths = parse_lengths(f"uniform:{max(2, seq // 4)}" if padded else "fixed")
@@ -97,22 +98,22 @@ def cuda_grid(sizes=CUDA_SIZES, precisions=("bf16", "fp32"), kernels=KERNELS) ->
 
 
 def from_records(folder: Path) -> list[dict]:
+    """Each finished run's recorded peak beside the estimate of its longest step (``longest_step_shape`` of the
+    run's own configuration: its kernel, dropout and lengths)."""
     from companion.energy import memory
-    from companion.energy.proxies import StepShape
-    from companion.energy.tables import load_runs
+    from companion.runs.config import RunConfig
+    from companion.runs.records import load_records
 
-    df = load_runs(folder)
     rows = []
-    for _, r in df.iterrows():
-        on_cuda = r.device_name != "cpu"
-        shape = StepShape(r.layers, r.hidden, r.heads, r.ffn, r.vocab, r.max_positions, r.num_labels, r.batch_size,
-                          r.padded_tokens, r.attention_pairs, r.tp, r.dp, r.precision,
-                          fused_attention=r.attention_kernel == "fused")
-        est = memory.peak_bytes_per_rank(shape, on_cuda)["peak"]
+    for rec in load_records(folder, status="ok"):
+        cfg = RunConfig.from_dict({k: v for k, v in rec["config"].items() if k not in ("world_size", "mode")})
+        on_cuda = cfg.device == "cuda"
+        est = memory.peak_bytes_per_rank(memory.longest_step_shape(cfg), on_cuda)["peak"]
         est += 0 if on_cuda else memory.CPU_PROCESS_BASE_BYTES
-        rows.append({"config": r.run_id, "tracked": float(r.peak_memory_bytes), "estimate": est, "at": ""})
-        print(f"{r.run_id:60s} recorded {r.peak_memory_bytes / 1e6:9.1f} MB  estimate{'' if on_cuda else ' + base'} "
-              f"{est / 1e6:9.1f} MB  ratio {est / r.peak_memory_bytes:.3f}", flush=True)
+        got = float(rec["memory"]["peak_bytes_max_rank"])
+        rows.append({"config": cfg.run_id, "tracked": got, "estimate": est, "at": ""})
+        print(f"{cfg.run_id:60s} recorded {got / 1e6:9.1f} MB  estimate{'' if on_cuda else ' + base'} "
+              f"{est / 1e6:9.1f} MB  ratio {est / got:.3f}", flush=True)
     return rows
 
 
@@ -123,7 +124,7 @@ def main(argv=None) -> int:
                     help="cuda: one GPU's steps, measured by the CUDA allocator, against the estimate's CUDA rules")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")  # FSDP2 on the simulated group and the trackers' module hooks warn
-    if args.device == "cuda":
+    if args.device == "cuda" and not args.records:
         import torch
 
         if not torch.cuda.is_available():

@@ -96,14 +96,30 @@ def memory_bytes(device: str) -> float:
 
 
 def _cgroup_limit_bytes() -> float | None:
-    """The memory limit of this process's control group (v2 ``memory.max``, v1 ``memory.limit_in_bytes``), if any."""
+    """The lowest memory limit of this process's control group and the groups above it (cgroup v2 ``memory.max``,
+    v1 ``memory.limit_in_bytes``), read from where ``/proc/self/cgroup`` places it; None where none is set."""
     from pathlib import Path
 
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            text = Path(path).read_text().strip()
-        except OSError:
-            continue
-        if text.isdigit() and int(text) < 2**60:  # 'max', or v1's 'unlimited' (a number near 2**63)
-            return float(text)
-    return None
+    root = Path("/sys/fs/cgroup")
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    folders = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: one unified hierarchy
+            folders.append((root, path, "memory.max"))
+        elif "memory" in controllers.split(","):  # v1: the memory controller's own hierarchy
+            folders.append((root / "memory", path, "memory.limit_in_bytes"))
+    limits = []
+    for base, path, name in folders:
+        parts = [p for p in path.strip("/").split("/") if p]
+        for depth in range(len(parts), -1, -1):  # the process's group, then each one above it
+            try:
+                text = (base.joinpath(*parts[:depth]) / name).read_text().strip()
+            except OSError:
+                continue
+            if text.isdigit() and int(text) < 2**60:  # 'max', or v1's 'unlimited' (a number near 2**63)
+                limits.append(float(text))
+    return min(limits) if limits else None

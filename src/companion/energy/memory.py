@@ -26,7 +26,7 @@ attention pairs), are the tensors autograd keeps for backward:
     split over TP        q, k, v, the attention output, the FFN's GELU input and output (2 f / h of a token)
     math attention       softmax output, dropped probabilities and their mask: a x S2 x 3 elements (the output
                          alone without dropout; an eager fp32 softmax under bf16, fp32 and a bf16 copy)
-    fused attention      its output and a log-sum-exp per head and token, and a padded batch's mask (S2, fp32)
+    fused attention      its output and a log-sum-exp per head and token, and a padded batch's mask (S2)
     autocast             the bf16 copy of every weight (cached by autocast; FSDP frees its gathered copies)
 
 Dtypes follow the kernels: fp32 everywhere at fp32; under bf16 autocast, linear inputs and outputs in bf16,
@@ -130,16 +130,18 @@ def saved_activation_bytes(s: StepShape, on_cuda: bool) -> float:
     per_layer = tokens * (replicated + split / t)
     if s.fused_attention:  # its output (the output projection's input, unless autocast copies it) and log-sum-exp
         per_layer += tokens * ((b["attention"] * h if b["attention"] != b["linear"] else 0) + 4 * s.heads) / t
-        if s.padding_mask:  # and the padding mask, expanded to every query in fp32, in every layer
-            per_layer += pairs * 4
+        if s.padding_mask:  # and the padding mask, expanded to every query in the query's dtype, in every layer
+            per_layer += pairs * b["attention"]
     else:
         per_layer += pairs * s.heads * score_bytes(s, on_cuda) / t
     if bf16 and s.dp == 1:  # autocast's cached bf16 weights; FSDP frees its gathered copies after use
         per_layer += 2 * (4 * h * h + 2 * h * f) / t
     embeddings = tokens * h * (b["residual"] + b["mask_embedding"])
-    # the pooler keeps its [CLS] slice, a view that holds the whole last hidden state alive; its output, the
-    # classifier's input and the logits are small
-    head = tokens * h * b["residual"] + s.sequences / s.dp * h * 3 * 4
+    # the pooler keeps its [CLS] slice, a view that holds the whole last hidden state alive, unless autocast casts
+    # it to a bf16 copy of its own (an fp32 hidden stream under bf16); its output, the classifier's input and the
+    # logits are small
+    whole = not bf16 or bf16_norms(s, on_cuda)
+    head = (tokens * h * b["residual"] if whole else 0.0) + s.sequences / s.dp * h * 3 * 4
     return s.layers * per_layer + embeddings + head
 
 
@@ -150,7 +152,8 @@ def backward_buffer_bytes(s: StepShape, on_cuda: bool) -> float:
     b = _dtype_bytes(s, on_cuda)
     tokens, pairs = s.padded_tokens / s.dp, s.attention_pairs / s.dp
     ffn = 2 * tokens * s.ffn * b["linear"] / s.tp
-    grad = 4 if fp32_softmax(s, on_cuda) else b["attention"]  # an fp32 softmax's gradient is fp32
+    # an fp32 softmax's backward holds fp32 buffers: its gradient, and with dropout the dropped one's too
+    grad = (8 if s.dropout else 4) if fp32_softmax(s, on_cuda) else b["attention"]
     scores = 0.0 if s.fused_attention else pairs * s.heads * grad / s.tp
     return tokens * s.hidden * b["residual"] + max(ffn, scores)
 
@@ -236,9 +239,19 @@ def longest_padded_length(data) -> int:
     return padded_length(longest, data.pad_multiple, data.seq_len)
 
 
-def varies_in_length(data) -> bool:
-    """Whether a batch of ``data`` can hold sequences shorter than its longest (padded, with an attention mask)."""
-    return data.source != "synthetic" or data.lengths.kind != "fixed"
+def varies_in_length(data, dp: int = 1) -> bool:
+    """Whether a rank's batch of ``data`` can hold sequences shorter than its longest (padded, with an attention
+    mask): more than one sequence per rank, and lengths that differ (a text file's, or a distribution's)."""
+    if data.batch_size // dp < 2:
+        return False  # one sequence: never padded, and the runner drops an all-ones mask
+    if data.source != "synthetic":
+        return True
+    lengths = data.lengths
+    if lengths.kind == "uniform":
+        return lengths.min_len < data.seq_len
+    if lengths.kind == "histogram":
+        return len({min(n, data.seq_len) for n, w in lengths.bins if w > 0}) > 1
+    return False
 
 
 def with_longest_batch(s: StepShape, length: int) -> StepShape:
@@ -256,7 +269,7 @@ def longest_step_shape(cfg) -> StepShape:
     fused = m.attn != "eager" and not (cfg.device == "cpu" and m.dropout > 0)
     shape = StepShape(m.layers, m.hidden, m.heads, m.ffn_size, m.vocab, m.max_positions, m.num_labels, d.batch_size,
                       0, 0, lay.tp, lay.dp, cfg.precision, fused_attention=fused, dropout=m.dropout > 0,
-                      eager_attention=m.attn == "eager", padding_mask=varies_in_length(d))
+                      eager_attention=m.attn == "eager", padding_mask=varies_in_length(d, lay.dp))
     return with_longest_batch(shape, longest_padded_length(d))
 
 

@@ -166,7 +166,7 @@ def plan_memory(plan: Plan, precision: str) -> dict:
     from companion.energy.memory import longest_padded_length, memory_check, varies_in_length, with_longest_batch
 
     data = DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths)
-    shape = replace(plan_shape(plan, precision), padding_mask=varies_in_length(data))
+    shape = replace(plan_shape(plan, precision), padding_mask=varies_in_length(data, plan.dp))
     return memory_check(with_longest_batch(shape, longest_padded_length(data)), plan.device_name)
 
 

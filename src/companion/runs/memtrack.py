@@ -20,7 +20,8 @@ from companion.runs.config import Layout, ModelConfig
 def cuda_step_bytes(model: ModelConfig, batch_size: int, seq_len: int, precision: str = "bf16",
                     padded: bool = False) -> dict:
     """On one CUDA GPU, the bytes a steady training step of ``model`` allocates, as the caching allocator counts
-    them (``torch.cuda.max_memory_allocated``, what a GPU run records as ``peak_memory_bytes``): ``peak``,
+    them (``torch.cuda.max_memory_allocated``, what a GPU run records as ``peak_memory_bytes``, less what the
+    process held before): ``peak``,
     ``forward_end`` and ``before``, as ``tracked_step_bytes`` gives them on CPU. The optimizer is the runs' own
     (``parallel.make_optimizer``: fused AdamW on CUDA)."""
     import contextlib
@@ -32,7 +33,12 @@ def cuda_step_bytes(model: ModelConfig, batch_size: int, seq_len: int, precision
 
     if not torch.cuda.is_available():
         raise RuntimeError("cuda_step_bytes needs a CUDA GPU; on CPU use tracked_step_bytes")
+    import gc
+
     device = torch.device("cuda", torch.cuda.current_device())
+    gc.collect()  # what earlier calls left (a reference cycle holding a model) is freed, and the rest subtracted
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated(device)
     torch.manual_seed(0)
     net = build_model(model).to(device)
     net.train()
@@ -64,7 +70,8 @@ def cuda_step_bytes(model: ModelConfig, batch_size: int, seq_len: int, precision
     rest(loss)
     torch.cuda.synchronize(device)
     peak = torch.cuda.max_memory_allocated(device)
-    return {"peak": int(peak), "forward_end": int(forward_end), "before": int(before), "peak_parts": {}}
+    return {"peak": int(peak - base), "forward_end": int(forward_end - base), "before": int(before - base),
+            "peak_parts": {}}
 
 
 def tracked_step_bytes(model: ModelConfig, layout: Layout, batch_size: int, seq_len: int,

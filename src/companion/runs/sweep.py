@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from companion.errors import ConfigError
+from companion.errors import ConfigError, Terminated
 from companion.runs.config import RunConfig
 from companion.runs.profiles import Profile
 from companion.runs.provenance import utc_now
@@ -213,9 +213,11 @@ def _launch_until_done(profile: str, out_dir: Path, items: list[Pending], world_
             return
         launched = log_path.read_bytes()[start:].decode(errors="replace")  # what this launch wrote
         if _interrupted(rc, launched):
-            # Ctrl-C reached the launch but not this process (or not yet): the run in flight was stopped, not
-            # failed, so it gets no record and the sweep stops as if interrupted itself
-            raise KeyboardInterrupt
+            # Ctrl-C (or SIGTERM) reached the launch but not this process (or not yet): the run in flight was
+            # stopped, not failed, so it gets no record and the sweep stops as if interrupted itself
+            terminated = rc in (-signal.SIGTERM, 128 + signal.SIGTERM) or re.search(
+                r"got signal: (15|(Signals\.)?SIGTERM)\b", launched) is not None
+            raise Terminated if terminated else KeyboardInterrupt
         if len(missing) == len(todo) and _launch_level(launched):
             # Not one record, and the launch itself could not run (a meter, a package, the process group:
             # the worker said `error:` or never started a run). Relaunching would fail the same way for

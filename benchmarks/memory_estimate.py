@@ -35,7 +35,6 @@ def tracked_grid(sizes=SIZES, layouts=LAYOUTS, precisions=("fp32", "bf16"), kern
     """Every size x layout x precision with the sweeps' kernel; the other kernels, and batches padded to their longest
     sequence (every sequence but the first half as long, with an attention mask), on one device, under TP and under
     FSDP."""
-    from companion.energy import memory
     from itertools import product
 
     from companion.runs.config import build_run, parse_lengths
@@ -55,15 +54,22 @@ def tracked_grid(sizes=SIZES, layouts=LAYOUTS, precisions=("fp32", "bf16"), kern
                                      "seq_len": seq, "batch_size": batch, "tp": tp, "dp": dp, "attn": attn,
                                      "dropout": dropout, "precision": precision, "lengths": lengths})
                     got = tracked_step_bytes(cfg.model, cfg.layout, batch, seq, precision, padded=padded)
-                    est = memory.peak_bytes_per_rank(memory.longest_step_shape(cfg), on_cuda=False)
-                    rows.append({"config": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch}-v{vocab} tp{tp}-dp{dp} "
-                                           f"{precision} {attn} p={dropout}{' padded' if padded else ''}",
-                                 "tracked": got["peak"], "estimate": est["peak"], "at": est["peak_at"]})
-                    r = rows[-1]
-                    print(f"{r['config']:63s} tracked {r['tracked'] / 1e6:9.2f} MB  estimate "
-                          f"{r['estimate'] / 1e6:9.2f} MB  ratio {r['estimate'] / r['tracked']:.3f}  ({r['at']})",
-                          flush=True)
+                    rows.append(_compared(cfg, got["peak"], f"-v{vocab} tp{tp}-dp{dp}", padded, "tracked"))
     return rows
+
+
+def _compared(cfg, measured_bytes: float, where: str, padded: bool, what: str) -> dict:
+    """One row: a configuration's measured peak beside the estimate of its longest step, printed as it comes."""
+    from companion.energy import memory
+
+    m, d = cfg.model, cfg.data
+    est = memory.peak_bytes_per_rank(memory.longest_step_shape(cfg), on_cuda=cfg.device == "cuda")
+    r = {"config": f"L{m.layers}-h{m.hidden}-a{m.heads}-s{d.seq_len}-b{d.batch_size}{where} {cfg.precision} {m.attn} "
+                   f"p={m.dropout}{' padded' if padded else ''}",
+         "tracked": measured_bytes, "estimate": est["peak"], "at": est["peak_at"]}
+    print(f"{r['config']:63s} {what} {r['tracked'] / 1e6:10.2f} MB  estimate {r['estimate'] / 1e6:10.2f} MB  "
+          f"ratio {r['estimate'] / r['tracked']:.3f}  ({r['at']})", flush=True)
+    return r
 
 
 # one GPU: BERT-base at two lengths, a small model at 512 tokens, BERT-large (layers, hidden, heads, seq_len, batch)
@@ -75,7 +81,6 @@ def cuda_grid(sizes=CUDA_SIZES, precisions=("bf16", "fp32"), kernels=KERNELS) ->
     (``memtrack.cuda_step_bytes``) beside the estimate's CUDA rules."""
     from itertools import product
 
-    from companion.energy import memory
     from companion.runs.config import build_run, parse_lengths
     from companion.runs.memtrack import cuda_step_bytes
 
@@ -87,13 +92,7 @@ def cuda_grid(sizes=CUDA_SIZES, precisions=("bf16", "fp32"), kernels=KERNELS) ->
                          "device": "cuda", "device_name": "cuda",
                          "lengths": parse_lengths(f"uniform:{seq // 4}" if padded else "fixed")})
         got = cuda_step_bytes(cfg.model, batch, seq, precision, padded=padded)
-        est = memory.peak_bytes_per_rank(memory.longest_step_shape(cfg), on_cuda=True)
-        rows.append({"config": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch} {precision} {attn} p={dropout}"
-                               f"{' padded' if padded else ''}",
-                     "tracked": got["peak"], "estimate": est["peak"], "at": est["peak_at"]})
-        r = rows[-1]
-        print(f"{r['config']:52s} allocated {r['tracked'] / 1e9:7.3f} GB  estimate {r['estimate'] / 1e9:7.3f} GB"
-              f"  ratio {r['estimate'] / r['tracked']:.3f}  ({r['at']})", flush=True)
+        rows.append(_compared(cfg, got["peak"], "", padded, "allocated"))
     return rows
 
 

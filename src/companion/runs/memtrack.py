@@ -17,42 +17,22 @@ import contextlib
 from companion.runs.config import Layout, ModelConfig
 
 
-def cuda_step_bytes(model: ModelConfig, batch_size: int, seq_len: int, precision: str = "bf16",
-                    padded: bool = False) -> dict:
-    """On one CUDA GPU, the bytes a steady training step of ``model`` allocates, as the caching allocator counts
-    them (``torch.cuda.max_memory_allocated``, what a GPU run records as ``peak_memory_bytes``, less what the
-    process held before): ``peak``,
-    ``forward_end`` and ``before``, as ``tracked_step_bytes`` gives them on CPU. The optimizer is the runs' own
-    (``parallel.make_optimizer``: fused AdamW on CUDA)."""
-    import contextlib
-
+def _step(net, optimizer, model: ModelConfig, rows: int, seq_len: int, precision: str, padded: bool, device):
+    """``(forward, rest)`` of one training step on ``rows`` random sequences on ``device`` (``padded``: all but the
+    first half as long, with an attention mask): ``forward() -> loss`` (under bf16 autocast if asked), ``rest(loss)``
+    (backward, optimizer step, gradients freed)."""
     import torch
 
-    from companion.runs import parallel
-    from companion.runs.model import build_model
-
-    if not torch.cuda.is_available():
-        raise RuntimeError("cuda_step_bytes needs a CUDA GPU; on CPU use tracked_step_bytes")
-    import gc
-
-    device = torch.device("cuda", torch.cuda.current_device())
-    gc.collect()  # what earlier calls left (a reference cycle holding a model) is freed, and the rest subtracted
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated(device)
-    torch.manual_seed(0)
-    net = build_model(model).to(device)
-    net.train()
-    optimizer = parallel.make_optimizer(net, Layout(1, 1), 1e-4)
-    ids = torch.randint(0, model.vocab, (batch_size, seq_len), device=device)
-    labels = torch.randint(0, model.num_labels, (batch_size,), device=device)
+    ids = torch.randint(0, model.vocab, (rows, seq_len), device=device)
+    labels = torch.randint(0, model.num_labels, (rows,), device=device)
     extra = {}
     if padded:
-        mask = torch.ones(batch_size, seq_len, dtype=torch.long, device=device)
+        mask = torch.ones(rows, seq_len, dtype=torch.long, device=device)
         mask[1:, seq_len // 2:] = 0
         extra["attention_mask"] = mask
 
     def forward():
-        ctx = torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
+        ctx = (torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext())
         with ctx:
             return net(input_ids=ids, labels=labels, **extra).loss
 
@@ -61,6 +41,33 @@ def cuda_step_bytes(model: ModelConfig, batch_size: int, seq_len: int, precision
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
+    return forward, rest
+
+
+def cuda_step_bytes(model: ModelConfig, batch_size: int, seq_len: int, precision: str = "bf16",
+                    padded: bool = False) -> dict:
+    """On one CUDA GPU, the bytes a steady training step of ``model`` allocates, as the caching allocator counts
+    them (``torch.cuda.max_memory_allocated``, what a GPU run records as ``peak_memory_bytes``, less what the
+    process held before): ``peak``, ``forward_end`` and ``before``, as ``tracked_step_bytes`` gives them on CPU.
+    The optimizer is the runs' own (``parallel.make_optimizer``: fused AdamW on CUDA)."""
+    import gc
+
+    import torch
+
+    from companion.runs import parallel
+    from companion.runs.model import build_model
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("cuda_step_bytes needs a CUDA GPU; on CPU use tracked_step_bytes")
+    device = torch.device("cuda", torch.cuda.current_device())
+    gc.collect()  # what earlier calls left (a reference cycle holding a model) is freed, and the rest subtracted
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated(device)
+    torch.manual_seed(0)
+    net = build_model(model).to(device)
+    net.train()
+    optimizer = parallel.make_optimizer(net, Layout(1, 1), 1e-4)
+    forward, rest = _step(net, optimizer, model, batch_size, seq_len, precision, padded, device)
     rest(forward())  # AdamW makes its states in the first step
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
@@ -99,27 +106,8 @@ def tracked_step_bytes(model: ModelConfig, layout: Layout, batch_size: int, seq_
         net.train()
         optimizer = parallel.make_optimizer(net, layout, 1e-4)
         optimizers = getattr(optimizer, "optimizers", [optimizer])  # a SplitOptimizer's parts (TP alone)
-        rows = batch_size // layout.dp
-        ids = torch.randint(0, model.vocab, (rows, seq_len))
-        labels = torch.randint(0, model.num_labels, (rows,))
-        extra = {}
-        if padded:
-            mask = torch.ones(rows, seq_len, dtype=torch.long)
-            mask[1:, seq_len // 2:] = 0
-            extra["attention_mask"] = mask
-
-        def autocast():
-            return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
-
-        def forward():
-            with autocast():
-                return net(input_ids=ids, labels=labels, **extra).loss
-
-        def rest(loss):
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
+        forward, rest = _step(net, optimizer, model, batch_size // layout.dp, seq_len, precision, padded,
+                              torch.device("cpu"))
         rest(forward())  # AdamW makes its states in the first step
         cpu = torch.device("cpu")
         if layout.dp > 1:

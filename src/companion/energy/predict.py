@@ -148,26 +148,18 @@ def planned_attention_kernel(device_name: str) -> str:
     return "math" if device_name == "cpu" else "fused"
 
 
-def plan_shape(plan: Plan, precision: str) -> proxies.StepShape:
-    """The step a planned fine-tune will run: its shape, expected token counts, layout and attention kernel."""
-    tokens = expected_token_counts(DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths),
-                                   plan.dp)
-    return proxies.StepShape(plan.layers, plan.hidden, plan.heads, plan.ffn or 4 * plan.hidden, plan.vocab,
-                             plan.max_positions, 2, plan.batch_size, tokens.padded, tokens.attention_pairs, plan.tp,
-                             plan.dp, precision, fused_attention=planned_attention_kernel(plan.device_name) == "fused")
-
-
 def plan_memory(plan: Plan, precision: str) -> dict:
     """The estimated peak memory of the plan's largest step (every sequence padded to the longest the lengths
     allow: a step that does not fit fails the fine-tune, however rare) against its devices'
-    (``energy.memory.memory_check``): the check ``companion run`` makes."""
-    from dataclasses import replace
+    (``energy.memory.memory_check``): the check ``companion run`` makes, on the run configuration the plan is."""
+    from companion.energy.memory import longest_step_shape, memory_check
 
-    from companion.energy.memory import longest_padded_length, memory_check, varies_in_length, with_longest_batch
-
-    data = DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths)
-    shape = replace(plan_shape(plan, precision), padding_mask=varies_in_length(data, plan.dp))
-    return memory_check(with_longest_batch(shape, longest_padded_length(data)), plan.device_name)
+    cfg = build_run({"layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "ffn": plan.ffn,
+                     "vocab": plan.vocab, "max_positions": plan.max_positions, "seq_len": plan.seq_len,
+                     "lengths": plan.lengths, "batch_size": plan.batch_size, "tp": plan.tp, "dp": plan.dp,
+                     "precision": precision, "device": "cpu" if plan.device_name == "cpu" else "cuda",
+                     "device_name": plan.device_name})
+    return memory_check(longest_step_shape(cfg), plan.device_name)
 
 
 def plan_frame(plan: Plan, fitted) -> pd.DataFrame:
@@ -177,9 +169,12 @@ def plan_frame(plan: Plan, fitted) -> pd.DataFrame:
         raise ConfigError(f"the fit {fitted.path} was measured on {art['device_name']!r}, not {plan.device_name!r}; "
                           "use a fit from the same device type")
     precision = plan.precision or art["precision"][0]
-    shape = plan_shape(plan, precision)
+    ffn = plan.ffn or 4 * plan.hidden
     tokens = expected_token_counts(DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths),
                                    plan.dp)
+    shape = proxies.StepShape(plan.layers, plan.hidden, plan.heads, ffn, plan.vocab, plan.max_positions, 2,
+                              plan.batch_size, tokens.padded, tokens.attention_pairs, plan.tp, plan.dp, precision,
+                              fused_attention=planned_attention_kernel(plan.device_name) == "fused")
     row = {
         **proxies.step_proxies(shape),
         # the run's shape, which says what in the plan is new to the fit (its interval's width)

@@ -266,9 +266,11 @@ def shard(examples: list, dp_rank: int, dp: int) -> list:
     return examples[dp_rank * per : (dp_rank + 1) * per]
 
 
-def padded_length(longest: int, pad_multiple: int, max_len: int) -> int:
-    """Length a batch whose longest example has ``longest`` tokens is padded to."""
-    return min(-(-longest // pad_multiple) * pad_multiple, max_len)
+def padded_length(longest, pad_multiple: int, max_len: int):
+    """Length a batch whose longest example has ``longest`` tokens is padded to (an int; an array of them for an
+    array of longest lengths)."""
+    out = np.minimum(-(-np.asarray(longest) // pad_multiple) * pad_multiple, max_len)
+    return int(out) if out.ndim == 0 else out
 
 
 @dataclass(frozen=True)
@@ -287,8 +289,7 @@ def token_counts(lengths, dp: int, pad_multiple: int, max_len: int) -> TokenCoun
     lengths = np.asarray(lengths, dtype=np.int64)
     per = len(lengths) // dp  # ``shard``'s equal contiguous slices, one row per data-parallel rank
     parts = lengths[: per * dp].reshape(dp, per)
-    longest = parts.max(axis=1)
-    s = np.minimum(-(-longest // pad_multiple) * pad_multiple, max_len)  # ``padded_length`` of each shard
+    s = padded_length(parts.max(axis=1), pad_multiple, max_len)
     return TokenCounts(int(parts.sum()), int((per * s).sum()), int((per * s * s).sum()))
 
 

@@ -583,13 +583,24 @@ def fit_energy_coefficients(terms: pd.DataFrame, step_s: np.ndarray, units: np.n
 
 
 def conformal_halfwidth(log_residuals, level: float) -> float:
-    """Split-conformal quantile of |log residual| (finite-sample corrected); inf with too few residuals."""
-    import math
+    """Conformal quantile of |log residual| that a new exchangeable residual falls within with probability
+    ``level``: the k-th smallest of n does with probability k / (n + 1), so the quantile sits at rank
+    k = level x (n + 1), interpolated between the two order statistics around it; inf where k > n (too few
+    residuals: at level 0.9, fewer than 9).
 
+    The usual rank ceil(level x (n + 1)) guarantees at least ``level`` and gives up to level + 1 / (n + 1):
+    on the 8-20 residuals of one kind of novelty (modes, layouts, head dimensions left out) that is 90-95 %,
+    and the stored cpu sweeps' held-out intervals covered 95-97 % of the runs of the splits those kinds
+    serve (``benchmarks/model_accuracy.py``). A nominal 90 % interval is meant to cover 90 %."""
     r = np.sort(np.abs(np.asarray(log_residuals, float)))
     n = len(r)
-    k = math.ceil((n + 1) * level)
-    return float(r[k - 1]) if 0 < k <= n else float("inf")
+    k = level * (n + 1)
+    if n == 0 or k > n:
+        return float("inf")
+    if k <= 1:
+        return float(r[0])
+    i = int(np.floor(k))  # rank i (1-based) and the next, k - i of the way between them
+    return float(r[i - 1] + (k - i) * (r[min(i, n - 1)] - r[i - 1]))
 
 
 # ------------------------------------------------------------------------------------ where roofs come from

@@ -209,12 +209,12 @@ def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
     assert fitted.novelty(deeper) == [("size", "range")]
     assert fitted.novelty(seen) == [()]
     # a new mode takes the width of modes left out in training; a run new in two kinds the wider of theirs;
-    # a run new in nothing the narrower of a new size's and a new layout's
+    # a run new in nothing that of a new size
     q = {k: fitted.halfwidth("step_s", 0.9, k) for k in [("layout", "mode"), ("size", "range"), ()]}
     kind_q = {k: opmodel.conformal_halfwidth(r["step_s"], 0.9) for k, r in fitted.residuals_by_kind.items()
               if len(r["step_s"])}
     pooled = opmodel.conformal_halfwidth(fitted.residuals["step_s"], 0.9)  # sizes and layouts left out, pooled
-    assert q[()] == pytest.approx(min(kind_q["size"], kind_q["layout"]))
+    assert q[()] == pytest.approx(kind_q["size"])
     assert q[("layout", "mode")] == pytest.approx(kind_q["mode"])
     assert q[("size", "range")] == pytest.approx(max(kind_q["size"], kind_q["range"]))
     assert kind_q["mode"] > pooled  # the mode residuals are those of a harder question than the pooled ones
@@ -253,14 +253,17 @@ def test_the_conformal_width_covers_a_new_residual_as_often_as_its_level_says():
     rank ceil(0.9 (n + 1)), which over-covered the small groups of residuals a kind of novelty has."""
     rng = np.random.default_rng(0)
     for n in (9, 12, 18, 40):
-        r = rng.standard_normal((20000, n + 1))
+        # uniform |residuals|: the interpolated rank's expected coverage is exactly level (0.947 at n = 18 for
+        # the ceil rank); 40000 draws put the sampling error near 0.0015
+        r = rng.uniform(-1.0, 1.0, (40000, n + 1))
         widths = np.array([opmodel.conformal_halfwidth(row[:n], 0.9) for row in r])
         covered = np.mean(np.abs(r[:, n]) <= widths)
-        assert covered == pytest.approx(0.90, abs=0.01), n  # the ceil rank: 0.947 at n = 18
+        assert covered == pytest.approx(0.90, abs=0.006), n
         # the width is an order statistic, or between two neighbouring ones
         assert opmodel.conformal_halfwidth(np.arange(1.0, n + 1), 0.9) == pytest.approx(0.9 * (n + 1))
     assert opmodel.conformal_halfwidth([0.1] * 8, 0.9) == float("inf")  # rank 8.1 of 8: too few
     assert opmodel.conformal_halfwidth([], 0.9) == float("inf")
+    assert opmodel.conformal_halfwidth([*np.arange(1.0, 19), np.nan], 0.9) == pytest.approx(17.1)  # NaN dropped
 
 
 def test_a_run_above_the_fitted_flops_takes_the_width_of_the_largest_runs_left_out():
@@ -301,12 +304,19 @@ def test_a_new_degree_takes_the_width_of_degrees_left_out_and_few_residuals_stay
     wider = df[(df.world_size == 4) & (df.tp == 1)].iloc[:1]
     assert fitted.novelty(wider) == [("layout", "degree")]
     # one parallel degree in training: none to fit a degree's scaling on when it is left out, so no degree
-    # width; a run of a new degree takes the width of its new layout (never below the pooled width)
+    # width; a run of a new degree takes the wider of its new layout's width and the pooled one
     assert len(fitted.residuals_by_kind["degree"]["step_s"]) == 0
     assert len(fitted.residuals_by_kind["layout"]["step_s"]) > 0
     layout_q = _kind_halfwidth(fitted.residuals_by_kind["layout"]["step_s"], 0.9)
-    assert fitted.halfwidth("step_s", 0.9, ("layout", "degree")) == pytest.approx(
-        max(layout_q, fitted.halfwidth("step_s", 0.9)))
+    pooled = opmodel.conformal_halfwidth(fitted.residuals["step_s"], 0.9)
+    assert fitted.halfwidth("step_s", 0.9, ("layout", "degree")) == pytest.approx(max(layout_q, pooled))
+    # where the pooled width is the wider, the degree that has no held-out groups takes it
+    narrow = {"step_s": fitted.residuals_by_kind["layout"]["step_s"] * 0.1,
+              "energy_per_step_j": fitted.residuals_by_kind["layout"]["energy_per_step_j"]}
+    fitted.residuals_by_kind["layout"] = narrow
+    assert _kind_halfwidth(narrow["step_s"], 0.9) < pooled
+    assert fitted.halfwidth("step_s", 0.9, ("layout", "degree")) == pytest.approx(pooled)
+    assert fitted.halfwidth("step_s", 0.9, ("layout",)) == pytest.approx(_kind_halfwidth(narrow["step_s"], 0.9))
     single = fit_model(model, df[df.world_size == 1])  # no parallel degree at all: nothing to leave out
     assert len(single.residuals_by_kind["degree"]["step_s"]) == 0
     # too few residuals of a kind for the 90 % quantile: the largest one, never the unbounded interval that

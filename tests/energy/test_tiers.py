@@ -245,3 +245,32 @@ def test_a_stated_prior_width_follows_the_level_asked_for(tmp_path):
     for level in (0.5, 0.99):
         assert widths[level] == pytest.approx(np.log(2.0) * z((1 + level) / 2) / z(0.95))
     assert widths[0.5] < widths[0.9] < widths[0.99]
+
+
+def test_a_plan_above_the_fitted_flops_per_step_is_new_in_scale(tmp_path):
+    """`companion predict` counts a plan's FLOPs as the sweep's runs are counted, so a plan above every fitted
+    run's FLOPs per step takes the width of the largest runs left out, as validation scored it."""
+    from companion.energy import proxies
+    from companion.energy.models import interval_model
+
+    dev = opmodel.roofs_from_spec("H100", "bf16")
+    df = frame(noise=0.02).assign(precision="bf16", device_name="H100", eta=np.nan)
+    df["metered_units"] = df.world_size.astype(float)
+    df["flops_per_step"] = [proxies.flops_per_step(proxies.StepShape(
+        r.layers, r.hidden, r.heads, r.ffn, r.vocab, r.max_positions, r.num_labels, r.batch_size, r.padded_tokens,
+        r.attention_pairs, r.tp, r.dp, r.precision)) for r in df.itertuples()]
+    write_json(tmp_path / "derived" / "s" / "fit.json", {"device_name": "H100", "n_runs": len(df), **fit_operator(df, dev)})
+    (tmp_path / "devices").mkdir()
+    res = resolve_tier("H100", "bf16", None, tmp_path / "derived", tmp_path / "devices")
+    assert res["train_keys"]["scale"] == pytest.approx(df.flops_per_step.max())
+    stub = interval_model(res["residuals"], res["residuals_by_kind"], res["train_keys"])
+    fitted_shape = dict(layers=2, hidden=128, heads=4, seq_len=64, batch_size=4, examples=1000, epochs=1,
+                        device="H100", devices=1, tp=1, dp=1)
+    for plan, new in ((make_plan(**PLAN), True), (make_plan(**fitted_shape), False)):
+        rows = plan_rows([plan], "bf16", "device")
+        assert ("scale" in stub.novelty(rows)[0]) is new
+        widths = _halfwidths_per_plan(res, rows, 0.9)[0]
+        assert widths == {t: stub.halfwidth(t, 0.9, stub.novelty(rows)[0]) for t in widths}
+    # a frame without the FLOPs the fit was keyed on is refused, not silently narrowed
+    with pytest.raises(ValueError, match="flops_per_step"):
+        stub.novelty(plan_rows([make_plan(**PLAN)], "bf16", "device").drop(columns="flops_per_step"))

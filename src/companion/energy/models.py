@@ -234,8 +234,8 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
         if kind in ("degree", "mode") and len(groups) < 2:
             # one parallel degree (or mode) only: leaving it out leaves no parallel run, so the question it would
             # answer (parallel runs from single-device runs and the calibration alone) is harder than a new degree
-            # or mode asks of this fit, which keeps the fitted one's collectives; such a run takes the width of its
-            # new layout (or mode). Measured for degrees on the stored cpu sweeps 2026-11-24T2207-T2256
+            # or mode asks of this fit, which keeps the fitted one's collectives; such a run takes the wider of its
+            # new layout's (or mode's) width and the pooled one. Measured for degrees on the stored cpu sweeps 2026-11-24T2207-T2256
             # (benchmarks/model_accuracy.py): with every parallel run left out as the degree width, held-out
             # degrees' time intervals covered 100 % of their runs (median half-width 40 % against a 90th-percentile
             # error of 21 %); with the layout and mode widths, 91 % (80-100 % per sweep), and 85 % on the sweep
@@ -313,7 +313,7 @@ class Fitted:
         fitted that of layouts left out, a new model size that of sizes left out, a new head dimension that of
         head dimensions left out, a run above the fitted FLOPs per step that of the largest runs left out (the
         widest of those that apply; a kind none were left out of takes the pooled width); a run new in nothing
-        the narrower of the size and layout widths. Each width is then multiplied by the run's ``interval_scale``."""
+        that of sizes left out. Each width is then multiplied by the run's ``interval_scale``."""
         t, e, scale = predict_with_scale(self.point, df)
         if self.model.uses_measured_time:
             t = np.full(len(df), np.nan)
@@ -338,8 +338,14 @@ class Fitted:
             row = df.iloc[i]
             if any(a in lo and not lo[a] <= row[a] <= hi[a] for a in RANGE_AXES if a in df):
                 kinds.append("range")
-            if "scale" in self.train_keys and SCALE_COLUMN in df and row[SCALE_COLUMN] > self.train_keys["scale"]:
-                kinds.append("scale")
+            if "scale" in self.train_keys:
+                flops = float(row[SCALE_COLUMN]) if SCALE_COLUMN in df else float("nan")
+                if not np.isfinite(flops):
+                    # a frame without the FLOPs its fit was keyed on would be narrowed silently
+                    raise ValueError(f"run {i} has no finite {SCALE_COLUMN}: the fit's intervals need it to tell "
+                                     "a run above the fitted FLOPs per step (tables.proxies_frame computes it)")
+                if flops > self.train_keys["scale"]:
+                    kinds.append("scale")
             out.append(tuple(kinds))
         return out
 
@@ -351,11 +357,11 @@ class Fitted:
         r = self.residuals.get(target)
         pooled = conformal_halfwidth(r, level) if r is not None and len(r) else float("inf")
         if not kinds:
-            # new in nothing: no harder than a run new in its model size alone or in its layout alone, the
-            # narrower of their widths (the pooled width of both where a fit has neither apart)
-            alone = [_kind_halfwidth(r, level) for k in ("size", "layout")
-                     if (r := self.residuals_by_kind.get(k, {}).get(target)) is not None and len(r)]
-            return min(alone) if alone else pooled
+            # new in nothing (a fitted size and layout at another length or batch within the fitted ranges): no
+            # harder than a run new in its model size alone, so that width (the pooled one where a fit has no
+            # sizes apart). The layouts' errors are of parallel runs only, so they do not bound a single device's
+            size = self.residuals_by_kind.get("size", {}).get(target)
+            return _kind_halfwidth(size, level) if size is not None and len(size) else pooled
         # each kind of novelty the run has takes the errors of groups of that kind left out in training; a kind
         # none were left out of (one parallel degree in training) takes the pooled width; the widest applies.
         # The pooled width is no floor: a new mode's errors were smaller than a new size's on the stored cpu
@@ -456,7 +462,9 @@ def fit_operator(df: pd.DataFrame, dev, level: float = 0.9) -> dict:
         "operator_model": {"dev": point.dev.to_json(), "time": point.time, "energy": point.energy,
                            "layout_scale": point.layout_scale,
                            **intervals_to_json(fitted),
-                           "n_train": len(df), "halfwidth_log": {k: fitted.halfwidth(k, level) for k in fitted.residuals}},
+                           "n_train": len(df),
+                           # the width of a run new in nothing; a planned run's own is in its prediction
+                           "halfwidth_log": {k: fitted.halfwidth(k, level) for k in fitted.residuals}},
         "calibrated_tier_residuals": None if dev.tier != "calibrated" else {
             "step_s": np.log(df.step_s / t_cal).tolist(), "energy_per_step_j": np.log(df.energy_per_step_j / e_cal).tolist()},
         "eta_model": [{"run_id": r.run_id, "mode": r.mode, "world_size": int(r.world_size), "layers": int(r.layers),

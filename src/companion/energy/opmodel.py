@@ -587,15 +587,17 @@ def fit_energy_coefficients(terms: pd.DataFrame, step_s: np.ndarray, units: np.n
 
 def conformal_halfwidth(log_residuals, level: float) -> float:
     """Conformal quantile of |log residual| that a new exchangeable residual falls within with probability
-    ``level``: the k-th smallest of n does with probability k / (n + 1), so the quantile sits at rank
-    k = level x (n + 1), interpolated between the two order statistics around it; inf where k > n (too few
-    residuals: at level 0.9, fewer than 9).
+    about ``level``: the k-th smallest of n does with probability k / (n + 1), so the quantile sits at rank
+    k = level x (n + 1), interpolated between the two order statistics around it (coverage between
+    floor(k) / (n + 1) and ceil(k) / (n + 1), so up to 1 / (n + 1) below ``level``); inf where k > n (too few
+    residuals: at level 0.9, fewer than 9). Non-finite residuals are dropped.
 
     The usual rank ceil(level x (n + 1)) guarantees at least ``level`` and gives up to level + 1 / (n + 1):
     on the 8-20 residuals of one kind of novelty (modes, layouts, head dimensions left out) that is 90-95 %,
     and the stored cpu sweeps' held-out intervals covered 95-97 % of the runs of the splits those kinds
     serve (``benchmarks/model_accuracy.py``). A nominal 90 % interval is meant to cover 90 %."""
-    r = np.sort(np.abs(np.asarray(log_residuals, float)))
+    r = np.abs(np.asarray(log_residuals, float))
+    r = np.sort(r[np.isfinite(r)])
     n = len(r)
     k = level * (n + 1)
     if n == 0 or k > n:

@@ -425,6 +425,10 @@ def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
     for plan in plans:
         tokens = expected_token_counts(DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size,
                                                   lengths=plan.lengths), plan.dp)
+        shape = proxies.StepShape(plan.layers, plan.hidden, plan.heads, plan.ffn or 4 * plan.hidden, plan.vocab,
+                                  plan.max_positions, 2, plan.batch_size, tokens.padded, tokens.attention_pairs,
+                                  plan.tp, plan.dp, precision,
+                                  fused_attention=planned_attention_kernel(plan.device_name) == "fused")
         rows.append({
             "layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "ffn": plan.ffn or 4 * plan.hidden,
             "vocab": plan.vocab, "max_positions": plan.max_positions, "num_labels": 2, "batch_size": plan.batch_size,
@@ -434,6 +438,8 @@ def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
             "precision": precision,
             "attention_kernel": planned_attention_kernel(plan.device_name),
             "metered_units": plan.tp * plan.dp if scope == "device" else 1,
+            # the FLOPs a run of the sweep is counted with (tables.proxies_frame): whether the plan is new in scale
+            "flops_per_step": proxies.flops_per_step(shape),
         })
     return pd.DataFrame(rows)
 

@@ -162,6 +162,17 @@ def plan_memory(plan: Plan, precision: str) -> dict:
     return memory_check(longest_step_shape(cfg), plan.device_name)
 
 
+def planned_step(plan: Plan, precision: str):
+    """The planned fine-tune's mean step as the proxies count a sweep's run (``tables.proxies_frame``), and its
+    expected token counts: (``proxies.StepShape``, ``runs.data.TokenCounts``)."""
+    tokens = expected_token_counts(DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths),
+                                   plan.dp)
+    shape = proxies.StepShape(plan.layers, plan.hidden, plan.heads, plan.ffn or 4 * plan.hidden, plan.vocab,
+                              plan.max_positions, 2, plan.batch_size, tokens.padded, tokens.attention_pairs, plan.tp,
+                              plan.dp, precision, fused_attention=planned_attention_kernel(plan.device_name) == "fused")
+    return shape, tokens
+
+
 def plan_frame(plan: Plan, fitted) -> pd.DataFrame:
     """The one-row frame of proxies a law reads, for the planned fine-tune."""
     art = fitted.artifact
@@ -169,12 +180,7 @@ def plan_frame(plan: Plan, fitted) -> pd.DataFrame:
         raise ConfigError(f"the fit {fitted.path} was measured on {art['device_name']!r}, not {plan.device_name!r}; "
                           "use a fit from the same device type")
     precision = plan.precision or art["precision"][0]
-    ffn = plan.ffn or 4 * plan.hidden
-    tokens = expected_token_counts(DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths),
-                                   plan.dp)
-    shape = proxies.StepShape(plan.layers, plan.hidden, plan.heads, ffn, plan.vocab, plan.max_positions, 2,
-                              plan.batch_size, tokens.padded, tokens.attention_pairs, plan.tp, plan.dp, precision,
-                              fused_attention=planned_attention_kernel(plan.device_name) == "fused")
+    shape, tokens = planned_step(plan, precision)
     row = {
         **proxies.step_proxies(shape),
         # the run's shape, which says what in the plan is new to the fit (its interval's width)
@@ -423,14 +429,9 @@ def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
     """The frame the operator model reads, one row per plan (no law proxies: nothing here needs scipy)."""
     rows = []
     for plan in plans:
-        tokens = expected_token_counts(DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size,
-                                                  lengths=plan.lengths), plan.dp)
-        shape = proxies.StepShape(plan.layers, plan.hidden, plan.heads, plan.ffn or 4 * plan.hidden, plan.vocab,
-                                  plan.max_positions, 2, plan.batch_size, tokens.padded, tokens.attention_pairs,
-                                  plan.tp, plan.dp, precision,
-                                  fused_attention=planned_attention_kernel(plan.device_name) == "fused")
+        shape, tokens = planned_step(plan, precision)
         rows.append({
-            "layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "ffn": plan.ffn or 4 * plan.hidden,
+            "layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "ffn": shape.ffn,
             "vocab": plan.vocab, "max_positions": plan.max_positions, "num_labels": 2, "batch_size": plan.batch_size,
             "padded_tokens": tokens.padded, "attention_pairs": tokens.attention_pairs, "real_tokens": tokens.real,
             "seq_len": plan.seq_len, "tp": plan.tp, "dp": plan.dp, "world_size": plan.tp * plan.dp,

@@ -18,12 +18,12 @@ from companion.errors import ConfigError, OneLineParser, Terminated, raise_termi
 
 
 def _cmd_run(argv: list[str]) -> int:
-    from companion.runs.run_args import check_run_args, run_parser
+    from companion.runs.run_args import check_run_args
 
     try:
-        cfg = check_run_args(argv)  # before the runner's imports (torch, transformers: seconds)
+        args, cfg = check_run_args(argv)  # before the runner's imports (torch, transformers: seconds)
         _check_cpu_is_not_named_a_gpu(cfg)
-        if cfg is not None and not run_parser().parse_args(argv).no_memory_check:
+        if cfg is not None and not args.no_memory_check:
             _check_fits_memory([cfg])
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -91,15 +91,8 @@ class OperatorPoint:
         return t_1 / (df.world_size.to_numpy(float) * t_p)
 
     def describe(self) -> pd.DataFrame:
-        rows = [{"param": k, "value": v, "unit": opmodel.TIME_UNITS[k], "target": "step_s"} for k, v in self.time.items()]
-        rows += [{"param": k, "value": v, "unit": opmodel.ENERGY_UNITS[k], "target": "energy_per_step_j"}
-                 for k, v in self.energy.items()]
-        if self.dev.shared_node:
-            rows.append({"param": "thread_exponent", "value": self.dev.thread_exponent,
-                         "unit": opmodel.THREAD_EXPONENT_UNIT, "target": "step_s"})
-        rows += [{"param": f"layout_scale[{k}]", "value": v, "unit": opmodel.LAYOUT_SCALE_UNIT, "target": "step_s"}
-                 for k, v in self.layout_scale.items()]
-        return pd.DataFrame(rows)
+        return pd.DataFrame(opmodel.coefficient_rows(self.time, self.energy, self.layout_scale,
+                                                     self.dev.thread_exponent if self.dev.shared_node else None))
 
 
 @dataclass
@@ -446,7 +439,7 @@ def law_intervals(df: pd.DataFrame, laws) -> dict:
     return out
 
 
-def fit_operator(df: pd.DataFrame, dev, level: float = 0.9) -> dict:
+def fit_operator(df: pd.DataFrame, dev) -> dict:
     """The operator roofline fitted on ``df`` (fitted tier), its held-out-group residuals (its intervals),
     the calibrated tier's errors on the same runs (nothing fitted: held out by construction), the model's
     eta beside the measured one, and the paper's USL fitted per model size."""
@@ -462,9 +455,7 @@ def fit_operator(df: pd.DataFrame, dev, level: float = 0.9) -> dict:
         "operator_model": {"dev": point.dev.to_json(), "time": point.time, "energy": point.energy,
                            "layout_scale": point.layout_scale,
                            **intervals_to_json(fitted),
-                           "n_train": len(df),
-                           # the width of a run new in nothing; a planned run's own is in its prediction
-                           "halfwidth_log": {k: fitted.halfwidth(k, level) for k in fitted.residuals}},
+                           "n_train": len(df)},
         "calibrated_tier_residuals": None if dev.tier != "calibrated" else {
             "step_s": np.log(df.step_s / t_cal).tolist(), "energy_per_step_j": np.log(df.energy_per_step_j / e_cal).tolist()},
         "eta_model": [{"run_id": r.run_id, "mode": r.mode, "world_size": int(r.world_size), "layers": int(r.layers),

@@ -373,6 +373,22 @@ LAYOUT_SCALE_UNIT = "x this layout's overhead and collective terms (fitted; 1: t
 THREAD_EXPONENT_UNIT = "speedup = threads ** exponent (fitted on a shared node's sweep)"
 
 
+def coefficient_rows(time: dict, energy: dict, layout_scale: dict | None = None,
+                     thread_exponent: float | None = None) -> list[dict]:
+    """The operator model's coefficients as rows (param, value, unit, target: 'step_s' or 'energy_per_step_j'):
+    the time multipliers, the energy coefficients, the thread exponent (a shared node's fit chooses it; None
+    elsewhere) and each parallel layout's factor. A name this module does not define gets no unit."""
+    rows = [{"param": k, "value": v, "unit": TIME_UNITS.get(k, ""), "target": "step_s"} for k, v in time.items()]
+    rows += [{"param": k, "value": v, "unit": ENERGY_UNITS.get(k, ""), "target": "energy_per_step_j"}
+             for k, v in energy.items()]
+    if thread_exponent is not None:
+        rows.append({"param": "thread_exponent", "value": thread_exponent, "unit": THREAD_EXPONENT_UNIT,
+                     "target": "step_s"})
+    rows += [{"param": f"layout_scale[{k}]", "value": v, "unit": LAYOUT_SCALE_UNIT, "target": "step_s"}
+             for k, v in (layout_scale or {}).items()]
+    return rows
+
+
 def layout_names(df: pd.DataFrame) -> np.ndarray:
     """Each run's parallel layout as the calibration names it ("tp2-dp1"; "tp1-dp1" for one process)."""
     return ("tp" + df.tp.astype(int).astype(str) + "-dp" + df.dp.astype(int).astype(str)).to_numpy()

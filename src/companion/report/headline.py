@@ -923,32 +923,26 @@ def operator_coefficients(fit: dict) -> list[dict]:
     op = fit.get("operator_model") if isinstance(fit, dict) else None
     if not isinstance(op, dict):
         return []
-    units, held = _units(), _held_terms()
+    from companion.energy.opmodel import coefficient_rows
+
+    held = _held_terms()
     dev = op.get("dev") if isinstance(op.get("dev"), dict) else {}
     idle_w, shared = _num(dev.get("idle_w")), bool(dev.get("shared_node"))
+    thread = _num(dev.get("thread_exponent")) if shared else None
     rows = []
-    for part, target in (("time", "time"), ("energy", "energy")):
-        for name, value in (op.get(part) or {}).items():
-            if _num(value) is None:
-                continue
-            rows.append({"model": "operator roofline", "target": target, "coefficient": name,
-                         "value": f"{value:.3g}", "unit": units.get(name, ""), "interval": "—",
-                         "note": "held at its calibrated value, not fitted" if name in held
-                         # every coefficient is fitted non-negative (a time multiplier no run uses stays at 1,
-                         # an energy term no run uses at 0), so 0 is the bound
-                         else AT_ZERO if value == 0
-                         else _below_idle(value, idle_w, shared) if name == "P_static_w" else ""})
-    from companion.energy.opmodel import LAYOUT_SCALE_UNIT, THREAD_EXPONENT_UNIT
-
-    if shared and _num(dev.get("thread_exponent")) is not None:
-        rows.append({"model": "operator roofline", "target": "time", "coefficient": "thread_exponent",
-                     "value": f"{dev['thread_exponent']:.3g}", "unit": THREAD_EXPONENT_UNIT, "interval": "—",
-                     "note": ""})
-    for layout, value in (op.get("layout_scale") or {}).items():
-        if _num(value) is not None:
-            rows.append({"model": "operator roofline", "target": "time", "coefficient": f"layout_scale[{layout}]",
-                         "value": f"{value:.3g}", "unit": LAYOUT_SCALE_UNIT, "interval": "—",
-                         "note": AT_ZERO if value == 0 else ""})
+    for r in coefficient_rows(op.get("time") or {}, op.get("energy") or {}, op.get("layout_scale") or {}, thread):
+        name, value = r["param"], r["value"]
+        if _num(value) is None:
+            continue
+        rows.append({"model": "operator roofline", "target": "time" if r["target"] == "step_s" else "energy",
+                     "coefficient": name, "value": f"{value:.3g}", "unit": r["unit"], "interval": "—",
+                     "note": "" if name == "thread_exponent"
+                     else "held at its calibrated value, not fitted" if name in held
+                     # every coefficient is fitted non-negative (a time multiplier no run uses stays at 1,
+                     # an energy term no run uses at 0, a layout's factor at 0 drops its overheads), so 0 is
+                     # the bound
+                     else AT_ZERO if value == 0
+                     else _below_idle(value, idle_w, shared) if name == "P_static_w" else ""})
     return rows
 
 

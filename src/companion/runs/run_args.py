@@ -58,13 +58,13 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return build_run(flat)
 
 
-def check_run_args(argv: list[str]) -> RunConfig | None:
+def check_run_args(argv: list[str]) -> tuple[argparse.Namespace, RunConfig | None]:
     """What ``companion run`` can reject before training: its flags (argparse exits 2 with one line), a plan that
-    does not exist, and a configuration its flags describe (ConfigError naming the field). Returns that
-    configuration (None for a plan)."""
+    does not exist, and a configuration its flags describe (ConfigError naming the field). Returns the parsed
+    flags and that configuration (None for a plan)."""
     args = run_parser().parse_args(argv)
     if args.plan:
         if not args.plan.is_file():
             raise ConfigError(f"plan {str(args.plan)!r} does not exist; write one with `companion sweep --emit`")
-        return None
-    return config_from_args(args)
+        return args, None
+    return args, config_from_args(args)

@@ -169,6 +169,27 @@ headline.styled_scores(headline.score_table(scored, "energy"), "Held-out MAPE (%
                        "(under each split: its runs, and an exact model's MAPE on them)")
 
 # %% [markdown]
+# ### Which way a held-out degree is off
+#
+# MAPE says how far a split's predictions miss, not which way. Held out, a parallel degree is predicted from the
+# other degrees' runs and the calibration's ratio between layouts of 2 and 4 ranks; where that ratio is off, every
+# run of the degree misses the same way, and no interval built from exchangeable errors knows it.
+# {glue:text}`degree_bias_text`
+
+# %%
+degree_bias = val.signed_errors(model_pred)
+glue("degree_bias_text", val.degree_bias_text(degree_bias), display=False)
+bias_table = (degree_bias.assign(mode=degree_bias["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)))
+              .pivot_table(index=["world_size", "mode"], columns="target", values=["mean_error_pct", "n"]))
+(headline.styled_scores(
+    pd.DataFrame({"ranks": bias_table.index.get_level_values(0), "mode": bias_table.index.get_level_values(1),
+                  "runs": bias_table[("n", "time")].astype(int).to_numpy(),
+                  "time: mean signed error %": bias_table[("mean_error_pct", "time")].round(1).to_numpy(),
+                  "energy: mean signed error %": bias_table[("mean_error_pct", "energy")].round(1).to_numpy()}),
+    "Operator roofline, parallel degree held out: mean signed error per step (positive: over-predicted)")
+ if len(degree_bias) else None)
+
+# %% [markdown]
 # ### Coverage by what a step is made of
 #
 # The operator roofline's held-out intervals again, every split and the off-grid runs together, now counted by
@@ -205,5 +226,6 @@ out = write_json(paths.derived_dir(profile) / "validation.json",
                   "model_splits": val.MODEL_SPLITS, "model_scores": by_split.to_dict("records"),
                   "model_scores_pooled": pooled.to_dict("records"), "model_verdict": mv,
                   "model_predictions": model_pred.to_dict("records"), "noise": noise,
-                  "noise_holdout": holdout_noise, "coverage_by_overhead": coverage_overhead.to_dict("records")})
+                  "noise_holdout": holdout_noise, "coverage_by_overhead": coverage_overhead.to_dict("records"),
+                  "degree_bias": degree_bias.to_dict("records")})
 print(f"wrote {out}")

@@ -501,3 +501,32 @@ def describe_verdict(v: dict) -> str:
     if not parts:
         return f"The {v['model'].replace('_', ' ')}: too few runs in this build to hold out whole groups."
     return f"The {v['model'].replace('_', ' ')}: " + "; ".join(parts) + "."
+
+
+def signed_errors(pred: pd.DataFrame, model: str = "operator_roofline", split: str = "leave_one_degree_out",
+                  by=("world_size", "mode")) -> pd.DataFrame:
+    """The mean signed error of ``model``'s held-out predictions in ``split``, per group of ``by`` and target:
+    (predicted / measured - 1) in %, positive where the model over-predicts. MAPE says how far a split's
+    predictions are off; this says whether they are off one way, which an interval from exchangeable errors
+    does not know about."""
+    keys = [*by, "target"]
+    g = pred[(pred.model == model) & (pred.split == split)]
+    if g.empty:
+        return pd.DataFrame(columns=[*keys, "n", "mean_error_pct"])
+    g = g.assign(error_pct=(g.predicted / g.measured - 1) * 100)
+    out = g.groupby(keys, sort=True).agg(n=("error_pct", "size"), mean_error_pct=("error_pct", "mean")).reset_index()
+    return out
+
+
+def degree_bias_text(bias: pd.DataFrame) -> str:
+    """One sentence on ``signed_errors`` of the held-out degrees, by degree and target (modes pooled)."""
+    if bias.empty:
+        return "No parallel degree was held out in this build (too few degrees or runs)."
+    by = bias.assign(total=bias.mean_error_pct * bias.n).groupby(["target", "world_size"])[["total", "n"]].sum()
+    parts = []
+    for target in [t for t in ("time", "energy") if t in by.index.get_level_values(0)]:
+        words = [f"{abs(r.total / r.n):.1f} % {'over' if r.total >= 0 else 'under'} at {int(p)} ranks"
+                 for p, r in by.loc[target].iterrows()]
+        parts.append(f"{target} {', '.join(words)}")
+    return ("Held out, the mean signed error of each parallel degree's runs (all its modes together): "
+            + "; ".join(parts) + ".")

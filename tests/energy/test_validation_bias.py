@@ -1,0 +1,30 @@
+"""The signed error of a split's held-out predictions: the direction MAPE hides."""
+
+import pandas as pd
+import pytest
+
+from companion.energy import validation as val
+
+
+def _pred(rows):
+    return pd.DataFrame([{"model": "operator_roofline", "split": "leave_one_degree_out", **r} for r in rows])
+
+
+def test_signed_errors_say_which_way_each_degree_is_off():
+    pred = _pred([{"world_size": 2, "mode": "tp", "target": "time", "measured": 1.0, "predicted": 0.9},
+                  {"world_size": 2, "mode": "fsdp", "target": "time", "measured": 2.0, "predicted": 1.6},
+                  {"world_size": 4, "mode": "tp", "target": "time", "measured": 1.0, "predicted": 1.1},
+                  {"world_size": 4, "mode": "tp", "target": "energy", "measured": 1.0, "predicted": 1.0}])
+    pred = pd.concat([pred, pred.assign(split="leave_one_size_out", predicted=5.0)], ignore_index=True)
+    bias = val.signed_errors(pred)
+    got = {(r.world_size, r.mode, r.target): r.mean_error_pct for r in bias.itertuples()}
+    assert got == pytest.approx({(2, "fsdp", "time"): -20.0, (2, "tp", "time"): -10.0, (4, "tp", "time"): 10.0,
+                                 (4, "tp", "energy"): 0.0})  # the other split's predictions are not counted
+    text = val.degree_bias_text(bias)
+    assert "time 15.0 % under at 2 ranks, 10.0 % over at 4 ranks; energy 0.0 % over at 4 ranks." in text
+
+
+def test_no_held_out_degree_is_said_in_words():
+    bias = val.signed_errors(_pred([{"world_size": 2, "mode": "tp", "target": "time", "measured": 1.0,
+                                     "predicted": 1.0}]).assign(split="leave_one_size_out"))
+    assert bias.empty and "No parallel degree was held out" in val.degree_bias_text(bias)

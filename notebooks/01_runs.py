@@ -84,9 +84,10 @@ glue("n_runs", len(runs), display=False)
 glue("n_failed", len(failed), display=False)
 glue("device", ", ".join(sorted(set(runs.device_name))), display=False)
 glue("energy_label", figures.energy_label(runs), display=False)
-glue("n_modes", runs["mode"].nunique(), display=False)
-glue("modes", ", ".join(sorted(runs["mode"].unique())), display=False)
-glue("max_world_size", int(runs.world_size.max()), display=False)
+parallel_modes = [figures.MODE_WORDS.get(m, m) for m in sorted(set(runs["mode"]) - {"single"})]
+glue("layouts_text", (f"on one process and in {len(parallel_modes)} parallel mode{'s' if len(parallel_modes) > 1 else ''} "
+                      f"({', '.join(parallel_modes)}, up to {int(runs.world_size.max())} ranks)"
+                      if parallel_modes else "on one process only (no parallel layout)"), display=False)
 glue("median_ci_pct", f"{runs.step_ci95_rel.median() * 100:.1f}", display=False)
 glue("converged_pct", f"{runs.converged.mean() * 100:.0f}", display=False)
 glue("energy_method_text", prose.energy_method_text(runs), display=False)

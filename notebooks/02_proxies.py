@@ -148,6 +148,12 @@ glue("n_memory_bound", int((df.intensity_flops_per_byte < ridge).sum()), display
 glue("n_compute_side", int((df.intensity_flops_per_byte >= ridge).sum()), display=False)
 glue("mfu_max_pct", f"{df.mfu.max() * 100:.0f}", display=False)
 glue("mfu_min_pct", f"{df.mfu.min() * 100:.1f}", display=False)
+# one process only: a parallel run's MFU counts a rank's FLOPs against the whole device's roof, and on a shared
+# node its ranks take turns on the cores, which says nothing of how a GEMM's shape sets its speed
+single = df[df.world_size == 1]
+glue("single_mfu_range", (f"{single.mfu.min() * 100:.2g} % to {single.mfu.max() * 100:.2g} % over this build's "
+                          f"{len(single)} single-process runs" if len(single) else "not measured: no single-process run"),
+     display=False)
 above = int((df.mfu > 1).sum())
 glue("roof_sentence", (f"{above} of {len(df)} runs exceed the compute roof (MFU above 100 %): a measured roof is "
                        "a short benchmark's best, and these runs show it understates the device, so MFU here is "
@@ -211,7 +217,8 @@ eta_table.sort_values(["model", "sequence × batch", "parallel mode", "ranks", "
 # score a run whose step time's 95 % interval is wider than the fit's limit, given on the fit's page).
 # The last column is how
 # the whole machine moved between passes: the median over configurations of the later replicate's value over
-# the first's (1: no drift). The column before it is what a model that knew every configuration exactly would
+# the first's (1: no drift), over every configuration of the sweep measured twice (the other pages take it over
+# the runs the step-time filter kept, so their figure can differ). The column before it is what a model that knew every configuration exactly would
 # score against single runs: the passes separate a shift of the whole machine (which the floor counts in full)
 # from each run's own scatter (of which a configuration's mean of two replicates hides a share).
 

@@ -15,9 +15,13 @@
 #
 # The primary model is the **operator-level roofline** (`companion.energy.opmodel`). A step's time is a sum
 # over the operators a BERT step runs: GEMMs by shape, attention, element-wise and norm traffic, and the
-# weights', gradients' and AdamW's traffic. Each operator costs its own roofline, max(FLOPs / achieved GEMM
-# roof, bytes / bandwidth). To that sum come fixed costs per step and per layer, each parallel layout's own
-# overhead, and the TP and FSDP collectives (latency + bytes / bandwidth). A layout's overhead is the extra
+# weights', gradients' and AdamW's traffic. A GEMM costs its own roofline, max(FLOPs / the achieved GEMM roof for
+# its shape, bytes / bandwidth). Where the calibration measured a class directly, its measurement replaces the
+# roofline: attention costs its measured time per score element (per kernel, fused or not), element-wise
+# traffic and the AdamW step move their bytes at the bandwidths measured for them (without a calibration:
+# the attention GEMMs' roofline and the memory roof). To that sum come fixed costs per step and per layer,
+# each parallel layout's own overhead, and the TP and FSDP collectives (latency + bytes / bandwidth; TP's
+# activation all-reduces are counted per layer as in {cite}`shoeybi2019,korthikanti2022`). A layout's overhead is the extra
 # work its framework does on every step: for TP, routing each sharded operation through PyTorch's distributed
 # tensors (*DTensor dispatch*); for FSDP, gathering and freeing each layer's weights around its use (*FSDP
 # hooks*).
@@ -49,10 +53,11 @@
 #
 # Beside it, as the paper's reproduction:
 #
-# * η(p) per layout mode with the universal scalability law, η(p) = 1 / (1 + σ(p−1) + κ·p(p−1)), so that
-#   degrees never measured can be predicted;
+# * η(p) per layout mode with the universal scalability law {cite}`gunther2007`,
+#   η(p) = 1 / (1 + σ(p−1) + κ·p(p−1)), so that degrees never measured can be predicted;
 # * the laws, each a small named model (`companion.energy.laws`): the paper's roofline-inspired power law
-#   $E = c\,F^{\alpha} Q^{\beta} / \eta(p)$, an energy roofline
+#   $E = c\,F^{\alpha} Q^{\beta} / \eta(p)$ (with $p\,\eta(p)$ in the denominator where one meter reads a node's p
+#   ranks, see [the introduction](../intro.md)), an energy roofline
 #   $E = \varepsilon_F F + \varepsilon_Q Q + P_0\,T$, and three baselines.
 #
 # The laws read η from the *fitted* USL model, never from a run's own measured speedup. Coefficient

@@ -18,9 +18,10 @@
 # device's sweep), **calibrated** (the operator roofline at face value from the device's calibration file,
 # `companion calibrate`, nothing fitted to a sweep; its interval is as wide as its errors on a swept device's
 # runs, that device's own where it has a sweep) and **prior** (spec-sheet roofs and TDP with the efficiency and power priors
-# cited in the hardware table, and wide intervals). The same is available from the shell:
-# `companion predict --model bert-tiny --examples 100000 --epochs 3 --device cpu`, and for a device never
-# measured here, `companion plan --model bert-base --examples 100000 --epochs 3 --device H100 --devices 8`.
+# cited in the hardware table, and wide intervals: what spec-sheet estimators such as LLMCarbon
+# {cite}`faiz2024llmcarbon` give, with the uncertainty stated). The same is available from the shell (the table's first
+# row's command is printed below it), and for a device never measured here,
+# `companion plan --model bert-base --examples 100000 --epochs 3 --device H100 --devices 8`.
 # Change the parameters below (or pass them to papermill) to explore.
 
 # %% tags=["parameters"]
@@ -85,6 +86,11 @@ shown = pd.DataFrame({
 glue("explore_table", shown.style.hide(axis="index"), display=False)
 shown.style.hide(axis="index")
 
+# %%
+# the table's first row from the shell (the operator roofline; --law roofline_power_law for the paper's column)
+print(f"companion predict --model {first.model} --seq-len {first.seq_len} --batch-size {batch_size} --vocab {vocab} \\\n"
+      f"    --examples {examples} --epochs {epochs} --device {device} --country {country}")
+
 # %% [markdown]
 # Each row is {glue:text}`explore_setting`. The roofline columns are the operator roofline in the tier named in
 # `tier`; the last interval column is the
@@ -92,8 +98,10 @@ shown.style.hide(axis="index")
 # of its fit (the operator roofline's, in its fitted tier, scaled for each request by the share of its predicted
 # step in fixed costs, layout overheads and collectives: hence widths that differ from row to row); the paper's
 # law errs more off its fitted runs, and its interval says so. `explore.csv` holds
-# every figure unrounded. `warnings` counts the paper's law's warnings for that request (a value outside the
-# range its runs covered); the text of each is in `companion predict --json`.
+# every figure unrounded. `warnings` counts the paper's law's warnings for that request: a value outside the
+# range its runs covered, and where they apply a precision its runs were not measured at, the fit's own flags
+# on that law, an η(p) its fit has no curve for, a layout that may not fit the device's memory; the text of each is in
+# `companion predict --law roofline_power_law --json`.
 #
 # ## Planning on a device never measured here
 #

@@ -242,8 +242,10 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
             # two of four cpu sweeps; with it, 82-93 % on the same records (the other two unchanged)
             groups = [g for g in groups if g != key.mode().iloc[0]]
         folds[kind] = [(key == g).to_numpy() for g in groups]
-    # extrapolation along one axis: the runs at the largest value of each varied axis, fitted on the rest
-    folds["range"] = [(df[a] == df[a].max()).to_numpy() for a in RANGE_AXES if a in df and df[a].nunique() > 2]
+    # extrapolation along one axis, either way (``novelty`` flags a value below the fitted range as well as one
+    # above it): the runs at the largest value of each varied axis, then those at its smallest, fitted on the rest
+    folds["range"] = [(df[a] == getattr(df[a], end)()).to_numpy() for a in RANGE_AXES
+                      if a in df and df[a].nunique() > 2 for end in ("max", "min")]
     # extrapolation in scale: the runs above the 75th percentile of FLOPs per step, fitted on the rest (the
     # validation's largest split, asked of the training runs). Such runs may lie inside every axis's range
     # (the largest size at a middling length), so without this kind they took the pooled width of sizes and

@@ -131,8 +131,9 @@ class DeviceRoofs:
 # ------------------------------------------------------------------------------------- operator counts
 TIME_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s", "step_fixed_s", "layer_fixed_s",
               "tp_dispatch_s", "fsdp_hooks_s", "comm_latency_s", "comm_bytes_s")
-TIME_UNITS = {"gemm_s": "x roofline", "attention_s": "x roofline", "elementwise_s": "x roofline",
-              "state_s": "x roofline", "step_fixed_s": "x launch model", "layer_fixed_s": "x launch model",
+TIME_UNITS = {"gemm_s": "x roofline", "attention_s": "x measured cost per score (else its GEMMs' roofline)",
+              "elementwise_s": "x measured element-wise bandwidth (else the memory roof)",
+              "state_s": "x measured AdamW bandwidth (else the memory roof)", "step_fixed_s": "x launch model", "layer_fixed_s": "x launch model",
               "tp_dispatch_s": "x TP overhead (calibration's probe; else eager launches per TP operator)",
               "fsdp_hooks_s": "x FSDP overhead (calibration's probe; else eager launches per hook)",
               "comm_latency_s": "x alpha", "comm_bytes_s": "x 1/beta"}

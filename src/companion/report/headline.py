@@ -327,8 +327,10 @@ def pass_drift_text(noise: dict) -> str:
     if ratio is None or size is None:
         return NA
     way = "slower" if ratio > 1 else "faster"
-    return (f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first (the median size of a configuration's "
-            f"change between the passes, either way, was {size * 100:.0f} %)")
+    n = d.get("n_configs")
+    over = (f"over the {n} configurations scored in both passes, " if isinstance(n, int) and n > 0 else "")
+    return (f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first ({over}the median size of a "
+            f"configuration's change between the passes, either way, was {size * 100:.0f} %)")
 
 
 def noise_text(noise: dict) -> str:
@@ -805,7 +807,8 @@ def paper_vs_reproduction(validation: dict, fit: dict, energy_label: str, noise:
 
     return pd.DataFrame([
         {"the paper's claim": "Fine-tuning energy follows E = c·F^α·Q^β / η(p) in compute F, memory traffic Q "
-                              "and the efficiency factor η(p).",
+                              "and the efficiency factor η(p) (fitted with p·η(p) where one meter reads a node's p "
+                              "ranks).",
          "this reproduction": f"Fitted on {energy_label}: α = {coef['alpha']}, β = {coef['beta']} ({default_pct(*COEF_LEVEL)} % intervals)."},
         {"the paper's claim": "The three lightweight proxies predict a fine-tune's energy before it runs.",
          "this reproduction": f"The paper's law on runs it never saw: energy MAPE {_model_summary(s, PAPER, 'energy')} "

@@ -602,7 +602,8 @@ def calibration_summary(rec: dict) -> list[dict]:
     for kernel in sorted({r["kernel"] for r in rec.get("attention") or []}):
         rates = [r["flops_per_s"] for r in rec["attention"] if r["kernel"] == kernel]
         add(f"attention, {kernel} kernel (median)", float(np.median(rates)), "FLOP/s",
-            f"forward + backward over {len(rates)} shapes" + (" with dropout" if kernel == "math" else ""))
+            f"forward + backward over {len(rates)} shapes" + (" with dropout" if kernel == "math" else "")
+            + "; the operator model reads a cost per score element fitted to these timings")
     bw = rec.get("bandwidth") or {}
     add("memory bandwidth", bw.get("bandwidth_bytes_per_s"), "bytes/s", bw.get("method", ""))
     for key, label in (("elementwise", "element-wise and norm traffic"), ("optimizer", "optimizer traffic")):
@@ -612,7 +613,9 @@ def calibration_summary(rec: dict) -> list[dict]:
     add("cost per operator in a step", ops.get("per_op_s"), "s", ops.get("per_op_method", ""))
     add("operators per layer", ops.get("per_layer"), "", ops.get("method", ""))
     add("operators per step (outside layers)", ops.get("per_step"), "", ops.get("method", ""))
-    add("launch of one tiny operator", (rec.get("launch") or {}).get("launch_s"), "s", (rec.get("launch") or {}).get("method", ""))
+    launch = rec.get("launch") or {}
+    add("launch of one tiny operator", launch.get("launch_s"), "s", launch.get("method", "")
+        + ("; a check: the operator model reads the cost per operator in a step" if ops.get("per_op_s") else ""))
     ts = rec.get("thread_scaling") or {}
     add("thread-scaling exponent", ts.get("exponent"), "", ts.get("method", ""))
     for p, c in sorted((rec.get("collectives") or {}).items(), key=lambda kv: int(kv[0])):

@@ -9,7 +9,9 @@ sweep runs them), the ranks train the same BERT on gloo: a few warm-up steps, ``
 time per step, the slowest rank's), then as many under ``torch.profiler``, whose ``gloo:*`` events time each
 collective from its start to its end on its rank. "in collectives" is their sum per step (the mean over ranks),
 "rest" the step less that: compute, the layout's own software overhead (DTensor dispatch, FSDP hooks and copies)
-and waiting outside a collective. The model's columns are the operator model's terms for the same configuration
+and waiting outside a collective. "busy" is the CPU time of every rank's threads over the step's wall time: the
+cores the step keeps busy on average (at most the node's), so the node's idle share is what no rank had work
+for, the waiting that compute did not fill. The model's columns are the operator model's terms for the same configuration
 (``companion.energy.opmodel.scaled_terms``): the fitted tier where this checkout has a fit of the profile
 (data/derived/<profile>/fit.json), else the calibrated tier (data/devices/cpu.json), with its collectives
 (latency and bytes), the layout's overheads (dispatch, hooks) and the rest. The profiler adds its own cost to
@@ -71,11 +73,11 @@ def _rank(rank: int, cfg, steps: int, init: str, out: str) -> None:
     for _ in range(WARMUP_STEPS):
         step(batch)
     barrier()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         step(batch)
     barrier()
-    wall_s = (time.perf_counter() - t0) / steps
+    wall_s, cpu_s = (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
     quiet, saved = os.open(os.devnull, os.O_WRONLY), os.dup(2)
     os.dup2(quiet, 2)  # the profiler's start and stop lines, one per rank
     try:
@@ -87,13 +89,14 @@ def _rank(rank: int, cfg, steps: int, init: str, out: str) -> None:
         os.dup2(saved, 2)
     spans = {e.key[len("gloo:"):]: {"calls": e.count / steps, "s": e.cpu_time_total / 1e6 / steps}
              for e in prof.key_averages() if e.key.startswith("gloo:") and e.key != "gloo:barrier"}
-    Path(f"{out}.{rank}").write_text(json.dumps({"wall_s": wall_s, "spans": spans}))
+    Path(f"{out}.{rank}").write_text(json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "spans": spans}))
     if world > 1:
         dist.destroy_process_group()
 
 
 def measure(cfg, steps: int) -> dict:
-    """Wall time per step (slowest rank) and, per collective, calls and seconds per step (mean over ranks)."""
+    """Wall time per step (slowest rank), CPU time per step (all ranks' threads together) and, per collective,
+    calls and seconds per step (mean over ranks)."""
     import torch.multiprocessing as mp
 
     from companion.runs.launch import preload
@@ -107,7 +110,7 @@ def measure(cfg, steps: int) -> dict:
     ops = sorted({op for r in ranks for op in r["spans"]})
     spans = {op: {k: sum(r["spans"].get(op, {}).get(k, 0.0) for r in ranks) / world for k in ("calls", "s")}
              for op in ops}
-    return {"wall_s": max(r["wall_s"] for r in ranks), "spans": spans}
+    return {"wall_s": max(r["wall_s"] for r in ranks), "cpu_s": sum(r["cpu_s"] for r in ranks), "spans": spans}
 
 
 def model_terms(cfg, profile: str, data: Path) -> tuple[dict, str]:
@@ -166,7 +169,7 @@ def main(argv=None) -> int:
             configs.append(cfg)
     if not configs:
         raise SystemExit(f"error: no configuration of the parallel group has a layout in {args.layouts}")
-    print(f"{'size':>14} {'layout':>8} | measured: {'step':>6} {'coll.':>6} {'rest':>6} ms | model: {'step':>6} "
+    print(f"{'size':>14} {'layout':>8} | measured: {'step':>6} {'coll.':>6} {'rest':>6} ms {'busy':>5} | model: {'step':>6} "
           f"{'coll.':>6} {'overh.':>6} {'rest':>6} ms (tier) | measured collectives: calls x ms each")
     for cfg in configs:
         got = measure(cfg, args.steps)
@@ -177,7 +180,7 @@ def main(argv=None) -> int:
         size = f"L{cfg.model.layers}-h{cfg.model.hidden}-b{cfg.data.batch_size}"
         layout = f"tp{cfg.layout.tp}-dp{cfg.layout.dp}"
         print(f"{size:>14} {layout:>8} | measured: {1e3 * got['wall_s']:6.1f} {1e3 * coll_s:6.1f} "
-              f"{1e3 * (got['wall_s'] - coll_s):6.1f} ms | model: {1e3 * m['step_s']:6.1f} {1e3 * m['collectives_s']:6.1f} "
+              f"{1e3 * (got['wall_s'] - coll_s):6.1f} ms {got['cpu_s'] / got['wall_s']:5.2f} | model: {1e3 * m['step_s']:6.1f} {1e3 * m['collectives_s']:6.1f} "
               f"{1e3 * m['overheads_s']:6.1f} {1e3 * m['rest_s']:6.1f} ms ({tier}) | {calls or '-'}", flush=True)
     return 0
 

@@ -226,6 +226,18 @@ def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
     assert width.iloc[0] == pytest.approx(q[("layout", "mode")]) and width.iloc[1] == pytest.approx(q[()])
 
 
+def test_the_range_kind_leaves_out_each_axis_at_both_ends():
+    """``novelty`` flags a value below a fitted axis's range as well as above it, so the range kind's errors are
+    those of the runs at each varied axis's largest value and at its smallest, each left out of its fit."""
+    from companion.energy.models import RANGE_AXES, heldout_residuals_by_kind
+
+    df = frame(seed=5, noise=0.02)
+    got = heldout_residuals_by_kind(OperatorRoofline("operator_roofline", dev=DEV), df)["range"]["step_s"]
+    axes = [a for a in RANGE_AXES if a in df and df[a].nunique() > 2]
+    assert axes
+    assert len(got) == sum(int((df[a] == df[a].max()).sum() + (df[a] == df[a].min()).sum()) for a in axes)
+
+
 def test_a_new_head_dimension_takes_the_width_of_head_dimensions_left_out():
     """A new head dimension moves the attention-score cost, which a new size at a known head dimension does not:
     its run takes the width of head dimensions left out in training (every one but the usual one, in turn)."""

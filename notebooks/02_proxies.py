@@ -151,7 +151,7 @@ glue("mfu_min_pct", f"{df.mfu.min() * 100:.1f}", display=False)
 # one process only: a parallel run's MFU counts a rank's FLOPs against the whole device's roof, and on a shared
 # node its ranks take turns on the cores, which says nothing of how a GEMM's shape sets its speed
 single = df[df.world_size == 1]
-glue("single_mfu_range", (f"{single.mfu.min() * 100:.2g} % to {single.mfu.max() * 100:.2g} % over this build's "
+glue("single_mfu_range", (f"{single.mfu.min() * 100:.1f} % to {single.mfu.max() * 100:.1f} % over this build's "
                           f"{len(single)} single-process runs" if len(single) else "not measured: no single-process run"),
      display=False)
 above = int((df.mfu > 1).sum())

@@ -172,9 +172,9 @@ headline.styled_scores(headline.score_table(scored, "energy"), "Held-out MAPE (%
 # ### Which way a held-out degree is off
 #
 # MAPE says how far a split's predictions miss, not which way. Held out, a parallel degree is predicted from the
-# other degrees' runs and the calibration's ratio between layouts of 2 and 4 ranks; where that ratio is off, every
-# run of the degree misses the same way, and no interval built from exchangeable errors knows it.
-# {glue:text}`degree_bias_text`
+# other degrees' runs and the calibration's ratio, mode by mode, between its layouts of 2 and 4 ranks; where one
+# mode's ratio is off, every run of that layout misses the same way (the modes of one degree can miss opposite
+# ways), and no interval built from exchangeable errors knows it. {glue:text}`degree_bias_text`.
 
 # %%
 degree_bias = val.signed_errors(model_pred)
@@ -187,7 +187,7 @@ bias_table = (degree_bias.assign(mode=degree_bias["mode"].map(lambda m: figures.
                   "time: mean signed error %": bias_table[("mean_error_pct", "time")].round(1).to_numpy(),
                   "energy: mean signed error %": bias_table[("mean_error_pct", "energy")].round(1).to_numpy()}),
     "Operator roofline, parallel degree held out: mean signed error per step (positive: over-predicted)")
- if len(degree_bias) else None)
+ .format(precision=1) if len(degree_bias) else None)
 
 # %% [markdown]
 # ### Coverage by what a step is made of

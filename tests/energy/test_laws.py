@@ -185,10 +185,10 @@ def test_explain_names_the_reasons_from_the_data():
            "beats_half_best_baseline": False, "pooled_mape_pct": {"tdp_time": 6.0}}
     text = explain(bad, df)
     assert "at most 5 %, and at most half the best baseline's" in text  # the criteria are named
-    assert "It meets neither on these runs." in text and "estimated by a power model" in text and "5.0 % to 40.0 %" in text
+    assert "The paper's law meets neither on these runs." in text and "estimated by a power model" in text and "5.0 % to 40.0 %" in text
     assert "held-out MAPE of 6.0 %" in text  # a mean error, not a bound
     assert "(FLOPs-only power law)" in text and "fitted on 1 other degree." in text
-    assert "It meets only one on these runs." in explain({**bad, "meets_target": True}, df)
+    assert "The paper's law meets only one on these runs." in explain({**bad, "meets_target": True}, df)
     assert "η from 0.10 to 0.30" in text and "only 4 runs" in text
     assert "because" not in text  # facts beside the verdict, not a claimed cause
     good = {**bad, "mape_pct": 4.0, "meets_target": True, "beats_half_best_baseline": True}

@@ -238,6 +238,17 @@ def test_the_range_kind_leaves_out_each_axis_at_both_ends():
     assert len(got) == sum(int((df[a] == df[a].max()).sum() + (df[a] == df[a].min()).sum()) for a in axes)
 
 
+def test_another_vocabulary_or_ffn_ratio_is_extrapolation():
+    """A sweep holds its vocabulary and FFN ratio fixed; a planned run at another is outside the fitted range."""
+    df = frame(seed=3, noise=0.03)
+    train = df[df.layers < 4]
+    fitted = fit_model(OperatorRoofline("operator_roofline", dev=DEV), train)
+    seen = train.iloc[:1]
+    assert fitted.novelty(seen) == [()]
+    assert fitted.novelty(seen.assign(vocab=seen.vocab * 7)) == [("range",)]
+    assert fitted.novelty(seen.assign(ffn=seen.hidden * 3)) == [("range",)]
+
+
 def test_a_new_head_dimension_takes_the_width_of_head_dimensions_left_out():
     """A new head dimension moves the attention-score cost, which a new size at a known head dimension does not:
     its run takes the width of head dimensions left out in training (every one but the usual one, in turn)."""

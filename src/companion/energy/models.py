@@ -5,11 +5,12 @@
     fitted.predict(frame, level=0.9)                       # step_s, energy_j and their intervals
     fitted.describe()                                      # coefficients with units (and intervals)
 
-Prediction intervals are split-conformal on *held-out groups* (CV+ style): at fit time the model is refitted
-with each model size, layout, parallel degree, mode and head dimension (and the largest value of each axis)
-left out in turn (and the runs of the largest FLOPs per step), and the log errors on the left-out runs give the
-interval half-width, the conformal quantile of |log(measured / predicted)| (``opmodel.conformal_halfwidth``),
-from the errors of the kind of novelty a new run has. In-sample residuals,
+Prediction intervals come from *held-out groups*, a jackknife-style construction (the interval is centred on
+the fit to every run, not on each refit's prediction as the jackknife+ / CV+ would be): at fit time the model is
+refitted with each model size, layout, parallel degree, mode and head dimension left out in turn (and the
+largest and the smallest value of each axis, and the runs of the largest FLOPs per step), and the log errors on
+the left-out runs give the interval half-width, the conformal quantile of |log(measured / predicted)|
+(``opmodel.conformal_halfwidth``), from the errors of the kind of novelty a new run has. In-sample residuals,
 which are too small for a flexible model, are never used. ``fit_point`` is the only place that fits.
 """
 
@@ -200,6 +201,19 @@ def point_only(model: Model) -> Model:
 
 GROUP_KINDS = ("size", "layout", "degree", "mode", "head_dim", "range", "scale")  # what a run is new in (``novelty``)
 RANGE_AXES = ("layers", "hidden", "seq_len", "batch_size")  # a run outside the fitted range of one is extrapolated
+
+
+def range_values(df: pd.DataFrame) -> pd.DataFrame:
+    """Per run, the values whose fitted range a new run is checked against (``novelty``): the varied axes
+    (``RANGE_AXES``, also left out at both ends for the range kind's errors) and two a sweep usually holds fixed,
+    the vocabulary and the FFN width per hidden unit, where the frame has them: a planned run at another
+    vocabulary or FFN ratio is extrapolated too."""
+    out = pd.DataFrame({a: df[a] for a in RANGE_AXES if a in df}, index=df.index)
+    if "vocab" in df:
+        out["vocab"] = df["vocab"]
+    if "ffn" in df and "hidden" in df:
+        out["ffn_per_hidden"] = df["ffn"] / df["hidden"]
+    return out.astype(float)
 SCALE_COLUMN, SCALE_QUANTILE = "flops_per_step", 0.75  # a run above the fitted FLOPs per step is new in scale
 
 
@@ -280,8 +294,8 @@ def predict_with_scale(point, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
 
 
 def heldout_log_residuals(model: Model, df: pd.DataFrame, min_train: int = 4) -> dict[str, np.ndarray]:
-    """The held-out residuals of every size and every layout left out, pooled (the interval of a prediction
-    whose novelty is not known, e.g. ``companion predict``)."""
+    """The held-out residuals of every size and every layout left out, pooled: the width of a kind of novelty
+    none of whose groups could be left out (``Fitted.halfwidth``)."""
     return _pooled(heldout_residuals_by_kind(model, df, min_train))
 
 
@@ -326,12 +340,13 @@ class Fitted:
             return [()] * len(df)
         keys = group_keys(df)
         lo, hi = self.train_keys.get("range", ({}, {}))
+        values = range_values(df)
         out = []
         for i in range(len(df)):
             kinds = [k for k, key in keys.items()
                      if k in self.train_keys and key.iloc[i] and key.iloc[i] not in self.train_keys[k]]
             row = df.iloc[i]
-            if any(a in lo and not lo[a] <= row[a] <= hi[a] for a in RANGE_AXES if a in df):
+            if any(a in lo and not lo[a] <= values[a].iloc[i] <= hi[a] for a in values):
                 kinds.append("range")
             if "scale" in self.train_keys:
                 flops = float(row[SCALE_COLUMN]) if SCALE_COLUMN in df else float("nan")
@@ -410,7 +425,8 @@ def fit_model(model: Model, df: pd.DataFrame, intervals: bool = True) -> Fitted:
     by_kind = heldout_residuals_by_kind(model, df)
     pooled = _pooled(by_kind)
     keys = {k: set(v) - {""} for k, v in group_keys(df).items()}
-    keys["range"] = ({a: df[a].min() for a in RANGE_AXES if a in df}, {a: df[a].max() for a in RANGE_AXES if a in df})
+    values = range_values(df)
+    keys["range"] = (values.min().to_dict(), values.max().to_dict())
     if SCALE_COLUMN in df:
         keys["scale"] = float(df[SCALE_COLUMN].max())
     return Fitted(model, point, pooled, len(df), residuals_by_kind=by_kind, train_keys=keys)

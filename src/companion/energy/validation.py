@@ -146,7 +146,7 @@ def explain(v: dict, df: pd.DataFrame) -> str:
                      + ": predicting it is predicting time.")
     mfu = df.mfu[df.world_size == 1]
     if len(mfu) and mfu.max() / max(mfu.min(), 1e-12) > 2:
-        facts.append(f"Time per FLOP is not a function of FLOPs and bytes alone on this device: single-device "
+        facts.append(f"Time per FLOP is not a function of FLOPs and bytes alone on this device: single-process "
                      f"model FLOP utilisation ranges from {mfu.min() * 100:.1f} % to {mfu.max() * 100:.1f} %, "
                      f"while log FLOPs and log bytes are {np.corrcoef(np.log(df.flops_per_step), np.log(df.bytes_per_step))[0, 1]:.2f} correlated.")
     par = df[df.world_size > 1]
@@ -157,7 +157,7 @@ def explain(v: dict, df: pd.DataFrame) -> str:
                      f"curve fitted on {others} other degree{'s' if others != 1 else ''}.")
     if len(df) < 30:
         facts.append(f"There are only {len(df)} runs.")
-    return head + f"It meets {'neither' if met == 0 else 'only one'} on these runs. " + " ".join(facts)
+    return head + f"The paper's law meets {'neither' if met == 0 else 'only one'} on these runs. " + " ".join(facts)
 
 
 # ------------------------------------------------------------------------------ every model, one interface
@@ -519,15 +519,19 @@ def signed_errors(pred: pd.DataFrame, model: str = "operator_roofline", split: s
     return out
 
 
+LAYOUT_WORDS = {"tp": "TP", "fsdp": "FSDP", "2d": "2-D"}
+
+
 def degree_bias_text(bias: pd.DataFrame) -> str:
-    """One sentence on ``signed_errors`` of the held-out degrees, by degree and target (modes pooled)."""
+    """One sentence (no final stop: a page goes on after it) on ``signed_errors`` of the held-out degrees, per
+    layout (mode and degree) and target: the calibration's ratio between degrees is per mode, so the modes of one
+    degree can miss opposite ways and their mean would hide it."""
     if bias.empty:
-        return "No parallel degree was held out in this build (too few degrees or runs)."
-    by = bias.assign(total=bias.mean_error_pct * bias.n).groupby(["target", "world_size"])[["total", "n"]].sum()
+        return "No parallel degree was held out in this build (too few degrees or runs)"
     parts = []
-    for target in [t for t in ("time", "energy") if t in by.index.get_level_values(0)]:
-        words = [f"{abs(r.total / r.n):.1f} % {'over' if r.total >= 0 else 'under'} at {int(p)} ranks"
-                 for p, r in by.loc[target].iterrows()]
-        parts.append(f"{target} {', '.join(words)}")
-    return ("Held out, the mean signed error of each parallel degree's runs (all its modes together): "
-            + "; ".join(parts) + ".")
+    for target in [t for t in ("time", "energy") if t in set(bias.target)]:
+        rows = bias[bias.target == target].sort_values(["mode", "world_size"])
+        words = [f"{LAYOUT_WORDS.get(r.mode, r.mode)} of {int(r.world_size)} ranks {abs(r.mean_error_pct):.1f} % "
+                 f"{'over' if r.mean_error_pct >= 0 else 'under'}" for r in rows.itertuples()]
+        parts.append(f"{target}: {', '.join(words)}")
+    return "Held out, the mean signed error of each layout's runs, " + "; ".join(parts)

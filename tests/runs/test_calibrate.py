@@ -1,6 +1,7 @@
 """`companion calibrate`: the fits recover known roofs; a short run on CPU writes a complete record."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -66,6 +67,11 @@ def test_short_cpu_calibration_is_complete_and_loads(short_calibration):
     assert all(r["ranks"] == 2 for r in probe)
     assert {r["layers"] for r in rec["layout_probe_single"]} == {1, 2}
     assert all(r["step_s"] > 0 and r["threads_per_rank"] == 1 for r in probe + rec["layout_probe_single"])
+    # the same layouts at a size with real compute: step time and the cores its ranks keep busy
+    work = rec["collectives"]["2"]["work"]
+    assert {(r["tp"], r["dp"]) for r in work} == {(2, 1), (1, 2)}
+    assert all(r["step_s"] > 0 and 0 < r["busy_cores"] <= (os.cpu_count() or 1) + 0.5 for r in work)
+    assert rec["work_probe_single"][0]["tp"] == rec["work_probe_single"][0]["dp"] == 1
     dev = roofs_from_calibration(json.loads(json.dumps(rec)))
     assert dev.tier == "calibrated" and dev.shared_node
     assert set(dev.layout_overhead_s) == {"tp2-dp1", "tp1-dp2"} and min(dev.layout_overhead_s.values()) >= 0
@@ -76,6 +82,8 @@ def test_short_cpu_calibration_is_complete_and_loads(short_calibration):
     assert table["spread between the two passes, p = 2"]["value"] == rec["collectives"]["2"]["pass_spread"]
     label = "measured" if rec["power"]["measured"] else "estimated"
     assert [q for q in table if q.startswith("idle power")] == [f"idle power, {label}"]
+    busy = table["tp1-dp2 busy cores, training-size probe"]["value"]
+    assert busy == next(r["busy_cores"] for r in work if r["dp"] == 2)
 
 
 def test_the_calibration_facts_say_when_how_long_how_quiet_and_what_went_wrong():

@@ -17,6 +17,9 @@ What it measures (best of repeated timings; times in s, rates in FLOP/s and byte
   and per-hook cost, so the extra time of a layout per layer and per step over the ranks' compute (the lone
   process's step times the node's oversubscription) is its DTensor dispatch and FSDP hook cost
   (``opmodel.layout_overheads``), measured instead of learnt from a sweep;
+* on CPU, the same layouts at a size with real compute (2 layers of width 128, 1024 tokens per step): step time
+  and the CPU time of every rank, whose ratio is the cores the step keeps busy, so a layout's extra CPU work is
+  told from waiting nothing fills (reported in the calibration's table; the operator model does not read it yet);
 * idle and loaded power from the meter the sweeps use (NVML counter on GPUs: measured; CodeCarbon's model on
   a CPU without RAPL: estimated, and labelled so).
 
@@ -269,8 +272,10 @@ def _collective_worker(rank: int, world: int, init_file: str, backend: str, out_
             rows.append({"op": name, "bytes": n * 4, "wire_bytes": wire, "time_s": t})
     layouts = (_layout_rows(layout_probe_layouts(world), device, layout_budget_s, distributed=True)
                if layout_budget_s > 0 else [])
+    work = (_work_rows(layout_probe_layouts(world), device, distributed=True)
+            if layout_budget_s > 0 and device.type == "cpu" else [])
     if rank == 0:
-        Path(out_file).write_text(json.dumps({"collectives": rows, "layouts": layouts}))
+        Path(out_file).write_text(json.dumps({"collectives": rows, "layouts": layouts, "work": work}))
     dist.destroy_process_group()
 
 
@@ -289,13 +294,21 @@ def layout_probe_layouts(world: int) -> list:
     return out
 
 
-def _probe_step(layout, mesh, layers: int, device):
-    """One training step of the tiny layout probe under ``layout`` (a closure), its model built and sharded."""
+# The same layouts at a size with real compute (a step of 40-250 ms on a 2-core node): where ranks share a node's
+# cores, a layout's cost there is mostly extra CPU work that time slicing multiplies, and the tiny probe's waits
+# (nothing to fill them) do not carry over; its CPU time over its wall time says how much of a step is which
+WORK_PROBE = {"hidden": 128, "heads": 4, "vocab": 512, "max_positions": 128, "seq_len": 128, "batch_size": 8}
+WORK_PROBE_LAYERS, WORK_PROBE_STEPS = 2, 4
+
+
+def _probe_step(layout, mesh, layers: int, device, probe: dict = LAYOUT_PROBE):
+    """One training step of the layout probe (``probe``: its shape) under ``layout`` (a closure), its model built
+    and sharded."""
     from companion.runs import parallel
     from companion.runs.config import ModelConfig
     from companion.runs.model import build_model
 
-    q = LAYOUT_PROBE
+    q = probe
     torch.manual_seed(0)  # every rank builds the same weights and draws the same batch
     cfg = ModelConfig(layers=layers, hidden=q["hidden"], heads=q["heads"], vocab=q["vocab"], max_positions=q["max_positions"])
     model = parallel.parallelize_bert(build_model(cfg).to(device), layout, mesh, "fp32")
@@ -368,6 +381,52 @@ def _layout_rows(layouts, device, budget_s: float, distributed: bool) -> list[di
     return rows
 
 
+def _work_rows(layouts, device, distributed: bool, steps: int = WORK_PROBE_STEPS) -> list[dict]:
+    """Per layout, the training-size probe's step time (the slowest rank's, s) and the CPU time of every rank's
+    threads per step (s): their ratio is the cores the step keeps busy (CPU nodes only: a GPU's host time says
+    nothing of its work)."""
+    import torch.distributed as dist
+
+    from companion.runs import parallel
+
+    rows = []
+    for layout in layouts:
+        mesh = parallel.build_mesh(layout, device.type)
+        step, ffn = _probe_step(layout, mesh, WORK_PROBE_LAYERS, device, WORK_PROBE)
+        for _ in range(2):
+            step()
+        if distributed:
+            dist.barrier()
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            step()
+        if distributed:
+            dist.barrier()
+        v = torch.tensor([time.perf_counter() - t0, time.process_time() - c0], dtype=torch.float64)
+        if distributed:
+            wall = v[:1].clone()
+            dist.all_reduce(wall, op=dist.ReduceOp.MAX)
+            dist.all_reduce(v, op=dist.ReduceOp.SUM)
+            v[0] = wall[0]
+        wall_s, cpu_s = float(v[0]) / steps, float(v[1]) / steps
+        rows.append({"tp": layout.tp, "dp": layout.dp, "ranks": layout.tp * layout.dp, "layers": WORK_PROBE_LAYERS,
+                     **WORK_PROBE, "ffn": ffn, "threads_per_rank": 1, "step_s": wall_s, "cpu_s": cpu_s,
+                     "busy_cores": cpu_s / wall_s if wall_s > 0 else float("nan"), "steps": steps})
+    return rows
+
+
+def single_work_steps(device) -> list[dict]:
+    """The training-size probe on one process with one thread."""
+    from companion.runs.config import Layout
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _work_rows([Layout(1, 1)], device, distributed=False)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def single_probe_steps(device, budget_s: float) -> list[dict]:
     """The same probe on one process with one thread: the reference the layouts' overheads are taken from."""
     from companion.runs.config import Layout
@@ -402,7 +461,7 @@ def collective_benchmark(world: int, backend: str, budget_s: float, layout_budge
     alpha, beta = fit_alpha_beta(rows, world)
     return {"world_size": world, "backend": backend, "rows": rows, "alpha_s": alpha, "beta_bytes_per_s": beta,
             "model": "t = alpha (p - 1) + wire_bytes / beta, relative least squares, alpha and 1/beta >= 0",
-            "layouts": got["layouts"]}
+            "layouts": got["layouts"], "work": got.get("work") or []}
 
 
 PASS_SPREAD_WARN = 1.5  # passes whose collective timings differ by more than this (median ratio) are reported
@@ -426,11 +485,12 @@ def combine_passes(results: list[dict], world: int) -> dict:
     (about 1 on a quiet node)."""
     rows = _fastest([r["rows"] for r in results], ("op", "bytes"), "time_s")
     layouts = _fastest([r["layouts"] for r in results], ("tp", "dp", "layers"), "step_s")
+    work = _fastest([r.get("work") or [] for r in results], ("tp", "dp"), "step_s")
     fastest = {(r["op"], r["bytes"]): r["time_s"] for r in rows}
     spread = max(float(np.median([x["time_s"] / fastest[(x["op"], x["bytes"])] for x in r["rows"]]))
                  for r in results)
     alpha, beta = fit_alpha_beta(rows, world)
-    return {**results[0], "rows": rows, "layouts": layouts, "alpha_s": alpha, "beta_bytes_per_s": beta,
+    return {**results[0], "rows": rows, "layouts": layouts, "work": work, "alpha_s": alpha, "beta_bytes_per_s": beta,
             "combined": f"fastest of {len(results)} passes per timing", "pass_spread": spread,
             "passes": [{"rows": r["rows"], "layouts": r["layouts"], "alpha_s": r["alpha_s"],
                         "beta_bytes_per_s": r["beta_bytes_per_s"]} for r in results]}
@@ -529,11 +589,14 @@ def calibrate(device: str = "cpu", budget_s: float = DEFAULT_BUDGET_S, world_siz
     # node during one pass (collectives ten times slower for a few seconds) cannot set the file's latency
     passes: dict = {p: [] for p in world_sizes}
     singles: list = []
+    single_work: list = []
 
     def parallel_pass():
         for p in world_sizes:
             passes[p].append(collective_benchmark(p, backend, 0.04 * b, layout_budget_s=0.04 * b))
         singles.append(single_probe_steps(dev, 0.01 * b))
+        if device == "cpu":
+            single_work.append(single_work_steps(dev))
 
     parallel_pass()
     rec = {
@@ -553,6 +616,8 @@ def calibrate(device: str = "cpu", budget_s: float = DEFAULT_BUDGET_S, world_siz
     parallel_pass()
     rec["collectives"] = {str(p): combine_passes(passes[p], p) for p in world_sizes}
     rec["layout_probe_single"] = _fastest(singles, ("layers",), "step_s")
+    if single_work:
+        rec["work_probe_single"] = _fastest(single_work, ("tp", "dp"), "step_s")
     rec["warnings"] = [f"collectives over {p} ranks: one pass {c['pass_spread']:.3g}x slower than the other (the "
                        "node was busy); the faster timings are kept, re-run calibrate on a quiet node to confirm them"
                        for p, c in rec["collectives"].items() if c["pass_spread"] > PASS_SPREAD_WARN]
@@ -624,6 +689,16 @@ def calibration_summary(rec: dict) -> list[dict]:
         add(f"collective bandwidth beta, p = {p}", c.get("beta_bytes_per_s"), "bytes/s", how)
         add(f"spread between the two passes, p = {p}", c.get("pass_spread"), "x",
             f"median ratio of the slower to the faster pass; {c.get('combined', 'one pass')}")
+    single = (rec.get("work_probe_single") or [{}])[0].get("step_s")
+    q = WORK_PROBE
+    size = f"L{WORK_PROBE_LAYERS}-h{q['hidden']} at sequence length {q['seq_len']}, batch {q['batch_size']}"
+    for p, c in sorted((rec.get("collectives") or {}).items(), key=lambda kv: int(kv[0])):
+        for r in c.get("work") or []:
+            name = f"tp{r['tp']}-dp{r['dp']}"
+            add(f"{name} step over one process's, training-size probe", r["step_s"] / single if single else None,
+                "x", f"{size}, one thread per rank, the slowest rank's time")
+            add(f"{name} busy cores, training-size probe", r.get("busy_cores"), "cores",
+                f"the CPU time of every rank's threads over the step's wall time ({size})")
     power = rec.get("power") or {}
     label = "measured" if power.get("measured") else "estimated"
     for key, name in (("idle_w", "idle power"), ("loaded_w", "loaded power (GEMMs)")):

@@ -82,7 +82,7 @@ def test_short_cpu_calibration_is_complete_and_loads(short_calibration):
     assert table["spread between the two passes, p = 2"]["value"] == rec["collectives"]["2"]["pass_spread"]
     label = "measured" if rec["power"]["measured"] else "estimated"
     assert [q for q in table if q.startswith("idle power")] == [f"idle power, {label}"]
-    busy = table["tp1-dp2 busy cores, training-size probe"]["value"]
+    busy = table["tp1-dp2 busy cores"]["value"]
     assert busy == next(r["busy_cores"] for r in work if r["dp"] == 2)
 
 

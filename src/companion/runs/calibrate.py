@@ -695,10 +695,10 @@ def calibration_summary(rec: dict) -> list[dict]:
     for p, c in sorted((rec.get("collectives") or {}).items(), key=lambda kv: int(kv[0])):
         for r in c.get("work") or []:
             name = f"tp{r['tp']}-dp{r['dp']}"
-            add(f"{name} step over one process's, training-size probe", r["step_s"] / single if single else None,
-                "x", f"{size}, one thread per rank, the slowest rank's time")
-            add(f"{name} busy cores, training-size probe", r.get("busy_cores"), "cores",
-                f"the CPU time of every rank's threads over the step's wall time ({size})")
+            add(f"{name} step / one process's", r["step_s"] / single if single else None,
+                "x", f"training-size probe: {size}, one thread per rank, the slowest rank's time")
+            add(f"{name} busy cores", r.get("busy_cores"), "cores",
+                "training-size probe: the CPU time of every rank's threads over the step's wall time")
     power = rec.get("power") or {}
     label = "measured" if power.get("measured") else "estimated"
     for key, name in (("idle_w", "idle power"), ("loaded_w", "loaded power (GEMMs)")):

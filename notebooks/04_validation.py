@@ -178,7 +178,7 @@ headline.styled_scores(headline.score_table(scored, "energy"), "Held-out MAPE (%
 
 # %%
 degree_bias = val.signed_errors(model_pred)
-glue("degree_bias_text", val.degree_bias_text(degree_bias), display=False)
+glue("degree_bias_text", figures.degree_bias_text(degree_bias), display=False)
 bias_table = (degree_bias.assign(mode=degree_bias["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)))
               .pivot_table(index=["world_size", "mode"], columns="target", values=["mean_error_pct", "n"]))
 (headline.styled_scores(

@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from companion.energy import validation as val
+from companion.report.figures import degree_bias_text
 
 
 def _pred(rows):
@@ -20,7 +21,7 @@ def test_signed_errors_say_which_way_each_degree_is_off():
     got = {(r.world_size, r.mode, r.target): r.mean_error_pct for r in bias.itertuples()}
     assert got == pytest.approx({(2, "fsdp", "time"): -20.0, (2, "tp", "time"): -10.0, (4, "tp", "time"): 10.0,
                                  (4, "tp", "energy"): 0.0})  # the other split's predictions are not counted
-    text = val.degree_bias_text(bias)
+    text = degree_bias_text(bias)
     assert text == ("Held out, the mean signed error of each layout's runs, time: FSDP of 2 ranks 20.0 % under, "
                     "TP of 2 ranks 10.0 % under, TP of 4 ranks 10.0 % over; energy: TP of 4 ranks 0.0 % over")
 
@@ -28,4 +29,4 @@ def test_signed_errors_say_which_way_each_degree_is_off():
 def test_no_held_out_degree_is_said_in_words():
     bias = val.signed_errors(_pred([{"world_size": 2, "mode": "tp", "target": "time", "measured": 1.0,
                                      "predicted": 1.0}]).assign(split="leave_one_size_out"))
-    assert bias.empty and "No parallel degree was held out" in val.degree_bias_text(bias)
+    assert bias.empty and "No parallel degree was held out" in degree_bias_text(bias)

@@ -201,6 +201,7 @@ def point_only(model: Model) -> Model:
 
 GROUP_KINDS = ("size", "layout", "degree", "mode", "head_dim", "range", "scale")  # what a run is new in (``novelty``)
 RANGE_AXES = ("layers", "hidden", "seq_len", "batch_size")  # a run outside the fitted range of one is extrapolated
+SCALE_COLUMN, SCALE_QUANTILE = "flops_per_step", 0.75  # a run above the fitted FLOPs per step is new in scale
 
 
 def range_values(df: pd.DataFrame) -> pd.DataFrame:
@@ -214,7 +215,6 @@ def range_values(df: pd.DataFrame) -> pd.DataFrame:
     if "ffn" in df and "hidden" in df:
         out["ffn_per_hidden"] = df["ffn"] / df["hidden"]
     return out.astype(float)
-SCALE_COLUMN, SCALE_QUANTILE = "flops_per_step", 0.75  # a run above the fitted FLOPs per step is new in scale
 
 
 def group_keys(df: pd.DataFrame) -> dict[str, pd.Series]:

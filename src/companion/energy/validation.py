@@ -515,23 +515,4 @@ def signed_errors(pred: pd.DataFrame, model: str = "operator_roofline", split: s
     if g.empty:
         return pd.DataFrame(columns=[*keys, "n", "mean_error_pct"])
     g = g.assign(error_pct=(g.predicted / g.measured - 1) * 100)
-    out = g.groupby(keys, sort=True).agg(n=("error_pct", "size"), mean_error_pct=("error_pct", "mean")).reset_index()
-    return out
-
-
-LAYOUT_WORDS = {"tp": "TP", "fsdp": "FSDP", "2d": "2-D"}
-
-
-def degree_bias_text(bias: pd.DataFrame) -> str:
-    """One sentence (no final stop: a page goes on after it) on ``signed_errors`` of the held-out degrees, per
-    layout (mode and degree) and target: the calibration's ratio between degrees is per mode, so the modes of one
-    degree can miss opposite ways and their mean would hide it."""
-    if bias.empty:
-        return "No parallel degree was held out in this build (too few degrees or runs)"
-    parts = []
-    for target in [t for t in ("time", "energy") if t in set(bias.target)]:
-        rows = bias[bias.target == target].sort_values(["mode", "world_size"])
-        words = [f"{LAYOUT_WORDS.get(r.mode, r.mode)} of {int(r.world_size)} ranks {abs(r.mean_error_pct):.1f} % "
-                 f"{'over' if r.mean_error_pct >= 0 else 'under'}" for r in rows.itertuples()]
-        parts.append(f"{target}: {', '.join(words)}")
-    return "Held out, the mean signed error of each layout's runs, " + "; ".join(parts)
+    return g.groupby(keys, sort=True).agg(n=("error_pct", "size"), mean_error_pct=("error_pct", "mean")).reset_index()

@@ -159,6 +159,21 @@ def describe_source(source: str) -> str:
     return f"replayed log of {text}" if replay else text
 
 
+def degree_bias_text(bias: pd.DataFrame) -> str:
+    """One sentence (no final stop: a page goes on after it) on ``validation.signed_errors`` of the held-out degrees, per
+    layout (mode and degree) and target: the calibration's ratio between degrees is per mode, so the modes of one
+    degree can miss opposite ways and their mean would hide it."""
+    if bias.empty:
+        return "No parallel degree was held out in this build (too few degrees or runs)"
+    parts = []
+    for target in [t for t in ("time", "energy") if t in set(bias.target)]:
+        rows = bias[bias.target == target].sort_values(["mode", "world_size"])
+        words = [f"{MODE_WORDS.get(r.mode, r.mode)} of {int(r.world_size)} ranks {abs(r.mean_error_pct):.1f} % "
+                 f"{'over' if r.mean_error_pct >= 0 else 'under'}" for r in rows.itertuples()]
+        parts.append(f"{target}: {', '.join(words)}")
+    return "Held out, the mean signed error of each layout's runs, " + "; ".join(parts)
+
+
 def energy_label(df: pd.DataFrame) -> str:
     """'estimated energy (CodeCarbon: CPU power modelled from load and TDP, RAM power from the installed memory) on cpu' or
     'measured energy (NVML energy counter) on H100'."""

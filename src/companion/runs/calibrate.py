@@ -402,13 +402,12 @@ def _work_rows(layouts, device, distributed: bool, steps: int = WORK_PROBE_STEPS
             step()
         if distributed:
             dist.barrier()
-        v = torch.tensor([time.perf_counter() - t0, time.process_time() - c0], dtype=torch.float64)
-        if distributed:
-            wall = v[:1].clone()
+        wall = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+        cpu = torch.tensor([time.process_time() - c0], dtype=torch.float64)
+        if distributed:  # the slowest rank's wall time, every rank's CPU time
             dist.all_reduce(wall, op=dist.ReduceOp.MAX)
-            dist.all_reduce(v, op=dist.ReduceOp.SUM)
-            v[0] = wall[0]
-        wall_s, cpu_s = float(v[0]) / steps, float(v[1]) / steps
+            dist.all_reduce(cpu, op=dist.ReduceOp.SUM)
+        wall_s, cpu_s = float(wall) / steps, float(cpu) / steps
         rows.append({"tp": layout.tp, "dp": layout.dp, "ranks": layout.tp * layout.dp, "layers": WORK_PROBE_LAYERS,
                      **WORK_PROBE, "ffn": ffn, "threads_per_rank": 1, "step_s": wall_s, "cpu_s": cpu_s,
                      "busy_cores": cpu_s / wall_s if wall_s > 0 else float("nan"), "steps": steps})
@@ -690,8 +689,8 @@ def calibration_summary(rec: dict) -> list[dict]:
         add(f"spread between the two passes, p = {p}", c.get("pass_spread"), "x",
             f"median ratio of the slower to the faster pass; {c.get('combined', 'one pass')}")
     single = (rec.get("work_probe_single") or [{}])[0].get("step_s")
-    q = WORK_PROBE
-    size = f"L{WORK_PROBE_LAYERS}-h{q['hidden']} at sequence length {q['seq_len']}, batch {q['batch_size']}"
+    size = (f"L{WORK_PROBE_LAYERS}-h{WORK_PROBE['hidden']} at sequence length {WORK_PROBE['seq_len']}, "
+            f"batch {WORK_PROBE['batch_size']}")
     for p, c in sorted((rec.get("collectives") or {}).items(), key=lambda kv: int(kv[0])):
         for r in c.get("work") or []:
             name = f"tp{r['tp']}-dp{r['dp']}"

@@ -143,12 +143,18 @@ $(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_pr
 		$(E)/opmodel.py $(E)/fit.py $(E)/resources/hardware.yaml
 	$(call stage,05_predict)
 
-$(DERIVED)/headline.json: $(DERIVED)/validation.json $(DERIVED)/explore.csv notebooks/06_headline.py \
-		params/06_headline.yaml params/05_predict.yaml $(R)/headline.py $(R)/figures.py
+$(DERIVED)/headline.json: $(DERIVED)/validation.json $(DERIVED)/explore.csv $(DERIVED)/builds.csv notebooks/06_headline.py \
+		params/06_headline.yaml params/05_predict.yaml $(E)/stored.py $(R)/headline.py $(R)/figures.py
 	$(call stage,06_headline)
 
+# every stored sweep of the profile (data/reference/PROFILE/*.tar.gz), scored by today's models as stage 04 scores its own
+$(DERIVED)/builds.csv: $(DERIVED)/validation.json $(wildcard data/reference/$(PROFILE_NAME)/*.tar.gz) notebooks/07_builds.py \
+		params/07_builds.yaml $(E)/stored.py $(E)/validation.py $(E)/opmodel.py $(E)/models.py $(E)/noise.py $(E)/tables.py \
+		$(E)/proxies.py $(R)/builds.py $(R)/figures.py $(R)/headline.py
+	$(call stage,07_builds)
+
 ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/noise.json $(DERIVED)/fit.json $(DERIVED)/validation.json \
-	$(DERIVED)/explore.csv $(DERIVED)/headline.json
+	$(DERIVED)/explore.csv $(DERIVED)/headline.json $(DERIVED)/builds.csv
 
 analysis: $(ARTIFACTS) ## run every stage whose inputs changed (sweep -> proxies -> fit -> validation -> predict)
 fit: $(DERIVED)/fit.json ## the fit stage (and what it needs)

@@ -130,7 +130,7 @@ glue("byte_ratio_max", f"{check.ratio.max():.1f}", display=False)
                        "op_level_bytes": "bytes (op-level count)", "ratio": "op-level / analytic"})
  .style.format({"FLOPs (formula)": "{:.4g}", "FLOPs (FlopCounterMode)": "{:.4g}", "parameters (formula)": "{:,}",
                 "parameters (numel)": "{:,}", "bytes (analytic model)": "{:.3g}", "bytes (op-level count)": "{:.3g}",
-                "op-level / analytic": "{:.1f}"}).hide(axis="index"))
+                "op-level / analytic": "{:.1f}"}).hide(axis="index").set_table_attributes('class="companion-numbers"'))
 
 # %% [markdown]
 # ## Where the runs sit on the roofline

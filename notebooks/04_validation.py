@@ -157,6 +157,9 @@ figures.model_comparison(by_split, df)
 # %% [markdown]
 # ```{glue:} model_verdict_text
 # ```
+#
+# Most splits of one build hold a few dozen runs or fewer, so their coverage alone says little about the intervals;
+# [](07_builds.ipynb) pools each split's held-out runs over every stored build of the cpu profile.
 
 # %%
 # models as rows, splits as columns (pooled first), one table per target: MAPE, its interval, coverage

@@ -83,8 +83,9 @@ shown = pd.DataFrame({
                          ("paper's law kWh [90 %]", "energy_kwh"))},
     "warnings": explore.warnings,
 })
-glue("explore_table", shown.style.hide(axis="index"), display=False)
-shown.style.hide(axis="index")
+shown_style = shown.style.hide(axis="index").set_table_attributes('class="companion-numbers"')  # warnings: a count
+glue("explore_table", shown_style, display=False)
+shown_style
 
 # %%
 # the table's first row from the shell (the operator roofline; --law roofline_power_law for the paper's column)

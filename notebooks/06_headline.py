@@ -27,6 +27,7 @@ import yaml
 from myst_nb import glue
 
 from companion import paths
+from companion.energy import stored
 from companion.report import figures, headline
 from companion.report.stages import SOURCE_ROOT
 from companion.runs.records import write_json
@@ -53,7 +54,11 @@ coefficients = headline.coefficient_table(fit)
 flagged = coefficients[coefficients.note != ""] if len(coefficients) else coefficients
 floor = headline.noise_floor(noise)
 answer = headline.absolute_answer(explore, predict_params, label, fit.get("device_name", headline.NA))
-verdict = headline.verdict_table(validation)
+# the coverage criterion on every stored build's runs (stage 07), where it exists
+stored_scores = headline._read_csv(d / "builds.csv")
+builds = (stored.pooled_coverage(stored_scores, float(validation.get("level", 0.9)))
+          if len(stored_scores) else None)
+verdict = headline.verdict_table(validation, builds)
 glue("energy_label", label, display=False)
 glue("level_pct", headline.level_pct(validation), display=False)
 glue("mape_level_pct", headline.mape_level_pct(), display=False)

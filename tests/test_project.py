@@ -43,7 +43,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
 
 def test_notebooks_are_thin_stage_shells():
     assert [p.stem for p in NOTEBOOKS] == ["01_runs", "02_proxies", "03_fit", "04_validation", "05_predict",
-                                            "06_headline"]
+                                            "06_headline", "07_builds"]
     for nb in NOTEBOOKS:
         text = nb.read_text()
         assert text.count('tags=["parameters"]') == 1, nb.name

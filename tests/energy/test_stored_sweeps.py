@@ -1,12 +1,17 @@
-"""The stored sweeps a change of a model is scored on (benchmarks/model_accuracy.py): packing is deterministic,
-leaves out what is not a record, and unpacks to the layout the scorer reads."""
+"""The stored sweeps a change of a model is scored on (companion.energy.stored, benchmarks/model_accuracy.py):
+packing is deterministic, leaves out what is not a record, and unpacks to the layout the scorer reads; coverage
+pooled over sweeps counts what each sweep covered."""
 
 import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+
+from companion.energy import stored
+from companion.errors import ConfigError
 
 BENCH = Path(__file__).parents[2] / "benchmarks" / "model_accuracy.py"
 
@@ -31,27 +36,30 @@ def _sweep(data: Path) -> None:
     (data / "devices" / "cpu.json").write_text(json.dumps({"provenance": {"measured_at": "2026-11-24T22:07:51+00:00"}}))
 
 
-def test_pack_is_deterministic_and_unpacks_to_the_scored_layout(bench, tmp_path):
+def test_pack_is_deterministic_and_unpacks_to_the_scored_layout(tmp_path):
     data = tmp_path / "data"
     _sweep(data)
-    first = bench.pack(data, tmp_path / "a")
-    second = bench.pack(data, tmp_path / "b")
+    first = stored.pack(data, tmp_path / "a")
+    second = stored.pack(data, tmp_path / "b")
     assert first.name == second.name and first.name.startswith("2026-11-24T2207-")
     assert first.read_bytes() == second.read_bytes()  # file times and owners are not packed
-    got = bench.unpacked(first, tmp_path / "x")
+    got = stored.unpacked(first, tmp_path / "x")
     files = sorted(str(p.relative_to(got)) for p in got.rglob("*") if p.is_file())
     assert files == ["devices/cpu.json", *[f"runs/cpu/run{i}.json" for i in range(3)],
                      *[f"runs/holdout/run{i}.json" for i in range(2)]]  # set-aside records and logs left out
     (data / "runs" / "cpu" / "run0.json").write_text(json.dumps({"run_id": "changed"}))
-    assert bench.pack(data, tmp_path / "c").name != first.name  # another sweep, another name
+    assert stored.pack(data, tmp_path / "c").name != first.name  # another sweep, another name
+    assert stored.stored_sweeps(tmp_path / "a") == [first] and stored.stored_sweeps(tmp_path / "none") == []
 
 
 def test_pack_and_scoring_refuse_what_is_not_a_sweep(bench, tmp_path):
-    with pytest.raises(SystemExit, match="holds no sweep"):
-        bench.pack(tmp_path, tmp_path / "out")
+    with pytest.raises(ConfigError, match="holds no sweep"):
+        stored.pack(tmp_path, tmp_path / "out")
     for source in (tmp_path, tmp_path / "missing.tar.gz"):
-        with pytest.raises(SystemExit, match="is not a stored sweep"):
-            bench.unpacked(source, tmp_path / "x")
+        with pytest.raises(ConfigError, match="is not a stored sweep"):
+            stored.unpacked(source, tmp_path / "x")
+    with pytest.raises(SystemExit, match="error: .*holds no sweep"):  # the benchmark: one line, no traceback
+        bench.main(["--pack", str(tmp_path)])
 
 
 def test_an_unknown_model_is_refused_before_any_sweep_is_read(bench, tmp_path):
@@ -68,9 +76,60 @@ def test_a_sweep_given_after_models_is_named_as_such(bench, tmp_path):
         bench.main(["--models", "operator_roofline", str(sweep)])
 
 
-def test_the_coverage_count_stands_beside_what_exact_intervals_would_give(bench):
+def test_the_coverage_count_stands_beside_what_exact_intervals_would_give():
     # 18 of 20 covered is in the band, 8 of 8 is not; an all-unbounded cell (coverage NaN) never counts
     t = pd.DataFrame({"n": [20, 8, 5], "n_unbounded": [0, 0, 5], "coverage_pct": [90.0, 100.0, float("nan")]})
-    line = bench.coverage_cells(t)
+    line = stored.coverage_cells(t, 0.9)
     # exact 90 % intervals: 17-19 of 20 with chance 0.745, 7 of 8 with 0.383
     assert "1 of 3 cells" in line and "1.1 expected" in line
+
+
+def _scores(covered_of_n, split="leave_one_degree_out", unbounded=None):
+    n = [n for _, n in covered_of_n]
+    unb = unbounded or [0] * len(n)
+    return pd.DataFrame({
+        "sweep": [f"s{i}" for i in range(len(n))], "model": "operator_roofline", "target": "time", "split": split,
+        "n": [a + b for a, b in zip(n, unb)], "n_unbounded": unb,
+        "coverage_pct": [100 * k / m for k, m in covered_of_n], "mape_pct": np.arange(len(n)) + 5.0,
+        "exact_floor_pct": 2.0})
+
+
+def test_coverage_pooled_over_sweeps_counts_covered_runs_not_sweep_means():
+    # 10 of 10 and 80 of 100: the pooled share is 90/110 = 81.8 %, not the sweeps' mean (90 %); runs with an
+    # unbounded interval count in neither
+    got = stored.pooled_coverage(_scores([(10, 10), (80, 100)], unbounded=[3, 0]), n_boot=400).iloc[0]
+    assert (got.n, got.covered, got.sweeps) == (110, 90, 2)
+    assert got.coverage_pct == pytest.approx(100 * 90 / 110)
+    assert not got.in_band and got.sweeps_in_band == 0
+    assert got.coverage_lo_pct <= got.coverage_pct <= got.coverage_hi_pct
+    assert (got.mape_pct, got.mape_min_pct, got.mape_max_pct) == (5.5, 5.0, 6.0)
+
+
+def test_the_range_of_pooled_coverage_resamples_sweeps_and_narrows_with_more():
+    # sweeps that scatter (75 % and 100 % alternately) pool to 87.5 %; the range from resampling whole sweeps
+    # is wide for four sweeps and narrower for forty, and never narrower for scattered sweeps than for steady ones
+    few = stored.pooled_coverage(_scores([(15, 20), (20, 20)] * 2), n_boot=2000).iloc[0]
+    many = stored.pooled_coverage(_scores([(15, 20), (20, 20)] * 20), n_boot=2000).iloc[0]
+    steady = stored.pooled_coverage(_scores([(35, 40)] * 40), n_boot=2000).iloc[0]
+    assert few.coverage_pct == many.coverage_pct == steady.coverage_pct == 87.5
+    width = lambda r: r.coverage_hi_pct - r.coverage_lo_pct  # noqa: E731
+    assert width(few) > 2 * width(many) > 0 and width(steady) == 0.0
+    assert few.in_band and few.sweeps_in_band == 0  # no sweep's own coverage lies in 85-95 %, their pool does
+
+
+def test_a_stored_sweep_is_scored_as_the_validation_page_scores_it_in_any_number_of_processes():
+    # the newest stored archive, twice: two processes score it alike, every split and the off-grid runs, both
+    # targets, with the device, the energy's kind and the commit that measured it
+    newest = stored.stored_sweeps(Path(__file__).parents[2] / "data" / "reference" / "cpu")[-1]
+    t = stored.score_stored([newest, newest], ["operator_roofline"], 0.9, 0.1, workers=2)
+    first, second = (g.drop(columns="sweep").reset_index(drop=True) for _, g in t.groupby(t.index // (len(t) // 2)))
+    pd.testing.assert_frame_equal(first, second)
+    from companion.energy.validation import MODEL_SPLITS
+
+    assert set(first.split) == {"pooled", "holdout", *MODEL_SPLITS} and set(first.target) == {"time", "energy"}
+    assert set(first.device_name) == {"cpu"} and first.energy_measured.nunique() == 1  # one kind of energy a sweep
+    assert first.commit.str.fullmatch(r"[0-9a-f]{7}").all()
+    assert ((first.coverage_pct >= 0) & (first.coverage_pct <= 100)).all() and (first.mape_pct > 0).all()
+    pooled = stored.pooled_coverage(t, 0.9, n_boot=100)
+    assert (pooled.n == 2 * first.set_index(["split", "target"]).loc[list(zip(pooled.split, pooled.target))]
+            .eval("n - n_unbounded").to_numpy()).all()

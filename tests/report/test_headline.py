@@ -145,22 +145,31 @@ def test_verdict_table_reads_model_verdict(validation):
     assert "size" not in time[3]  # 93 % lies inside the range
     # the same coverage asked of the sample size: 59 % of 17 runs is not what exact intervals show
     assert time[4].startswith("no (") and "mode 59 % against 76–100 %" in time[4] and "size" not in time[4]
-    assert time[5] == "22.3 %: not met (measured once each: no floor of their own)" and "10 %" in v.criterion[5]
+    assert time[6] == "22.3 %: not met (measured once each: no floor of their own)" and "10 %" in v.criterion[6]
     assert set(v["energy per step"]) == {NA}  # the verdict has no energy entry here
+    # the coverage criterion on the stored builds' pooled runs: not available without them
+    assert time[5] == NA and "pooled over the stored builds" in v.criterion[5]
+    pooled = pd.DataFrame({"model": "operator_roofline", "target": ["time", "time", "time", "energy"],
+                           "split": ["pooled", "leave_one_mode_out", "holdout", "holdout"],
+                           "coverage_pct": [90.0, 88.64, 95.4, 91.0], "sweeps": 20, "n": [900, 395, 542, 542]})
+    builds_row = headline.verdict_table(validation, pooled)
+    assert builds_row["time per step"][5] == "not met (88.6–95.4 % over 20 builds, 395–542 runs per split; outside: off-grid 95.4 %)"
+    assert headline.builds_coverage(pooled, "energy", (85, 95)) == "met (91.0–91.0 % over 20 builds, 542–542 runs per split)"
+    assert headline.builds_coverage(pooled, "energy", None) == NA and headline.builds_coverage(None, "time", (85, 95)) == NA
     assert "10 %" in v.criterion[0] and "85–95 %" in v.criterion[3]  # model_verdict's own thresholds
     assert headline.verdict_model(validation) == "operator roofline"
     # off-grid runs measured twice: the row shows their own replicate floor beside their MAPE
     twice = copy.deepcopy(validation)
     twice["model_verdict"]["targets"]["time"]["holdout_noise_floor_pct"] = 8.4
-    assert headline.verdict_table(twice)["time per step"].tolist()[5] == "22.3 %: not met (floor 8.4 %)"
+    assert headline.verdict_table(twice)["time per step"].tolist()[6] == "22.3 %: not met (floor 8.4 %)"
     # the stretch: the split whose MAPE is the most times the floor of its own runs, or why none is judged
-    assert time[6] == NA and "1.5 x the replicate floor" in v.criterion[6]
+    assert time[7] == NA and "1.5 x the replicate floor" in v.criterion[7]
     twice["model_verdict"]["targets"]["time"].update(
         floor_ratio_by_split={"pooled": 1.4, "leave_one_mode_out": 2.46, "holdout": 1.1}, meets_stretch=False)
-    assert headline.verdict_table(twice)["time per step"].tolist()[6] == "not met (mode, 2.5 x its floor)"
+    assert headline.verdict_table(twice)["time per step"].tolist()[7] == "not met (mode, 2.5 x its floor)"
     twice["model_verdict"]["targets"]["time"].update(floor_ratio_by_split={"pooled": 1.4, "holdout": None},
                                                      meets_stretch=None)
-    assert headline.verdict_table(twice)["time per step"].tolist()[6] == f"{NA} (too few replicated runs for a floor: off-grid)"
+    assert headline.verdict_table(twice)["time per step"].tolist()[7] == f"{NA} (too few replicated runs for a floor: off-grid)"
     # beside the coverage criterion: how often exact intervals would meet it on splits of these sizes
     twice["model_verdict"]["targets"]["time"]["coverage_in_range_chance"] = 0.043
     assert headline.verdict_table(twice)["time per step"].tolist()[3].endswith(
@@ -168,16 +177,16 @@ def test_verdict_table_reads_model_verdict(validation):
     assert headline.coverage_summary(twice)["chance_time"] == "4 % of the time"
     assert headline.coverage_summary(validation)["chance_time"] == NA  # a verdict without it: not available
     # beside the stretch, no criterion: the MAPEs over what an exact model would score on the same runs
-    assert time[7] == NA and "no criterion" in v.criterion[7]
+    assert time[8] == NA and "no criterion" in v.criterion[8]
     twice["model_verdict"]["targets"]["time"]["exact_floor_ratio_by_split"] = {
         "pooled": 1.38, "leave_one_size_out": 1.3, "leave_one_mode_out": 2.14, "holdout": None}
-    assert headline.verdict_table(twice)["time per step"].tolist()[7] == "1.4 x (mode, 2.1 x)"
+    assert headline.verdict_table(twice)["time per step"].tolist()[8] == "1.4 x (mode, 2.1 x)"
     # the split where an exact model's own error is above the stretch times the floor is named: 1.3 / 0.8 = 1.6 x
     twice["model_verdict"]["targets"]["time"].update(
         floor_ratio_by_split={"pooled": 1.4, "leave_one_size_out": 1.3, "leave_one_mode_out": 2.46},
         exact_floor_ratio_by_split={"pooled": 1.38, "leave_one_size_out": 0.8, "leave_one_mode_out": 2.14},
         meets_stretch=False)
-    assert headline.verdict_table(twice)["time per step"].tolist()[6] == (
+    assert headline.verdict_table(twice)["time per step"].tolist()[7] == (
         "not met (mode, 2.5 x its floor); an exact model would score above 1.5 x the floor itself on size, 1.6 x")
 
 

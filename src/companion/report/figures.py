@@ -507,3 +507,49 @@ def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
         title=_title("Held-out MAPE: every model", df),
         description="Held-out MAPE of every model per split, time and energy apart; the black line is its "
                     "interval from resampling whole groups. Shorter bars predict unseen runs better.")
+
+
+def coverage_across_sweeps(table: pd.DataFrame, pooled: pd.DataFrame, level: float, model: str = "operator_roofline",
+                           band=(85.0, 95.0)) -> alt.Chart:
+    """The coverage of ``model``'s nominal ``level`` intervals per group of held-out runs: one tick per stored
+    sweep (``companion.energy.stored.score_stored``'s rows), their pool as a black point with its range from
+    resampling sweeps (``pooled_coverage``), the band asked of every group shaded; time and energy side by side."""
+    from companion.report.builds import GROUP_WORDS, TARGETS, group_order
+
+    t = table[(table.model == model) & table.coverage_pct.notna()]
+    p = pooled[pooled.model == model]
+    how = t[["device_name", "energy_measured", "energy_source"]].drop_duplicates() if len(t) else t
+    title = _title(f"Coverage of the {level * 100:.0f} % intervals, sweep by sweep", how) if len(how) else \
+        alt.TitleParams(f"Coverage of the {level * 100:.0f} % intervals, sweep by sweep", subtitle=["no stored sweeps"])
+    if t.empty:
+        note = pd.DataFrame({"text": ["no stored sweeps to score"]})
+        return alt.Chart(note, title=title).mark_text(align="left").encode(text="text:N").properties(
+            width=WIDTH, height=40, description="No stored sweep was scored.")
+    order = [GROUP_WORDS.get(g, g) for g in group_order(p.split)]
+    scale, axis = alt.Scale(domain=[60, 100], clamp=True), alt.Axis(values=[60, 70, 80, 85, 90, 95, 100], labelOverlap=True)
+    x = alt.X("coverage_pct:Q", title="coverage of held-out runs (%)", scale=scale, axis=axis)
+    panels = []
+    for target in [x_ for x_ in TARGETS if x_ in set(t.target)]:
+        ticks = t[t.target == target].assign(group=lambda f: f.split.map(lambda s: GROUP_WORDS.get(s, s)))
+        pool = p[p.target == target].assign(group=lambda f: f.split.map(lambda s: GROUP_WORDS.get(s, s)))
+        y = alt.Y("group:N", title=None, sort=order, axis=alt.Axis(labelLimit=150) if not panels else None)
+        shade = alt.Chart(pd.DataFrame({"lo": [band[0]], "hi": [band[1]]})).mark_rect(color="#e8f1e4").encode(
+            x=alt.X("lo:Q", title="coverage of held-out runs (%)", scale=scale, axis=axis), x2="hi:Q")
+        sweeps = alt.Chart(ticks).mark_tick(color="#4c78a8", opacity=0.55, thickness=1.5).encode(
+            x=x, y=y, tooltip=[alt.Tooltip("sweep:N"), alt.Tooltip("commit:N"), alt.Tooltip("group:N", title="held out"),
+                               alt.Tooltip("coverage_pct:Q", format=".0f", title="coverage (%)"),
+                               alt.Tooltip("n:Q", title="runs"), alt.Tooltip("mape_pct:Q", format=".1f", title="MAPE (%)")])
+        rng = alt.Chart(pool).mark_rule(color="#111", strokeWidth=2).encode(
+            x="coverage_lo_pct:Q", x2="coverage_hi_pct:Q", y=y)
+        dot = alt.Chart(pool).mark_point(shape="diamond", filled=True, color="#111", size=70).encode(
+            x=x, y=y, tooltip=[alt.Tooltip("group:N", title="held out"),
+                               alt.Tooltip("coverage_pct:Q", format=".1f", title="pooled coverage (%)"),
+                               alt.Tooltip("coverage_lo_pct:Q", format=".1f", title="range low (%)"),
+                               alt.Tooltip("coverage_hi_pct:Q", format=".1f", title="range high (%)"),
+                               alt.Tooltip("covered:Q"), alt.Tooltip("n:Q", title="runs"), alt.Tooltip("sweeps:Q")])
+        panels.append(alt.layer(shade, sweeps, rng, dot).properties(
+            width=COMPARISON_WIDTH, height=24 * len(order), title=f"{target} per step"))
+    return alt.hconcat(*panels, spacing=12).properties(
+        title=title, description=f"Coverage of the {level * 100:.0f} % intervals of held-out runs per group: a tick per "
+                                 "stored sweep, a black diamond for all sweeps pooled with its range from resampling "
+                                 f"sweeps, the band {band[0]:.0f}-{band[1]:.0f} % shaded.")

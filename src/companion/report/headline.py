@@ -567,10 +567,13 @@ def verdict_model(validation: dict) -> str:
     return model_name(v["model"]).split(",")[0] if isinstance(v, dict) and v.get("model") else NA
 
 
-def verdict_table(validation: dict) -> pd.DataFrame:
+def verdict_table(validation: dict, builds: pd.DataFrame | None = None) -> pd.DataFrame:
     """The primary model's verdict (``model_verdict``), criterion by criterion (rows), time and energy (columns).
 
-    The criteria's thresholds are ``model_verdict``'s own; a value the artifact lacks reads "not available"."""
+    The criteria's thresholds are ``model_verdict``'s own; a value the artifact lacks reads "not available".
+    ``builds``: the coverage pooled over the stored sweeps (``companion.energy.stored.pooled_coverage`` of stage
+    07's ``builds.csv``), which answers the coverage criterion on many builds' runs where one build's splits are
+    too small to; without it that row reads "not available"."""
     c = verdict_criteria()
     rng = c.get("coverage")
     level = level_pct(validation)
@@ -583,6 +586,8 @@ def verdict_table(validation: dict) -> pd.DataFrame:
                     f"{f'{rng[0]:.0f}–{rng[1]:.0f} %' if rng else NA} in every split, off-grid runs included",
         "consistent": f"coverage of every split within the range exact {level} % intervals show nine times in ten "
                       "on as many runs (binomial; no criterion)",
+        "builds": "the coverage criterion again, each split's held-out runs pooled over the stored builds (page "
+                  "Across builds)",
         "holdout": f"off-grid runs' MAPE at most {fmt('target_pct')} (their own replicate noise floor in brackets)",
         "stretch": f"stretch: every MAPE above at most {c['stretch'] if 'stretch' in c else NA:g} x the replicate "
                    "floor of the runs it scores (the worst ratio)",
@@ -611,6 +616,7 @@ def verdict_table(validation: dict) -> pd.DataFrame:
             + (f"; exact intervals would meet it on splits of these sizes about {_chance(t['coverage_in_range_chance'])}"
                if _num(t.get("coverage_in_range_chance")) is not None else ""),
             _consistent(t),
+            builds_coverage(builds, target, rng),
             f"{_pct(t.get('holdout_mape_pct'))}: {_met(t.get('meets_holdout'))}"
             + (f" (floor {_pct(t['holdout_noise_floor_pct'])})" if _num(t.get("holdout_noise_floor_pct")) is not None
                else " (measured once each: no floor of their own)"),
@@ -618,6 +624,21 @@ def verdict_table(validation: dict) -> pd.DataFrame:
             _exact_ratio(t),
         ]
     return pd.DataFrame(table)
+
+
+def builds_coverage(builds: pd.DataFrame | None, target: str, band) -> str:
+    """The coverage criterion on the stored builds' pooled runs, for ``target``: met or not, the range over the
+    splits (off-grid runs included), the splits outside ``band`` and how many builds and runs."""
+    if builds is None or not len(builds) or not band:
+        return NA
+    b = builds[(builds.model == PRIMARY) & (builds.target == target) & (builds.split != POOLED)]
+    if b.empty:
+        return NA
+    outside = [f"{split_label(r.split)} {r.coverage_pct:.1f} %" for r in b.itertuples()
+               if not band[0] - 1e-9 <= r.coverage_pct <= band[1] + 1e-9]
+    return (f"{_met(not outside)} ({b.coverage_pct.min():.1f}–{b.coverage_pct.max():.1f} % over "
+            f"{int(b.sweeps.max())} builds, {int(b.n.min()):,}–{int(b.n.max()):,} runs per split"
+            + (f"; outside: {', '.join(outside)}" if outside else "") + ")")
 
 
 def coverage_bands_text(table: pd.DataFrame) -> str:

@@ -26,7 +26,7 @@ from companion.paths import PACKAGE_DIR, derived_dir
 from companion.report import presentation
 
 SOURCE_ROOT = PACKAGE_DIR.parent.parent  # the checkout: notebooks/, params/, book/, _config.yml
-STAGES = ("01_runs", "02_proxies", "03_fit", "04_validation", "05_predict", "06_headline")
+STAGES = ("01_runs", "02_proxies", "03_fit", "04_validation", "05_predict", "06_headline", "07_builds")
 # The artifact each stage writes under data/derived/<profile>/, offered for download on its page.
 ARTIFACTS = {
     "01_runs": ("runs.csv", "one row per finished run: its configuration, step time, energy and where the energy came from"),
@@ -35,12 +35,14 @@ ARTIFACTS = {
     "04_validation": ("validation.json", "held-out metrics per split and model, every held-out prediction, the verdict"),
     "05_predict": ("explore.csv", "the predictions of the table above"),
     "06_headline": ("headline.json", "the values of this page: per-split metrics, the law's coefficients, the comparison"),
+    "07_builds": ("builds.csv", "the held-out scores of every stored sweep: one row per sweep, group and target"),
 }
 
 
 # what each stage reads from data/derived/<profile>/ (stage 01 reads the run records)
 INPUTS = {"02_proxies": ("runs.csv",), "03_fit": ("proxies.csv",), "04_validation": ("proxies.csv",),
-          "05_predict": ("fit.json", "runs.csv"), "06_headline": ("validation.json", "explore.csv")}
+          "05_predict": ("fit.json", "runs.csv"), "06_headline": ("validation.json", "explore.csv"),
+          "07_builds": ("validation.json",)}
 PRODUCER = {"runs.csv": "01_runs", "proxies.csv": "02_proxies", "fit.json": "03_fit",
             "validation.json": "04_validation", "explore.csv": "05_predict"}
 
@@ -66,6 +68,11 @@ def check_inputs(stage: str, profile: str, params: Path) -> None:
         n = values["n_boot"]
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"n_boot={n!r} in {params} must be a positive integer; set it to e.g. 200")
+    if "workers" in values:
+        n = values["workers"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"workers={n!r} in {params} must be a positive integer (processes at once); set it to "
+                              "the cores to use, e.g. 2")
     for name in INPUTS.get(stage, ()):
         path = derived_dir(profile_name(profile)) / name
         if not path.is_file() or path.stat().st_size == 0:

@@ -1,0 +1,209 @@
+"""Stored sweeps: each build's measurements packed as one archive, and the models scored on all of them.
+
+A stored sweep is what one `make reproduce` measured: the run records of the profile (``runs/cpu/``), of the
+off-grid profile measured alongside it (``runs/holdout/``) and the device's calibration (``devices/cpu.json``),
+packed as one archive (``pack``) under ``data/reference/<profile>/``. Scored again by today's code
+(``score_sweep``: the validation page's splits, step-time filter and interval level), the stored sweeps judge
+what one build cannot: a split of one build scores 16-30 held-out runs, on which even exact 90 % intervals
+cover anywhere from 80 to 100 %, so whether the intervals hold per split is a question for all builds together
+(``pooled_coverage``). On a shared VM a sweep's accuracy also moves with the machine's state while it ran, so a
+change of a model that helps one sweep and hurts the next is noise: compare over sweeps, each beside its floor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from companion.errors import ConfigError
+
+PROFILE, HOLDOUT, DEVICE = "cpu", "holdout", "cpu"
+BAND_PCT = (85.0, 95.0)  # the coverage a nominal 90 % interval is asked to show in every split
+
+
+# ----------------------------------------------------------------------------------------- archives
+def pack(data: Path, out_dir: Path) -> Path:
+    """One archive of ``data``'s sweep (runs/cpu, runs/holdout, devices/cpu.json), named after the calibration's
+    time (UTC) and a hash of the content; records set aside (failed/, corrupt/), logs and locks are not packed."""
+    data = Path(data)
+    files = sorted((data / "runs" / PROFILE).glob("*.json")) + sorted((data / "runs" / HOLDOUT).glob("*.json"))
+    calibration = data / "devices" / f"{DEVICE}.json"
+    if not calibration.is_file() or not files:
+        raise ConfigError(f"{data} holds no sweep: it needs runs/{PROFILE}/*.json and devices/{DEVICE}.json "
+                          "(run `make reproduce` first)")
+    files.append(calibration)
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:8]
+    when = json.loads(calibration.read_text())["provenance"]["measured_at"][:16].replace(":", "")  # 2026-11-24T2207
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{when}-{digest}.tar.gz"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for f in files:
+            info = tar.gettarinfo(str(f), arcname=str(f.relative_to(data)))
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""  # same bytes for the same sweep
+            with f.open("rb") as fh:
+                tar.addfile(info, fh)
+    out.write_bytes(buf.getvalue())
+    return out
+
+
+def unpacked(source: Path, tmp: Path) -> Path:
+    """A folder holding ``runs/`` and ``devices/``: ``source`` itself, or the archive unpacked under ``tmp``."""
+    source = Path(source)
+    if source.is_file() and tarfile.is_tarfile(source):
+        dest = Path(tmp) / source.name.split(".")[0]
+        with tarfile.open(source) as tar:
+            tar.extractall(dest, filter="data")
+    else:
+        dest = source
+    if not (dest / "runs" / PROFILE).is_dir() or not (dest / "devices" / f"{DEVICE}.json").is_file():
+        raise ConfigError(f"{source} is not a stored sweep: it needs runs/{PROFILE}/ and devices/{DEVICE}.json "
+                          "(an archive of `pack`, or a data/ folder after `make reproduce`)")
+    return dest
+
+
+def sweep_name(source: Path) -> str:
+    """An archive's name without its suffixes (its calibration's time and content hash), or a folder's path."""
+    source = Path(source)
+    return source.name.split(".")[0] if source.is_file() else str(source)
+
+
+def stored_sweeps(folder: Path) -> list[Path]:
+    """The archives under ``folder`` (``data/reference/<profile>/``), oldest first; none where it is missing."""
+    return sorted(Path(folder).glob("*.tar.gz")) if Path(folder).is_dir() else []
+
+
+def measured_commit(data: Path) -> str | None:
+    """The commit (short) whose code measured a sweep: its first run record's provenance; None if unrecorded."""
+    for record in sorted((Path(data) / "runs" / PROFILE).glob("*.json")):
+        try:
+            sha = ((json.loads(record.read_text()).get("provenance") or {}).get("git") or {}).get("sha")
+        except (OSError, ValueError):
+            continue
+        return sha[:7] if isinstance(sha, str) else None
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float) -> pd.DataFrame:
+    """The validation page's model scores on one stored sweep: one row per group x model x target, the groups
+    being the pooled splits ('pooled'), each split and the off-grid 'holdout'; each row also says on which device
+    the sweep ran and how its energy was obtained (``device_name``, ``energy_measured``, ``energy_source``)."""
+    from companion.energy import validation as val
+    from companion.energy.models import validated_models
+    from companion.energy.noise import replicate_noise
+    from companion.energy.opmodel import load_device_roofs, proxy_roofs
+    from companion.energy.tables import load_runs, proxies_frame, usable_runs
+
+    dev = load_device_roofs(DEVICE, "fp32", root=Path(data) / "devices")
+    roofs = {dev.name: proxy_roofs(dev)}
+    df, _ = usable_runs(proxies_frame(load_runs(Path(data) / "runs" / PROFILE), roofs), max_step_ci95_rel)
+    every = validated_models(dev)
+    models = {k: every[k] for k in model_names}
+    pred = val.validate_models(df, models, level=level)
+    holdout_noise = None
+    holdout_dir = Path(data) / "runs" / HOLDOUT
+    if any(holdout_dir.glob("*.json")):
+        holdout, _ = usable_runs(proxies_frame(load_runs(holdout_dir), roofs), max_step_ci95_rel)
+        pred = pd.concat([pred, val.score_holdout(df, holdout, models, level)], ignore_index=True)
+        holdout_noise = replicate_noise(holdout)
+    by_split, pooled = val.score_splits(pred, replicate_noise(df), holdout_noise, level)
+    how = {"device_name": ", ".join(sorted(set(df.device_name.astype(str)))),
+           "energy_measured": val.energy_kind(df) == "measured",
+           "energy_source": "; ".join(sorted(set(df.energy_source.astype(str))))}
+    return pd.concat([pooled.assign(split="pooled"), by_split], ignore_index=True).assign(**how)
+
+
+def check_models(model_names) -> list[str]:
+    """``model_names`` as a list, each one the validation knows (a one-line error names the unknown ones)."""
+    from companion.energy.models import validated_models
+
+    names = [model_names] if isinstance(model_names, str) else list(model_names)
+    known = sorted(validated_models(None))  # the names do not depend on the device
+    unknown = sorted(set(names) - set(known))
+    if unknown or not names:
+        raise ConfigError(f"unknown model(s) {unknown}; choose from {known}")
+    return names
+
+
+def _score_one(source: str, model_names: list[str], level: float, max_step_ci95_rel: float) -> pd.DataFrame:
+    with tempfile.TemporaryDirectory() as tmp:
+        data = unpacked(Path(source), Path(tmp))
+        scores = score_sweep(data, model_names, level, max_step_ci95_rel)
+        return scores.assign(sweep=sweep_name(Path(source)), commit=measured_commit(data))
+
+
+def score_stored(sources, model_names, level: float, max_step_ci95_rel: float, workers: int = 1) -> pd.DataFrame:
+    """``score_sweep`` of every stored sweep (archives or data/ folders), ``workers`` at a time (separate
+    processes: a sweep's folds take a few seconds of one core each): one frame, with each row's ``sweep`` and the
+    ``commit`` that measured it. Empty without sources."""
+    names = check_models(model_names)
+    sources = [str(s) for s in sources]
+    if not sources:
+        return pd.DataFrame(columns=["sweep", "commit", "split", "model", "target", "n", "n_unbounded",
+                                     "coverage_pct", "mape_pct", "exact_floor_pct"])
+    if workers <= 1 or len(sources) == 1:
+        parts = [_score_one(s, names, level, max_step_ci95_rel) for s in sources]
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        from functools import partial
+
+        one = partial(_score_one, model_names=names, level=level, max_step_ci95_rel=max_step_ci95_rel)
+        with ProcessPoolExecutor(max_workers=min(workers, len(sources)), mp_context=mp.get_context("spawn")) as pool:
+            parts = list(pool.map(one, sources))
+    return pd.concat(parts, ignore_index=True)
+
+
+# ------------------------------------------------------------------------------------- over all sweeps
+def pooled_coverage(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT, n_boot: int = 2000, seed: int = 0,
+                    interval: float = 0.9) -> pd.DataFrame:
+    """Per model x target x group, over every sweep of ``table`` (``score_stored``'s rows): the held-out
+    predictions with a bounded interval (``n``), how many of them their interval covered, that share (%) with
+    an ``interval`` range from resampling whole sweeps (the runs of one sweep share its machine state and its
+    fits, so they are not independent draws), whether that share lies within ``band``; the mean, lowest and
+    highest MAPE of the sweeps beside their mean exact-model floor; how many sweeps' own coverage lies in
+    ``band``, beside how many exact ``level`` intervals would put there on groups of the same sizes."""
+    from companion.energy.validation import expected_in_range
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for (model, target, split), g in table.groupby(["model", "target", "split"], sort=False):
+        n = (g.n - g.n_unbounded).to_numpy(int)
+        covered = np.rint(g.coverage_pct.fillna(0).to_numpy(float) * n / 100)
+        if n.sum() == 0:
+            continue
+        share = 100 * covered.sum() / n.sum()
+        pick = rng.integers(0, len(g), size=(n_boot, len(g)))
+        boot = 100 * covered[pick].sum(axis=1) / np.maximum(n[pick].sum(axis=1), 1)
+        a = (1 - interval) / 2
+        own = g.coverage_pct.to_numpy(float)
+        rows.append({"model": model, "target": target, "split": split, "sweeps": len(g), "n": int(n.sum()),
+                     "covered": int(covered.sum()), "coverage_pct": share,
+                     "coverage_lo_pct": float(np.quantile(boot, a)), "coverage_hi_pct": float(np.quantile(boot, 1 - a)),
+                     "in_band": bool(band[0] - 1e-9 <= share <= band[1] + 1e-9),
+                     "sweeps_in_band": int(np.sum((own >= band[0] - 1e-9) & (own <= band[1] + 1e-9))),
+                     "sweeps_in_band_exact": expected_in_range(n, level, band),
+                     "mape_pct": float(g.mape_pct.mean()), "mape_min_pct": float(g.mape_pct.min()),
+                     "mape_max_pct": float(g.mape_pct.max()), "exact_floor_pct": float(g.exact_floor_pct.mean())})
+    return pd.DataFrame(rows)
+
+
+def coverage_cells(t: pd.DataFrame, level: float = 0.9, band=BAND_PCT) -> str:
+    """How many cells (sweep x group) have their intervals' coverage within ``band``, beside how many exact
+    intervals would on groups of the same sizes, on average: a count well below that says the intervals are
+    off, one near it says the band is as often missed as sampling alone misses it."""
+    from companion.energy.validation import coverage_consistent, expected_in_range
+
+    n = (t.n - t.n_unbounded).astype(int)
+    inside = int(coverage_consistent(t.coverage_pct, *band).sum())
+    return (f"coverage within {band[0]:.0f}-{band[1]:.0f} %: {inside} of {len(t)} cells; exact {level:.0%} "
+            f"intervals on groups of these sizes: {expected_in_range(n, level, band):.1f} expected")

@@ -150,7 +150,7 @@ $(DERIVED)/headline.json: $(DERIVED)/validation.json $(DERIVED)/explore.csv $(DE
 # every stored sweep of the profile (data/reference/PROFILE/*.tar.gz), scored by today's models as stage 04 scores its own
 $(DERIVED)/builds.csv: $(DERIVED)/validation.json $(wildcard data/reference/$(PROFILE_NAME)/*.tar.gz) notebooks/07_builds.py \
 		params/07_builds.yaml $(E)/stored.py $(E)/validation.py $(E)/opmodel.py $(E)/models.py $(E)/noise.py $(E)/tables.py \
-		$(E)/proxies.py $(R)/builds.py $(R)/figures.py $(R)/headline.py
+		$(E)/proxies.py $(R)/builds.py $(R)/figures.py $(R)/headline.py $(R)/provenance.py
 	$(call stage,07_builds)
 
 ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/noise.json $(DERIVED)/fit.json $(DERIVED)/validation.json \

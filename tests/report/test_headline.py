@@ -148,13 +148,14 @@ def test_verdict_table_reads_model_verdict(validation):
     assert time[6] == "22.3 %: not met (measured once each: no floor of their own)" and "10 %" in v.criterion[6]
     assert set(v["energy per step"]) == {NA}  # the verdict has no energy entry here
     # the coverage criterion on the stored builds' pooled runs: not available without them
-    assert time[5] == NA and "pooled over the stored builds" in v.criterion[5]
+    assert time[5] == NA and "pooled over the stored builds" in v.criterion[5] and "not the criterion" in v.criterion[5]
     pooled = pd.DataFrame({"model": "operator_roofline", "target": ["time", "time", "time", "energy"],
                            "split": ["pooled", "leave_one_mode_out", "holdout", "holdout"],
                            "coverage_pct": [90.0, 88.64, 95.4, 91.0], "sweeps": 20, "n": [900, 395, 542, 542]})
     builds_row = headline.verdict_table(validation, pooled)
-    assert builds_row["time per step"][5] == "not met (88.6–95.4 % over 20 builds, 395–542 runs per split; outside: off-grid 95.4 %)"
-    assert headline.builds_coverage(pooled, "energy", (85, 95)) == "met (91.0–91.0 % over 20 builds, 542–542 runs per split)"
+    assert builds_row["time per step"][5] == ("no (88.6–95.4 % over 20 builds, 395–542 held-out predictions per split "
+                                              "summed over them; outside: off-grid 95.4 %)")
+    assert headline.builds_coverage(pooled, "energy", (85, 95)).startswith("yes (91.0–91.0 % over 20 builds")
     assert headline.builds_coverage(pooled, "energy", None) == NA and headline.builds_coverage(None, "time", (85, 95)) == NA
     assert "10 %" in v.criterion[0] and "85–95 %" in v.criterion[3]  # model_verdict's own thresholds
     assert headline.verdict_model(validation) == "operator roofline"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from companion.energy.stored import BAND_PCT
+from companion.energy.stored import BAND_PCT, THIS_BUILD
 from companion.energy.validation import SPLIT_WORDS
 
 POOLED = "pooled"
@@ -28,49 +28,61 @@ def _rows(pooled: pd.DataFrame, model: str) -> dict:
     return {(r.split, r.target): r for r in p.itertuples()}
 
 
+def _range(lo: float, hi: float) -> str:
+    return f"{lo:.1f}–{hi:.1f}"
+
+
 def coverage_table(pooled: pd.DataFrame, model: str = "operator_roofline", band=BAND_PCT) -> pd.DataFrame:
-    """One row per group: its held-out runs over all sweeps; for time and energy, the coverage pooled over the
-    sweeps with its range from resampling sweeps; how many sweeps' own coverage lies in ``band`` (time / energy)
-    beside how many exact intervals would put there."""
+    """One row per group: its held-out predictions over all builds; for time and energy, the coverage pooled
+    over the builds with its range from resampling builds (``pooled_coverage``'s ``interval``; the caption says
+    which); how many builds' own coverage lies in ``band`` (time, energy) beside how many exact intervals would
+    put there."""
     rows, cells = [], _rows(pooled, model)
     for group in group_order(pooled[pooled.model == model].split):
         got = {target: cells.get((group, target)) for target in TARGETS}
         first = next((r for r in got.values() if r is not None), None)
-        row = {"held-out runs": GROUP_WORDS.get(group, group), "runs": "-" if first is None else str(first.n)}
+        row = {"held-out group": GROUP_WORDS.get(group, group),
+               "predictions": "-" if first is None else f"{first.n:,}"}
         for target, r in got.items():
-            row[f"{target}: coverage %"] = ("-" if r is None else
-                                            f"{r.coverage_pct:.1f} [{r.coverage_lo_pct:.1f}-{r.coverage_hi_pct:.1f}]")
-        seen = " / ".join("-" if r is None else str(r.sweeps_in_band) for r in got.values())
-        row[f"sweeps in {band[0]:.0f}-{band[1]:.0f} %: time / energy"] = (
+            row[f"{target} %"] = (
+                "-" if r is None else f"{r.coverage_pct:.1f} [{r.coverage_lo_pct:.1f}, {r.coverage_hi_pct:.1f}]")
+        seen = ", ".join("-" if r is None else str(r.sweeps_in_band) for r in got.values())
+        row[f"builds in {band[0]:.0f}–{band[1]:.0f} %"] = (
             "-" if first is None else f"{seen} of {first.sweeps} (exact: {first.sweeps_in_band_exact:.1f})")
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def mape_table(pooled: pd.DataFrame, model: str = "operator_roofline") -> pd.DataFrame:
-    """One row per group: for time and energy, the sweeps' mean held-out MAPE with their lowest and highest,
+    """One row per group: for time and energy, the builds' mean held-out MAPE with their lowest and highest,
     beside the mean exact-model floor of the runs scored."""
     rows, cells = [], _rows(pooled, model)
     for group in group_order(pooled[pooled.model == model].split):
-        row = {"held-out runs": GROUP_WORDS.get(group, group)}
+        row = {"held-out group": GROUP_WORDS.get(group, group)}
         for target in TARGETS:
             r = cells.get((group, target))
-            row[f"{target}: MAPE %"] = "-" if r is None else f"{r.mape_pct:.1f} ({r.mape_min_pct:.1f}-{r.mape_max_pct:.1f})"
-            row[f"{target}: floor %"] = "-" if r is None or pd.isna(r.exact_floor_pct) else f"{r.exact_floor_pct:.1f}"
+            row[f"{target} MAPE %"] = (
+                "-" if r is None else f"{r.mape_pct:.1f} ({_range(r.mape_min_pct, r.mape_max_pct)})")
+            row[f"{target} floor %"] = "-" if r is None or pd.isna(r.exact_floor_pct) else f"{r.exact_floor_pct:.1f}"
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def sweeps_text(table: pd.DataFrame) -> str:
-    """Which sweeps were scored: how many, stored from when to when, measured by how many commits."""
+    """Which builds were scored: how many stored, from when to when, measured by how many commits; and whether
+    this build's own sweep is among them."""
     if table.empty:
-        return "no stored sweeps"
-    names = sorted(set(table.sweep))
-    commits = {c for c in table.get("commit", pd.Series(dtype=object)).dropna()}
+        return "no stored builds"
+    names = sorted(set(table.sweep) - {THIS_BUILD})
+    here = THIS_BUILD in set(table.sweep)
+    if not names:
+        return "no stored builds, only this build's own sweep"
+    commits = {c for c in table[table.sweep != THIS_BUILD].get("commit", pd.Series(dtype=object)).dropna()}
     first, last = names[0][:15], names[-1][:15]  # 2026-11-24T2207: the calibration's time (UTC)
-    when = f"{_time(first)} to {_time(last)}" if len(names) > 1 else _time(first)
-    made = f", measured by {len(commits)} successive commits of this project" if len(commits) > 1 else ""
-    return f"{len(names)} sweeps, stored from {when} (UTC){made}"
+    when = f"from {_time(first)} to {_time(last)} (UTC)" if len(names) > 1 else f"at {_time(first)} (UTC)"
+    made = f" by {len(commits)} different commits of this project" if len(commits) > 1 else ""
+    return (f"{len(names)} stored builds, made {when}{made} on one machine"
+            + (", and this build's own sweep (marked in the figure)" if here else ""))
 
 
 def _time(stamp: str) -> str:
@@ -79,85 +91,137 @@ def _time(stamp: str) -> str:
     return f"{day} {hm[:2]}:{hm[2:4]}" if len(hm) >= 4 else stamp
 
 
-def coverage_text(pooled: pd.DataFrame, level: float, model: str = "operator_roofline", band=BAND_PCT) -> str:
-    """The page's verdict on the intervals: per target, the range of the pooled coverage over the groups, and
-    whether every group lies within ``band``; then the sweep-by-sweep count beside exact intervals'."""
-    p = pooled[pooled.model == model]
-    if p.empty:
-        return "No stored sweep was scored, so nothing is said here about the intervals across builds."
-    pct, lo, hi = f"{level * 100:.0f} %", f"{band[0]:.0f}", f"{band[1]:.0f} %"
-    parts, outside = [], []
-    for target in [t for t in TARGETS if t in set(p.target)]:
-        t = p[p.target == target]
-        lead = "" if parts else "of a group's held-out runs "
-        parts.append(f"between {t.coverage_pct.min():.1f} and {t.coverage_pct.max():.1f} % {lead}for {target}")
-        outside += [f"{GROUP_WORDS.get(r.split, r.split)}, {target} ({r.coverage_pct:.1f} %)"
-                    for r in t[~t.in_band].itertuples()]
-    verdict = (f"every group lies within {lo}-{hi}" if not outside else f"outside {lo}-{hi}: " + "; ".join(outside))
-    sweeps = int(p.sweeps.max())
-    counts = []
-    for target in [t for t in TARGETS if t in set(p.target)]:
-        t = p[p.target == target]
-        seen, cells, exact = int(t.sweeps_in_band.sum()), int(t.sweeps.sum()), float(t.sweeps_in_band_exact.sum())
-        counts.append((target, seen, cells, exact))
-    count = "; ".join(f"{target} {seen} of {cells} (exact intervals: {exact:.1f})" for target, seen, cells, exact in counts)
-    # sampling alone: the count's binomial spread about what exact intervals give (each cell a draw)
-    spread = [2 * (exact * (1 - exact / cells)) ** 0.5 for _, _, cells, exact in counts]
-    gaps = [seen - exact for _, seen, _, exact in counts]
-    if all(abs(g) <= s for g, s in zip(gaps, spread)):
-        how = "a single build misses the band about as often as exact intervals would on groups of its sizes"
-    elif all(g > -s for g, s in zip(gaps, spread)):
-        how = "a single build lands in the band more often than exact intervals would on groups of its sizes"
-    else:
-        how = "a single build misses the band more often than exact intervals would on groups of its sizes"
-    return (f"Pooled over the {sweeps} stored sweeps, the nominal {pct} intervals cover {', '.join(parts)}: {verdict}. Sweep by sweep, the groups whose own coverage lies within "
-            f"{lo}-{hi} number {count}: {how}")
-
-
 def split_sizes_text(table: pd.DataFrame, level: float, model: str = "operator_roofline") -> str:
-    """How many held-out runs a split of one sweep scores (the median over the stored sweeps, the smallest and
-    largest split), and the coverage range exact ``level`` intervals show nine times in ten on the smallest."""
+    """How many held-out predictions a group of one build holds (the fewest and the most over the builds, and
+    which groups), and the coverage range exact ``level`` intervals show nine times in ten on a typical split."""
     from companion.energy.validation import coverage_range_pct
 
     t = table[(table.model == model) & (table.target == "time") & (table.split != POOLED)]
     if t.empty:
-        return "a few dozen runs or fewer"
-    sizes = (t.n - t.n_unbounded).groupby(t.split).median().sort_values()
-    small = int(sizes.iloc[0])
-    lo, hi = coverage_range_pct(small, level)
-    return (f"from {small} runs ({GROUP_WORDS.get(sizes.index[0], sizes.index[0])}) to {int(sizes.iloc[-1])} "
-            f"({GROUP_WORDS.get(sizes.index[-1], sizes.index[-1])}), the median over the stored sweeps; on {small} "
-            f"runs even exact {level * 100:.0f} % intervals cover anywhere from {lo:.0f} to {hi:.0f} % of them "
-            "nine times in ten")
+        return "a few dozen held-out runs or fewer"
+    n = t.n - t.n_unbounded
+    low, high = t.loc[n.idxmin()], t.loc[n.idxmax()]
+    typical = int(n[~t.split.isin(["leave_one_size_out"])].median())
+    lo, hi = coverage_range_pct(typical, level)
+    return (f"from {int(n.min())} held-out runs ({GROUP_WORDS.get(low.split, low.split)}) to {int(n.max())} "
+            f"({GROUP_WORDS.get(high.split, high.split)}), most splits about {typical}; on {typical} runs even "
+            f"exact {level * 100:.0f} % intervals cover anywhere from {lo:.0f} to {hi:.0f} % of them nine times in ten")
 
 
 def coverage_short(pooled: pd.DataFrame, model: str = "operator_roofline", band=BAND_PCT) -> str:
-    """The pooled coverage for another page's sentence: its range over the groups per target, how many sweeps,
+    """The pooled coverage for another page's sentence: its range over the groups per target, how many builds,
     and whether every group lies within ``band``."""
     p = pooled[(pooled.model == model) & (pooled.split != POOLED)]
     if p.empty:
-        return "not available (no stored sweep was scored)"
-    ranges = [f"{p[p.target == t].coverage_pct.min():.1f}–{p[p.target == t].coverage_pct.max():.1f} % for {t}"
+        return "not available (no stored build was scored)"
+    ranges = [f"{_range(p[p.target == t].coverage_pct.min(), p[p.target == t].coverage_pct.max())} % for {t}"
               for t in TARGETS if t in set(p.target)]
     inside = bool(p.in_band.all())
-    return (f"{' and '.join(ranges)} per split over {int(p.sweeps.max())} stored builds, "
+    return (f"{' and '.join(ranges)} per split over {int(p.sweeps.max())} builds, "
             + (f"every split within {band[0]:.0f}–{band[1]:.0f} %" if inside else
                f"not every split within {band[0]:.0f}–{band[1]:.0f} %"))
 
 
+def _lean(seen_below: int, seen_above: int, exp_below: float, exp_above: float, cells: int) -> str:
+    """Which way a count of misses leans against exact intervals', each beyond twice its binomial spread."""
+    def beyond(seen, exp):
+        return abs(seen - exp) > 2 * (exp * (1 - exp / max(cells, 1))) ** 0.5
+
+    over, under = seen_above - exp_above, seen_below - exp_below
+    if beyond(seen_above, exp_above) and over > 0 and not (beyond(seen_below, exp_below) and under > 0):
+        return "more often above the band than exact intervals would be: the intervals lean wide (conservative)"
+    if beyond(seen_below, exp_below) and under > 0 and not (beyond(seen_above, exp_above) and over > 0):
+        return "more often below the band than exact intervals would be: the intervals lean narrow"
+    if beyond(seen_below, exp_below) or beyond(seen_above, exp_above):
+        return "the misses differ from exact intervals' beyond sampling"
+    return "about as often, each way, as exact intervals would"
+
+
+def coverage_text(pooled: pd.DataFrame, level: float, model: str = "operator_roofline", band=BAND_PCT) -> str:
+    """The page's verdict on the intervals: per target, the range of the pooled coverage over the groups and
+    whether every group lies within ``band`` (naming ranges that reach past it); the splits pooled, against
+    ``level``; then how often single builds' groups fall below and above the band, against exact intervals."""
+    p = pooled[pooled.model == model]
+    if p.empty:
+        return "No stored build was scored, so nothing is said here about the intervals across builds."
+    pct, lo, hi = f"{level * 100:.0f} %", f"{band[0]:.0f}", f"{band[1]:.0f} %"
+    groups = p[p.split != POOLED]
+    parts, outside, reach = [], [], []
+    for target in [t for t in TARGETS if t in set(groups.target)]:
+        t = groups[groups.target == target]
+        lead = "" if parts else "of a group's held-out predictions "
+        parts.append(f"between {t.coverage_pct.min():.1f} and {t.coverage_pct.max():.1f} % {lead}for {target}")
+        outside += [f"{GROUP_WORDS.get(r.split, r.split)}, {target} ({r.coverage_pct:.1f} %)"
+                    for r in t[~t.in_band].itertuples()]
+        reach += [f"{GROUP_WORDS.get(r.split, r.split)}, {target} ({_range(r.coverage_lo_pct, r.coverage_hi_pct)} %)"
+                  for r in t[t.in_band & ((t.coverage_lo_pct < band[0]) | (t.coverage_hi_pct > band[1]))].itertuples()]
+    verdict = (f"every group's pooled coverage lies within {lo}–{hi}" if not outside
+               else f"outside {lo}–{hi}: " + "; ".join(outside))
+    if reach:
+        verdict += f", though the {p.range_pct.iloc[0]:.0f} % ranges of {'; '.join(reach)} reach past it"
+    whole = []
+    for r in p[p.split == POOLED].itertuples():
+        side = ("above" if r.coverage_lo_pct > level * 100 else "below" if r.coverage_hi_pct < level * 100
+                else "consistent with")
+        whole.append(f"{r.coverage_pct:.1f} % for {r.target} ({_range(r.coverage_lo_pct, r.coverage_hi_pct)} %, "
+                     f"{side} {pct})")
+    misses, cells = [], 0
+    for target in [t for t in TARGETS if t in set(groups.target)]:
+        t = groups[groups.target == target]
+        cells = int(t.sweeps.sum())
+        b, a, eb, ea = (int(t.sweeps_below.sum()), int(t.sweeps_above.sum()), float(t.sweeps_below_exact.sum()),
+                        float(t.sweeps_above_exact.sum()))
+        misses.append(f"{target}'s coverage falls below {lo} % in {b} and above {hi} in {a} (exact intervals: "
+                      f"{eb:.1f} and {ea:.1f}), {_lean(b, a, eb, ea, cells)}")
+    return (f"Pooled over the {int(p.sweeps.max())} builds, the nominal {pct} intervals cover {', '.join(parts)}: "
+            f"{verdict}. All splits pooled, they cover {' and '.join(whole)}. Build by build, of the {cells} groups "
+            f"of each target (every build's splits and off-grid runs), {'; '.join(misses)}")
+
+
+def one_build_text(meeting: pd.DataFrame, band=BAND_PCT) -> str:
+    """How many builds meet the one-build criterion (every group within ``band`` at once), per target, beside
+    how many would with exact intervals (``companion.energy.stored.builds_meeting_band``)."""
+    if meeting.empty:
+        return "No stored build was scored"
+    parts = [f"{r.meeting} of {r.sweeps} for {r.target}" for r in meeting.itertuples()]
+    exact = " and ".join(f"{r.meeting_exact:.1f}" for r in meeting.itertuples())
+    return (f"The criterion as written asks more of one build: every group within {band[0]:.0f}–{band[1]:.0f} % at "
+            f"once. Builds that meet it: {' and '.join(parts)}; exact intervals would meet it in about {exact} builds "
+            "(a rough figure: it takes a build's groups as independent, and they share runs)")
+
+
+def energy_text(table: pd.DataFrame) -> str:
+    """What the energy scores add to the time scores, from how the builds' energy was obtained."""
+    t = table.dropna(subset=["energy_measured"]) if "energy_measured" in table else table.iloc[:0]
+    if t.empty:
+        return ""
+    measured = set(t.energy_measured.astype(bool))
+    if measured == {False}:
+        return ("The energy of these builds is estimated, not measured (a power model over the measured time and "
+                "load), so its scores largely follow the time's")
+    if measured == {True}:
+        return "The energy of these builds is measured, so its scores are a second result beside the time's"
+    return "Some builds' energy is measured and some estimated; the two kinds are pooled here"
+
+
 def floor_text(table: pd.DataFrame, model: str = "operator_roofline", target: str = "time") -> str:
-    """How a sweep's pooled held-out MAPE follows the replicate floor of its runs: their correlation over the
-    sweeps, and the MAPE of the quieter half of the sweeps beside the noisier half's."""
+    """How a build's pooled held-out MAPE follows the exact-model floor of its runs: their correlation over the
+    builds, and the MAPE above the floor in the quieter half of the builds beside the noisier half."""
     t = table[(table.model == model) & (table.target == target) & (table.split == POOLED)].dropna(
         subset=["mape_pct", "exact_floor_pct"]).sort_values("exact_floor_pct")
     if len(t) < 4:
-        return f"Too few stored sweeps ({len(t)}) to say how a sweep's error follows its floor"
+        return f"Too few stored builds ({len(t)}) to say how a build's error follows its floor"
     r = float(t.mape_pct.corr(t.exact_floor_pct))
     half = len(t) // 2
     quiet, busy = t.iloc[:half], t.iloc[-half:]
     follows = "follows" if r >= 0.5 else "hardly follows"
-    return (f"Over the {len(t)} sweeps, a sweep's pooled {target} MAPE {follows} the floor of its runs (Pearson r = "
-            f"{r:.2f}): the {half} sweeps of lowest floor ({quiet.exact_floor_pct.min():.1f}-"
-            f"{quiet.exact_floor_pct.max():.1f} %) score {quiet.mape_pct.mean():.1f} % on average, the {half} of "
-            f"highest ({busy.exact_floor_pct.min():.1f}-{busy.exact_floor_pct.max():.1f} %) "
-            f"{busy.mape_pct.mean():.1f} %")
+
+    def above(x):
+        return f"{(x.mape_pct - x.exact_floor_pct).mean():.1f}"
+
+    return (f"Over the {len(t)} builds, a build's pooled {target} MAPE {follows} its floor (Pearson r = {r:.2f}; "
+            f"both are computed on the same runs, so noisier runs raise both): the {half} builds of lowest floor "
+            f"({_range(quiet.exact_floor_pct.min(), quiet.exact_floor_pct.max())} %) score "
+            f"{quiet.mape_pct.mean():.1f} % on average, {above(quiet)} points above their floor, the {half} of highest "
+            f"({_range(busy.exact_floor_pct.min(), busy.exact_floor_pct.max())} %) {busy.mape_pct.mean():.1f} %, "
+            f"{above(busy)} points above theirs")

@@ -511,45 +511,67 @@ def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
 
 def coverage_across_sweeps(table: pd.DataFrame, pooled: pd.DataFrame, level: float, model: str = "operator_roofline",
                            band=(85.0, 95.0)) -> alt.Chart:
-    """The coverage of ``model``'s nominal ``level`` intervals per group of held-out runs: one tick per stored
-    sweep (``companion.energy.stored.score_stored``'s rows), their pool as a black point with its range from
-    resampling sweeps (``pooled_coverage``), the band asked of every group shaded; time and energy side by side."""
+    """The coverage of ``model``'s nominal ``level`` intervals per group of held-out runs: a dot per coverage
+    that stored builds showed (``companion.energy.stored.score_stored``'s rows; its area counts the builds),
+    this build's own as an orange bar, their pool as a black diamond with its range from resampling builds
+    (``pooled_coverage``), the band asked of every group shaded; time and energy side by side."""
+    from companion.energy.stored import THIS_BUILD
     from companion.report.builds import GROUP_WORDS, TARGETS, group_order
 
     t = table[(table.model == model) & table.coverage_pct.notna()]
     p = pooled[pooled.model == model]
-    how = t[["device_name", "energy_measured", "energy_source"]].drop_duplicates() if len(t) else t
-    title = _title(f"Coverage of the {level * 100:.0f} % intervals, sweep by sweep", how) if len(how) else \
-        alt.TitleParams(f"Coverage of the {level * 100:.0f} % intervals, sweep by sweep", subtitle=["no stored sweeps"])
+    text = f"Coverage of the {level * 100:.0f} % intervals, build by build"
+    how = t[["device_name", "energy_measured", "energy_source"]].dropna().drop_duplicates() if len(t) else t
+    title = _title(text, how) if len(how) else alt.TitleParams(text, subtitle=["no stored builds"])
     if t.empty:
-        note = pd.DataFrame({"text": ["no stored sweeps to score"]})
+        note = pd.DataFrame({"text": ["no stored builds to score"]})
         return alt.Chart(note, title=title).mark_text(align="left").encode(text="text:N").properties(
-            width=WIDTH, height=40, description="No stored sweep was scored.")
+            width=WIDTH, height=40, description="No stored build was scored.")
     order = [GROUP_WORDS.get(g, g) for g in group_order(p.split)]
     scale, axis = alt.Scale(domain=[60, 100], clamp=True), alt.Axis(values=[60, 70, 80, 85, 90, 95, 100], labelOverlap=True)
     x = alt.X("coverage_pct:Q", title="coverage of held-out runs (%)", scale=scale, axis=axis)
+    words = lambda f: f.assign(group=f.split.map(lambda s: GROUP_WORDS.get(s, s)))  # noqa: E731
+    series = ["stored builds", *(["this build"] if (t.sweep == THIS_BUILD).any() else [])]
     panels = []
     for target in [x_ for x_ in TARGETS if x_ in set(t.target)]:
-        ticks = t[t.target == target].assign(group=lambda f: f.split.map(lambda s: GROUP_WORDS.get(s, s)))
-        pool = p[p.target == target].assign(group=lambda f: f.split.map(lambda s: GROUP_WORDS.get(s, s)))
+        rows = words(t[t.target == target].assign(coverage_pct=lambda f: f.coverage_pct.round(1)))
+        stored_rows = rows[rows.sweep != THIS_BUILD]
+        counts = stored_rows.groupby(["group", "coverage_pct"]).agg(
+            builds=("sweep", "count"), which=("sweep", lambda s: ", ".join(sorted(s)))).reset_index()
+        pool = words(p[p.target == target])
         y = alt.Y("group:N", title=None, sort=order, axis=alt.Axis(labelLimit=150) if not panels else None)
+        color = alt.Color("series:N", title=None, scale=alt.Scale(domain=series, range=["#4c78a8", "#f58518"][:len(series)]),
+                          legend=alt.Legend(orient="bottom") if not panels else None)
         shade = alt.Chart(pd.DataFrame({"lo": [band[0]], "hi": [band[1]]})).mark_rect(color="#e8f1e4").encode(
             x=alt.X("lo:Q", title="coverage of held-out runs (%)", scale=scale, axis=axis), x2="hi:Q")
-        sweeps = alt.Chart(ticks).mark_tick(color="#4c78a8", opacity=0.55, thickness=1.5).encode(
-            x=x, y=y, tooltip=[alt.Tooltip("sweep:N"), alt.Tooltip("commit:N"), alt.Tooltip("group:N", title="held out"),
-                               alt.Tooltip("coverage_pct:Q", format=".0f", title="coverage (%)"),
-                               alt.Tooltip("n:Q", title="runs"), alt.Tooltip("mape_pct:Q", format=".1f", title="MAPE (%)")])
-        rng = alt.Chart(pool).mark_rule(color="#111", strokeWidth=2).encode(
-            x="coverage_lo_pct:Q", x2="coverage_hi_pct:Q", y=y)
-        dot = alt.Chart(pool).mark_point(shape="diamond", filled=True, color="#111", size=70).encode(
+        dots = alt.Chart(counts.assign(series=series[0])).mark_circle(opacity=0.6).encode(
+            x=x, y=y, color=color, size=alt.Size("builds:Q", scale=alt.Scale(range=[15, 260]), legend=None),
+            tooltip=[alt.Tooltip("group:N", title="held out"), alt.Tooltip("coverage_pct:Q", format=".1f",
+                                                                           title="coverage (%)"),
+                     alt.Tooltip("builds:Q", title="stored builds"), alt.Tooltip("which:N", title="which")])
+        layers = [shade, dots]
+        own = rows[rows.sweep == THIS_BUILD]
+        if len(own):
+            layers.append(alt.Chart(own.assign(series=series[-1])).mark_tick(thickness=3, size=18).encode(
+                x=x, y=y, color=color, tooltip=[alt.Tooltip("group:N", title="held out"),
+                                                alt.Tooltip("coverage_pct:Q", format=".1f",
+                                                            title="this build's coverage (%)"),
+                                                alt.Tooltip("n:Q", title="runs")]))
+        layers += [alt.Chart(pool).mark_rule(color="#111", strokeWidth=2).encode(
+            x="coverage_lo_pct:Q", x2="coverage_hi_pct:Q", y=y),
+            alt.Chart(pool).mark_point(shape="diamond", filled=True, color="#111", size=70).encode(
             x=x, y=y, tooltip=[alt.Tooltip("group:N", title="held out"),
                                alt.Tooltip("coverage_pct:Q", format=".1f", title="pooled coverage (%)"),
                                alt.Tooltip("coverage_lo_pct:Q", format=".1f", title="range low (%)"),
                                alt.Tooltip("coverage_hi_pct:Q", format=".1f", title="range high (%)"),
-                               alt.Tooltip("covered:Q"), alt.Tooltip("n:Q", title="runs"), alt.Tooltip("sweeps:Q")])
-        panels.append(alt.layer(shade, sweeps, rng, dot).properties(
-            width=COMPARISON_WIDTH, height=24 * len(order), title=f"{target} per step"))
+                               alt.Tooltip("covered:Q"), alt.Tooltip("n:Q", title="predictions"),
+                               alt.Tooltip("sweeps:Q", title="builds")])]
+        panels.append(alt.layer(*layers).properties(width=COMPARISON_WIDTH, height=26 * len(order),
+                                                    title=f"{target} per step"))
+    own_words = " this build's own as an orange bar," if (t.sweep == THIS_BUILD).any() else ""
+    span = f"{p.range_pct.iloc[0]:.0f} % range" if len(p) and "range_pct" in p else "range"
     return alt.hconcat(*panels, spacing=12).properties(
-        title=title, description=f"Coverage of the {level * 100:.0f} % intervals of held-out runs per group: a tick per "
-                                 "stored sweep, a black diamond for all sweeps pooled with its range from resampling "
-                                 f"sweeps, the band {band[0]:.0f}-{band[1]:.0f} % shaded.")
+        title=title, description=f"Coverage of the {level * 100:.0f} % intervals of held-out runs per group: a blue "
+                                 f"dot per coverage stored builds showed (its area counts them),{own_words} a black "
+                                 f"diamond for all builds pooled with its {span} from resampling builds, the band "
+                                 f"{band[0]:.0f}–{band[1]:.0f} % shaded.")

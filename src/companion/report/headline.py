@@ -571,9 +571,9 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None) -> pd.Da
     """The primary model's verdict (``model_verdict``), criterion by criterion (rows), time and energy (columns).
 
     The criteria's thresholds are ``model_verdict``'s own; a value the artifact lacks reads "not available".
-    ``builds``: the coverage pooled over the stored sweeps (``companion.energy.stored.pooled_coverage`` of stage
-    07's ``builds.csv``), which answers the coverage criterion on many builds' runs where one build's splits are
-    too small to; without it that row reads "not available"."""
+    ``builds``: the coverage pooled over the stored builds (``companion.energy.stored.pooled_coverage`` of stage
+    07's ``builds.csv``): how close to the nominal level each split comes on many builds' predictions, where one
+    build's splits are too small to say; without it that row reads "not available"."""
     c = verdict_criteria()
     rng = c.get("coverage")
     level = level_pct(validation)
@@ -586,8 +586,8 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None) -> pd.Da
                     f"{f'{rng[0]:.0f}–{rng[1]:.0f} %' if rng else NA} in every split, off-grid runs included",
         "consistent": f"coverage of every split within the range exact {level} % intervals show nine times in ten "
                       "on as many runs (binomial; no criterion)",
-        "builds": "the coverage criterion again, each split's held-out runs pooled over the stored builds (page "
-                  "Across builds)",
+        "builds": "beside it, not the criterion: each split's coverage with its held-out predictions pooled over the "
+                  "stored builds (page Across builds), within the same range",
         "holdout": f"off-grid runs' MAPE at most {fmt('target_pct')} (their own replicate noise floor in brackets)",
         "stretch": f"stretch: every MAPE above at most {c['stretch'] if 'stretch' in c else NA:g} x the replicate "
                    "floor of the runs it scores (the worst ratio)",
@@ -627,8 +627,9 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None) -> pd.Da
 
 
 def builds_coverage(builds: pd.DataFrame | None, target: str, band) -> str:
-    """The coverage criterion on the stored builds' pooled runs, for ``target``: met or not, the range over the
-    splits (off-grid runs included), the splits outside ``band`` and how many builds and runs."""
+    """Each split's coverage on the stored builds' pooled predictions, for ``target``: whether every split lies
+    within ``band`` (a related question, not the one-build criterion), the range over the splits (off-grid runs
+    included), the splits outside ``band`` and how many builds and predictions."""
     if builds is None or not len(builds) or not band:
         return NA
     b = builds[(builds.model == PRIMARY) & (builds.target == target) & (builds.split != POOLED)]
@@ -636,9 +637,9 @@ def builds_coverage(builds: pd.DataFrame | None, target: str, band) -> str:
         return NA
     outside = [f"{split_label(r.split)} {r.coverage_pct:.1f} %" for r in b.itertuples()
                if not band[0] - 1e-9 <= r.coverage_pct <= band[1] + 1e-9]
-    return (f"{_met(not outside)} ({b.coverage_pct.min():.1f}–{b.coverage_pct.max():.1f} % over "
-            f"{int(b.sweeps.max())} builds, {int(b.n.min()):,}–{int(b.n.max()):,} runs per split"
-            + (f"; outside: {', '.join(outside)}" if outside else "") + ")")
+    return (f"{'yes' if not outside else 'no'} ({b.coverage_pct.min():.1f}–{b.coverage_pct.max():.1f} % over "
+            f"{int(b.sweeps.max())} builds, {int(b.n.min()):,}–{int(b.n.max()):,} held-out predictions per split "
+            "summed over them" + (f"; outside: {', '.join(outside)}" if outside else "") + ")")
 
 
 def coverage_bands_text(table: pd.DataFrame) -> str:

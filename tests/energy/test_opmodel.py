@@ -299,8 +299,12 @@ def test_a_run_above_the_fitted_flops_takes_the_width_of_the_largest_runs_left_o
     cut = df.flops_per_step.quantile(0.75)
     train = df[df.flops_per_step <= cut]
     fitted = fit_model(OperatorRoofline("operator_roofline", dev=DEV), train)
-    inner = train.flops_per_step > train.flops_per_step.quantile(0.75)  # the training's own largest runs
-    assert len(fitted.residuals_by_kind["scale"]["step_s"]) == inner.sum()
+    from companion.energy.models import SCALE_QUANTILES
+
+    # the training's own largest runs, left out above each of several quantiles: one fold per quantile
+    inner = [train.flops_per_step > train.flops_per_step.quantile(q) for q in SCALE_QUANTILES]
+    assert len(SCALE_QUANTILES) > 1 and len(set(m.sum() for m in inner)) == len(SCALE_QUANTILES)
+    assert len(fitted.residuals_by_kind["scale"]["step_s"]) == sum(m.sum() for m in inner)
     assert fitted.train_keys["scale"] == train.flops_per_step.max()
     big = df[df.flops_per_step > cut]
     novelty = fitted.novelty(big)

@@ -148,7 +148,9 @@ $(DERIVED)/headline.json: $(DERIVED)/validation.json $(DERIVED)/explore.csv $(DE
 	$(call stage,06_headline)
 
 # every stored sweep of the profile (data/reference/PROFILE/*.tar.gz), scored by today's models as stage 04 scores its own
-$(DERIVED)/builds.csv: $(DERIVED)/validation.json $(wildcard data/reference/$(PROFILE_NAME)/*.tar.gz) notebooks/07_builds.py \
+# (the folder as well: an archive removed changes its time, where the list of archives alone would not notice)
+$(DERIVED)/builds.csv: $(DERIVED)/validation.json $(DERIVED)/runs.csv $(wildcard data/reference/$(PROFILE_NAME) \
+		data/reference/$(PROFILE_NAME)/*.tar.gz) notebooks/07_builds.py \
 		params/07_builds.yaml $(E)/stored.py $(E)/validation.py $(E)/opmodel.py $(E)/models.py $(E)/noise.py $(E)/tables.py \
 		$(E)/proxies.py $(R)/builds.py $(R)/figures.py $(R)/headline.py $(R)/provenance.py
 	$(call stage,07_builds)

@@ -194,7 +194,7 @@ shown = (coefficients.assign(coefficient=coefficients.meaning + " (" + coefficie
 headline.styled_prose(shown, first_width="9em", nowrap=(1, 3, 5))
 
 # %%
-out = write_json(d / "headline.json", {"energy_label": label, **headline.headline_record(validation, noise),
+out = write_json(d / "headline.json", {"energy_label": label, **headline.headline_record(validation, noise, builds),
                                        "absolute_answer": answer,
                                        "law_coefficients": headline.law_coefficients(fit),
                                        "coefficients": coefficients.to_dict("records"),

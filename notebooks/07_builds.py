@@ -24,7 +24,7 @@
 # own (the same splits, step-time filter and interval level, read from this build's `validation.json`), and
 # pools each group's held-out predictions over all of them: {glue:text}`sweeps_text`. The operator roofline
 # is refitted in every fold of every build; the measurements are the stored ones, the model is today's.
-# {glue:text}`energy_text`.
+# {glue:text}`energy_text`
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -41,8 +41,6 @@ from myst_nb import glue
 from companion import paths
 from companion.energy import stored
 from companion.report import builds, figures, headline
-from companion.report.provenance import git_commit
-from companion.report.stages import SOURCE_ROOT
 from companion.errors import ConfigError
 
 figures.use_offline_renderer()
@@ -52,15 +50,18 @@ level = float(validation.get("level", 0.9))
 max_step_ci95_rel = float((validation.get("ci_filter") or {}).get("max_step_ci95_rel", 0.1))
 # stored builds are the cpu profile's (with its off-grid runs); another profile has none
 sources = stored.stored_sweeps(paths.reference_dir(profile)) if profile == stored.PROFILE else []
-scores = [stored.score_stored(sources, models, level, max_step_ci95_rel, workers=workers)]
-# this build's own sweep, from its validation page, unless it is stored already (then it is scored above)
+# this build's own sweep, from its validation page; a stored archive of it (the same calibration, packed at any
+# point of its sweep) is left out, so that a build is never pooled twice
 try:
-    here = stored.archive_name(paths.data_dir())
-except (ConfigError, OSError, KeyError, ValueError):  # no cpu sweep in this checkout (another profile)
+    here = stored.archive_name(paths.data_dir())[:15]  # its calibration's time
+except (ConfigError, OSError, KeyError, TypeError, ValueError):  # no cpu sweep in this checkout (another profile)
     here = None
-if sources and here is not None and here not in {stored.sweep_name(s) for s in sources}:
-    scores.append(stored.this_build_scores(validation, headline._read_csv(d / "runs.csv"), git_commit(SOURCE_ROOT),
-                                           models))
+if sources and here is not None:
+    sources = [s for s in sources if not stored.sweep_name(s).startswith(here)]
+scores = [stored.score_stored(sources, models, level, max_step_ci95_rel, workers=workers)]
+if here is not None and profile == stored.PROFILE:
+    scores.append(stored.this_build_scores(validation, headline._read_csv(d / "runs.csv"),
+                                           stored.measured_commit(paths.data_dir()), models))
 table = pd.concat([s for s in scores if len(s)] or scores[:1], ignore_index=True)
 pooled = stored.pooled_coverage(table, level, n_boot=n_boot, seed=seed, interval=range_level) if len(table) else table
 meeting = stored.builds_meeting_band(table, level)

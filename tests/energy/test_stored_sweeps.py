@@ -107,14 +107,23 @@ def test_coverage_pooled_over_sweeps_counts_covered_runs_not_sweep_means():
 
 def test_the_range_of_pooled_coverage_resamples_sweeps_and_narrows_with_more():
     # sweeps that scatter (75 % and 100 % alternately) pool to 87.5 %; the range from resampling whole sweeps
-    # is wide for four sweeps and narrower for forty, and never narrower for scattered sweeps than for steady ones
+    # (and each one's count) is wide for four sweeps and narrower for forty, narrower still for steady sweeps,
+    # and never of no width: sweeps that happen to agree still hold a finite number of runs each
     few = stored.pooled_coverage(_scores([(15, 20), (20, 20)] * 2), n_boot=2000).iloc[0]
     many = stored.pooled_coverage(_scores([(15, 20), (20, 20)] * 20), n_boot=2000).iloc[0]
     steady = stored.pooled_coverage(_scores([(35, 40)] * 40), n_boot=2000).iloc[0]
+    one = stored.pooled_coverage(_scores([(18, 20)]), n_boot=2000).iloc[0]
     assert few.coverage_pct == many.coverage_pct == steady.coverage_pct == 87.5
     width = lambda r: r.coverage_hi_pct - r.coverage_lo_pct  # noqa: E731
-    assert width(few) > 2 * width(many) > 0 and width(steady) == 0.0
+    assert width(few) > 2 * width(many) > 0 and 0 < width(steady) < width(many)
+    assert width(one) >= 10  # one build of 20 runs: about the binomial range of 20 runs, not a point
     assert few.in_band and few.sweeps_in_band == 0  # no sweep's own coverage lies in 85-95 %, their pool does
+    # a sweep without a bounded interval in the group counts in none of the figures
+    none = _scores([(18, 20), (1, 5)])
+    none.loc[1, ["n_unbounded", "coverage_pct"]] = [5, float("nan")]  # its 5 intervals all unbounded
+    skip = stored.pooled_coverage(none, n_boot=100).iloc[0]
+    assert (skip.sweeps, skip.n, skip.covered) == (1, 20, 18)
+    assert stored.pooled_coverage(none.iloc[1:], n_boot=10).empty
 
 
 def test_a_stored_sweep_is_scored_as_the_validation_page_scores_it_in_any_number_of_processes():
@@ -122,6 +131,7 @@ def test_a_stored_sweep_is_scored_as_the_validation_page_scores_it_in_any_number
     # targets, with the device, the energy's kind and the commit that measured it
     newest = stored.stored_sweeps(Path(__file__).parents[2] / "data" / "reference" / "cpu")[-1]
     t = stored.score_stored([newest, newest], ["operator_roofline"], 0.9, 0.1, workers=2)
+    assert t.columns.tolist() == stored.SCORE_COLUMNS  # the columns this build's own rows have too
     first, second = (g.drop(columns="sweep").reset_index(drop=True) for _, g in t.groupby(t.index // (len(t) // 2)))
     pd.testing.assert_frame_equal(first, second)
     from companion.energy.validation import MODEL_SPLITS

@@ -44,7 +44,7 @@ def built_book(ci_root, short_calibration, tmp_path_factory):
 def test_every_stage_writes_its_artifact(built_book):
     root, _ = built_book
     derived = root / "data" / "derived" / "ci"
-    for name in ("runs.csv", "proxies.csv", "fit.json", "validation.json", "explore.csv"):
+    for name in ("runs.csv", "proxies.csv", "fit.json", "validation.json", "explore.csv", "builds.csv", "headline.json"):
         assert (derived / name).stat().st_size > 0, name
 
 

@@ -175,7 +175,8 @@ def _score_one(source: str, model_names: list[str], level: float, max_step_ci95_
     with tempfile.TemporaryDirectory() as tmp:
         data = unpacked(Path(source), Path(tmp))
         scores = score_sweep(data, model_names, level, max_step_ci95_rel)
-        return scores.assign(sweep=sweep_name(Path(source)), commit=measured_commit(data))
+        return scores.assign(sweep=sweep_name(Path(source)), commit=measured_commit(data)).reindex(
+            columns=SCORE_COLUMNS)
 
 
 def score_stored(sources, model_names, level: float, max_step_ci95_rel: float, workers: int = 1) -> pd.DataFrame:
@@ -207,10 +208,11 @@ def _in_band(coverage_pct, band) -> np.ndarray:
 
 def pooled_coverage(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT, n_boot: int = 2000, seed: int = 0,
                     interval: float = 0.9) -> pd.DataFrame:
-    """Per model x target x group, over every sweep of ``table`` (``score_stored``'s rows): the held-out
-    predictions with a bounded interval (``n``), how many of them their interval covered, that share (%) with
-    its ``interval`` range from resampling whole sweeps (the predictions of one sweep share its machine state and
-    its fits, so they are not independent draws), whether that share lies within ``band``; the mean, lowest and
+    """Per model x target x group, over every sweep of ``table`` (``score_stored``'s rows; sweeps with no
+    bounded interval in a group left out of it): the held-out predictions with a bounded interval (``n``), how
+    many of them their interval covered, that share (%) with its ``interval`` range from resampling whole sweeps
+    (the predictions of one sweep share its machine state and its fits, so they are not independent draws) and
+    each resampled sweep's count from its own share, whether that share lies within ``band``; the mean, lowest and
     highest MAPE of the sweeps beside their mean exact-model floor; how many sweeps' own coverage lies within,
     below and above ``band``, beside how many exact ``level`` intervals (each covering its run independently
     with probability ``level``) would put there on groups of the same sizes."""
@@ -219,13 +221,16 @@ def pooled_coverage(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT, n_bo
     rng = np.random.default_rng(seed)
     rows = []
     for (model, target, split), g in table.groupby(["model", "target", "split"], sort=False):
-        n = (g.n - g.n_unbounded).to_numpy(int)
-        covered = np.rint(g.coverage_pct.fillna(0).to_numpy(float) * n / 100)
-        if n.sum() == 0:
+        g = g[(g.n - g.n_unbounded > 0) & g.coverage_pct.notna()]  # a sweep with no bounded interval says nothing
+        if g.empty:
             continue
+        n = (g.n - g.n_unbounded).to_numpy(int)
+        covered = np.rint(g.coverage_pct.to_numpy(float) * n / 100)
         share = 100 * covered.sum() / n.sum()
+        # whole sweeps resampled, and within each the count drawn again from its own share (binomially): with
+        # few sweeps, or sweeps that happen to agree, resampling sweeps alone would give a range of no width
         pick = rng.integers(0, len(g), size=(n_boot, len(g)))
-        boot = 100 * covered[pick].sum(axis=1) / np.maximum(n[pick].sum(axis=1), 1)
+        boot = 100 * rng.binomial(n[pick], covered[pick] / n[pick]).sum(axis=1) / n[pick].sum(axis=1)
         a = (1 - interval) / 2
         own = g.coverage_pct.to_numpy(float)
         rows.append({"model": model, "target": target, "split": split, "sweeps": len(g), "n": int(n.sum()),
@@ -240,7 +245,13 @@ def pooled_coverage(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT, n_bo
                      "sweeps_above_exact": expected_in_range(n, level, (band[1] + 1e-6, 101.0)),
                      "mape_pct": float(g.mape_pct.mean()), "mape_min_pct": float(g.mape_pct.min()),
                      "mape_max_pct": float(g.mape_pct.max()), "exact_floor_pct": float(g.exact_floor_pct.mean())})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=POOLED_COLUMNS)
+
+
+POOLED_COLUMNS = ["model", "target", "split", "sweeps", "n", "n_min", "n_max", "covered", "coverage_pct",
+                  "coverage_lo_pct", "coverage_hi_pct", "range_pct", "in_band", "sweeps_in_band", "sweeps_below",
+                  "sweeps_above", "sweeps_in_band_exact", "sweeps_below_exact", "sweeps_above_exact", "mape_pct",
+                  "mape_min_pct", "mape_max_pct", "exact_floor_pct"]
 
 
 def builds_meeting_band(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT,
@@ -251,7 +262,8 @@ def builds_meeting_band(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT,
     from companion.energy.validation import chance_in_range
 
     rows = []
-    t = table[(table.model == model) & (table.split != "pooled")]
+    t = table[(table.model == model) & (table.split != "pooled") & (table.n - table.n_unbounded > 0)
+              & table.coverage_pct.notna()]  # a group with no bounded interval counts in neither figure
     for target, g in t.groupby("target", sort=False):
         meets, expected = 0, 0.0
         for _, s in g.groupby("sweep"):

@@ -46,9 +46,9 @@ def coverage_table(pooled: pd.DataFrame, model: str = "operator_roofline", band=
         for target, r in got.items():
             row[f"{target} %"] = (
                 "-" if r is None else f"{r.coverage_pct:.1f} [{r.coverage_lo_pct:.1f}, {r.coverage_hi_pct:.1f}]")
-        seen = ", ".join("-" if r is None else str(r.sweeps_in_band) for r in got.values())
-        row[f"builds in {band[0]:.0f}–{band[1]:.0f} %"] = (
-            "-" if first is None else f"{seen} of {first.sweeps} (exact: {first.sweeps_in_band_exact:.1f})")
+        row[f"builds in {band[0]:.0f}–{band[1]:.0f} %"] = ", ".join(
+            "-" if r is None else f"{r.sweeps_in_band} of {r.sweeps} (exact: {r.sweeps_in_band_exact:.1f})"
+            for r in got.values())
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -101,7 +101,8 @@ def split_sizes_text(table: pd.DataFrame, level: float, model: str = "operator_r
         return "a few dozen held-out runs or fewer"
     n = t.n - t.n_unbounded
     low, high = t.loc[n.idxmin()], t.loc[n.idxmax()]
-    typical = int(n[~t.split.isin(["leave_one_size_out"])].median())
+    small = n[~t.split.isin(["leave_one_size_out"])]
+    typical = int((small if len(small) else n).median())
     lo, hi = coverage_range_pct(typical, level)
     return (f"from {int(n.min())} held-out runs ({GROUP_WORDS.get(low.split, low.split)}) to {int(n.max())} "
             f"({GROUP_WORDS.get(high.split, high.split)}), most splits about {typical}; on {typical} runs even "
@@ -141,7 +142,7 @@ def coverage_text(pooled: pd.DataFrame, level: float, model: str = "operator_roo
     """The page's verdict on the intervals: per target, the range of the pooled coverage over the groups and
     whether every group lies within ``band`` (naming ranges that reach past it); the splits pooled, against
     ``level``; then how often single builds' groups fall below and above the band, against exact intervals."""
-    p = pooled[pooled.model == model]
+    p = pooled[pooled.model == model] if "model" in pooled else pooled.iloc[:0]
     if p.empty:
         return "No stored build was scored, so nothing is said here about the intervals across builds."
     pct, lo, hi = f"{level * 100:.0f} %", f"{band[0]:.0f}", f"{band[1]:.0f} %"
@@ -165,17 +166,17 @@ def coverage_text(pooled: pd.DataFrame, level: float, model: str = "operator_roo
                 else "consistent with")
         whole.append(f"{r.coverage_pct:.1f} % for {r.target} ({_range(r.coverage_lo_pct, r.coverage_hi_pct)} %, "
                      f"{side} {pct})")
-    misses, cells = [], 0
+    misses = []
     for target in [t for t in TARGETS if t in set(groups.target)]:
         t = groups[groups.target == target]
         cells = int(t.sweeps.sum())
         b, a, eb, ea = (int(t.sweeps_below.sum()), int(t.sweeps_above.sum()), float(t.sweeps_below_exact.sum()),
                         float(t.sweeps_above_exact.sum()))
-        misses.append(f"{target}'s coverage falls below {lo} % in {b} and above {hi} in {a} (exact intervals: "
-                      f"{eb:.1f} and {ea:.1f}), {_lean(b, a, eb, ea, cells)}")
+        misses.append(f"of {cells} groups for {target}, {b} fall below {lo} % and {a} above {hi} (exact intervals: "
+                      f"{eb:.1f} and {ea:.1f}): {_lean(b, a, eb, ea, cells)}")
     return (f"Pooled over the {int(p.sweeps.max())} builds, the nominal {pct} intervals cover {', '.join(parts)}: "
-            f"{verdict}. All splits pooled, they cover {' and '.join(whole)}. Build by build, of the {cells} groups "
-            f"of each target (every build's splits and off-grid runs), {'; '.join(misses)}")
+            f"{verdict}. All splits pooled, they cover {' and '.join(whole)}. Build by build (a group: one build's "
+            f"split or its off-grid runs), {'; '.join(misses)}")
 
 
 def one_build_text(meeting: pd.DataFrame, band=BAND_PCT) -> str:
@@ -191,17 +192,18 @@ def one_build_text(meeting: pd.DataFrame, band=BAND_PCT) -> str:
 
 
 def energy_text(table: pd.DataFrame) -> str:
-    """What the energy scores add to the time scores, from how the builds' energy was obtained."""
+    """What the energy scores add to the time scores, from how the builds' energy was obtained: a sentence with
+    its full stop, or nothing."""
     t = table.dropna(subset=["energy_measured"]) if "energy_measured" in table else table.iloc[:0]
     if t.empty:
         return ""
     measured = set(t.energy_measured.astype(bool))
     if measured == {False}:
         return ("The energy of these builds is estimated, not measured (a power model over the measured time and "
-                "load), so its scores largely follow the time's")
+                "load), so its scores largely follow the time's.")
     if measured == {True}:
-        return "The energy of these builds is measured, so its scores are a second result beside the time's"
-    return "Some builds' energy is measured and some estimated; the two kinds are pooled here"
+        return "The energy of these builds is measured, so its scores are a second result beside the time's."
+    return "Some builds' energy is measured and some estimated; the two kinds are pooled here."
 
 
 def floor_text(table: pd.DataFrame, model: str = "operator_roofline", target: str = "time") -> str:

@@ -853,12 +853,12 @@ def paper_vs_reproduction(validation: dict, fit: dict, energy_label: str, noise:
     ])
 
 
-def headline_record(validation: dict, noise: dict) -> dict:
-    """The numbers behind the page's tables, unrounded, for headline.json."""
+def headline_record(validation: dict, noise: dict, builds: pd.DataFrame | None = None) -> dict:
+    """The numbers behind the page's tables, unrounded, for headline.json (``builds``: as ``verdict_table``)."""
     s = scores(validation)
     return {"scores": s.replace({np.nan: None}).to_dict("records"), "noise_floor": noise_floor(noise),
             "ci_filter": validation.get("ci_filter") if isinstance(validation, dict) else None,
-            "verdict": verdict_table(validation).to_dict("records")}
+            "verdict": verdict_table(validation, builds).to_dict("records")}
 
 
 H100_J_PER_FLOP = 700 / 989e12  # an H100's TDP (W) over its dense bf16 peak (FLOP/s): energy per FLOP at best

@@ -26,7 +26,8 @@ from companion.paths import PACKAGE_DIR, derived_dir
 from companion.report import presentation
 
 SOURCE_ROOT = PACKAGE_DIR.parent.parent  # the checkout: notebooks/, params/, book/, _config.yml
-STAGES = ("01_runs", "02_proxies", "03_fit", "04_validation", "05_predict", "06_headline", "07_builds")
+# in the order they run: 07 (every stored build scored) before 06, whose verdict reads its builds.csv
+STAGES = ("01_runs", "02_proxies", "03_fit", "04_validation", "05_predict", "07_builds", "06_headline")
 # The artifact each stage writes under data/derived/<profile>/, offered for download on its page.
 ARTIFACTS = {
     "01_runs": ("runs.csv", "one row per finished run: its configuration, step time, energy and where the energy came from"),
@@ -42,7 +43,7 @@ ARTIFACTS = {
 # what each stage reads from data/derived/<profile>/ (stage 01 reads the run records)
 INPUTS = {"02_proxies": ("runs.csv",), "03_fit": ("proxies.csv",), "04_validation": ("proxies.csv",),
           "05_predict": ("fit.json", "runs.csv"), "06_headline": ("validation.json", "explore.csv"),
-          "07_builds": ("validation.json",)}
+          "07_builds": ("validation.json", "runs.csv")}
 PRODUCER = {"runs.csv": "01_runs", "proxies.csv": "02_proxies", "fit.json": "03_fit",
             "validation.json": "04_validation", "explore.csv": "05_predict"}
 

@@ -129,10 +129,14 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
         pred = pd.concat([pred, val.score_holdout(df, holdout, models, level)], ignore_index=True)
         holdout_noise = replicate_noise(holdout)
     by_split, pooled = val.score_splits(pred, replicate_noise(df), holdout_noise, level)
-    how = {"device_name": ", ".join(sorted(set(df.device_name.astype(str)))),
-           "energy_measured": val.energy_kind(df) == "measured",
-           "energy_source": "; ".join(sorted(set(df.energy_source.astype(str))))}
-    return pd.concat([pooled.assign(split="pooled"), by_split], ignore_index=True).assign(**how)
+    return pd.concat([pooled.assign(split="pooled"), by_split], ignore_index=True).assign(**_how_obtained(df))
+
+
+def _how_obtained(runs: pd.DataFrame) -> dict:
+    """On which device a sweep's runs ran and how their energy was obtained, as a score row's columns."""
+    return {"device_name": ", ".join(sorted(set(runs.device_name.astype(str)))),
+            "energy_measured": bool(runs.energy_measured.astype(bool).all()),
+            "energy_source": "; ".join(sorted(set(runs.energy_source.astype(str))))}
 
 
 SCORE_COLUMNS = ["sweep", "commit", "split", "model", "target", "n", "n_unbounded", "coverage_pct", "mape_pct",
@@ -152,11 +156,8 @@ def this_build_scores(validation: dict, runs: pd.DataFrame, commit: str | None, 
     if "split" not in t:
         t["split"] = "pooled"
     t["split"] = t.split.fillna("pooled")
-    how = {"device_name": ", ".join(sorted(set(runs.device_name.astype(str)))),
-           "energy_measured": bool(runs.energy_measured.astype(bool).all()),
-           "energy_source": "; ".join(sorted(set(runs.energy_source.astype(str))))}
     t = t[t.model.isin(check_models(model_names))]
-    return t.assign(sweep=THIS_BUILD, commit=commit, **how).reindex(columns=SCORE_COLUMNS).reset_index(drop=True)
+    return t.assign(sweep=THIS_BUILD, commit=commit, **_how_obtained(runs)).reindex(columns=SCORE_COLUMNS).reset_index(drop=True)
 
 
 def check_models(model_names) -> list[str]:
@@ -201,11 +202,6 @@ def score_stored(sources, model_names, level: float, max_step_ci95_rel: float, w
 
 
 # ------------------------------------------------------------------------------------- over all sweeps
-def _in_band(coverage_pct, band) -> np.ndarray:
-    c = np.asarray(coverage_pct, float)
-    return (c >= band[0] - 1e-9) & (c <= band[1] + 1e-9)
-
-
 def pooled_coverage(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT, n_boot: int = 2000, seed: int = 0,
                     interval: float = 0.9) -> pd.DataFrame:
     """Per model x target x group, over every sweep of ``table`` (``score_stored``'s rows; sweeps with no
@@ -216,7 +212,7 @@ def pooled_coverage(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT, n_bo
     highest MAPE of the sweeps beside their mean exact-model floor; how many sweeps' own coverage lies within,
     below and above ``band``, beside how many exact ``level`` intervals (each covering its run independently
     with probability ``level``) would put there on groups of the same sizes."""
-    from companion.energy.validation import expected_in_range
+    from companion.energy.validation import coverage_consistent, expected_in_range
 
     rng = np.random.default_rng(seed)
     rows = []
@@ -237,8 +233,8 @@ def pooled_coverage(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT, n_bo
                      "n_min": int(n.min()), "n_max": int(n.max()), "covered": int(covered.sum()),
                      "coverage_pct": share,
                      "coverage_lo_pct": float(np.quantile(boot, a)), "coverage_hi_pct": float(np.quantile(boot, 1 - a)),
-                     "range_pct": 100 * interval, "in_band": bool(_in_band(share, band)),
-                     "sweeps_in_band": int(_in_band(own, band).sum()),
+                     "range_pct": 100 * interval, "in_band": bool(coverage_consistent(share, *band)),
+                     "sweeps_in_band": int(coverage_consistent(own, *band).sum()),
                      "sweeps_below": int(np.sum(own < band[0] - 1e-9)), "sweeps_above": int(np.sum(own > band[1] + 1e-9)),
                      "sweeps_in_band_exact": expected_in_range(n, level, band),
                      "sweeps_below_exact": expected_in_range(n, level, (-1.0, band[0] - 1e-6)),
@@ -259,7 +255,7 @@ def builds_meeting_band(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT,
     """Per target: how many sweeps have every group's coverage within ``band`` at once (the splits and the
     off-grid runs, the pool of the splits left out), beside how many would with exact ``level`` intervals on
     groups of their sizes (groups taken as independent: they share runs, so a rough figure)."""
-    from companion.energy.validation import chance_in_range
+    from companion.energy.validation import chance_in_range, coverage_consistent
 
     rows = []
     t = table[(table.model == model) & (table.split != "pooled") & (table.n - table.n_unbounded > 0)
@@ -267,7 +263,7 @@ def builds_meeting_band(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT,
     for target, g in t.groupby("target", sort=False):
         meets, expected = 0, 0.0
         for _, s in g.groupby("sweep"):
-            meets += int(_in_band(s.coverage_pct, band).all())
+            meets += int(coverage_consistent(s.coverage_pct.to_numpy(float), *band).all())
             expected += chance_in_range((s.n - s.n_unbounded).astype(int), level, band) or 0.0
         rows.append({"target": target, "sweeps": int(g.sweep.nunique()), "meeting": meets, "meeting_exact": expected})
     return pd.DataFrame(rows, columns=["target", "sweeps", "meeting", "meeting_exact"])

@@ -10,8 +10,7 @@ import pandas as pd
 
 from companion.energy.stored import BAND_PCT, THIS_BUILD
 from companion.energy.validation import SPLIT_WORDS
-
-POOLED = "pooled"
+POOLED = "pooled"  # as headline.POOLED: that module imports figures, which imports this one
 GROUP_WORDS = {POOLED: "every split pooled", **SPLIT_WORDS}
 TARGETS = ("time", "energy")
 
@@ -147,7 +146,7 @@ def coverage_text(pooled: pd.DataFrame, level: float, model: str = "operator_roo
         return "No stored build was scored, so nothing is said here about the intervals across builds."
     pct, lo, hi = f"{level * 100:.0f} %", f"{band[0]:.0f}", f"{band[1]:.0f} %"
     groups = p[p.split != POOLED]
-    parts, outside, reach = [], [], []
+    parts, outside, reach, misses = [], [], [], []
     for target in [t for t in TARGETS if t in set(groups.target)]:
         t = groups[groups.target == target]
         lead = "" if parts else "of a group's held-out predictions "
@@ -156,6 +155,11 @@ def coverage_text(pooled: pd.DataFrame, level: float, model: str = "operator_roo
                     for r in t[~t.in_band].itertuples()]
         reach += [f"{GROUP_WORDS.get(r.split, r.split)}, {target} ({_range(r.coverage_lo_pct, r.coverage_hi_pct)} %)"
                   for r in t[t.in_band & ((t.coverage_lo_pct < band[0]) | (t.coverage_hi_pct > band[1]))].itertuples()]
+        cells = int(t.sweeps.sum())
+        b, a, eb, ea = (int(t.sweeps_below.sum()), int(t.sweeps_above.sum()), float(t.sweeps_below_exact.sum()),
+                        float(t.sweeps_above_exact.sum()))
+        misses.append(f"of {cells} groups for {target}, {b} fall below {lo} % and {a} above {hi} (exact intervals: "
+                      f"{eb:.1f} and {ea:.1f}): {_lean(b, a, eb, ea, cells)}")
     verdict = (f"every group's pooled coverage lies within {lo}–{hi}" if not outside
                else f"outside {lo}–{hi}: " + "; ".join(outside))
     if reach:
@@ -166,14 +170,6 @@ def coverage_text(pooled: pd.DataFrame, level: float, model: str = "operator_roo
                 else "consistent with")
         whole.append(f"{r.coverage_pct:.1f} % for {r.target} ({_range(r.coverage_lo_pct, r.coverage_hi_pct)} %, "
                      f"{side} {pct})")
-    misses = []
-    for target in [t for t in TARGETS if t in set(groups.target)]:
-        t = groups[groups.target == target]
-        cells = int(t.sweeps.sum())
-        b, a, eb, ea = (int(t.sweeps_below.sum()), int(t.sweeps_above.sum()), float(t.sweeps_below_exact.sum()),
-                        float(t.sweeps_above_exact.sum()))
-        misses.append(f"of {cells} groups for {target}, {b} fall below {lo} % and {a} above {hi} (exact intervals: "
-                      f"{eb:.1f} and {ea:.1f}): {_lean(b, a, eb, ea, cells)}")
     return (f"Pooled over the {int(p.sweeps.max())} builds, the nominal {pct} intervals cover {', '.join(parts)}: "
             f"{verdict}. All splits pooled, they cover {' and '.join(whole)}. Build by build (a group: one build's "
             f"split or its off-grid runs), {'; '.join(misses)}")

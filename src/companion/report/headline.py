@@ -636,7 +636,7 @@ def builds_coverage(builds: pd.DataFrame | None, target: str, band) -> str:
     if b.empty:
         return NA
     outside = [f"{split_label(r.split)} {r.coverage_pct:.1f} %" for r in b.itertuples()
-               if not band[0] - 1e-9 <= r.coverage_pct <= band[1] + 1e-9]
+               if not coverage_consistent(r.coverage_pct, *band)]
     return (f"{'yes' if not outside else 'no'} ({b.coverage_pct.min():.1f}–{b.coverage_pct.max():.1f} % over "
             f"{int(b.sweeps.max())} builds, {int(b.n.min()):,}–{int(b.n.max()):,} held-out predictions per split "
             "summed over them" + (f"; outside: {', '.join(outside)}" if outside else "") + ")")

@@ -414,28 +414,28 @@ def _work_rows(layouts, device, distributed: bool, steps: int = WORK_PROBE_STEPS
     return rows
 
 
+def _one_thread(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with torch on one intra-op thread, as each rank of a layout runs."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def single_work_steps(device) -> list[dict]:
     """The training-size probe on one process with one thread."""
     from companion.runs.config import Layout
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _work_rows([Layout(1, 1)], device, distributed=False)
-    finally:
-        torch.set_num_threads(threads)
+    return _one_thread(_work_rows, [Layout(1, 1)], device, distributed=False)
 
 
 def single_probe_steps(device, budget_s: float) -> list[dict]:
     """The same probe on one process with one thread: the reference the layouts' overheads are taken from."""
     from companion.runs.config import Layout
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _layout_rows([Layout(1, 1)], device, budget_s, distributed=False)
-    finally:
-        torch.set_num_threads(threads)
+    return _one_thread(_layout_rows, [Layout(1, 1)], device, budget_s, distributed=False)
 
 
 def collective_benchmark(world: int, backend: str, budget_s: float, layout_budget_s: float = 0.0) -> dict:

@@ -21,7 +21,7 @@
 # profile on the project's reference machine are kept instead (`data/reference/cpu/`, one archive per build:
 # its runs, its off-grid runs and its calibration; `python benchmarks/model_accuracy.py --pack data/` stores
 # this build's). Here this build's code scores every stored build exactly as the validation page scores its
-# own (the same splits, step-time filter and interval level, read from this build's `validation.json`), and
+# own (the same splits; the step-time filter and interval level read from this build's `validation.json`), and
 # pools each group's held-out predictions over all of them: {glue:text}`sweeps_text`. The operator roofline
 # is refitted in every fold of every build; the measurements are the stored ones, the model is today's.
 # {glue:text}`energy_text`

@@ -5,6 +5,7 @@ sweep at once, so that a change of a model is judged on more than the one sweep 
     python benchmarks/model_accuracy.py SWEEP.tar.gz data/       # archives, or folders holding runs/ and devices/
     python benchmarks/model_accuracy.py --models operator_roofline calibrated_tier flops_power_law
     python benchmarks/model_accuracy.py --pack data/ --out data/reference/cpu/   # store this checkout's sweep
+    python benchmarks/model_accuracy.py --device H200    # a GPU's reference runs (data/reference/H200), every tier
 
 A stored sweep is what one `make reproduce` measured, packed as one archive by ``--pack``
 (``companion.energy.stored``, which also scores them; the book's page "Across builds" is the same scoring).
@@ -47,7 +48,10 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="sweeps scored at once, one process each (default 1)")
     ap.add_argument("--pack", type=Path, metavar="DATA", help="pack the sweep under DATA (a data/ folder) and exit")
     ap.add_argument("--out", type=Path, default=REFERENCE, help="where --pack writes (default data/reference/cpu)")
+    ap.add_argument("--device", help="score a GPU's reference runs (data/reference/DEVICE) by every tier instead")
     args = ap.parse_args(argv)
+    if args.device:
+        return gpu_reference(args.device)
     try:
         if args.pack:
             print(f"wrote {stored.pack(args.pack, args.out)}")
@@ -82,6 +86,31 @@ def main(argv=None) -> int:
         print(f"coverage pooled over the {len(wide) - 1} sweeps (covered of held-out runs; 90 % range resampling sweeps):")
         print("  " + "; ".join(f"{s} {p.coverage_pct[s]:.1f} % ({p.covered[s]}/{p.n[s]}; "
                                f"{p.coverage_lo_pct[s]:.1f}-{p.coverage_hi_pct[s]:.1f})" for s in wide.columns))
+    return 0
+
+
+def gpu_reference(device: str) -> int:
+    """Every tier of the operator model on a GPU's reference runs (NVML-measured energy): per run and pooled,
+    with the runs' own step-time CI beside the error, and the step profile's further configurations (time)."""
+    from companion.energy import reference
+
+    try:
+        scores = reference.score_reference(device, level=LEVEL)
+        profile = reference.score_profile(device)
+    except (ConfigError, FileNotFoundError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    pd.set_option("display.width", 200)
+    print(f"{device}: {scores.run_id.nunique()} reference runs, energy measured (NVML); prior and calibrated tiers "
+          "fitted on nothing, the fitted tier leaves each run out")
+    wide = scores.pivot(index="run_id", columns="tier", values=["step_s_ape", "energy_per_step_j_ape"]).round(1)
+    wide[("runs' own", "step CI95 %")] = (scores.groupby("run_id").step_ci95_rel.first() * 100).round(1)
+    print(wide.to_string())
+    summary = reference.summary(scores).round(1)
+    print(f"\nper tier: MAPE % and runs inside the stated {LEVEL:.0%} interval (fitted: too few runs for one)")
+    print(summary.to_string())
+    if not profile.empty:
+        print("\nstep profile (eager, step time only): MAPE % per tier")
+        print(profile.groupby("tier", sort=False).step_s_ape.mean().round(1).to_string())
     return 0
 
 

@@ -35,7 +35,7 @@ from companion.energy import hardware, tables
 from companion.report import figures
 from companion.energy.opcount import proxy_check
 from companion.energy.noise import replicate_noise
-from companion.energy.opmodel import FSDP_UNIT_WORDS, layout_unit_words, measured_roofs, roofs_from_calibration
+from companion.energy.opmodel import FSDP_UNIT_WORDS, layout_unit_words, measured_roofs
 from companion.energy.predict import find_calibration
 from companion.runs.calibrate import calibration_facts, calibration_summary, shown_value
 from companion.runs.records import write_json
@@ -78,17 +78,18 @@ roof_table.style.format({"compute roof (FLOP/s)": "{:.3g}", "memory roof (B/s)":
 # %%
 cal_rows, facts = [], {"measured_at": "(no calibration file)", "wall_s": "-", "spread": "-", "warnings": "-"}
 for d in sorted(set(runs.device_name)):
-    cal = find_calibration(d)  # data/devices/<d>.json, or None
-    if cal:
+    found = find_calibration(d, precision="fp32" if d == "cpu" else "bf16")  # checked; None without a file
+    if found:
+        cal = found.record
         cal_rows += [{"device": d, **row} for row in calibration_summary(cal)]
         # each probed layout's overhead, as the operator roofline reads it from the file
-        for name, per_unit_s in sorted(roofs_from_calibration(cal).layout_overhead_s.items()):
+        for name, per_unit_s in sorted(found.roofs.layout_overhead_s.items()):
             cal_rows.append({"device": d, "quantity": f"layout overhead, {name}",
                              "shown": f"{shown_value(per_unit_s, 's')} {layout_unit_words(name)}",
                              "how": "tiny BERT probe under the layout, less its ranks' compute (one process's step "
                              "times the node's oversubscription) and its collectives' latency"
                              + ("; " + FSDP_UNIT_WORDS if "FSDP" in layout_unit_words(name) else "")})
-        facts = calibration_facts(cal)
+        facts = calibration_facts({**cal, "warnings": [*(cal.get("warnings") or []), *found.warnings]})
 for key, text in facts.items():
     glue(f"calibration_{key}", text, display=False)
 calibration = pd.DataFrame(cal_rows, columns=["device", "quantity", "shown", "how"]).rename(columns={"shown": "value"})

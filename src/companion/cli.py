@@ -174,8 +174,16 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from companion.runs.calibrate import calibrate, write_calibration
     from companion.paths import devices_dir
 
+    from companion.runs.calibrate import check_calibrate_args
+
+    check_calibrate_args(args.device, args.device_name, args.out)
     t0 = time.perf_counter()
-    rec = calibrate(args.device, budget_s=args.budget_s, device_name=args.device_name)
+    try:
+        rec = calibrate(args.device, budget_s=args.budget_s, device_name=args.device_name)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the ranks are stopped, nothing is written
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"calibrate {how}: no calibration file written", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     out = args.out or devices_dir() / f"{rec['device_name']}.json"
     write_calibration(rec, out)
     g, p = rec["gemm"], rec["power"]
@@ -263,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None and sys.argv[1:2] in (["run"], ["sweep"]):  # the command itself, not a caller's process
+    if argv is None and sys.argv[1:2] in (["run"], ["sweep"], ["calibrate"]):  # the command, not a caller's process
         import signal
 
         signal.signal(signal.SIGTERM, raise_terminated)
@@ -280,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `companion plan | head`: the reader closed its end; nothing left to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

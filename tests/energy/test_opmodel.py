@@ -104,7 +104,7 @@ def test_calibrated_tier_learns_nothing_from_runs():
     df = frame()
     a = OperatorRoofline("calibrated", dev=DEV, fitted=False)._fit(df)
     b = OperatorRoofline("calibrated", dev=DEV, fitted=False)._fit(df.assign(step_s=df.step_s * 10))
-    assert a.time == b.time == {k: 1.0 for k in TIME}
+    assert a.time == b.time == {k: 1.0 for k in opmodel.TIME_TERMS}
 
 
 def test_eta_and_power_are_outputs_of_the_model():

@@ -59,12 +59,18 @@ def test_the_fitted_tier_widens_a_plan_s_interval_with_its_share_of_overheads(ro
     assert op["residuals_scaled"] is True
     res = resolve_tier("H100", "bf16", None, derived, devices)
     # one GPU at 128k tokens a step: GEMMs and attention; 8 GPUs at 256 tokens: collectives and overheads
-    for plan, scale in ((make_plan(**{**PLAN, "devices": 1, "tp": 1, "dp": 1, "batch_size": 256, "seq_len": 512}), 1.0),
-                        (make_plan(**{**PLAN, "batch_size": 8, "seq_len": 32}), 1 + opmodel.INTERVAL_OVERHEAD_WEIGHT)):
+    point = tier_point(res)
+    scales = []
+    for plan in (make_plan(**{**PLAN, "devices": 1, "tp": 1, "dp": 1, "batch_size": 256, "seq_len": 512}),
+                 make_plan(**{**PLAN, "batch_size": 8, "seq_len": 32})):
         p = predict_tiered(plan, derived_root=derived, devices_root=devices)
-        novelty = _halfwidths_per_plan(res, plan_rows([plan], "bf16", "device"), 0.9)[0]  # the stored errors' width
+        X = plan_rows([plan], "bf16", "device")
+        novelty = _halfwidths_per_plan(res, X, 0.9)[0]  # the stored errors' width
+        scale = point.interval_scale(X)[0]
         for key, target in (("time_h", "step_s"), ("energy_kwh", "energy_per_step_j")):
             assert np.log(p[f"{key}_interval"][1] / p[key]) == pytest.approx(novelty[target] * scale)
+        scales.append(scale)
+    assert 1.0 <= scales[0] < scales[1] == pytest.approx(1 + opmodel.INTERVAL_OVERHEAD_WEIGHT)
 
 
 def test_calibrated_tier_reads_the_calibration_file(roots, tmp_path):
@@ -121,7 +127,7 @@ def test_pareto_front():
     (["plan", "--model", "bert-base", "--examples", "10", "--device", "H100", "--devices", "8", "--batch-sizes", "a,b"],
      "batch_sizes"),
     (["plan", "--model", "bert-base", "--examples", "10", "--device", "Z80", "--devices", "8"], "device 'Z80'"),
-    (["calibrate", "--device", "tpu"], "device='tpu'"),
+    (["calibrate", "--device", "tpu"], "--device 'tpu'"),
     (["calibrate", "--budget-s", "nan"], "budget_s=nan"),
     (["calibrate", "--budget-s", "inf"], "budget_s=inf"),
     (["calibrate", "--device-name", "x/../../y"], "device_name='x/../../y'"),
@@ -223,7 +229,8 @@ def test_the_calibrated_tier_takes_its_interval_from_its_own_device_s_sweep_firs
                                                                              "energy_per_step_j": [0.5] * 20}}
     write_json(tmp_path / "derived" / "cpu" / "fit.json", cpu)
     p = predict_tiered(make_plan(**PLAN), tier="calibrated", **roots)
-    assert "on the cpu sweep's runs (another device" in p["notes"][0]
+    # a CPU node's errors say nothing of a GPU's: not borrowed; the stated width instead
+    assert "not yet scored on a sweep" in p["notes"][0]
     wide = np.log(p["time_h_interval"][1] / p["time_h"])
     _h100_fit(tmp_path, ["bf16"], residuals=True)
     p = predict_tiered(make_plan(**PLAN), tier="calibrated", **roots)

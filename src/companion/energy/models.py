@@ -72,7 +72,7 @@ class OperatorPoint:
     def _predict(self, df: pd.DataFrame, terms: pd.DataFrame, layouts) -> tuple[np.ndarray, np.ndarray]:
         t = opmodel.predict_time_s(terms, self.time, self.layout_scale, layouts)
         return t, opmodel.predict_energy_j(terms, t, opmodel.metered_units(df), self.energy,
-                                         self.dev.power_ceiling_w)
+                                         self.dev.power_ceiling_w, self.time)
 
     def interval_scale(self, df: pd.DataFrame) -> np.ndarray:
         """Per run, the factor on its interval's width (``opmodel.interval_scale``): wider where more of the
@@ -110,7 +110,7 @@ class OperatorRoofline(Model):
             return OperatorPoint(self.dev, coef["time"], coef["energy"])
         dev, terms, time = opmodel.fit_time_model(df, self.dev)
         energy = opmodel.fit_energy_coefficients(terms, df.step_s.to_numpy(float), opmodel.metered_units(df),
-                                                 df.energy_per_step_j.to_numpy(float))
+                                                 df.energy_per_step_j.to_numpy(float), time)
         scale = opmodel.fit_layout_scales(terms, time, df.step_s.to_numpy(float), opmodel.layout_names(df))
         return OperatorPoint(dev, time, energy, scale)
 

@@ -88,11 +88,22 @@ class DeviceRoofs:
     # (``layout_overheads``): {"tp2-dp1": s per unit (``layout_units``), ...}; empty: the eager-launch model
     layout_overhead_s: dict = field(default_factory=dict)
     overlap: bool = True  # FSDP collectives run asynchronously, beside compute
+    # A device of its own (a GPU) runs kernels while its host dispatches the next ones: the step is the soft
+    # maximum (host^p + device^p)^(1/p) of the two, not their sum (0: they add, as on a CPU node, whose cores do
+    # both). host = host_step_s + operators x launch_s; device = the roofline terms + the tiny kernels' floor.
+    host_device_overlap_p: float = 0.0
+    host_step_s: float = 0.0  # host time per step outside its operators (Python, data, the loop)
+    kernels_per_op: float = 0.0  # device kernels per dispatched operator (many aten operators launch none)
+    kernel_floor_s: float = 0.0  # device time of one tiny kernel, whatever its size
+    ops_counted_autocast: bool = False  # op counts taken under bf16 autocast (its casts included)
     idle_w: float = 0.0  # static power per metered unit (W)
     loaded_w: float = 0.0  # power of a unit running GEMMs (W)
     power_measured: bool = False  # whether the powers come from a counter
     tier: str = "calibrated"  # 'calibrated' (from a calibration file) or 'prior' (spec sheet)
     sources: dict = field(default_factory=dict)
+    # quantities of the calibration that failed its checks, each with what took its place
+    # ({"gemm": "... -> datasheet"}; ``companion.energy.calibration``): never used silently
+    fallbacks: dict = field(default_factory=dict)
 
     def gemm_roof(self, m, n, k) -> np.ndarray:
         """Achieved FLOP/s of an (m x k) @ (k x n) GEMM: saturating in every dimension."""
@@ -129,9 +140,24 @@ class DeviceRoofs:
 
 
 # ------------------------------------------------------------------------------------- operator counts
-TIME_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s", "step_fixed_s", "layer_fixed_s",
+TIME_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s", "kernel_s", "step_fixed_s", "layer_fixed_s",
               "tp_dispatch_s", "fsdp_hooks_s", "comm_latency_s", "comm_bytes_s")
-TIME_UNITS = {"gemm_s": "x roofline", "attention_s": "x measured cost per score (else its GEMMs' roofline)",
+# where host and device overlap (``DeviceRoofs.host_device_overlap_p``): what the host does, what the device
+# does, and what neither hides (collectives)
+HOST_TERMS = ("step_fixed_s", "layer_fixed_s", "tp_dispatch_s", "fsdp_hooks_s")
+DEVICE_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s", "kernel_s")
+BUSY_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s")  # the device's throughput time: draws power
+GPU_ONLY_TERMS = ("kernel_s",)
+# bf16 autocast adds casts: every linear's input and weight, counted at the aten level (``op_count_benchmark``
+# under CPU autocast: 1- and 2-layer BERT, 136 -> 168 per layer, 73 -> 85 per step)
+AUTOCAST_OPS_PER_LAYER, AUTOCAST_OPS_PER_STEP = 32, 12
+# Element-wise bytes per tensor element of the memory-bound operators (layer norms, dropout, GELU, residuals)
+# by precision. Under bf16 autocast they are not 2: layer norms run and return fp32, residuals add fp32, every
+# linear's input is cast. An op-level count of one BERT layer under CPU autocast (``opcount.ByteCounter``; GEMMs,
+# attention, the optimizer and views removed, CPU dropout's four operators replaced by CUDA's fused one) gave
+# 240 bytes per token x hidden x layer, against the model's 3 x (8 h + 2 f) = 48 elements: 5 bytes each.
+ELEMENTWISE_BYTES = {"fp32": 4.0, "bf16": 5.0}
+TIME_UNITS = {"gemm_s": "x roofline", "kernel_s": "x tiny kernels' floor", "attention_s": "x measured cost per score (else its GEMMs' roofline)",
               "elementwise_s": "x measured element-wise bandwidth (else the memory roof)",
               "state_s": "x measured AdamW bandwidth (else the memory roof)", "step_fixed_s": "x launch model", "layer_fixed_s": "x launch model",
               "tp_dispatch_s": "x TP overhead (calibration's probe; else eager launches per TP operator)",
@@ -244,8 +270,9 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
         if costs.get(kernel):  # the kernel's measured cost per score element (calibration), fwd + bwd
             u, v = costs[kernel][:2]
             attention = np.where(is_kernel, L * (a / t) * S2_r * (u + v * h / a), attention)
-    # layer norms, GELU, dropout, residuals, biases: memory-bound
-    elem_b = 3 * L * T_r * (8 * h + 2 * f / t) * w
+    # layer norms, GELU, dropout, residuals, biases: memory-bound (bytes per element: ``ELEMENTWISE_BYTES``)
+    w_elem = np.where(col["precision"] == "bf16", ELEMENTWISE_BYTES["bf16"], ELEMENTWISE_BYTES["fp32"])
+    elem_b = 3 * L * T_r * (8 * h + 2 * f / t) * w_elem
     elementwise = elem_b / (dev.elementwise_bytes_per_s or bw)
     # weights read (fwd + bwd), gradients written and read, AdamW on the local shard
     enc = L * proxies.encoder_layer_parameters(h, f)
@@ -258,6 +285,16 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     step_fixed = dev.ops_per_step * dev.launch_s * oversub
     layer_fixed = dev.ops_per_layer * L * dev.launch_s * oversub
     tp_dispatch = np.where(t > 1, dev.ops_per_layer * L * dev.launch_s * oversub, 0.0)
+    kernels = np.zeros(len(df))
+    if dev.host_device_overlap_p > 0:
+        # a device of its own: the host's fixed cost per step, bf16 autocast's casts where the counts lack them,
+        # and the device time of the kernels the operators launch, however small (queued behind the host)
+        cast = (w == 2.0) & (not dev.ops_counted_autocast)
+        ops_step = dev.ops_per_step + np.where(cast, AUTOCAST_OPS_PER_STEP, 0.0)
+        ops_layer = dev.ops_per_layer + np.where(cast, AUTOCAST_OPS_PER_LAYER, 0.0)
+        step_fixed = dev.host_step_s + ops_step * dev.launch_s
+        layer_fixed = ops_layer * L * dev.launch_s
+        kernels = dev.kernels_per_op * (ops_step + ops_layer * L) * dev.kernel_floor_s
     fsdp_hooks = np.where(d > 1, FSDP_HOOKS_PER_UNIT * (L + 1) * dev.launch_s * oversub, 0.0)
     if dev.layout_overhead_s:
         # a layout the calibration probed: its measured overhead per unit (``layout_units``) replaces the launch
@@ -297,12 +334,16 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     flops_total = (proj_f + ffn_f + att_f + head_f) * t * d
     bytes_total = (proj_b + ffn_b + att_b + elem_b + state_b) * t * d
     comm_total = (tp_wire + fsdp_wire) * t * d
+    own_device = 0.0 if dev.shared_node else 1.0
     return pd.DataFrame({
         "gemm_s": share * gemm, "attention_s": share * attention, "elementwise_s": share * elementwise,
-        "state_s": share * state, "step_fixed_s": step_fixed, "layer_fixed_s": layer_fixed,
+        "state_s": share * state, "kernel_s": kernels, "step_fixed_s": step_fixed, "layer_fixed_s": layer_fixed,
         "tp_dispatch_s": tp_dispatch, "fsdp_hooks_s": fsdp_hooks,
         "comm_latency_s": tp_lat + exposed * fsdp_lat, "comm_bytes_s": tp_bytes + exposed * fsdp_bytes,
         "op_flops": flops_total, "op_bytes": bytes_total, "op_comm_bytes": comm_total, "busy_cores": busy,
+        # devices of their own, whose throughput time draws power above idle (``predict_energy_j``), and the
+        # exponent that overlaps host and device (0: the terms add)
+        "owned_devices": own_device * t * d, "overlap_p": np.full(len(df), float(dev.host_device_overlap_p)),
     }, index=df.index)
 
 
@@ -337,9 +378,22 @@ def metered_units(df: pd.DataFrame) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------- coefficients
-ENERGY_PARAMS = ("P_static_w", "P_core_w", "e_flop_j", "e_byte_j", "e_comm_j")
+ENERGY_PARAMS = ("P_static_w", "P_core_w", "P_busy_w", "e_flop_j", "e_byte_j", "e_comm_j")
 ENERGY_UNITS = {"P_static_w": "W per metered unit", "P_core_w": "W per busy core (shared CPU node)",
+                "P_busy_w": "W above idle while a device runs its throughput kernels (GPU)",
                 "e_flop_j": "J/FLOP", "e_byte_j": "J/byte", "e_comm_j": "J/byte communicated"}
+GPU_ONLY_PARAMS = ("P_busy_w",)
+
+
+def busy_device_s(terms: pd.DataFrame, time_coef: dict | None = None) -> np.ndarray:
+    """Per row, the seconds its own devices spend in throughput kernels (GEMMs, attention, element-wise and
+    optimizer traffic, as the time terms count them with ``time_coef``), summed over its devices; 0 on a shared
+    CPU node, whose power follows its busy cores instead."""
+    if "owned_devices" not in terms:
+        return np.zeros(len(terms))
+    coef = time_coef or {}
+    busy = sum(coef.get(k, 1.0) * terms[k].to_numpy(float) for k in BUSY_TERMS)
+    return busy * terms.owned_devices.to_numpy(float)
 
 
 def prior_coefficients(dev: DeviceRoofs) -> dict:
@@ -350,10 +404,13 @@ def prior_coefficients(dev: DeviceRoofs) -> dict:
     time = {k: 1.0 for k in TIME_TERMS}
     if dev.shared_node:
         energy = {"P_static_w": dev.idle_w, "P_core_w": max(dev.loaded_w - dev.idle_w, 0.0) / max(dev.node_cores, 1),
-                  "e_flop_j": 0.0, "e_byte_j": 0.0, "e_comm_j": 0.0}
+                  "P_busy_w": 0.0, "e_flop_j": 0.0, "e_byte_j": 0.0, "e_comm_j": 0.0}
     else:
-        energy = {"P_static_w": dev.idle_w, "P_core_w": 0.0, "e_flop_j": dev.dynamic_j_per_flop(),
-                  "e_byte_j": 0.5 * dev.dynamic_j_per_byte(), "e_comm_j": 0.0}
+        # a GPU draws its idle power throughout and its loaded power while its throughput kernels run: a board
+        # whose SMs are all busy sits near its limit even at modest MFU, and the tiny kernels of a host-bound
+        # step, on few SMs, draw little above idle
+        energy = {"P_static_w": dev.idle_w, "P_core_w": 0.0, "P_busy_w": max(dev.loaded_w - dev.idle_w, 0.0),
+                  "e_flop_j": 0.0, "e_byte_j": 0.0, "e_comm_j": 0.0}
     return {"time": time, "energy": energy}
 
 
@@ -379,9 +436,11 @@ def coefficient_rows(time: dict, energy: dict, layout_scale: dict | None = None,
     """The operator model's coefficients as rows (param, value, unit, target: 'step_s' or 'energy_per_step_j'):
     the time multipliers, the energy coefficients, the thread exponent (a shared node's fit chooses it; None
     elsewhere) and each parallel layout's factor. A name this module does not define gets no unit."""
-    rows = [{"param": k, "value": v, "unit": TIME_UNITS.get(k, ""), "target": "step_s"} for k, v in time.items()]
+    shared = thread_exponent is not None  # a shared CPU node: the GPU-only terms are not in its model
+    rows = [{"param": k, "value": v, "unit": TIME_UNITS.get(k, ""), "target": "step_s"} for k, v in time.items()
+            if not (shared and k in GPU_ONLY_TERMS)]
     rows += [{"param": k, "value": v, "unit": ENERGY_UNITS.get(k, ""), "target": "energy_per_step_j"}
-             for k, v in energy.items()]
+             for k, v in energy.items() if not (shared and k in GPU_ONLY_PARAMS)]
     if thread_exponent is not None:
         rows.append({"param": "thread_exponent", "value": thread_exponent, "unit": THREAD_EXPONENT_UNIT,
                      "target": "step_s"})
@@ -411,7 +470,7 @@ def _layout_factor(layout_scale: dict | None, layouts):
 def _rest_and_layout_s(terms: pd.DataFrame, time_coef: dict) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the seconds of the multiplied time terms outside ``LAYOUT_TERMS`` and of those in it."""
     def seconds(keys):
-        return sum(time_coef[k] * terms[k].to_numpy(float) for k in keys)
+        return sum(time_coef.get(k, 1.0) * terms[k].to_numpy(float) for k in keys if k in terms)
 
     return seconds(k for k in TIME_TERMS if k not in LAYOUT_TERMS), seconds(LAYOUT_TERMS)
 
@@ -422,8 +481,33 @@ def scaled_terms(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None
     overhead and collective terms (``LAYOUT_TERMS``) times that layout's own factor where the fit has one
     (``fit_layout_scales``; ``layouts``: ``layout_names`` of the rows). Their sum is the step time."""
     factor = _layout_factor(layout_scale, layouts)
-    return pd.DataFrame({k: time_coef[k] * terms[k].to_numpy(float) * (factor if k in LAYOUT_TERMS else 1.0)
-                         for k in TIME_TERMS}, index=terms.index)
+    return pd.DataFrame({k: time_coef.get(k, 1.0) * terms[k].to_numpy(float) * (factor if k in LAYOUT_TERMS else 1.0)
+                         for k in TIME_TERMS if k in terms}, index=terms.index)
+
+
+def overlapped(terms: pd.DataFrame) -> np.ndarray | None:
+    """Per row, the host-device overlap exponent where a row has one (a GPU), else None (every row adds)."""
+    if "overlap_p" not in terms:
+        return None
+    p = terms.overlap_p.to_numpy(float)
+    return p if (p > 0).any() else None
+
+
+def host_device_s(scaled: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row, from ``scaled_terms``: the host's seconds, the device's and the rest (collectives)."""
+    def total(keys):
+        return scaled[[k for k in keys if k in scaled]].sum(axis=1).to_numpy(float)
+
+    rest = [k for k in scaled.columns if k not in HOST_TERMS and k not in DEVICE_TERMS]
+    return total(HOST_TERMS), total(DEVICE_TERMS), total(rest)
+
+
+def soft_max(host, device, p) -> np.ndarray:
+    """(host^p + device^p)^(1/p): the step of a host and a device that overlap, between the larger of the two
+    (p -> inf) and their sum (p = 1); scaled by the larger for numerical range."""
+    host, device, p = (np.asarray(v, float) for v in (host, device, p))
+    top = np.maximum(np.maximum(host, device), 1e-300)
+    return top * ((host / top) ** p + (device / top) ** p) ** (1.0 / p)
 
 
 def predict_time_s(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
@@ -431,7 +515,12 @@ def predict_time_s(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | No
     """Step time (s): ``scaled_terms`` summed, without building the frame (a fit calls this for every
     thread-exponent candidate of every held-out fold)."""
     rest, over = _rest_and_layout_s(terms, time_coef)
-    return rest + _layout_factor(layout_scale, layouts) * over
+    plain = rest + _layout_factor(layout_scale, layouts) * over
+    p = overlapped(terms)
+    if p is None:
+        return plain
+    host, device, other = host_device_s(scaled_terms(terms, time_coef, layout_scale, layouts))
+    return np.where(p > 0, soft_max(host, device, np.where(p > 0, p, 1.0)) + other, plain)
 
 
 def fit_layout_scales(terms: pd.DataFrame, time_coef: dict, step_s, layouts, weight: float = LAYOUT_SCALE_PRIOR) -> dict:
@@ -439,6 +528,8 @@ def fit_layout_scales(terms: pd.DataFrame, time_coef: dict, step_s, layouts, wei
     collective seconds o_i that minimises sum_i ((b_i + s o_i) / y_i - 1)^2 + weight^2 (s - 1)^2 over its runs
     (b_i: the rest of the step; closed form, s >= 0)."""
     y = np.asarray(step_s, float)
+    if overlapped(terms) is not None:  # GPUs: the layouts keep the calibration's ratio (no factors fitted yet)
+        return {}
     rest, over = _rest_and_layout_s(terms, time_coef)
     layouts = np.asarray(layouts)
     out = {}
@@ -478,8 +569,11 @@ def overhead_share(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | No
     collectives), the step's terms counted as ``scaled_terms`` counts them; 0 for an empty step."""
     scaled = scaled_terms(terms, time_coef, layout_scale, layouts)
     total = scaled[list(TIME_TERMS)].sum(axis=1).to_numpy(float)
+    if overlapped(terms) is not None:  # where host and device overlap, only the host's exposed part counts
+        total = np.where(terms.overlap_p.to_numpy(float) > 0,
+                         predict_time_s(terms, time_coef, layout_scale, layouts), total)
     compute = scaled[list(COMPUTE_TERMS)].sum(axis=1).to_numpy(float)
-    return np.where(total > 0, 1.0 - compute / np.where(total > 0, total, 1.0), 0.0)
+    return np.where(total > 0, np.clip(1.0 - compute / np.where(total > 0, total, 1.0), 0.0, 1.0), 0.0)
 
 
 def interval_scale(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
@@ -495,7 +589,7 @@ def interval_scale_of_share(share) -> np.ndarray:
 
 
 def predict_energy_j(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_coef: dict,
-                     ceiling_w: float | None = None) -> np.ndarray:
+                     ceiling_w: float | None = None, time_coef: dict | None = None) -> np.ndarray:
     """Energy per step; with ``ceiling_w`` (``DeviceRoofs.power_ceiling_w``) no unit draws more than that on
     average: the power side of the roofline. The linear terms add FLOP and byte rates that a short step can
     push past the loaded power, which the device never draws."""
@@ -504,6 +598,7 @@ def predict_energy_j(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray,
     # a fit artifact written before the busy-core term has no P_core_w: it predicts without it
     e = (energy_coef["P_static_w"] * units * step_s
          + energy_coef.get("P_core_w", 0.0) * terms.busy_cores.to_numpy(float) * step_s
+         + energy_coef.get("P_busy_w", 0.0) * busy_device_s(terms, time_coef)
          + energy_coef["e_flop_j"] * terms.op_flops.to_numpy(float)
          + energy_coef["e_byte_j"] * terms.op_bytes.to_numpy(float)
          + energy_coef["e_comm_j"] * terms.op_comm_bytes.to_numpy(float))
@@ -576,6 +671,9 @@ def fit_time_model(df: pd.DataFrame, dev: DeviceRoofs, held=None) -> tuple[Devic
     the same configuration with one thread and with every core, which pins the exponent down. Returns the
     device with the chosen exponent, its operator terms and the multipliers."""
     y = np.asarray(df.step_s, float)
+    if dev.host_device_overlap_p > 0:
+        terms = operator_frame(df, dev)
+        return dev, terms, fit_overlap_coefficients(terms, y)
     candidates = [dev]
     if dev.shared_node and "threads_per_rank" in df and df.threads_per_rank.nunique(dropna=True) > 1:
         candidates = [replace(dev, thread_exponent=float(g)) for g in THREAD_EXPONENTS]
@@ -591,11 +689,37 @@ def fit_time_model(df: pd.DataFrame, dev: DeviceRoofs, held=None) -> tuple[Devic
     return best[1], best[2], best[3]
 
 
-def fit_energy_coefficients(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_j: np.ndarray) -> dict:
-    """Static power, the power of each busy core (a shared CPU node: zero elsewhere) and dynamic energies
+# The fitted tier of a device whose host and device overlap (a GPU): one multiplier on the host's terms and one
+# on the device's, on log errors, each pulled towards 1 (the calibration) at this weight: a sweep of few runs,
+# mostly host-bound, identifies the host's multiplier well and the device's barely, which then stays near 1.
+OVERLAP_PRIOR_WEIGHT = 0.5
+
+
+def fit_overlap_coefficients(terms: pd.DataFrame, step_s) -> dict:
+    """{term: multiplier}: ``HOST_TERMS`` share one multiplier, ``DEVICE_TERMS`` another, the rest stay 1;
+    least squares on log(predicted / measured) with a pull of each log multiplier towards 0."""
+    from scipy.optimize import least_squares
+
+    y = np.asarray(step_s, float)
+
+    def coef(z):
+        return {k: float(np.exp(z[0]) if k in HOST_TERMS else np.exp(z[1]) if k in DEVICE_TERMS else 1.0)
+                for k in TIME_TERMS}
+
+    def resid(z):
+        return np.concatenate([np.log(predict_time_s(terms, coef(z)) / y), OVERLAP_PRIOR_WEIGHT * z])
+
+    return coef(least_squares(resid, np.zeros(2)).x)
+
+
+def fit_energy_coefficients(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_j: np.ndarray,
+                            time_coef: dict | None = None) -> dict:
+    """Static power, the power of each busy core (a shared CPU node: zero elsewhere), the power of a busy
+    device (GPUs: zero elsewhere; its busy time from the terms under ``time_coef``) and dynamic energies
     (non-negative), on the runs' measured step times."""
     step_s = np.asarray(step_s, float)
-    A = np.column_stack([units * step_s, terms.busy_cores * step_s, terms.op_flops, terms.op_bytes, terms.op_comm_bytes])
+    A = np.column_stack([units * step_s, terms.busy_cores * step_s, busy_device_s(terms, time_coef), terms.op_flops,
+                         terms.op_bytes, terms.op_comm_bytes])
     used = np.abs(A).max(axis=0) > 0
     c = np.zeros(A.shape[1])
     c[used] = _relative_nnls(A[:, used], np.asarray(energy_j, float))
@@ -741,10 +865,29 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
         idle_w=float(idle or 0.0), loaded_w=float(loaded if loaded is not None else idle or 0.0),
         power_measured=bool(power.get("measured", False)), tier="calibrated",
         sources={"calibration": rec.get("provenance", {}).get("measured_at"), "power": power.get("method")})
+    if not dev.shared_node:
+        dev = replace(dev, **_gpu_host_model(rec))
     probe = [r for c in colls.values() for r in (c.get("layouts") or [])]
     if not probe:  # a calibration from before the layout probe: the eager-launch model stands
         return dev
     return replace(dev, layout_overhead_s=layout_overheads(rec.get("layout_probe_single") or [], probe, dev))
+
+
+def _gpu_host_model(rec: dict) -> dict:
+    """The host side of a GPU's step from its calibration: the cost per operator inside a training step and the
+    step's fixed host cost (the 1-layer probe's step less its operators), the kernels' floor and the overlap
+    from the priors (``resources/hardware.yaml``), which the calibration does not measure."""
+    from companion.energy import hardware
+
+    pri = hardware.priors().get("gpu", {})
+    ops = rec.get("op_counts") or {}
+    step_1 = (ops.get("step_s") or {}).get("1")
+    per_op, count_1 = ops.get("per_op_s"), (ops.get("counts") or {}).get("1")
+    host_step = max(float(step_1) - float(per_op) * float(count_1), 0.0) if step_1 and per_op and count_1 else \
+        float(pri["host_step_s"])
+    return {"host_device_overlap_p": float(pri["host_device_overlap_p"]), "host_step_s": host_step,
+            "kernels_per_op": float(pri["kernels_per_op"]), "kernel_floor_s": float(pri["kernel_floor_s"]),
+            "ops_counted_autocast": bool(ops.get("autocast", False))}
 
 
 def roofs_from_spec(device: str, precision: str) -> DeviceRoofs:
@@ -764,10 +907,26 @@ def roofs_from_spec(device: str, precision: str) -> DeviceRoofs:
     return DeviceRoofs(
         name=device, gemm_peak_flops_per_s=pri["gemm_efficiency"] * peak, gemm_half_dim=pri["gemm_half_dim"],
         bandwidth_bytes_per_s=pri["bandwidth_efficiency"] * hardware.bandwidth_bytes_per_s(device),
-        launch_s=pri["launch_s"], collective_alpha_s=pri["collective_alpha_s"],
+        launch_s=pri["host_s_per_op"], ops_per_layer=float(pri["ops_per_layer"]),
+        ops_per_step=float(pri["ops_per_step"]), host_step_s=pri["host_step_s"],
+        kernels_per_op=pri["kernels_per_op"], kernel_floor_s=pri["kernel_floor_s"],
+        host_device_overlap_p=float(pri["host_device_overlap_p"]), collective_alpha_s=pri["collective_alpha_s"],
         collective_beta_bytes_per_s=pri["collective_beta_gbs"] * 1e9, shared_node=False, overlap=True,
         idle_w=idle, loaded_w=pri["loaded_fraction_of_tdp"] * tdp, power_measured=False, tier="prior",
         sources={"spec": spec.get("sources"), "priors": pri.get("sources")})
+
+
+def gpu_prior_values(device: str, precision: str) -> dict:
+    """The prior tier's value of each quantity a GPU calibration measures: what a quantity of the calibration
+    that failed its checks falls back to (``companion.energy.calibration``)."""
+    dev = roofs_from_spec(device, precision)
+    return {"gemm": {"gemm_peak_flops_per_s": dev.gemm_peak_flops_per_s, "gemm_half_dim": dev.gemm_half_dim},
+            "bandwidth": {"bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s},
+            "elementwise": {"elementwise_bytes_per_s": None}, "optimizer": {"optimizer_bytes_per_s": None},
+            "attention": {"attention_s_per_score": {}},
+            "op_counts": {"launch_s": dev.launch_s, "host_step_s": dev.host_step_s,
+                          "ops_per_layer": dev.ops_per_layer, "ops_per_step": dev.ops_per_step},
+            "power": {"idle_w": dev.idle_w, "loaded_w": dev.loaded_w, "power_measured": False}}
 
 
 def load_device_roofs(device: str, precision: str, root=None) -> DeviceRoofs:
@@ -775,14 +934,20 @@ def load_device_roofs(device: str, precision: str, root=None) -> DeviceRoofs:
     spec-sheet priors (GPUs). A CPU without a calibration file gets its GEMM roof and bandwidth measured now
     (a two-second check, ``hardware.measure_cpu_roofs``) and default fixed and collective costs, labelled
     'analysis-time roofs': the fitted tier learns its multipliers either way."""
-    import json
     from pathlib import Path
 
     from companion.paths import devices_dir
 
     path = Path(root or devices_dir()) / f"{device}.json"
     if path.is_file():
-        return roofs_from_calibration(json.loads(path.read_text()))
+        import sys
+
+        from companion.energy.calibration import load_calibration
+
+        cal = load_calibration(path, device, precision)
+        for line in cal.warnings:
+            print(f"warning: {line}", file=sys.stderr)
+        return cal.roofs
     if device == "cpu":
         from companion.energy.hardware import measure_cpu_roofs
 

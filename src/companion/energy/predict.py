@@ -330,17 +330,24 @@ def find_operator_fit(device: str, root: Path | None = None) -> dict | None:
     return best[1] if best else None
 
 
-def find_calibration(device: str, root: Path | None = None) -> dict | None:
-    path = (root or devices_dir()) / f"{device}.json"
-    return {**json.loads(path.read_text()), "path": str(path)} if path.is_file() else None
+def find_calibration(device: str, root: Path | None = None, precision: str = "bf16"):
+    """``device``'s checked calibration (``calibration.load_calibration``; its own file, else the one shipped
+    with its reference measurements), or None; ``CalibrationError`` for a file that cannot be used."""
+    from companion.energy.calibration import calibration_path, load_calibration
+
+    path = calibration_path(device, root)
+    return load_calibration(path, device, precision) if path else None
 
 
 def _calibrated_residuals(device: str, root: Path | None = None) -> tuple[dict, str] | tuple[None, None]:
     """The calibrated tier's log errors on a swept device's runs, and that device: ``device``'s own sweep where
     it has one, else another's (stage 03 scores the un-fitted calibrated model on every run of its sweep:
     nothing is fitted, so these are held out)."""
+    # a CPU node's errors say nothing of a GPU's (host and device overlap there; they share cores here)
+    kind = lambda name: name == "cpu"  # noqa: E731
     found = [(art["device_name"] != device, art["device_name"], art["calibrated_tier_residuals"])
-             for _, art in _fit_artifacts(root) if art.get("calibrated_tier_residuals")]
+             for _, art in _fit_artifacts(root) if art.get("calibrated_tier_residuals")
+             and kind(art["device_name"]) == kind(device)]
     if not found:
         return None, None
     _, name, residuals = min(found, key=lambda f: f[0])
@@ -395,11 +402,20 @@ def resolve_tier(device: str, precision: str, tier: str | None = None, derived_r
         if why:
             passed.append(f"fitted tier not used: {why}")
     if tier in (None, "calibrated"):
-        cal = find_calibration(device, devices_root)
-        has = [CALIBRATION_PRECISION.get(cal.get("dtype"), cal.get("dtype"))] if cal and cal.get("dtype") else []
-        why = cal and _precision_mismatch("calibrated", device, precision, has, cal["path"])
+        from companion.energy.calibration import CalibrationError
+
+        try:
+            cal = find_calibration(device, devices_root, precision)
+        except CalibrationError as exc:
+            if tier == "calibrated":
+                raise
+            cal = None
+            passed.append(f"calibrated tier not used: {exc}")
+        dtype = cal.record.get("dtype") if cal else None
+        has = [CALIBRATION_PRECISION.get(dtype, dtype)] if dtype else []
+        why = cal and _precision_mismatch("calibrated", device, precision, has, str(cal.path))
         if cal and not why:
-            dev = opmodel.roofs_from_calibration(cal)
+            dev = cal.roofs
             coef = opmodel.prior_coefficients(dev)
             residuals, swept = _calibrated_residuals(device, derived_root)
             factor, hw = _stated_width()
@@ -408,7 +424,8 @@ def resolve_tier(device: str, precision: str, tier: str | None = None, derived_r
                     if residuals else f"calibrated tier not yet scored on a sweep: a factor-{factor:g} interval at "
                     f"{PRIOR_LEVEL:.0%} (other levels scaled as for a log-normal error)")
             return {"tier": "calibrated", "dev": dev, **coef, "halfwidth": hw, "residuals": residuals,
-                    "source": cal["path"], "energy_measured": bool(dev.power_measured), "notes": [*passed, note]}
+                    "source": str(cal.path), "energy_measured": bool(dev.power_measured), "notes": [*passed, note],
+                    "calibration_warnings": list(cal.warnings)}
         if tier == "calibrated":
             if why:
                 raise ConfigError(f"tier='calibrated': {why}; calibrate at {precision} or use --tier prior")
@@ -423,6 +440,14 @@ def resolve_tier(device: str, precision: str, tier: str | None = None, derived_r
             "source": "energy/resources/hardware.yaml", "energy_measured": bool(dev.power_measured),
             "notes": [*passed, f"spec-sheet priors: a factor-{factor:g} interval at {PRIOR_LEVEL:.0%} (other levels "
                                  "scaled as for a log-normal error)"]}
+
+
+def default_precision(device: str) -> str:
+    """The precision a plan on ``device`` defaults to: bf16 where the board has it (the sweeps' GPU precision),
+    fp32 on a CPU and on boards without bf16 (a V100, an RTX 8000), which the runs also support."""
+    if device == "cpu":
+        return "fp32"
+    return "bf16" if hardware.device_spec(device).get("bf16_tflops") else "fp32"
 
 
 def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
@@ -460,7 +485,7 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
     plans = [plans] if single else list(plans)
     check_level(level)
     device = plans[0].device_name
-    precision = plans[0].precision or ("fp32" if device == "cpu" else "bf16")
+    precision = plans[0].precision or default_precision(device)
     if device == "cpu" and precision != "fp32":
         raise ConfigError(f"precision={precision!r} on cpu: the CPU sweeps and calibration run fp32; use --precision fp32")
     res = resolve_tier(device, precision, tier, derived_root, devices_root)
@@ -494,8 +519,11 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
             "mean_power_w": float(e[i] / t[i]), "eta": float(single_t[i] / (X.world_size[i] * t[i])),
             "energy_measured_basis": res["energy_measured"],
             "carbon_intensity_g_per_kwh": intensity["g_per_kwh"], "country": intensity["country"],
-            "memory": mems[i], "notes": list(res["notes"]),
-            "warnings": _outside_ranges(plan, res.get("input_ranges", {})) + _memory_warnings(mems[i], device),
+            "memory": mems[i], "notes": list(res["notes"]) + (
+                [f"{device} has no bf16: priced at {precision} (pass --precision to choose)"]
+                if plans[0].precision is None and device != "cpu" and precision == "fp32" else []),
+            "warnings": list(res.get("calibration_warnings") or []) + _outside_ranges(plan, res.get("input_ranges", {}))
+            + _memory_warnings(mems[i], device),
         })
     return out[0] if single else out
 
@@ -585,7 +613,7 @@ def plan_layouts(devices: int, batch_sizes=(8, 16, 32, 64, 128), tier: str | Non
     if not batch_sizes or any(int(b) < 1 for b in batch_sizes):
         raise ConfigError(f"batch_sizes={list(batch_sizes)!r} must be positive integers, e.g. --batch-sizes 16,32,64")
     probe = make_plan(**{**request, "tp": 1, "dp": 1, "devices": None, "batch_size": int(batch_sizes[0])})
-    sizes = [int(b) for b in batch_sizes]
+    sizes = list(dict.fromkeys(int(b) for b in batch_sizes))  # each batch size once, in the order given
     layouts = candidate_layouts(devices, probe.heads, probe.hidden, sizes)
     if not layouts:
         raise ConfigError(f"devices={devices}: no TP x FSDP layout divides the heads ({probe.heads}) and the batch "

@@ -48,7 +48,22 @@ from companion.runs.config import check_device_name
 GEMM_SHAPES = [(m, n, k) for m in (256, 1024, 4096) for n, k in ((64, 64), (128, 128), (256, 256), (512, 128),
                                                                   (128, 512), (1024, 256))] + \
               [(s, s, d) for s in (64, 128, 256) for d in (16, 32, 64)]
+# On a GPU the same shapes take ~10 us each, the cost of a launch: its GEMMs at BERT-base/large training sizes
+# (tokens of a batch x hidden x hidden and FFN), each call well above a millisecond
+GPU_GEMM_SHAPES = [(m, n, k) for m in (4096, 16384, 65536) for n, k in ((768, 768), (3072, 768), (768, 3072),
+                                                                        (1024, 1024), (4096, 1024))] + \
+                  [(8192, 8192, 8192)]
 COLLECTIVE_BYTES = (4 * 1024, 64 * 1024, 1024 * 1024, 4 * 1024 * 1024)
+# the sizes of the streaming and attention benchmarks, by device kind (a GPU's at BERT training sizes, over the
+# calibration checks' floors: ``companion.energy.calibration``)
+SIZES = {"cpu": {"elementwise": (2048, 256), "optimizer": 2_000_000,
+                 "attention": [(8, 4, 128, 32), (8, 4, 256, 32), (8, 8, 128, 16), (8, 2, 128, 64)],
+                 "op_probe": {"hidden": 32, "heads": 2, "vocab": 128, "batch": 2, "seq": 16}},
+         "cuda": {"elementwise": (32768, 1024), "optimizer": 32_000_000,
+                  "attention": [(32, 12, 128, 64), (32, 12, 512, 64), (128, 12, 128, 64), (16, 16, 512, 64)],
+                  # a real-sized step (BERT-base width, its vocabulary, batch 8 x 128 tokens) is host-bound on a
+                  # GPU: its second layer's extra time is the host's cost of that layer's operators
+                  "op_probe": {"hidden": 768, "heads": 12, "vocab": 30522, "batch": 8, "seq": 128}}}
 
 
 def _sync(device):
@@ -79,14 +94,23 @@ def _best_time(fn, device, budget_s: float, min_reps: int = 3, min_sample_s: flo
 
 
 def gemm_benchmark(device, dtype, budget_s: float) -> dict:
-    per = budget_s / len(GEMM_SHAPES)
-    rows = []
-    for m, n, k in GEMM_SHAPES:
-        a, b = torch.randn(m, k, device=device, dtype=dtype), torch.randn(k, n, device=device, dtype=dtype)
-        t = _best_time(lambda: a @ b, device, per)
-        rows.append({"m": m, "n": n, "k": k, "time_s": t, "flops_per_s": 2 * m * n * k / t})
+    """Every shape timed in two passes (half the budget each): each keeps its faster time, and the passes'
+    disagreement (median ratio of slower to faster) is recorded, which the calibration's checks read."""
+    shapes = GPU_GEMM_SHAPES if device.type == "cuda" else GEMM_SHAPES
+    per = budget_s / (2 * len(shapes))
+    passes = []
+    for _ in range(2):
+        times = []
+        for m, n, k in shapes:
+            a, b = torch.randn(m, k, device=device, dtype=dtype), torch.randn(k, n, device=device, dtype=dtype)
+            times.append(_best_time(lambda: a @ b, device, per))
+            del a, b
+        passes.append(times)
+    rows = [{"m": m, "n": n, "k": k, "time_s": min(t1, t2), "flops_per_s": 2 * m * n * k / min(t1, t2)}
+            for (m, n, k), t1, t2 in zip(shapes, *passes)]
+    spread = float(np.median([max(t1, t2) / min(t1, t2) for t1, t2 in zip(*passes)]))
     peak, k0 = fit_gemm_roof(rows)
-    return {"shapes": rows, "peak_flops_per_s": peak, "half_dim": k0,
+    return {"shapes": rows, "peak_flops_per_s": peak, "half_dim": k0, "pass_spread": spread,
             "model": "R(M,N,K) = peak / (1 + k0 (1/M + 1/N + 1/K)), least squares on 1/R"}
 
 
@@ -109,7 +133,7 @@ def attention_benchmark(device, dtype, budget_s: float) -> list[dict]:
     import torch.nn.functional as F
 
     rows = []
-    shapes = [(8, 4, 128, 32), (8, 4, 256, 32), (8, 8, 128, 16), (8, 2, 128, 64)]
+    shapes = SIZES[device.type]["attention"]
     per = budget_s / (2 * len(shapes))
     for b, h, s, d in shapes:
         q = torch.randn(b, h, s, d, device=device, dtype=dtype, requires_grad=True)
@@ -132,7 +156,7 @@ def bandwidth_benchmark(device, budget_s: float) -> dict:
     return {"bytes": 2 * n * 4, "time_s": t, "bandwidth_bytes_per_s": 2 * n * 4 / t, "method": "tensor copy, read + write"}
 
 
-def elementwise_benchmark(device, dtype, budget_s: float, tokens: int = 2048, hidden: int = 256) -> dict:
+def elementwise_benchmark(device, dtype, budget_s: float, tokens: int | None = None, hidden: int | None = None) -> dict:
     """Achieved bytes/s of one layer's memory-bound operators, forward + backward, at a BERT shape: two layer
     norms, three dropouts and two residual adds on tokens x hidden, GELU on tokens x 4 hidden. The bytes are
     counted as the operator model counts them (3 x tokens x (8 hidden + 2 ffn) x bytes per element), so the
@@ -140,6 +164,7 @@ def elementwise_benchmark(device, dtype, budget_s: float, tokens: int = 2048, hi
     copy's bandwidth on CPUs."""
     import torch.nn.functional as F
 
+    tokens, hidden = tokens or SIZES[device.type]["elementwise"][0], hidden or SIZES[device.type]["elementwise"][1]
     ffn = 4 * hidden
     x = torch.randn(tokens, hidden, device=device, dtype=dtype, requires_grad=True)
     u = torch.randn(tokens, ffn, device=device, dtype=dtype, requires_grad=True)
@@ -156,13 +181,16 @@ def elementwise_benchmark(device, dtype, budget_s: float, tokens: int = 2048, hi
             "method": "layer_norm x2, dropout x3, residual add x2, GELU on 4 hidden; fwd + bwd; model's byte count"}
 
 
-def optimizer_benchmark(device, budget_s: float, parameters: int = 2_000_000) -> dict:
+def optimizer_benchmark(device, budget_s: float, parameters: int | None = None) -> dict:
     """Achieved bytes/s of AdamW, with the kernel training uses (``parallel.adamw_kernel``), over ``parameters``
     fp32 parameters in BERT-like tensors, with the operator model's byte count for the step (36 bytes per
     parameter: weight, gradient, two moments read and written)."""
     from companion.runs.parallel import adamw_kernel
 
+    parameters = parameters or SIZES[device.type]["optimizer"]
     shapes = [(256, 256)] * 16 + [(256, 1024)] * 8 + [(256,)] * 32
+    if device.type == "cuda":  # BERT-base's tensors: 768 x 768 projections, 768 x 3072 FFN, biases and norms
+        shapes = [(768, 768)] * 4 + [(768, 3072)] * 2 + [(768,)] * 9 + [(3072,)]
     per = sum(int(np.prod(s)) for s in shapes)
     reps = max(1, parameters // per)
     params = [torch.zeros(s, device=device, requires_grad=True) for s in shapes * reps]
@@ -208,38 +236,49 @@ def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
             Count.n += 1
             return func(*args, **(kwargs or {}))
 
-    kernel = adamw_kernel(torch.device(device).type)
+    import contextlib
+
+    kind = torch.device(device).type
+    kernel = adamw_kernel(kind)
+    q = SIZES[kind]["op_probe"]
+    # GPUs train under bf16 autocast: its casts are operators too (a CPU's sweeps train fp32)
+    autocast = kind == "cuda"
+    amp = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if autocast else contextlib.nullcontext
     counts, times = {}, {}
     for layers in (1, 2):
         torch.manual_seed(0)
-        model = build_model(ModelConfig(layers=layers, hidden=32, heads=2, vocab=128, max_positions=64)).to(device)
+        model = build_model(ModelConfig(layers=layers, hidden=q["hidden"], heads=q["heads"], vocab=q["vocab"],
+                                        max_positions=max(64, q["seq"]))).to(device)
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **kernel)  # training's kernel: its operator count
-        ids = torch.randint(0, 128, (2, 16), device=device)
-        batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.zeros(2, dtype=torch.long,
-                                                                                                device=device)}
-        model(**batch).loss.backward()  # first step outside the count (lazy state)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        Count.n = 0
-        with Count():
-            model(**batch).loss.backward()
+        ids = torch.randint(0, q["vocab"], (q["batch"], q["seq"]), device=device)
+        batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                 "labels": torch.zeros(q["batch"], dtype=torch.long, device=device)}
+
+        def step():
+            with amp():
+                loss = model(**batch).loss
+            loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+
+        step()  # first step outside the count (lazy state)
+        Count.n = 0
+        with Count():
+            step()
         counts[layers] = Count.n
         if budget_s > 0:
-            def step():
-                model(**batch).loss.backward()
-                opt.step()
-                opt.zero_grad(set_to_none=True)
             times[layers] = _best_time(step, device, budget_s / 2, min_sample_s=0.02)
+        del model, opt
     per_layer = counts[2] - counts[1]
-    out = {"per_layer": per_layer, "per_step": counts[1] - per_layer, "counts": counts,
-           "method": f"aten operators dispatched by one training step (AdamW {', '.join(kernel)}), 1- and 2-layer BERT"}
+    out = {"per_layer": per_layer, "per_step": counts[1] - per_layer, "counts": counts, "autocast": autocast,
+           "method": f"aten operators dispatched by one training step (AdamW {', '.join(kernel)}"
+                     + (", bf16 autocast" if autocast else "") + "), 1- and 2-layer BERT"}
     if times:
         per_op = max(times[2] - times[1], 0.0) / per_layer
         out.update(step_s={str(k): v for k, v in times.items()}, per_op_s=per_op,
-                   per_op_method="(step time of 2 layers - of 1 layer) / extra operators, hidden 32, 2 x 16 tokens")
+                   per_op_method=f"(step time of 2 layers - of 1 layer) / extra operators, hidden {q['hidden']}, "
+                                 f"{q['batch']} x {q['seq']} tokens")
     return out
 
 
@@ -453,8 +492,22 @@ def collective_benchmark(world: int, backend: str, budget_s: float, layout_budge
             from companion.runs.launch import preload
 
             preload()
-        mp.start_processes(_collective_worker, args=(world, init, backend, out, budget_s, layout_budget_s),
-                           nprocs=world, join=True, start_method=method)
+        ctx = mp.start_processes(_collective_worker, args=(world, init, backend, out, budget_s, layout_budget_s),
+                                 nprocs=world, join=False, start_method=method)
+        try:
+            while not ctx.join():
+                pass
+        except BaseException:
+            # stopped (Ctrl-C, SIGTERM) or a rank failed: stop every rank before the folder holding their
+            # rendezvous file goes, or a rank waiting on it waits forever
+            for proc in ctx.processes:
+                if proc.is_alive():
+                    proc.terminate()
+            for proc in ctx.processes:
+                proc.join(5)
+                if proc.is_alive():
+                    proc.kill()
+            raise
         got = json.loads(Path(out).read_text())
     rows = got["collectives"]
     alpha, beta = fit_alpha_beta(rows, world)
@@ -612,6 +665,14 @@ def calibrate(device: str = "cpu", budget_s: float = DEFAULT_BUDGET_S, world_siz
         "shared_node": device == "cpu",
         "overlap": device == "cuda",
     }
+    rec["checks"] = self_check(rec, {
+        "gemm": lambda: gemm_benchmark(dev, dtype, 0.2 * b),
+        "attention": lambda: attention_benchmark(dev, dtype, 0.1 * b),
+        "bandwidth": lambda: bandwidth_benchmark(dev, 0.05 * b),
+        "elementwise": lambda: elementwise_benchmark(dev, dtype, 0.03 * b),
+        "optimizer": lambda: optimizer_benchmark(dev, 0.03 * b),
+        "op_counts": lambda: op_count_benchmark(dev, 0.04 * b),
+        "power": lambda: power_benchmark(dev, dtype, 0.08 * b)})
     parallel_pass()
     rec["collectives"] = {str(p): combine_passes(passes[p], p) for p in world_sizes}
     rec["layout_probe_single"] = _fastest(singles, ("layers",), "step_s")
@@ -620,22 +681,75 @@ def calibrate(device: str = "cpu", budget_s: float = DEFAULT_BUDGET_S, world_siz
     rec["warnings"] = [f"collectives over {p} ranks: one pass {c['pass_spread']:.3g}x slower than the other (the "
                        "node was busy); the faster timings are kept, re-run calibrate on a quiet node to confirm them"
                        for p, c in rec["collectives"].items() if c["pass_spread"] > PASS_SPREAD_WARN]
+    rec["warnings"] += [f"{q} failed its check twice ({'; '.join(c['problems'])}): flagged, the analyses use the "
+                        "datasheet's value (GPUs) or one measured at analysis time (CPUs) instead"
+                        for q, c in rec["checks"].items() if c["problems"]]
+    from companion.energy.calibration import CALIBRATION_FORMAT, cpu_model
+
+    rec["format"] = CALIBRATION_FORMAT
     rec["provenance"] = {
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "wall_s": time.perf_counter() - started, "hostname": socket.gethostname(), "platform": platform.platform(),
-        "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+        "cpu": platform.processor() or platform.machine(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None, "budget_s": budget_s,
     }
     return rec
 
 
+def self_check(rec: dict, retime: dict) -> dict:
+    """Check the record's quantities (``companion.energy.calibration.check_calibration``); a quantity that fails
+    is timed again (``retime``: {quantity: benchmark}) and checked again. Returns {quantity: {"attempts",
+    "problems"}} for every quantity checked (``problems`` empty where it passed); a quantity failing twice
+    stays flagged, and every reader of the file replaces it."""
+    from companion.energy.calibration import check_calibration
+
+    first = check_calibration(rec)
+    out = {q: {"attempts": 1, "problems": []} for q in retime}
+    for quantity in first:
+        out[quantity] = {"attempts": 2, "problems": []}
+        if quantity in retime:
+            rec[quantity] = retime[quantity]()
+    again = check_calibration(rec) if first else {}
+    for quantity, problems in again.items():
+        out.setdefault(quantity, {"attempts": 1})["problems"] = problems
+    return out
+
+
 def device_tag(gpu_name: str) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'H100' where the hardware table knows the model, else a safe name."""
-    for tag in ("H200", "H100", "A100", "V100", "L4", "RTX 8000"):
-        if tag in gpu_name:
-            return tag.replace(" ", "")
-    return "".join(c if c.isalnum() else "-" for c in gpu_name).strip("-")
+    """'NVIDIA H100 80GB HBM3' -> 'H100', 'NVIDIA H100 PCIe' -> 'H100-PCIe': the records' own tag
+    (``provenance.short_gpu_name``), so a calibration is filed under its board's name."""
+    from companion.runs.provenance import short_gpu_name
+
+    return short_gpu_name(gpu_name)
+
+
+def check_calibrate_args(device: str, device_name: str | None, out: Path | None) -> None:
+    """Every argument of ``companion calibrate`` checked before the first benchmark: the device, its name (a CPU
+    cannot be named after a GPU of the hardware table) and the output file (a file, in a folder that exists or
+    can be made, writable)."""
+    from companion.energy import hardware
+
+    if device not in ("cpu", "cuda"):
+        raise ConfigError(f"--device {device!r} cannot be calibrated; use cpu or cuda")
+    if device_name is not None:
+        check_device_name(device_name)
+        if device == "cpu" and device_name != "cpu":
+            try:
+                gpu = hardware.device_spec(device_name).get("bandwidth_tbs") != "measure"
+            except ConfigError:
+                gpu = any(device_name.lower() == d.lower() for d in hardware.device_table())
+            if gpu:
+                raise ConfigError(f"--device cpu --device-name {device_name}: a CPU's calibration cannot be "
+                                  f"named after the GPU {device_name}; drop --device-name, or calibrate with "
+                                  "--device cuda on that GPU")
+    if out is not None:
+        out = Path(out)
+        if out.is_dir():
+            raise ConfigError(f"--out {out} is a folder; give a file, e.g. --out {out / 'cpu.json'}")
+        parent = next((p for p in [out.parent, *out.parent.parents] if p.exists()), None)
+        if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK):
+            raise ConfigError(f"--out {out}: {parent or out.parent} is not a writable folder; choose another path")
 
 
 def write_calibration(rec: dict, out: Path) -> Path:

@@ -75,12 +75,26 @@ def profile_path(name_or_path: str) -> Path:
     )
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML that refuses a key given twice in one mapping (plain YAML keeps the last, silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice (first at line {seen[key] + 1})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
 def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
     """Read, expand and validate a profile. ``device_name`` tags the run IDs (detected when None)."""
     path = profile_path(name_or_path)
     where = f"profile {path.name}"
     try:
-        spec = yaml.safe_load(path.read_text())
+        spec = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

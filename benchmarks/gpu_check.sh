@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One command that re-measures a single GPU for the project: the reference sweep, the calibration (sized to the
+# device, self-checked), idle/hot-idle/loaded power and MFU, the CUDA-only tests and an NVML counter trace, all
+# packed into one archive. About 7 minutes on an H200. Run it from a clone of the project, on the GPU's machine:
+#
+#     bash benchmarks/gpu_check.sh [OUT_DIR]       # -> OUT_DIR/gpu_check-<device>-<UTC time>.tgz (default build/)
+#
+# With a GPU stack installed already (torch with CUDA, transformers, nvidia-ml-py, CodeCarbon), it runs from the
+# tree (PYTHONPATH=src) and never installs anything; each step's output is kept even when a later one fails,
+# and the archive is re-packed after every step, so a machine that is taken back mid-way still leaves one.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${1:-$ROOT/build}
+mkdir -p "$OUT"
+export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+PY=${PYTHON:-python3}
+DEVICE=$($PY -c 'import torch; from companion.runs.provenance import short_gpu_name as s; print(s(torch.cuda.get_device_name(0)))') \
+  || { echo "error: no CUDA GPU visible to $PY (torch.cuda); run this on the GPU's machine" >&2; exit 2; }
+STAMP=$(date -u +%Y%m%dT%H%M%S)
+W=$(mktemp -d)
+ARCHIVE="$OUT/gpu_check-$DEVICE-$STAMP.tgz"
+exec > >(tee -a "$W/log.txt") 2>&1
+pack() { tar -czf "$ARCHIVE" -C "$W" . && echo "packed $ARCHIVE"; }
+step() {  # name, command...: time one step, keep going when it fails, re-pack
+  local name=$1; shift
+  echo "== $name: $*"
+  local t0=$SECONDS
+  "$@"; echo "== $name: exit $? after $((SECONDS - t0)) s"
+  pack
+}
+cd "$ROOT"
+step probe sh -c "nvidia-smi; $PY -c 'import torch, transformers; print(torch.__version__, transformers.__version__)'"
+step sweep $PY -m companion.cli sweep --profile data/reference/H200/gpu-check.yaml --device-name "$DEVICE" \
+  --out "$W/runs" --quiet
+step calibrate $PY -m companion.cli calibrate --device cuda --out "$W/devices/$DEVICE.json"
+step reference $PY benchmarks/gpu_reference.py --out "$W/gpu_reference.json" --idle-s 8
+step tests $PY -m pytest -q -p no:cacheprovider -o addopts="" tests/runs/test_calibrate.py tests/energy/test_memory.py \
+  tests/runs/test_gpu_dry_run.py
+step counter $PY benchmarks/record_meter_log.py --counter-trace 8 --device cuda --out "$W/nvml_counter_$DEVICE.jsonl"
+echo "done: $ARCHIVE (unpack into data/reference/$DEVICE/ and score with python benchmarks/model_accuracy.py --device $DEVICE)"

@@ -1,0 +1,365 @@
+"""Calibration files (data/devices/<name>.json): read, checked and turned into a device's roofs, in one place.
+
+``companion calibrate`` writes them; ``predict``, ``plan``, the stages and the book read them only through
+``load_calibration``. A file is refused with one line naming it, the field and the fix when it cannot be read
+(truncated, a missing key, a newer format, a device other than the one asked). A file that reads but holds an
+implausible quantity (``check_calibration``: timings that do not grow with size, a fitted roof above what was
+measured or above the datasheet, a benchmark too small for the device, a power that is not finite or positive)
+is used with that quantity flagged: the datasheet's value (GPUs) or one measured now (a CPU) takes its place,
+and the answer says so (``Calibration.warnings``; ``DeviceRoofs.fallbacks``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from companion.errors import ConfigError
+
+# The format this code writes. Files without a ``format`` key are format 1 (written before it existed) and load.
+CALIBRATION_FORMAT = 2
+
+# The checks' thresholds.
+ROOF_OVER_BEST = 1.25  # the fitted GEMM roof at a measured shape, at most this times the best rate measured
+PEAK_OVER_DATASHEET = 1.1  # a fitted roof or bandwidth at most this times the datasheet's, where it has the board
+MIN_SIZE_RANK_CORRELATION = 0.8  # Spearman correlation of GEMM time with FLOPs: timings grow with size
+PASS_SPREAD_MAX = 1.5  # two passes of one benchmark differ by at most this (median ratio of their timings)
+CPU_PEAK_PER_CORE = 400e9  # FLOP/s: 2 AVX-512 FMA units x 16 fp32 lanes x 2 FLOP x 6 GHz, above any x86 core
+RATE_OVER_COPY = 1.5  # element-wise and optimizer rates, at most this times the copy bandwidth
+HALF_DIM_BOUND = 0.99e5  # the GEMM fit's upper bound on k0: a fit there is launch-bound, not a roof
+# On a GPU a benchmark must run at BERT sizes, or it times kernel launches (about 10 us each)
+GPU_MIN_GEMM_DIM = 8192  # the largest GEMM dimension
+GPU_MIN_STREAM_BYTES = 100e6  # element-wise traffic, and the optimizer's fp32 weights
+GPU_MIN_SCORES = 32 * 12 * 128 ** 2  # attention score elements: BERT-base at batch 32, sequence 128
+QUANTITIES = ("gemm", "bandwidth", "elementwise", "optimizer", "attention", "op_counts", "power")
+REQUIRED = (("device_name",), ("device",), ("gemm", "peak_flops_per_s"), ("gemm", "half_dim"),
+            ("bandwidth", "bandwidth_bytes_per_s"), ("launch", "launch_s"))
+
+
+class CalibrationError(ConfigError):
+    """A calibration file that cannot be used at all."""
+
+
+def _fix(path: Path, rec: dict | None = None) -> str:
+    device = (rec or {}).get("device") or ("cpu" if path.stem == "cpu" else "cuda")
+    return f"re-run `companion calibrate --device {device} --out {path}`"
+
+
+def read_calibration(path: Path) -> dict:
+    """The record of a calibration file, its format and required keys checked; ``CalibrationError`` names the
+    file, the field and the fix."""
+    path = Path(path)
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CalibrationError(f"no calibration file {path}; {_fix(path)}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CalibrationError(f"calibration file {path} is not valid JSON (truncated or corrupt: {exc}); "
+                               f"{_fix(path)}") from None
+    if not isinstance(rec, dict):
+        raise CalibrationError(f"calibration file {path} holds no JSON object; {_fix(path)}")
+    fmt = rec.get("format", 1)
+    if not isinstance(fmt, int) or fmt > CALIBRATION_FORMAT:
+        raise CalibrationError(f"calibration file {path} has format {fmt!r}, newer than this companion reads "
+                               f"({CALIBRATION_FORMAT}); update the companion or {_fix(path, rec)}")
+    for keys in REQUIRED:
+        part = rec
+        for k in keys:
+            part = part.get(k) if isinstance(part, dict) else None
+        if part is None:
+            raise CalibrationError(f"calibration file {path} lacks {'.'.join(keys)}; {_fix(path, rec)}")
+    return rec
+
+
+# ------------------------------------------------------------------------------------------------ checks
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _spearman(x, y) -> float:
+    import pandas as pd
+
+    rx, ry = pd.Series(x).rank().to_numpy(), pd.Series(y).rank().to_numpy()  # ties share their mean rank
+    return float(np.corrcoef(rx, ry)[0, 1]) if len(x) > 2 and np.std(rx) > 0 and np.std(ry) > 0 else float("nan")
+
+
+def _stuck_share(flops, times) -> float:
+    """The share of timings within 5 % of their median while the FLOPs they time span more than 10x: a timer
+    or a machine stuck at one value, whatever the work."""
+    near = np.abs(times / np.median(times) - 1) < 0.05
+    return float(near.mean()) if near.sum() > 1 and flops[near].max() > 10 * flops[near].min() else 0.0
+
+
+def _datasheet(rec: dict) -> dict | None:
+    """The hardware table's entry of the calibrated board (GPUs), with its peak at the calibration's dtype."""
+    from companion.energy import hardware
+
+    if rec.get("device") != "cuda":
+        return None
+    try:
+        spec = hardware.device_spec(rec["device_name"])
+        precision = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(rec.get("dtype"), "bf16")
+        return {"peak": hardware.peak_flops_per_s(rec["device_name"], precision),
+                "bandwidth": hardware.bandwidth_bytes_per_s(rec["device_name"]), "tdp_w": spec.get("tdp_w")}
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return None
+
+
+def check_gemm(rec: dict) -> list[str]:
+    gemm, sheet = rec.get("gemm") or {}, _datasheet(rec)
+    peak, k0, rows = gemm.get("peak_flops_per_s"), gemm.get("half_dim"), gemm.get("shapes") or []
+    if not _positive(peak) or not _positive(k0):
+        return [f"GEMM roof {peak!r} / half-dimension {k0!r} not finite and positive"]
+    out = []
+    times = np.array([r.get("time_s", np.nan) for r in rows], float)
+    if rows and np.all(np.isfinite(times) & (times > 0)):
+        flops = np.array([2.0 * r["m"] * r["n"] * r["k"] for r in rows])
+        best = float(np.max(flops / times))
+        x = np.array([1 / r["m"] + 1 / r["n"] + 1 / r["k"] for r in rows])
+        rho, stuck = _spearman(flops, times), _stuck_share(flops, times)
+        if stuck >= 0.5:
+            out.append(f"{stuck:.0%} of the GEMM timings sit near {np.median(times) * 1e3:.3g} ms whatever their "
+                       "size: a busy machine or a stuck timer")
+        elif rho < MIN_SIZE_RANK_CORRELATION:
+            out.append(f"GEMM timings do not grow with size (rank correlation {rho:.2f} < "
+                       f"{MIN_SIZE_RANK_CORRELATION}): a busy machine, or timings bound by kernel launches")
+        fitted = float(np.max(peak / (1 + k0 * x)))
+        if fitted > ROOF_OVER_BEST * best:
+            out.append(f"fitted GEMM roof at the measured shapes {fitted:.3g} FLOP/s is {fitted / best:.1f}x the best "
+                       f"rate measured ({best:.3g})")
+        if rec.get("device") == "cuda" and max(max(r["m"], r["n"], r["k"]) for r in rows) < GPU_MIN_GEMM_DIM:
+            out.append(f"GEMMs up to {max(max(r['m'], r['n'], r['k']) for r in rows)} per dimension time kernel "
+                       f"launches on a GPU, not its roof (needs {GPU_MIN_GEMM_DIM})")
+    elif rows:
+        out.append("GEMM timings not finite and positive")
+    if k0 >= HALF_DIM_BOUND:
+        out.append(f"GEMM half-dimension k0 = {k0:.3g} sits at its fit's bound: launch-bound timings")
+    if sheet and peak > PEAK_OVER_DATASHEET * sheet["peak"]:
+        out.append(f"fitted GEMM roof {peak:.3g} FLOP/s exceeds the datasheet's {sheet['peak']:.3g}")
+    if rec.get("device") == "cpu":
+        prov = rec.get("provenance") or {}
+        cores = int(prov.get("torch_threads") or prov.get("cpu_count") or os.cpu_count() or 1)
+        if peak > CPU_PEAK_PER_CORE * cores:
+            out.append(f"fitted GEMM roof {peak:.3g} FLOP/s exceeds what {cores} CPU core(s) can do "
+                       f"({CPU_PEAK_PER_CORE * cores:.3g})")
+    spread = gemm.get("pass_spread")
+    if _positive(spread) and spread > PASS_SPREAD_MAX:
+        out.append(f"GEMM passes disagree ({spread:.2f}x > {PASS_SPREAD_MAX}x)")
+    return out
+
+
+def check_bandwidth(rec: dict) -> list[str]:
+    bw, sheet = (rec.get("bandwidth") or {}).get("bandwidth_bytes_per_s"), _datasheet(rec)
+    if not _positive(bw):
+        return [f"memory bandwidth {bw!r} not finite and positive"]
+    if sheet and bw > PEAK_OVER_DATASHEET * sheet["bandwidth"]:
+        return [f"memory bandwidth {bw:.3g} B/s exceeds the datasheet's {sheet['bandwidth']:.3g}"]
+    if bw < 1e8:
+        return [f"memory bandwidth {bw:.3g} B/s is below any device's (a unit slip?)"]
+    return []
+
+
+def _check_rate(rec: dict, key: str, label: str, size_bytes) -> list[str]:
+    part = rec.get(key)
+    if not part:
+        return []
+    rate, bw = part.get("bytes_per_s"), (rec.get("bandwidth") or {}).get("bandwidth_bytes_per_s")
+    if not _positive(rate):
+        return [f"{label} rate {rate!r} not finite and positive"]
+    out = []
+    if _positive(bw) and rate > RATE_OVER_COPY * bw:
+        out.append(f"{label} rate {rate:.3g} B/s exceeds {RATE_OVER_COPY}x the copy bandwidth ({bw:.3g})")
+    if rec.get("device") == "cuda" and size_bytes is not None and size_bytes < GPU_MIN_STREAM_BYTES:
+        out.append(f"{label} benchmark over {size_bytes / 1e6:.0f} MB times kernel launches on a GPU "
+                   f"(needs {GPU_MIN_STREAM_BYTES / 1e6:.0f} MB)")
+    return out
+
+
+def check_attention(rec: dict) -> list[str]:
+    rows = rec.get("attention") or []
+    if not rows:
+        return []
+    if not all(_positive(r.get("fwd_bwd_s")) for r in rows):
+        return ["attention timings not finite and positive"]
+    scores = max(r["batch"] * r["heads"] * r["seq"] ** 2 for r in rows)
+    if rec.get("device") == "cuda" and scores < GPU_MIN_SCORES:
+        return [f"attention shapes up to {scores:.3g} score elements time kernel launches on a GPU "
+                f"(needs BERT-base's {GPU_MIN_SCORES:.3g})"]
+    return []
+
+
+def check_op_counts(rec: dict) -> list[str]:
+    ops = rec.get("op_counts")
+    if not ops:
+        return []
+    out = []
+    if not (_positive(ops.get("per_layer")) and isinstance(ops.get("per_step"), (int, float)) and ops["per_step"] >= 0):
+        out.append(f"operator counts per layer {ops.get('per_layer')!r} / per step {ops.get('per_step')!r} invalid")
+    cost = ops.get("per_op_s")
+    if cost is not None and not (_positive(cost) and cost < 1e-2):
+        out.append(f"cost per operator {cost!r} s not within (0, 10 ms)")
+    return out
+
+
+def check_power(rec: dict) -> list[str]:
+    power = rec.get("power") or {}
+    idle, loaded = power.get("idle_w"), power.get("loaded_w")
+    if idle is None and loaded is None:
+        return []
+    if not (_positive(idle) and _positive(loaded)):
+        return [f"power idle {idle!r} W / loaded {loaded!r} W not finite and positive"]
+    out = []
+    if loaded < idle:
+        out.append(f"loaded power {loaded:.4g} W below idle {idle:.4g} W")
+    sheet = _datasheet(rec)
+    if sheet and sheet.get("tdp_w") and loaded > PEAK_OVER_DATASHEET * sheet["tdp_w"]:
+        out.append(f"loaded power {loaded:.4g} W exceeds the board's {sheet['tdp_w']} W limit")
+    if loaded > 1e4:
+        out.append(f"loaded power {loaded:.4g} W is beyond one device's (a unit slip?)")
+    return out
+
+
+def check_calibration(rec: dict) -> dict[str, list[str]]:
+    """{quantity: problems} for every quantity of ``QUANTITIES`` that fails its checks (empty: all pass)."""
+    ew = rec.get("elementwise") or {}
+    opt = rec.get("optimizer") or {}
+    found = {
+        "gemm": check_gemm(rec), "bandwidth": check_bandwidth(rec),
+        "elementwise": _check_rate(rec, "elementwise", "element-wise", ew.get("bytes")),
+        "optimizer": _check_rate(rec, "optimizer", "optimizer",
+                                 4 * opt["parameters"] if _positive(opt.get("parameters")) else None),
+        "attention": check_attention(rec), "op_counts": check_op_counts(rec), "power": check_power(rec),
+    }
+    return {k: v for k, v in found.items() if v}
+
+
+# ------------------------------------------------------------------------------------------------ hosts
+def cpu_model() -> str | None:
+    """This machine's CPU model (/proc/cpuinfo's 'model name'), or None where it does not say."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return None
+
+
+def this_host() -> dict:
+    return {"hostname": socket.gethostname(), "cpu_count": os.cpu_count(), "cpu_model": cpu_model()}
+
+
+def host_words(h: dict) -> str:
+    return f"{h.get('cpu_model') or 'an unnamed CPU'}, {h.get('cpu_count')} cores, host {h.get('hostname')!r}"
+
+
+def other_host(rec: dict, here: dict | None = None) -> str | None:
+    """Why a CPU calibration describes another machine than this one (None where it does not): its CPU model
+    or its core count differ (host names of virtual machines repeat, so they are named, not compared)."""
+    prov = rec.get("provenance") or {}
+    here = here or this_host()
+    theirs = {"hostname": prov.get("hostname"), "cpu_count": prov.get("cpu_count"), "cpu_model": prov.get("cpu_model")}
+    differ = (theirs["cpu_count"] not in (None, here["cpu_count"])
+              or (theirs["cpu_model"] and here["cpu_model"] and theirs["cpu_model"] != here["cpu_model"]))
+    return f"measured on {host_words(theirs)}; this is {host_words(here)}" if differ else None
+
+
+# ------------------------------------------------------------------------------------------------ loading
+@dataclass
+class Calibration:
+    """A checked calibration: its record, where it came from, what failed its checks and the roofs to use."""
+
+    path: Path
+    record: dict
+    problems: dict = field(default_factory=dict)  # {quantity: [problem, ...]} (``check_calibration``)
+    warnings: list = field(default_factory=list)  # one line each: flagged quantities, another host
+    roofs: object = None  # opmodel.DeviceRoofs, with the flagged quantities replaced
+
+
+def _fallback_values(rec: dict, quantity: str, precision: str) -> tuple[dict, str] | tuple[None, str]:
+    """The DeviceRoofs fields that replace a flagged quantity, and what they are, in words."""
+    from companion.energy import opmodel
+
+    if rec.get("device") == "cuda":
+        try:
+            return opmodel.gpu_prior_values(rec["device_name"], precision)[quantity], "the datasheet prior"
+        except (ConfigError, KeyError):
+            return None, "nothing (no datasheet for this board): used as measured"
+    if quantity in ("gemm", "bandwidth"):
+        from companion.energy.hardware import measure_cpu_roofs
+
+        r = measure_cpu_roofs()
+        values = ({"gemm_peak_flops_per_s": r["peak_flops_per_s"]} if quantity == "gemm"
+                  else {"bandwidth_bytes_per_s": r["bandwidth_bytes_per_s"]})
+        return values, "a roof measured now (analysis-time)"
+    if quantity == "elementwise":
+        return {"elementwise_bytes_per_s": None}, "the copy bandwidth"
+    if quantity == "optimizer":
+        return {"optimizer_bytes_per_s": None}, "the copy bandwidth"
+    if quantity == "attention":
+        return {"attention_s_per_score": {}}, "the attention GEMMs' roofline"
+    return None, "nothing: used as measured"
+
+
+def load_calibration(path: Path, device: str | None = None, precision: str = "bf16",
+                     here: dict | None = None) -> Calibration:
+    """Read, check and turn a calibration file into roofs. ``device``: the device name asked for (refused if
+    the file calibrated another, or a CPU under a GPU's name). Flagged quantities take their fallback."""
+    from companion.energy import hardware, opmodel
+
+    path = Path(path)
+    rec = read_calibration(path)
+    name, kind = rec["device_name"], rec["device"]
+    if device is not None and name != device:
+        raise CalibrationError(f"calibration file {path} calibrated {name!r}, not {device!r}; rename it "
+                               f"data/devices/{name}.json or {_fix(path, rec)} on a {device}")
+    if kind == "cpu" and name != "cpu":
+        try:
+            is_gpu = hardware.device_spec(name).get("bandwidth_tbs") != "measure"
+        except ConfigError:
+            is_gpu = False
+        if is_gpu:
+            raise CalibrationError(f"calibration file {path} was measured on a CPU but names the GPU {name!r}; "
+                                   f"delete it and re-run `companion calibrate --device cuda` on a {name}")
+    try:
+        roofs = opmodel.roofs_from_calibration(rec)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CalibrationError(f"calibration file {path} has an unreadable field ({type(exc).__name__}: {exc}); "
+                               f"{_fix(path, rec)}") from None
+    problems = check_calibration(rec)
+    warnings, fallbacks = [], {}
+    for quantity, found in problems.items():
+        values, what = _fallback_values(rec, quantity, precision)
+        if values:
+            roofs = replace(roofs, **values)
+        fallbacks[quantity] = f"{'; '.join(found)} -> {what}"
+        warnings.append(f"calibration {path}: {quantity} failed its check ({'; '.join(found)}); using {what}")
+    if fallbacks:
+        roofs = replace(roofs, fallbacks=fallbacks)
+    if kind == "cpu":
+        why = other_host(rec, here)
+        if why:
+            warnings.append(f"calibration {path} describes another machine ({why}); re-run `companion calibrate "
+                            "--device cpu` here for this machine's roofs")
+    return Calibration(path, rec, problems, warnings, roofs)
+
+
+def calibration_path(device: str, root: Path | None = None) -> Path | None:
+    """The calibration file of ``device``: in ``root`` where given, else this checkout's own
+    (data/devices/<device>.json) and then the one shipped with its reference measurements
+    (data/reference/<device>/<device>.json); None where there is none."""
+    from companion.paths import devices_dir, reference_dir
+
+    places = [Path(root)] if root is not None else [devices_dir(), reference_dir(device)]
+    for folder in places:
+        path = folder / f"{device}.json"
+        if path.is_file():
+            return path
+    return None
+

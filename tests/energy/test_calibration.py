@@ -1,0 +1,145 @@
+"""Calibration files: one loader, checks that flag implausible quantities, one-line refusals, fallbacks said."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+import pytest
+
+from companion.energy import opmodel
+from companion.energy.calibration import (CalibrationError, check_calibration, load_calibration,
+                                          read_calibration)
+from companion.energy.predict import make_plan, predict_tiered
+from companion.paths import reference_dir
+
+H200 = reference_dir("H200") / "H200.json"
+PLAN = dict(model="bert-base", seq_len=128, batch_size=32, examples=10000, epochs=1, device="H200")
+
+
+def _cpu_cal() -> dict:
+    """A CPU calibration shaped like a healthy one (GEMM timings that follow a roof of 2.5e11 FLOP/s)."""
+    shapes = []
+    for m in (256, 1024, 4096):
+        for n, k in ((64, 64), (256, 256), (1024, 256)):
+            rate = 2.5e11 / (1 + 25 * (1 / m + 1 / n + 1 / k))
+            shapes.append({"m": m, "n": n, "k": k, "time_s": 2 * m * n * k / rate, "flops_per_s": rate})
+    return {"device_name": "cpu", "device": "cpu", "dtype": "float32",
+            "gemm": {"peak_flops_per_s": 2.5e11, "half_dim": 25.0, "shapes": shapes},
+            "bandwidth": {"bandwidth_bytes_per_s": 4e10}, "launch": {"launch_s": 3e-6},
+            "elementwise": {"bytes": 1e7, "bytes_per_s": 4e9}, "optimizer": {"parameters": 2e6, "bytes_per_s": 2e10},
+            "power": {"idle_w": 20.0, "loaded_w": 30.0, "measured": False}, "shared_node": True,
+            "provenance": {"torch_threads": 2, "cpu_count": 2, "hostname": "vm", "cpu_model": "AMD EPYC"}}
+
+
+def _write(tmp_path, rec, name="cpu.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(rec) if not isinstance(rec, str) else rec)
+    return path
+
+
+def test_a_healthy_calibration_passes_and_the_shipped_h200_one_is_flagged_where_launch_bound():
+    assert check_calibration(_cpu_cal()) == {}
+    flagged = check_calibration(read_calibration(H200))
+    # its GEMMs, element-wise, optimizer and attention benchmarks ran at CPU sizes: kernel launches, not roofs
+    assert set(flagged) == {"gemm", "elementwise", "optimizer", "attention"}
+    assert any("datasheet" in p for p in flagged["gemm"])
+    cal = load_calibration(H200, "H200", "bf16")
+    prior = opmodel.roofs_from_spec("H200", "bf16")
+    assert cal.roofs.gemm_peak_flops_per_s == prior.gemm_peak_flops_per_s  # the datasheet took its place
+    assert cal.roofs.bandwidth_bytes_per_s == pytest.approx(4.14e12, rel=0.01)  # the copy passed: kept
+    assert set(cal.roofs.fallbacks) == set(flagged) and len(cal.warnings) == len(flagged)
+
+
+def test_timings_stuck_whatever_the_shape_are_flagged(tmp_path):
+    rec = _cpu_cal()
+    for r in rec["gemm"]["shapes"][2:]:  # a busy spell: every timing near 15.9 ms
+        r["time_s"] = 0.0159
+        r["flops_per_s"] = 2 * r["m"] * r["n"] * r["k"] / r["time_s"]
+    rec["gemm"]["peak_flops_per_s"] = 7.6e12
+    problems = check_calibration(rec)["gemm"]
+    assert any("whatever their size" in p for p in problems)
+    assert any("2 CPU core(s)" in p for p in problems)
+
+
+@pytest.mark.parametrize("field, value, words", [
+    (("bandwidth", "bandwidth_bytes_per_s"), 0.0, "not finite and positive"),
+    (("bandwidth", "bandwidth_bytes_per_s"), -4e10, "not finite and positive"),
+    (("bandwidth", "bandwidth_bytes_per_s"), float("nan"), "not finite and positive"),
+    (("bandwidth", "bandwidth_bytes_per_s"), 40.0, "unit slip"),  # GB/s written where B/s belong
+    (("gemm", "peak_flops_per_s"), float("inf"), "not finite and positive"),
+    (("power", "loaded_w"), 5.0, "below idle"),
+])
+def test_implausible_quantities_are_flagged(field, value, words):
+    rec = _cpu_cal()
+    rec[field[0]][field[1]] = value
+    assert any(words in p for p in check_calibration(rec)[field[0]])
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"device_name": "cpu", "gem', "not valid JSON"),
+    (json.dumps({k: v for k, v in _cpu_cal().items() if k != "bandwidth"}), "lacks bandwidth.bandwidth_bytes_per_s"),
+    (json.dumps({**_cpu_cal(), "format": 99}), "has format 99, newer than"),
+    ("[1, 2]", "holds no JSON object"),
+])
+def test_an_unreadable_file_is_one_line_naming_the_file_and_the_fix(tmp_path, text, words):
+    path = _write(tmp_path, text)
+    with pytest.raises(CalibrationError) as err:
+        load_calibration(path, "cpu")
+    msg = str(err.value)
+    assert words in msg and str(path) in msg and "companion calibrate" in msg and "\n" not in msg
+
+
+def test_a_cpu_calibration_under_a_gpu_name_or_another_device_is_refused(tmp_path):
+    path = _write(tmp_path, {**_cpu_cal(), "device_name": "H100"}, "H100.json")
+    with pytest.raises(CalibrationError, match="measured on a CPU but names the GPU 'H100'"):
+        load_calibration(path, "H100")
+    with pytest.raises(CalibrationError, match="calibrated 'cpu', not 'H100'"):
+        load_calibration(_write(tmp_path, _cpu_cal()), "H100")
+
+
+def test_another_host_s_calibration_is_used_with_a_warning_naming_both(tmp_path):
+    here = {"hostname": "vm", "cpu_count": 2, "cpu_model": "Intel Xeon"}
+    cal = load_calibration(_write(tmp_path, _cpu_cal()), "cpu", "fp32", here=here)
+    assert len(cal.warnings) == 1 and "AMD EPYC" in cal.warnings[0] and "Intel Xeon" in cal.warnings[0]
+    assert load_calibration(_write(tmp_path, _cpu_cal()), "cpu", "fp32",
+                            here={**here, "cpu_model": "AMD EPYC"}).warnings == []
+
+
+def test_predict_falls_back_to_the_prior_on_a_broken_file_and_says_which(tmp_path):
+    (tmp_path / "derived").mkdir()
+    path = _write(tmp_path, '{"truncated', "H200.json")
+    p = predict_tiered(make_plan(**PLAN), derived_root=tmp_path / "derived", devices_root=tmp_path)
+    assert p["tier"] == "prior" and any(str(path) in n and "not valid JSON" in n for n in p["notes"])
+    with pytest.raises(CalibrationError, match="not valid JSON"):
+        predict_tiered(make_plan(**PLAN), tier="calibrated", derived_root=tmp_path / "derived", devices_root=tmp_path)
+
+
+def test_predict_uses_the_shipped_h200_calibration_and_warns_of_its_flagged_quantities(tmp_path):
+    (tmp_path / "derived").mkdir()
+    p = predict_tiered(make_plan(**PLAN), derived_root=tmp_path / "derived")
+    assert p["tier"] == "calibrated" and p["source"] == str(H200)
+    assert sum("failed its check" in w for w in p["warnings"]) == 4
+
+
+def test_a_flagged_gpu_quantity_is_the_datasheet_s_not_the_file_s(tmp_path):
+    rec = copy.deepcopy(read_calibration(H200))
+    rec["bandwidth"]["bandwidth_bytes_per_s"] = 4.1e15  # above the datasheet's 4.8 TB/s: flagged
+    cal = load_calibration(_write(tmp_path, rec, "H200.json"), "H200", "bf16")
+    assert cal.roofs.bandwidth_bytes_per_s == opmodel.roofs_from_spec("H200", "bf16").bandwidth_bytes_per_s
+    assert "bandwidth" in cal.roofs.fallbacks
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--device", "cpu", "--device-name", "H100"], "cannot be named after the GPU H100"),
+    (["--device", "cpu", "--out", "{tmp}"], "is a folder"),
+    (["--device", "cpu", "--out", "{tmp}/a-file/cpu.json"], "not a writable folder"),
+])
+def test_calibrate_refuses_bad_arguments_before_any_benchmark(tmp_path, argv, words):
+    (tmp_path / "a-file").write_text("")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    out = subprocess.run([sys.executable, "-m", "companion.cli", "calibrate", *argv], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and words in out.stderr and out.stderr.count("\n") == 1

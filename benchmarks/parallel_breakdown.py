@@ -127,7 +127,9 @@ def model_terms(cfg, profile: str, data: Path) -> tuple[dict, str]:
     if fit is not None:
         point, tier = tier_point({**fit, "dev": opmodel.DeviceRoofs.from_json(fit["dev"])}), "fitted"
     else:
-        dev = opmodel.load_device_roofs("cpu", "fp32", root=data / "devices")
+        from companion.energy.calibration import load_device_roofs
+
+        dev = load_device_roofs("cpu", "fp32", root=data / "devices")
         coef = opmodel.prior_coefficients(dev)
         point, tier = tier_point({"dev": dev, "time": coef["time"], "energy": coef["energy"]}), dev.tier
     df = plan_rows([plan], "fp32", "node").assign(threads_per_rank=cfg.threads or 1)

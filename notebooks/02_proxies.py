@@ -35,7 +35,8 @@ from companion.energy import hardware, tables
 from companion.report import figures
 from companion.energy.opcount import proxy_check
 from companion.energy.noise import replicate_noise
-from companion.energy.opmodel import FSDP_UNIT_WORDS, layout_unit_words, measured_roofs
+from companion.energy.calibration import measured_roofs
+from companion.energy.opmodel import FSDP_UNIT_WORDS, layout_unit_words
 from companion.energy.predict import find_calibration
 from companion.runs.calibrate import calibration_facts, calibration_summary, shown_value
 from companion.runs.records import write_json

@@ -84,7 +84,8 @@ from companion.energy.fit import FittedModel, design_matrix, fit_all
 from companion.runs.records import write_json
 from companion.energy.laws import LAWS
 from companion.energy.models import OperatorPoint, fit_operator, law_intervals
-from companion.energy.opmodel import DeviceRoofs, layout_names, load_device_roofs, operator_frame, scaled_terms
+from companion.energy.calibration import load_device_roofs
+from companion.energy.opmodel import DeviceRoofs, layout_names, operator_frame, scaled_terms
 from companion.energy.tables import usable_runs
 
 figures.use_offline_renderer()

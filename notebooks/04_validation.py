@@ -41,7 +41,8 @@ from companion.energy.validation import MODEL_SPLITS, explain, validate, verdict
 from companion.energy import validation as val
 from companion.energy.models import fit_point, validated_models
 from companion.energy.noise import replicate_noise
-from companion.energy.opmodel import INTERVAL_OVERHEAD_WEIGHT, load_device_roofs, proxy_roofs
+from companion.energy.calibration import load_device_roofs
+from companion.energy.opmodel import INTERVAL_OVERHEAD_WEIGHT, proxy_roofs
 from companion.energy.tables import filter_counts, load_runs, proxies_frame, usable_runs
 
 figures.use_offline_renderer()

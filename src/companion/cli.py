@@ -174,12 +174,12 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from companion.runs.calibrate import calibrate, write_calibration
     from companion.paths import devices_dir
 
-    from companion.runs.calibrate import check_calibrate_args
+    from companion.energy.calibration import check_calibrate_args, check_calibration
 
     check_calibrate_args(args.device, args.device_name, args.out)
     t0 = time.perf_counter()
     try:
-        rec = calibrate(args.device, budget_s=args.budget_s, device_name=args.device_name)
+        rec = calibrate(args.device, budget_s=args.budget_s, device_name=args.device_name, check=check_calibration)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the ranks are stopped, nothing is written
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         print(f"calibrate {how}: no calibration file written", file=sys.stderr)

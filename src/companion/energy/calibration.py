@@ -22,8 +22,8 @@ import numpy as np
 
 from companion.errors import ConfigError
 
-# The format this code writes. Files without a ``format`` key are format 1 (written before it existed) and load.
-CALIBRATION_FORMAT = 2
+from companion.runs.calibrate import CALIBRATION_FORMAT  # noqa: E402 - the writer owns its format
+from companion.runs.provenance import cpu_model  # noqa: E402
 
 # The checks' thresholds.
 ROOF_OVER_BEST = 1.25  # the fitted GEMM roof at a measured shape, at most this times the best rate measured
@@ -240,17 +240,6 @@ def check_calibration(rec: dict) -> dict[str, list[str]]:
 
 
 # ------------------------------------------------------------------------------------------------ hosts
-def cpu_model() -> str | None:
-    """This machine's CPU model (/proc/cpuinfo's 'model name'), or None where it does not say."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip() or None
-    except OSError:
-        pass
-    return None
-
-
 def this_host() -> dict:
     return {"hostname": socket.gethostname(), "cpu_count": os.cpu_count(), "cpu_model": cpu_model()}
 
@@ -363,3 +352,65 @@ def calibration_path(device: str, root: Path | None = None) -> Path | None:
             return path
     return None
 
+
+def load_device_roofs(device: str, precision: str, root=None):
+    """The roofs of ``device``: its calibration file (data/devices/<device>.json) where one exists, else the
+    spec-sheet priors (GPUs). A CPU without a calibration file gets its GEMM roof and bandwidth measured now
+    (a two-second check, ``hardware.measure_cpu_roofs``) and default fixed and collective costs, labelled
+    'analysis-time roofs': the fitted tier learns its multipliers either way."""
+    from companion.energy import opmodel
+    from companion.paths import devices_dir
+
+    path = Path(root or devices_dir()) / f"{device}.json"
+    if path.is_file():
+        import sys
+
+        cal = load_calibration(path, device, precision)
+        for line in cal.warnings:
+            print(f"warning: {line}", file=sys.stderr)
+        return cal.roofs
+    if device == "cpu":
+        from companion.energy.hardware import measure_cpu_roofs
+
+        r = measure_cpu_roofs()
+        return opmodel.DeviceRoofs("cpu", gemm_peak_flops_per_s=r["peak_flops_per_s"], gemm_half_dim=32.0,
+                           bandwidth_bytes_per_s=r["bandwidth_bytes_per_s"], launch_s=5e-6, collective_alpha_s=1e-4,
+                           collective_beta_bytes_per_s=1e9, shared_node=True, overlap=False,
+                           node_cores=int(r.get("threads") or 1), tier="analysis-time roofs", sources={"roofs": r["method"]})
+    return opmodel.roofs_from_spec(device, precision)
+
+
+def measured_roofs(device: str, precision: str = "fp32", root=None) -> dict:
+    """The compute and memory roofs the proxies use for a device whose hardware-table entry says 'measure'
+    (the CPU): the ones its calibration measured, so the proxies and the operator model read one measurement
+    (``load_device_roofs``: without a calibration file, measured now)."""
+    return opmodel.proxy_roofs(load_device_roofs(device, precision, root))
+
+
+def check_calibrate_args(device: str, device_name: str | None, out: Path | None) -> None:
+    """Every argument of ``companion calibrate`` checked before the first benchmark: the device, its name (a CPU
+    cannot be named after a GPU of the hardware table) and the output file (a file, in a folder that exists or
+    can be made, writable)."""
+    from companion.energy import hardware
+    from companion.runs.config import check_device_name
+
+    if device not in ("cpu", "cuda"):
+        raise ConfigError(f"--device {device!r} cannot be calibrated; use cpu or cuda")
+    if device_name is not None:
+        check_device_name(device_name)
+        if device == "cpu" and device_name != "cpu":
+            try:
+                gpu = hardware.device_spec(device_name).get("bandwidth_tbs") != "measure"
+            except ConfigError:
+                gpu = any(device_name.lower() == d.lower() for d in hardware.device_table())
+            if gpu:
+                raise ConfigError(f"--device cpu --device-name {device_name}: a CPU's calibration cannot be "
+                                  f"named after the GPU {device_name}; drop --device-name, or calibrate with "
+                                  "--device cuda on that GPU")
+    if out is not None:
+        out = Path(out)
+        if out.is_dir():
+            raise ConfigError(f"--out {out} is a folder; give a file, e.g. --out {out / 'cpu.json'}")
+        parent = next((p for p in [out.parent, *out.parent.parents] if p.exists()), None)
+        if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK):
+            raise ConfigError(f"--out {out}: {parent or out.parent} is not a writable folder; choose another path")

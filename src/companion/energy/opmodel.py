@@ -929,43 +929,6 @@ def gpu_prior_values(device: str, precision: str) -> dict:
             "power": {"idle_w": dev.idle_w, "loaded_w": dev.loaded_w, "power_measured": False}}
 
 
-def load_device_roofs(device: str, precision: str, root=None) -> DeviceRoofs:
-    """The roofs of ``device``: its calibration file (data/devices/<device>.json) where one exists, else the
-    spec-sheet priors (GPUs). A CPU without a calibration file gets its GEMM roof and bandwidth measured now
-    (a two-second check, ``hardware.measure_cpu_roofs``) and default fixed and collective costs, labelled
-    'analysis-time roofs': the fitted tier learns its multipliers either way."""
-    from pathlib import Path
-
-    from companion.paths import devices_dir
-
-    path = Path(root or devices_dir()) / f"{device}.json"
-    if path.is_file():
-        import sys
-
-        from companion.energy.calibration import load_calibration
-
-        cal = load_calibration(path, device, precision)
-        for line in cal.warnings:
-            print(f"warning: {line}", file=sys.stderr)
-        return cal.roofs
-    if device == "cpu":
-        from companion.energy.hardware import measure_cpu_roofs
-
-        r = measure_cpu_roofs()
-        return DeviceRoofs("cpu", gemm_peak_flops_per_s=r["peak_flops_per_s"], gemm_half_dim=32.0,
-                           bandwidth_bytes_per_s=r["bandwidth_bytes_per_s"], launch_s=5e-6, collective_alpha_s=1e-4,
-                           collective_beta_bytes_per_s=1e9, shared_node=True, overlap=False,
-                           node_cores=int(r.get("threads") or 1), tier="analysis-time roofs", sources={"roofs": r["method"]})
-    return roofs_from_spec(device, precision)
-
-
-def measured_roofs(device: str, precision: str = "fp32", root=None) -> dict:
-    """The compute and memory roofs the proxies use for a device whose hardware-table entry says 'measure'
-    (the CPU): the ones its calibration measured, so the proxies and the operator model read one measurement
-    (``load_device_roofs``: without a calibration file, measured now)."""
-    return proxy_roofs(load_device_roofs(device, precision, root))
-
-
 def proxy_roofs(dev: DeviceRoofs) -> dict:
     """``dev``'s compute and memory roofs as the proxies take them (``tables.proxies_frame``), with where they
     come from."""

@@ -113,7 +113,8 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
     from companion.energy import validation as val
     from companion.energy.models import validated_models
     from companion.energy.noise import replicate_noise
-    from companion.energy.opmodel import load_device_roofs, proxy_roofs
+    from companion.energy.calibration import load_device_roofs
+    from companion.energy.opmodel import proxy_roofs
     from companion.energy.tables import load_runs, proxies_frame, usable_runs
 
     dev = load_device_roofs(DEVICE, "fp32", root=Path(data) / "devices")

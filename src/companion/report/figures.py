@@ -37,7 +37,7 @@ MODEL_KIND_ORDER = ["operator roofline", "law", "baseline", "after the fact (mea
 MODEL_KIND_SCALE = alt.Scale(domain=MODEL_KIND_ORDER, range=["#1b7f79", "#ff9da6", "#bab0ac", "#eeca3b"])
 COMPARISON_WIDTH = 270  # each of the two panels of model_comparison: both fit the text column with their labels
 # The operator roofline's time terms: words, and colours of their own (ten, none used by another concept).
-OPERATOR_WORDS = {"gemm_s": "GEMMs", "attention_s": "attention", "elementwise_s": "element-wise",
+OPERATOR_WORDS = {"gemm_s": "GEMMs", "kernel_s": "tiny kernels", "attention_s": "attention", "elementwise_s": "element-wise",
                   "state_s": "weights, gradients, AdamW", "step_fixed_s": "launches per step",
                   "layer_fixed_s": "launches per layer", "tp_dispatch_s": "TP dispatch", "fsdp_hooks_s": "FSDP hooks",
                   "comm_latency_s": "collectives: latency", "comm_bytes_s": "collectives: bytes"}

@@ -1007,7 +1007,7 @@ COEFFICIENT_WORDS = {
     "v_memory": "v, share of the memory roof reached", "a_j_per_token": "a, energy per padded token",
     "b_j": "b, energy per step beyond the tokens", "k": "k, the fitted power (as a share of TDP)",
     "sigma": "σ, contention (USL)", "kappa": "κ, coherency (USL)", "P_static_w": "static power",
-    "P_core_w": "power per busy core", "e_flop_j": "energy per FLOP", "e_byte_j": "energy per byte moved",
+    "P_core_w": "power per busy core", "P_busy_w": "power above idle while the GPU computes", "e_flop_j": "energy per FLOP", "e_byte_j": "energy per byte moved",
     "e_comm_j": "energy per byte communicated", "thread_exponent": "thread-scaling exponent"}
 
 

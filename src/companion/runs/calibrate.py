@@ -53,6 +53,8 @@ GEMM_SHAPES = [(m, n, k) for m in (256, 1024, 4096) for n, k in ((64, 64), (128,
 GPU_GEMM_SHAPES = [(m, n, k) for m in (4096, 16384, 65536) for n, k in ((768, 768), (3072, 768), (768, 3072),
                                                                         (1024, 1024), (4096, 1024))] + \
                   [(8192, 8192, 8192)]
+# The format of the files this module writes; files without a ``format`` key are format 1 and load.
+CALIBRATION_FORMAT = 2
 COLLECTIVE_BYTES = (4 * 1024, 64 * 1024, 1024 * 1024, 4 * 1024 * 1024)
 # the sizes of the streaming and attention benchmarks, by device kind (a GPU's at BERT training sizes, over the
 # calibration checks' floors: ``companion.energy.calibration``)
@@ -617,7 +619,7 @@ DEFAULT_BUDGET_S = 30.0  # best-of timings settle within a few repetitions; powe
 
 
 def calibrate(device: str = "cpu", budget_s: float = DEFAULT_BUDGET_S, world_sizes=(2, 4),
-              device_name: str | None = None) -> dict:
+              device_name: str | None = None, check=None) -> dict:
     """Run every microbenchmark within about ``budget_s`` (0.9 of it timed; the power windows last at least
     the meter's minimum window) and return the calibration record."""
     if device not in ("cpu", "cuda"):
@@ -665,7 +667,7 @@ def calibrate(device: str = "cpu", budget_s: float = DEFAULT_BUDGET_S, world_siz
         "shared_node": device == "cpu",
         "overlap": device == "cuda",
     }
-    rec["checks"] = self_check(rec, {
+    rec["checks"] = {} if check is None else self_check(rec, check, {
         "gemm": lambda: gemm_benchmark(dev, dtype, 0.2 * b),
         "attention": lambda: attention_benchmark(dev, dtype, 0.1 * b),
         "bandwidth": lambda: bandwidth_benchmark(dev, 0.05 * b),
@@ -684,7 +686,7 @@ def calibrate(device: str = "cpu", budget_s: float = DEFAULT_BUDGET_S, world_siz
     rec["warnings"] += [f"{q} failed its check twice ({'; '.join(c['problems'])}): flagged, the analyses use the "
                         "datasheet's value (GPUs) or one measured at analysis time (CPUs) instead"
                         for q, c in rec["checks"].items() if c["problems"]]
-    from companion.energy.calibration import CALIBRATION_FORMAT, cpu_model
+    from companion.runs.provenance import cpu_model
 
     rec["format"] = CALIBRATION_FORMAT
     rec["provenance"] = {
@@ -697,20 +699,18 @@ def calibrate(device: str = "cpu", budget_s: float = DEFAULT_BUDGET_S, world_siz
     return rec
 
 
-def self_check(rec: dict, retime: dict) -> dict:
-    """Check the record's quantities (``companion.energy.calibration.check_calibration``); a quantity that fails
+def self_check(rec: dict, check, retime: dict) -> dict:
+    """Check the record's quantities with ``check`` (``companion.energy.calibration.check_calibration``); a quantity that fails
     is timed again (``retime``: {quantity: benchmark}) and checked again. Returns {quantity: {"attempts",
     "problems"}} for every quantity checked (``problems`` empty where it passed); a quantity failing twice
     stays flagged, and every reader of the file replaces it."""
-    from companion.energy.calibration import check_calibration
-
-    first = check_calibration(rec)
+    first = check(rec)
     out = {q: {"attempts": 1, "problems": []} for q in retime}
     for quantity in first:
         out[quantity] = {"attempts": 2, "problems": []}
         if quantity in retime:
             rec[quantity] = retime[quantity]()
-    again = check_calibration(rec) if first else {}
+    again = check(rec) if first else {}
     for quantity, problems in again.items():
         out.setdefault(quantity, {"attempts": 1})["problems"] = problems
     return out
@@ -722,34 +722,6 @@ def device_tag(gpu_name: str) -> str:
     from companion.runs.provenance import short_gpu_name
 
     return short_gpu_name(gpu_name)
-
-
-def check_calibrate_args(device: str, device_name: str | None, out: Path | None) -> None:
-    """Every argument of ``companion calibrate`` checked before the first benchmark: the device, its name (a CPU
-    cannot be named after a GPU of the hardware table) and the output file (a file, in a folder that exists or
-    can be made, writable)."""
-    from companion.energy import hardware
-
-    if device not in ("cpu", "cuda"):
-        raise ConfigError(f"--device {device!r} cannot be calibrated; use cpu or cuda")
-    if device_name is not None:
-        check_device_name(device_name)
-        if device == "cpu" and device_name != "cpu":
-            try:
-                gpu = hardware.device_spec(device_name).get("bandwidth_tbs") != "measure"
-            except ConfigError:
-                gpu = any(device_name.lower() == d.lower() for d in hardware.device_table())
-            if gpu:
-                raise ConfigError(f"--device cpu --device-name {device_name}: a CPU's calibration cannot be "
-                                  f"named after the GPU {device_name}; drop --device-name, or calibrate with "
-                                  "--device cuda on that GPU")
-    if out is not None:
-        out = Path(out)
-        if out.is_dir():
-            raise ConfigError(f"--out {out} is a folder; give a file, e.g. --out {out / 'cpu.json'}")
-        parent = next((p for p in [out.parent, *out.parent.parents] if p.exists()), None)
-        if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK):
-            raise ConfigError(f"--out {out}: {parent or out.parent} is not a writable folder; choose another path")
 
 
 def write_calibration(rec: dict, out: Path) -> Path:

@@ -165,3 +165,16 @@ def short_gpu_name(full: str) -> str:
     if words[0] in ("RTX", "GeForce") and len(words) > 1:
         return "".join(w for w in words[:3] if w != "GeForce").replace("-", "")
     return words[0].split("-")[0]
+
+
+def cpu_model() -> str | None:
+    """This machine's CPU model (/proc/cpuinfo's 'model name'), or None where it does not say."""
+    from pathlib import Path
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return None

@@ -122,7 +122,7 @@ $(DERIVED)/runs.csv: $(STAMP) $(PROFILE_FILE) $(HOLDOUT_FILE) notebooks/01_runs.
 # a CPU's roofs come from its calibration (one measurement for the proxies and the operator model)
 $(DERIVED)/proxies.csv: $(DERIVED)/runs.csv notebooks/02_proxies.py params/02_proxies.yaml $(CALIBRATION) \
 		$(E)/proxies.py $(E)/tables.py $(E)/hardware.py $(E)/efficiency.py $(E)/resources/hardware.yaml $(E)/opcount.py \
-		$(E)/noise.py $(E)/opmodel.py $(E)/predict.py $(R)/figures.py src/companion/runs/calibrate.py
+		$(E)/noise.py $(E)/opmodel.py $(E)/calibration.py $(E)/predict.py $(R)/figures.py src/companion/runs/calibrate.py
 	$(call stage,02_proxies)
 
 # stage 02 writes the replicate noise floor beside proxies.csv (one producer, two files)
@@ -130,13 +130,13 @@ $(DERIVED)/noise.json: $(DERIVED)/proxies.csv
 	@test -f $@ || { echo "$@ is missing: remove $< and re-run, stage 02_proxies writes both"; exit 1; }
 
 $(DERIVED)/fit.json: $(DERIVED)/proxies.csv notebooks/03_fit.py params/03_fit.yaml $(CALIBRATION) \
-		$(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(E)/opmodel.py $(E)/models.py $(E)/tables.py $(R)/figures.py \
+		$(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/tables.py $(R)/figures.py \
 		$(R)/headline.py $(R)/prose.py
 	$(call stage,03_fit)
 
 $(DERIVED)/validation.json: $(DERIVED)/proxies.csv notebooks/04_validation.py params/04_validation.yaml \
 		params/03_fit.yaml $(CALIBRATION) $(HOLDOUT) $(E)/validation.py $(E)/laws.py $(E)/efficiency.py $(E)/fit.py \
-		$(E)/opmodel.py $(E)/models.py $(E)/noise.py $(E)/tables.py $(R)/figures.py $(R)/headline.py
+		$(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/noise.py $(E)/tables.py $(R)/figures.py $(R)/headline.py
 	$(call stage,04_validation)
 
 $(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_predict.yaml $(E)/predict.py \
@@ -151,7 +151,7 @@ $(DERIVED)/headline.json: $(DERIVED)/validation.json $(DERIVED)/explore.csv $(DE
 # (the folder as well: an archive removed changes its time, where the list of archives alone would not notice)
 $(DERIVED)/builds.csv: $(DERIVED)/validation.json $(DERIVED)/runs.csv $(wildcard data/reference/$(PROFILE_NAME) \
 		data/reference/$(PROFILE_NAME)/*.tar.gz) notebooks/07_builds.py \
-		params/07_builds.yaml $(E)/stored.py $(E)/validation.py $(E)/opmodel.py $(E)/models.py $(E)/noise.py $(E)/tables.py \
+		params/07_builds.yaml $(E)/stored.py $(E)/validation.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/noise.py $(E)/tables.py \
 		$(E)/proxies.py $(R)/builds.py $(R)/figures.py $(R)/headline.py $(R)/provenance.py
 	$(call stage,07_builds)
 

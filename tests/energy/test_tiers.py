@@ -127,7 +127,7 @@ def test_pareto_front():
     (["plan", "--model", "bert-base", "--examples", "10", "--device", "H100", "--devices", "8", "--batch-sizes", "a,b"],
      "batch_sizes"),
     (["plan", "--model", "bert-base", "--examples", "10", "--device", "Z80", "--devices", "8"], "device 'Z80'"),
-    (["calibrate", "--device", "tpu"], "--device 'tpu'"),
+    (["calibrate", "--device", "tpu"], "device='tpu'"),
     (["calibrate", "--budget-s", "nan"], "budget_s=nan"),
     (["calibrate", "--budget-s", "inf"], "budget_s=inf"),
     (["calibrate", "--device-name", "x/../../y"], "device_name='x/../../y'"),

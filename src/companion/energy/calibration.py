@@ -22,8 +22,11 @@ import numpy as np
 
 from companion.errors import ConfigError
 
-from companion.runs.calibrate import CALIBRATION_FORMAT  # noqa: E402 - the writer owns its format
 from companion.runs.provenance import cpu_model  # noqa: E402
+from companion.runs.records import CALIBRATION_FORMAT  # noqa: E402
+
+# the precision of a calibration file's dtype
+CALIBRATION_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 # The checks' thresholds.
 ROOF_OVER_BEST = 1.25  # the fitted GEMM roof at a measured shape, at most this times the best rate measured
@@ -104,7 +107,7 @@ def _datasheet(rec: dict) -> dict | None:
         return None
     try:
         spec = hardware.device_spec(rec["device_name"])
-        precision = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(rec.get("dtype"), "bf16")
+        precision = CALIBRATION_PRECISION.get(rec.get("dtype"), "bf16")
         return {"peak": hardware.peak_flops_per_s(rec["device_name"], precision),
                 "bandwidth": hardware.bandwidth_bytes_per_s(rec["device_name"]), "tdp_w": spec.get("tdp_w")}
     except (ConfigError, KeyError, TypeError, ValueError):
@@ -271,6 +274,18 @@ class Calibration:
     roofs: object = None  # opmodel.DeviceRoofs, with the flagged quantities replaced
 
 
+def names_a_gpu(name: str) -> bool:
+    """Whether ``name`` is a GPU of the hardware table (its tag, in any case): no CPU calibration may be filed
+    under it."""
+    from companion.energy import hardware
+
+    try:
+        return hardware.device_spec(name).get("bandwidth_tbs") != "measure"
+    except ConfigError:
+        return any(name.lower() == d.lower() for d, spec in hardware.device_table().items()
+                   if spec.get("bandwidth_tbs") != "measure")
+
+
 def _fallback_values(rec: dict, quantity: str, precision: str) -> tuple[dict, str] | tuple[None, str]:
     """The DeviceRoofs fields that replace a flagged quantity, and what they are, in words."""
     from companion.energy import opmodel
@@ -300,7 +315,7 @@ def load_calibration(path: Path, device: str | None = None, precision: str = "bf
                      here: dict | None = None) -> Calibration:
     """Read, check and turn a calibration file into roofs. ``device``: the device name asked for (refused if
     the file calibrated another, or a CPU under a GPU's name). Flagged quantities take their fallback."""
-    from companion.energy import hardware, opmodel
+    from companion.energy import opmodel
 
     path = Path(path)
     rec = read_calibration(path)
@@ -308,14 +323,9 @@ def load_calibration(path: Path, device: str | None = None, precision: str = "bf
     if device is not None and name != device:
         raise CalibrationError(f"calibration file {path} calibrated {name!r}, not {device!r}; rename it "
                                f"data/devices/{name}.json or {_fix(path, rec)} on a {device}")
-    if kind == "cpu" and name != "cpu":
-        try:
-            is_gpu = hardware.device_spec(name).get("bandwidth_tbs") != "measure"
-        except ConfigError:
-            is_gpu = False
-        if is_gpu:
-            raise CalibrationError(f"calibration file {path} was measured on a CPU but names the GPU {name!r}; "
-                                   f"delete it and re-run `companion calibrate --device cuda` on a {name}")
+    if kind == "cpu" and names_a_gpu(name):
+        raise CalibrationError(f"calibration file {path} was measured on a CPU but names the GPU {name!r}; "
+                               f"delete it and re-run `companion calibrate --device cuda` on a {name}")
     try:
         roofs = opmodel.roofs_from_calibration(rec)
     except (KeyError, TypeError, ValueError) as exc:
@@ -358,13 +368,13 @@ def load_device_roofs(device: str, precision: str, root=None):
     spec-sheet priors (GPUs). A CPU without a calibration file gets its GEMM roof and bandwidth measured now
     (a two-second check, ``hardware.measure_cpu_roofs``) and default fixed and collective costs, labelled
     'analysis-time roofs': the fitted tier learns its multipliers either way."""
+    import sys
+
     from companion.energy import opmodel
     from companion.paths import devices_dir
 
-    path = Path(root or devices_dir()) / f"{device}.json"
-    if path.is_file():
-        import sys
-
+    path = calibration_path(device, root or devices_dir())
+    if path:
         cal = load_calibration(path, device, precision)
         for line in cal.warnings:
             print(f"warning: {line}", file=sys.stderr)
@@ -374,9 +384,10 @@ def load_device_roofs(device: str, precision: str, root=None):
 
         r = measure_cpu_roofs()
         return opmodel.DeviceRoofs("cpu", gemm_peak_flops_per_s=r["peak_flops_per_s"], gemm_half_dim=32.0,
-                           bandwidth_bytes_per_s=r["bandwidth_bytes_per_s"], launch_s=5e-6, collective_alpha_s=1e-4,
-                           collective_beta_bytes_per_s=1e9, shared_node=True, overlap=False,
-                           node_cores=int(r.get("threads") or 1), tier="analysis-time roofs", sources={"roofs": r["method"]})
+                                   bandwidth_bytes_per_s=r["bandwidth_bytes_per_s"], launch_s=5e-6,
+                                   collective_alpha_s=1e-4, collective_beta_bytes_per_s=1e9, shared_node=True,
+                                   overlap=False, node_cores=int(r.get("threads") or 1), tier="analysis-time roofs",
+                                   sources={"roofs": r["method"]})
     return opmodel.roofs_from_spec(device, precision)
 
 
@@ -384,6 +395,8 @@ def measured_roofs(device: str, precision: str = "fp32", root=None) -> dict:
     """The compute and memory roofs the proxies use for a device whose hardware-table entry says 'measure'
     (the CPU): the ones its calibration measured, so the proxies and the operator model read one measurement
     (``load_device_roofs``: without a calibration file, measured now)."""
+    from companion.energy import opmodel
+
     return opmodel.proxy_roofs(load_device_roofs(device, precision, root))
 
 
@@ -391,22 +404,15 @@ def check_calibrate_args(device: str, device_name: str | None, out: Path | None)
     """Every argument of ``companion calibrate`` checked before the first benchmark: the device, its name (a CPU
     cannot be named after a GPU of the hardware table) and the output file (a file, in a folder that exists or
     can be made, writable)."""
-    from companion.energy import hardware
     from companion.runs.config import check_device_name
 
-    if device not in ("cpu", "cuda"):
-        raise ConfigError(f"--device {device!r} cannot be calibrated; use cpu or cuda")
+    # the device itself is checked by ``calibrate``, before its first benchmark
     if device_name is not None:
         check_device_name(device_name)
-        if device == "cpu" and device_name != "cpu":
-            try:
-                gpu = hardware.device_spec(device_name).get("bandwidth_tbs") != "measure"
-            except ConfigError:
-                gpu = any(device_name.lower() == d.lower() for d in hardware.device_table())
-            if gpu:
-                raise ConfigError(f"--device cpu --device-name {device_name}: a CPU's calibration cannot be "
-                                  f"named after the GPU {device_name}; drop --device-name, or calibrate with "
-                                  "--device cuda on that GPU")
+        if device == "cpu" and names_a_gpu(device_name):
+            raise ConfigError(f"--device cpu --device-name {device_name}: a CPU's calibration cannot be "
+                              f"named after the GPU {device_name}; drop --device-name, or calibrate with "
+                              "--device cuda on that GPU")
     if out is not None:
         out = Path(out)
         if out.is_dir():

@@ -125,12 +125,6 @@ class DeviceRoofs:
         """Most a metered unit draws: its loaded power (every core or SM running GEMMs), where it is known."""
         return self.loaded_w if self.loaded_w > self.idle_w > 0 else None
 
-    def dynamic_j_per_flop(self) -> float:
-        return max(self.loaded_w - self.idle_w, 0.0) / self.gemm_peak_flops_per_s
-
-    def dynamic_j_per_byte(self) -> float:
-        return max(self.loaded_w - self.idle_w, 0.0) / self.bandwidth_bytes_per_s
-
     def to_json(self) -> dict:
         return dict(self.__dict__)
 
@@ -146,7 +140,9 @@ TIME_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s", "kernel_s", "
 # does, and what neither hides (collectives)
 HOST_TERMS = ("step_fixed_s", "layer_fixed_s", "tp_dispatch_s", "fsdp_hooks_s")
 DEVICE_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s", "kernel_s")
-BUSY_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s")  # the device's throughput time: draws power
+# the compute terms: a GPU's throughput time (draws power above idle), the part of a step whose share does not
+# widen its interval
+COMPUTE_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s")
 GPU_ONLY_TERMS = ("kernel_s",)
 # bf16 autocast adds casts: every linear's input and weight, counted at the aten level (``op_count_benchmark``
 # under CPU autocast: 1- and 2-layer BERT, 136 -> 168 per layer, 73 -> 85 per step)
@@ -392,7 +388,7 @@ def busy_device_s(terms: pd.DataFrame, time_coef: dict | None = None) -> np.ndar
     if "owned_devices" not in terms:
         return np.zeros(len(terms))
     coef = time_coef or {}
-    busy = sum(coef.get(k, 1.0) * terms[k].to_numpy(float) for k in BUSY_TERMS)
+    busy = sum(coef.get(k, 1.0) * terms[k].to_numpy(float) for k in COMPUTE_TERMS)
     return busy * terms.owned_devices.to_numpy(float)
 
 
@@ -560,7 +556,6 @@ def fit_layout_scales(terms: pd.DataFrame, time_coef: dict, step_s, layouts, wei
 # stored sweeps to 2026-11-25T1402 (105 cells each, 73.7 in the band expected of exact intervals): time / energy
 # cells in the band 76 / 73 at 0, 78 / 70 at 0.25, 78 / 73 at 0.5, 76 / 74 at 0.75; kept.
 INTERVAL_OVERHEAD_WEIGHT = 0.5
-COMPUTE_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s")
 
 
 def overhead_share(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
@@ -924,8 +919,8 @@ def gpu_prior_values(device: str, precision: str) -> dict:
             "bandwidth": {"bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s},
             "elementwise": {"elementwise_bytes_per_s": None}, "optimizer": {"optimizer_bytes_per_s": None},
             "attention": {"attention_s_per_score": {}},
-            "op_counts": {"launch_s": dev.launch_s, "host_step_s": dev.host_step_s,
-                          "ops_per_layer": dev.ops_per_layer, "ops_per_step": dev.ops_per_step},
+            "op_counts": {"launch_s": dev.launch_s, "host_step_s": dev.host_step_s, "ops_per_layer": dev.ops_per_layer,
+                          "ops_per_step": dev.ops_per_step, "ops_counted_autocast": False},
             "power": {"idle_w": dev.idle_w, "loaded_w": dev.loaded_w, "power_measured": False}}
 
 

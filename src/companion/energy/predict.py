@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from companion.energy import hardware, proxies
+from companion.energy.calibration import CALIBRATION_PRECISION, CalibrationError, calibration_path, load_calibration
 from companion.runs.carbon import J_PER_KWH, carbon_intensity
 from companion.errors import ConfigError
 from companion.runs.config import DataConfig, Layout, LengthDist, build_run
@@ -30,7 +31,7 @@ from companion.runs.data import expected_token_counts
 from companion.energy.fit import FittedModel
 from companion.energy.laws import LAWS, TIME_LAW
 from companion.energy import opmodel
-from companion.paths import data_dir, devices_dir
+from companion.paths import data_dir
 
 # Named BERT sizes (Turc et al. 2019 for the small ones; Devlin et al. 2019 for base and large).
 NAMED_SIZES = {
@@ -313,8 +314,6 @@ TIER_TEXT = {
 
 # the level at which the hardware table's interval_factor is stated (a factor either side)
 PRIOR_LEVEL = 0.9
-# a calibration's torch dtype as the precision a plan names
-CALIBRATION_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
 def find_operator_fit(device: str, root: Path | None = None) -> dict | None:
@@ -333,8 +332,6 @@ def find_operator_fit(device: str, root: Path | None = None) -> dict | None:
 def find_calibration(device: str, root: Path | None = None, precision: str = "bf16"):
     """``device``'s checked calibration (``calibration.load_calibration``; its own file, else the one shipped
     with its reference measurements), or None; ``CalibrationError`` for a file that cannot be used."""
-    from companion.energy.calibration import calibration_path, load_calibration
-
     path = calibration_path(device, root)
     return load_calibration(path, device, precision) if path else None
 
@@ -402,8 +399,6 @@ def resolve_tier(device: str, precision: str, tier: str | None = None, derived_r
         if why:
             passed.append(f"fitted tier not used: {why}")
     if tier in (None, "calibrated"):
-        from companion.energy.calibration import CalibrationError
-
         try:
             cal = find_calibration(device, devices_root, precision)
         except CalibrationError as exc:

@@ -43,6 +43,7 @@ import torch
 
 from companion.errors import ConfigError
 from companion.runs.config import check_device_name
+from companion.runs.records import CALIBRATION_FORMAT
 
 # BERT-like GEMM shapes (M, N, K): tokens x out x in, and the attention score GEMMs (seq x seq x head_dim)
 GEMM_SHAPES = [(m, n, k) for m in (256, 1024, 4096) for n, k in ((64, 64), (128, 128), (256, 256), (512, 128),
@@ -53,8 +54,6 @@ GEMM_SHAPES = [(m, n, k) for m in (256, 1024, 4096) for n, k in ((64, 64), (128,
 GPU_GEMM_SHAPES = [(m, n, k) for m in (4096, 16384, 65536) for n, k in ((768, 768), (3072, 768), (768, 3072),
                                                                         (1024, 1024), (4096, 1024))] + \
                   [(8192, 8192, 8192)]
-# The format of the files this module writes; files without a ``format`` key are format 1 and load.
-CALIBRATION_FORMAT = 2
 COLLECTIVE_BYTES = (4 * 1024, 64 * 1024, 1024 * 1024, 4 * 1024 * 1024)
 # the sizes of the streaming and attention benchmarks, by device kind (a GPU's at BERT training sizes, over the
 # calibration checks' floors: ``companion.energy.calibration``)

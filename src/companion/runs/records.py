@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from companion.runs.config import RunConfig
 
 SCHEMA_VERSION = 1
+# calibration files (``companion calibrate``); files without a ``format`` key are format 1 and load
+CALIBRATION_FORMAT = 2
 LOCK_NAME = ".lock"
 
 

@@ -50,3 +50,16 @@ def reference_dir(device: str) -> Path:
 
 def build_dir() -> Path:
     return repo_root() / "build"
+
+
+def check_output_folder(folder: Path, flag: str) -> None:
+    """A folder a command is about to write into: one that is a folder (or can be made) and writable, else a
+    ``ConfigError`` naming the flag and the fix (raised before any work, not as a traceback after it)."""
+    from companion.errors import ConfigError
+
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{flag} {folder} is a file, not a folder; give a folder (it is created when missing)")
+    parent = next((p for p in [folder, *folder.parents] if p.exists()), None)
+    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise ConfigError(f"{flag} {folder}: {parent or folder} is not a writable folder; choose another path")

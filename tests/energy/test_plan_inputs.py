@@ -1,5 +1,5 @@
 """Plans' inputs that used to give silently odd answers: repeated batch sizes, a board without bf16, profiles
-with a key given twice."""
+with a key given twice, device names in another spelling, an output folder that is a file."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import pytest
 from companion.energy.predict import make_plan, plan_layouts, predict_tiered
 from companion.errors import ConfigError
 from companion.runs.profiles import load_profile
+from companion.runs.provenance import canonical_device_name
+from conftest import companion_cmd
 
 
 def test_repeated_batch_sizes_are_planned_once(tmp_path):
@@ -31,3 +33,25 @@ def test_a_profile_with_a_key_given_twice_is_refused_naming_it(tmp_path):
                     "groups:\n  - name: a\n    vary: {seq_len: [16]}\n")
     with pytest.raises(ConfigError, match=r"line 6.*key 'layers' given twice \(first at line 4\)"):
         load_profile(str(path), "cpu")
+
+
+@pytest.mark.parametrize("given,canonical", [("h100", "H100"), ("H100 pcie", "H100-PCIe"), ("h200_nvl", "H200-NVL"),
+                                             ("CPU", "cpu"), ("NVIDIA H100 80GB HBM3", "H100"), ("myhost", "myhost")])
+def test_device_names_are_spelled_as_the_table_spells_them(given, canonical):
+    assert canonical_device_name(given) == canonical
+
+
+def test_a_device_name_enters_canonical_everywhere(tmp_path):
+    assert make_plan(model="bert-base", examples=1000, device="h100").device_name == "H100"
+    profile = load_profile("ci", device_name="h100")
+    assert {r.device_name for r in profile.runs} == {"H100"} and all("@H100-" in r.run_id for r in profile.runs)
+
+
+def test_emit_dir_that_is_a_file_is_one_line(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    res = companion_cmd("sweep", "--profile", "ci", "--emit", "torchrun", "--emit-dir", str(afile))
+    assert res.returncode == 2 and res.stderr.strip() == (
+        f"error: --emit-dir {afile} is a file, not a folder; give a folder (it is created when missing)")
+    res = companion_cmd("sweep", "--profile", "ci", "--out", str(afile))
+    assert res.returncode == 2 and res.stderr.startswith(f"error: --out {afile} is a file")

@@ -2,6 +2,10 @@
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -123,3 +127,57 @@ def test_cuda_calibration():  # pragma: no cover - GPU only
 def test_command_line_without_a_gpu():
     res = companion_cmd("calibrate", "--device", "cuda")
     assert res.returncode == 2 and res.stderr.startswith("error: device='cuda' but no GPU is visible")
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live processes in a process group (zombies excluded: their parent has gone)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig,code,how", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_a_calibrate_stopped_during_its_multi_rank_pass_stops_its_ranks_and_writes_nothing(tmp_path, sig, code, how):
+    """The signal goes to the main process alone (not the group), while its ranks wait on their rendezvous."""
+    out, tmp = tmp_path / "cal.json", tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-m", "companion.cli", "calibrate", "--device", "cpu", "--budget-s", "30",
+                             "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert len(_children(proc.pid)) >= 2, "the multi-rank pass never started"
+        time.sleep(0.5)  # the ranks are in (or near) their rendezvous
+        os.kill(proc.pid, sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == code, err
+    said = f"calibrate {how}{' (SIGTERM)' if code == 143 else ''}: no calibration file written"
+    assert err.strip().splitlines()[-1] == said and "Traceback" not in err
+    assert not out.exists()
+    # the ranks' rendezvous folder is gone (torch's own compile cache may stay)
+    assert [p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor")] == []
+    deadline = time.monotonic() + 10
+    while _group_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _group_members(proc.pid) == []  # no rank outlives the command

@@ -322,7 +322,8 @@ def load_calibration(path: Path, device: str | None = None, precision: str = "bf
     name, kind = rec["device_name"], rec["device"]
     if device is not None and name != device:
         raise CalibrationError(f"calibration file {path} calibrated {name!r}, not {device!r}; rename it "
-                               f"data/devices/{name}.json or {_fix(path, rec)} on a {device}")
+                               f"data/devices/{name}.json or "
+                               f"{_fix(path, {'device': 'cuda' if names_a_gpu(device) else 'cpu'})} on a {device}")
     if kind == "cpu" and names_a_gpu(name):
         raise CalibrationError(f"calibration file {path} was measured on a CPU but names the GPU {name!r}; "
                                f"delete it and re-run `companion calibrate --device cuda` on a {name}")

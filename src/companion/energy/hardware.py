@@ -24,7 +24,10 @@ def priors() -> dict:
 
 def device_spec(device: str) -> dict:
     """The table entry of a device tag ('cpu', 'H100', ...); a clear error for unknown devices."""
+    from companion.runs.provenance import canonical_device_name
+
     table = device_table()
+    device = canonical_device_name(device)
     if device not in table:
         raise ConfigError(f"device {device!r} is not in the hardware table; use one of {', '.join(table)}")
     return table[device]

@@ -86,6 +86,9 @@ def make_plan(model: str | None = None, layers=None, hidden=None, heads=None, ff
         layers, hidden, heads = NAMED_SIZES[model]
     if None in (layers, hidden, heads):
         raise ConfigError("give a named --model (e.g. bert-base) or all of --layers, --hidden, --heads")
+    from companion.runs.provenance import canonical_device_name
+
+    device = canonical_device_name(device)  # 'h100' -> 'H100', as the table and the files name it
     hardware.device_spec(device)  # unknown device -> clear error
     if devices is not None and devices != tp * dp:
         raise ConfigError(f"--devices {devices} != tp*dp = {tp}*{dp} = {tp * dp}; "

@@ -121,6 +121,9 @@ def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
         from companion.runs.provenance import device_tag
 
         device_name = device_tag(device)
+    from companion.runs.provenance import canonical_device_name
+
+    device_name = canonical_device_name(device_name)
     run_level = {"device": device, "device_name": device_name,
                  "precision": spec.get("precision", base.get("precision", "bf16" if device == "cuda" else "fp32"))}
     for key in ("device", "device_name"):

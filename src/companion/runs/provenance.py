@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import re
 import socket
 import subprocess
 from functools import lru_cache
@@ -165,6 +166,30 @@ def short_gpu_name(full: str) -> str:
     if words[0] in ("RTX", "GeForce") and len(words) > 1:
         return "".join(w for w in words[:3] if w != "GeForce").replace("-", "")
     return words[0].split("-")[0]
+
+
+def canonical_device_name(name: str) -> str:
+    """A device name as the hardware table spells it, whatever the case, spaces or underscores it came with
+    ('h100' -> 'H100', 'h100 pcie' -> 'H100-PCIe', 'CPU' -> 'cpu'; a driver string such as 'NVIDIA H100 80GB HBM3'
+    -> 'H100'). A name the table does not hold is returned stripped (a user's own tag, checked where it is used)."""
+    if not isinstance(name, str):
+        return name
+    stripped = name.strip()
+    by_key = {k.lower(): k for k in _table_names()}
+    for candidate in (stripped, re.sub(r"[\s_]+", "-", stripped), short_gpu_name(stripped)):
+        if candidate.lower() in by_key:
+            return by_key[candidate.lower()]
+    return stripped
+
+
+@lru_cache(maxsize=1)
+def _table_names() -> tuple[str, ...]:
+    """The hardware table's device names (read here, not through ``energy.hardware``: runs sits below energy)."""
+    import yaml
+
+    from companion.paths import RESOURCES_DIR
+
+    return tuple(yaml.safe_load((RESOURCES_DIR / "hardware.yaml").read_text())["devices"])
 
 
 def cpu_model() -> str | None:

@@ -46,14 +46,14 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     from companion.runs.config import DATA_FIELDS, LAYOUT_FIELDS, MODEL_FIELDS, PROTOCOL_FIELDS, RUN_FIELDS, parse_lengths
-    from companion.runs.provenance import device_tag
+    from companion.runs.provenance import canonical_device_name, device_tag
 
     names = set(MODEL_FIELDS) | set(DATA_FIELDS) | set(LAYOUT_FIELDS) | set(PROTOCOL_FIELDS) | set(RUN_FIELDS)
     flat = {k: v for k, v in vars(args).items() if k in names and v is not None}
     if isinstance(flat.get("lengths"), str):
         flat["lengths"] = parse_lengths(flat["lengths"])
     device = flat.get("device", "cpu")
-    flat.setdefault("device_name", device_tag(device))
+    flat["device_name"] = canonical_device_name(flat.get("device_name") or device_tag(device))
     flat.setdefault("precision", "bf16" if device == "cuda" else "fp32")
     return build_run(flat)
 

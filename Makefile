@@ -36,7 +36,7 @@ define stage
 endef
 
 .DEFAULT_GOAL := help
-.PHONY: help setup setup-browser test sweep analysis fit validate figures book reproduce emit benchmark clean calibrate
+.PHONY: help setup setup-browser test test-timing sweep analysis fit validate figures book reproduce emit benchmark clean calibrate
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_.\/$$()-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -91,6 +91,12 @@ TEST_NEEDS := setup setup-browser book/_static/vega-bundle.js book/_extra/mathja
 test: ## run the test suite (CPU, gloo, several ranks; builds the ci book and checks it in Chromium)
 	@$(MAKE) --no-print-directory -j 4 $(TEST_NEEDS)
 	$(PY) -m pytest -q -n auto --maxprocesses 8 --dist loadfile --no-loadscope-reorder
+
+test-timing: ## the test suite as `make test` runs it, then its 25 slowest tests and the wall time (budget: 5 min)
+	@$(MAKE) --no-print-directory -j 4 $(TEST_NEEDS)
+	@start=$$(date +%s); $(PY) -m pytest -q -n auto --maxprocesses 8 --dist loadfile --no-loadscope-reorder \
+		--durations=25 --durations-min=0; rc=$$?; \
+		echo "pytest wall time: $$(( $$(date +%s) - start )) s (budget 300 s)"; exit $$rc
 
 sweep: setup ## run (or resume) the sweep of PROFILE, writing data/runs/PROFILE/*.json
 	$(BIN)/companion sweep --profile $(PROFILE)

@@ -149,8 +149,9 @@ $(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_pr
 		$(E)/opmodel.py $(E)/fit.py $(E)/resources/hardware.yaml
 	$(call stage,05_predict)
 
-$(DERIVED)/headline.json: $(DERIVED)/validation.json $(DERIVED)/explore.csv $(DERIVED)/builds.csv notebooks/06_headline.py \
-		params/06_headline.yaml params/05_predict.yaml $(E)/stored.py $(R)/headline.py $(R)/figures.py
+$(DERIVED)/headline.json: $(DERIVED)/validation.json $(DERIVED)/explore.csv $(DERIVED)/builds.csv $(DERIVED)/gpu.json \
+		notebooks/06_headline.py params/06_headline.yaml params/05_predict.yaml $(E)/stored.py $(R)/headline.py \
+		$(R)/figures.py $(R)/gpu.py
 	$(call stage,06_headline)
 
 # every stored sweep of the profile (data/reference/PROFILE/*.tar.gz), scored by today's models as stage 04 scores its own
@@ -161,8 +162,14 @@ $(DERIVED)/builds.csv: $(DERIVED)/validation.json $(DERIVED)/runs.csv $(wildcard
 		$(E)/proxies.py $(R)/builds.py $(R)/figures.py $(R)/headline.py $(R)/provenance.py
 	$(call stage,07_builds)
 
+# the GPU chapter: the committed reference measurements of one GPU, scored by every tier (no sweep of this build)
+$(DERIVED)/gpu.json: $(wildcard data/reference/H200/*.json data/reference/H200/runs/*.json) notebooks/08_gpu.py \
+		params/08_gpu.yaml $(E)/reference.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/hardware.py \
+		$(E)/resources/hardware.yaml $(E)/proxies.py $(E)/tables.py $(R)/gpu.py $(R)/figures.py | $(STAMP)
+	$(call stage,08_gpu)
+
 ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/noise.json $(DERIVED)/fit.json $(DERIVED)/validation.json \
-	$(DERIVED)/explore.csv $(DERIVED)/headline.json $(DERIVED)/builds.csv
+	$(DERIVED)/explore.csv $(DERIVED)/headline.json $(DERIVED)/builds.csv $(DERIVED)/gpu.json
 
 analysis: $(ARTIFACTS) ## run every stage whose inputs changed (sweep -> proxies -> fit -> validation -> predict)
 fit: $(DERIVED)/fit.json ## the fit stage (and what it needs)

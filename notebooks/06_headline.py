@@ -28,7 +28,7 @@ from myst_nb import glue
 
 from companion import paths
 from companion.energy import stored
-from companion.report import figures, headline
+from companion.report import figures, gpu, headline
 from companion.report.stages import SOURCE_ROOT
 from companion.runs.records import write_json
 
@@ -56,6 +56,7 @@ floor = headline.noise_floor(noise)
 answer = headline.absolute_answer(explore, predict_params, label, fit.get("device_name", headline.NA))
 # the coverage criterion on every stored build's runs (stage 07), where it exists
 stored_scores = headline._read_csv(d / "builds.csv")
+gpu_numbers = headline._read_json(d / "gpu.json")  # the GPU chapter's (stage 08): measured energy on a GPU
 builds = (stored.pooled_coverage(stored_scores, float(validation.get("level", 0.9)))
           if len(stored_scores) else None)
 verdict = headline.verdict_table(validation, builds)
@@ -68,7 +69,9 @@ glue("n_coefficients", str(len(coefficients)), display=False)
 # sentences travel as HTML paragraphs (pasted text would be bold end to end); the introduction pastes them too
 for key, text in (("noise_text", headline.noise_text(noise)),
                   ("scored_runs_text", headline.scored_runs_text(validation, sweep_noise)),
-                  ("summary_text", headline.summary_text(validation, noise)), ("absolute_answer", answer)):
+                  ("summary_text", headline.summary_text(validation, noise)), ("absolute_answer", answer),
+                  ("gpu_text", gpu.headline_sentence(gpu_numbers) if gpu_numbers else
+                   "This build has no GPU reference measurements to score.")):
     glue(key, headline.paragraph(text), display=False)
 glue("split_legend", headline.legend_html(validation), display=False)
 glue("scored_runs_short", headline.scored_runs_short(validation), display=False)
@@ -95,6 +98,11 @@ glue("verdict_table", headline.styled_prose(verdict), display=False)
 glue("paper_table", headline.styled_prose(paper), display=False)
 
 # %% [markdown]
+# ```{glue:} gpu_text
+# ```
+#
+# The GPU's runs, tier by tier: [](08_gpu.ipynb). The rest of this page is this build's sweep.
+#
 # ## Held-out error and coverage, per split and model
 #
 # Each model is refitted without a whole group of runs and scored only on that group. A cell gives:
@@ -196,6 +204,7 @@ headline.styled_prose(shown, first_width="9em", nowrap=(1, 3, 5))
 # %%
 out = write_json(d / "headline.json", {"energy_label": label, **headline.headline_record(validation, noise, builds),
                                        "absolute_answer": answer,
+                                       "gpu": {k: gpu_numbers.get(k) for k in ("device", "runs", "energy", "tiers")},
                                        "law_coefficients": headline.law_coefficients(fit),
                                        "coefficients": coefficients.to_dict("records"),
                                        "paper_vs_reproduction": paper.to_dict("records")})

@@ -61,14 +61,13 @@ def _check_fits_memory(configs) -> None:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from companion.paths import build_dir, check_output_folder, runs_dir
+    from companion.paths import build_dir, runs_dir
+    from companion.runs.records import check_writable
     from companion.runs.profiles import load_profile
     from companion.runs.sweep import emit_launch, measured_alongside, run_sweep
 
     if args.emit and args.emit_dir is not None:
-        check_output_folder(args.emit_dir, "--emit-dir")
-    if args.out is not None:
-        check_output_folder(args.out, "--out")
+        check_writable(args.emit_dir, "--emit-dir")
     profile = load_profile(args.profile, device_name=args.device_name)
     out_dir = args.out or runs_dir(profile.name)
     if args.emit and profile.device == "cuda" and args.device_name is None and profile.runs[0].device_name == "cuda":

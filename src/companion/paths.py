@@ -44,22 +44,13 @@ def devices_dir() -> Path:
 
 
 def reference_dir(device: str) -> Path:
-    """Committed reference records measured on a named device (e.g. ``H100``)."""
-    return data_dir() / "reference" / device
+    """Committed reference measurements of a named device (e.g. ``H200``): the data root's, else (a data root set
+    by ``COMPANION_ROOT`` that holds none) the ones shipped with this checkout."""
+    own = data_dir() / "reference" / device
+    shipped = PACKAGE_DIR.parent.parent / "data" / "reference" / device
+    return own if own.exists() or not shipped.exists() else shipped
 
 
 def build_dir() -> Path:
     return repo_root() / "build"
 
-
-def check_output_folder(folder: Path, flag: str) -> None:
-    """A folder a command is about to write into: one that is a folder (or can be made) and writable, else a
-    ``ConfigError`` naming the flag and the fix (raised before any work, not as a traceback after it)."""
-    from companion.errors import ConfigError
-
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"{flag} {folder} is a file, not a folder; give a folder (it is created when missing)")
-    parent = next((p for p in [folder, *folder.parents] if p.exists()), None)
-    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise ConfigError(f"{flag} {folder}: {parent or folder} is not a writable folder; choose another path")

@@ -65,3 +65,39 @@ def test_a_gpu_draws_idle_power_plus_busy_power_for_its_throughput_time():
     busy = opmodel.busy_device_s(terms)
     assert e == pytest.approx(dev.idle_w * t + (dev.loaded_w - dev.idle_w) * busy)
     assert np.all(e <= dev.loaded_w * t * (1 + 1e-9))
+
+
+def test_the_chapter_numbers_come_from_the_scores_and_the_calibration():
+    numbers = ref.reference_numbers("H200")
+    scores = ref.score_reference("H200")
+    calibrated = scores[scores.tier == "calibrated"]
+    assert numbers["runs"] == calibrated.run_id.nunique() == 7
+    assert numbers["tiers"]["calibrated"]["time_mape_pct"] == pytest.approx(calibrated.step_s_ape.mean())
+    assert set(numbers["flagged"]) == {"gemm", "elementwise", "optimizer", "attention"}  # the shipped file's
+    # idle below every training run's power, and the measured power from the records themselves
+    assert numbers["power_w"]["idle"] < numbers["power_w"]["runs_min"] < numbers["power_w"]["runs_max"] < 700
+    hb = numbers["host_bound"]
+    assert 0 < hb["runs"] < 7 and hb["window_spread_pct"][0] <= hb["window_spread_pct"][1]
+
+
+def test_small_steps_sit_on_the_host_floor_and_large_ones_on_the_device():
+    points = ref.regime_points("H200")
+    small = points[points.flops_per_step < 1e12]
+    large = points[points.flops_per_step > 3e13]
+    assert len(small) and len(large)
+    assert (small.host_s > small.device_s).all() and (large.device_s > large.host_s).all()
+    floors = ref.host_floors(points)
+    # a deeper model issues more operators: a higher floor
+    assert floors.sort_values("layers").host_s.is_monotonic_increasing
+    assert (floors.x0 < floors.x1).all()
+
+
+def test_the_headline_sentence_quotes_each_tier():
+    from companion.report import gpu
+
+    numbers = ref.reference_numbers("H200")
+    text = gpu.headline_sentence(numbers)
+    for tier in ("prior", "calibrated", "fitted"):
+        assert f"{numbers['tiers'][tier]['time_mape_pct']:.0f} %" in text
+    assert "NVML" in text and "H200" in text
+    assert len(gpu.tier_table(numbers)) == 3 and gpu.flagged_banner(numbers).count("datasheet") == 1

@@ -22,7 +22,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from companion.energy import opmodel, tables
+from companion.energy import opmodel, proxies, tables
 from companion.energy.calibration import load_calibration
 from companion.energy.models import OperatorPoint
 from companion.paths import reference_dir
@@ -32,8 +32,9 @@ TARGETS = ("step_s", "energy_per_step_j")
 
 
 def reference_runs(device: str, root: Path | None = None) -> pd.DataFrame:
-    """The finished runs of ``device``'s reference folder, as the analysis stages read runs."""
-    return tables.load_runs((root or reference_dir(device)) / "runs")
+    """The finished runs of ``device``'s reference folder with their proxies (FLOPs, bytes, MFU), as the
+    analysis stages read runs."""
+    return tables.proxies_frame(tables.load_runs((root or reference_dir(device)) / "runs"))
 
 
 def profile_rows(device: str, root: Path | None = None) -> pd.DataFrame:
@@ -130,3 +131,92 @@ def summary(scores: pd.DataFrame) -> pd.DataFrame:
         "time_covered": g.step_s_covered.apply(lambda c: int(c.sum()) if c.notna().all() else None),
         "energy_covered": g.energy_per_step_j_covered.apply(lambda c: int(c.sum()) if c.notna().all() else None),
     }).reindex([t for t in TIERS if t in set(scores.tier)])
+
+
+def regime_points(device: str, root: Path | None = None, tier: str = "calibrated") -> pd.DataFrame:
+    """Every measured step of the folder (the runs, and the step profile's eager rows) with its FLOPs and the
+    ``tier``'s host and device seconds (``opmodel.host_device_s``): which of the two bounds the step."""
+    runs = reference_runs(device, root).assign(source="fine-tune runs")
+    prof = profile_rows(device, root)
+    frames = [runs]
+    if len(prof):
+        prof = prof.assign(source="step profile")
+        prof["flops_per_step"] = [proxies.flops_per_step(proxies.StepShape(
+            r.layers, r.hidden, r.heads, r.ffn, r.vocab, r.max_positions, r.num_labels, r.batch_size,
+            r.padded_tokens, r.attention_pairs, precision=r.precision)) for r in prof.itertuples()]
+        frames.append(prof)
+    df = pd.concat(frames, ignore_index=True)
+    dev = tier_devices(device, root)[tier]
+    coef = opmodel.prior_coefficients(dev)["time"]
+    host, busy, _ = opmodel.host_device_s(opmodel.scaled_terms(opmodel.operator_frame(df, dev), coef))
+    from companion.energy import hardware
+
+    peak = hardware.peak_flops_per_s(device, "bf16")  # MFU against the datasheet's dense peak, as usually quoted
+    name = [f"L{int(r.layers)} h{int(r.hidden)} s{int(r.seq_len)} b{int(r.batch_size)}" for r in df.itertuples()]
+    return pd.DataFrame({"name": name, "source": df.source, "layers": df.layers.astype(int),
+                         "flops_per_step": df.flops_per_step.astype(float), "step_s": df.step_s.astype(float),
+                         "host_s": host, "device_s": busy,
+                         "mfu_pct": 100 * df.flops_per_step.astype(float) / df.step_s.astype(float) / peak})
+
+
+QUANTITY_WORDS = {"gemm": "matrix-multiply roof", "attention": "attention cost", "bandwidth": "copy bandwidth",
+                  "elementwise": "element-wise rate", "optimizer": "optimizer rate", "op_counts": "operator counts",
+                  "power": "power", "launch": "launch cost"}
+
+
+def reference_numbers(device: str, root: Path | None = None, level: float = 0.9) -> dict:
+    """Everything the GPU chapter and the headline quote about ``device``'s reference folder, in one typed
+    record (the chapter writes it as its artifact): the tiers' scores, the step profile's, the calibration's
+    flagged quantities and the board's power and efficiency figures."""
+    folder = root or reference_dir(device)
+    scores, prof = score_reference(device, root, level), score_profile(device, root)
+    calibration = load_calibration(folder / f"{device}.json", device, "bf16")
+    ref_path = folder / "gpu_reference.json"
+    ref = json.loads(ref_path.read_text()) if ref_path.is_file() else {}
+    base = ref.get("bert_base_s512_bf16", {})
+    runs = reference_runs(device, root)
+    tiers = summary(scores)
+    # the runs the calibrated tier finds host-bound, and how much their own step time moved window to window
+    pts = regime_points(device, root)
+    host_bound = set(pts[(pts.source == "fine-tune runs") & (pts.host_s > pts.device_s)].name)
+    cal = scores[scores.tier == "calibrated"].assign(
+        name=lambda f: [f"L{int(r.layers)} h{int(r.hidden)} s{int(r.seq_len)} b{int(r.batch_size)}" for r in f.itertuples()])
+    bound = cal[cal.name.isin(host_bound)]
+    spread = []
+    for path in sorted(((folder / "runs").glob("*.json"))):
+        rec = json.loads(path.read_text())
+        w = (rec.get("time") or {}).get("per_window_step_s") or []
+        if rec.get("run_id") in set(bound.run_id) and len(w) > 1:
+            spread.append(max(w) / min(w) - 1)
+    return {
+        "device": device, "energy": "measured (NVML energy counter)", "interval_level": level,
+        "runs": int(scores.run_id.nunique()),
+        "tiers": {t: {k: (None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v))
+                      for k, v in row.items()} for t, row in tiers.iterrows()},
+        "profile_time_mape_pct": {t: float(g.step_s_ape.mean()) for t, g in prof.groupby("tier")} if len(prof) else {},
+        "profile_rows": int(len(prof) // max(prof.tier.nunique(), 1)) if len(prof) else 0,
+        "host_bound": {"runs": int(len(bound)),
+                       "calibrated_signed_error_pct": float((bound.step_s_predicted / bound.step_s_measured - 1).mean() * 100)
+                       if len(bound) else None,
+                       "calibrated_all_low": bool((bound.step_s_predicted < bound.step_s_measured).all()),
+                       "window_spread_pct": [float(min(spread) * 100), float(max(spread) * 100)] if spread else None},
+        "flagged": {q: {"quantity": QUANTITY_WORDS.get(q, q), "problems": list(p)} for q, p in calibration.problems.items()},
+        "power_w": {"idle": ref.get("idle", {}).get("mean_power_w"), "hot_idle": ref.get("hot_idle", {}).get("mean_power_w"),
+                    "runs_min": float((runs.energy_per_step_j / runs.step_s).min()),
+                    "runs_max": float((runs.energy_per_step_j / runs.step_s).max())},
+        "bert_base_s512": {"step_ms": base.get("step_s", math.nan) * 1e3, "mfu_pct": base.get("mfu", math.nan) * 100,
+                           "gflop_per_j": base.get("gflop_per_j"), "peak_gflop_per_j": base.get("peak_gflop_per_j"),
+                           "codecarbon_gpu_over_nvml": base.get("codecarbon_gpu_over_nvml"),
+                           "memory_estimate_over_measured": (base.get("memory", {}).get("estimated_peak_bytes", math.nan)
+                                                             / base.get("memory", {}).get("max_allocated_bytes", math.nan))
+                           if base.get("memory") else None},
+        "scores": scores.to_dict(orient="records"),
+    }
+
+
+def host_floors(points: pd.DataFrame, margin: float = 1.6) -> pd.DataFrame:
+    """Per model depth in ``regime_points``: the host's seconds per step (the floor a host-bound step sits on)
+    and the FLOPs range its steps span, widened by ``margin`` each way (where the figure draws the floor)."""
+    f = points.groupby("layers").agg(host_s=("host_s", "median"), x0=("flops_per_step", "min"),
+                                     x1=("flops_per_step", "max")).reset_index()
+    return f.assign(x0=f.x0 / margin, x1=f.x1 * margin, depth=[f"{n} layers" for n in f.layers])

@@ -575,3 +575,73 @@ def coverage_across_sweeps(table: pd.DataFrame, pooled: pd.DataFrame, level: flo
                                  f"dot per coverage stored builds showed (its area counts them),{own_words} a black "
                                  f"diamond for all builds pooled with its {span} from resampling builds, the band "
                                  f"{band[0]:.0f}–{band[1]:.0f} % shaded.")
+
+
+# ------------------------------------------------------------------------------------------- a GPU's runs
+# The operator model's three tiers, one colour each wherever a GPU figure shows them.
+TIER_ORDER = ["prior", "calibrated", "fitted"]
+TIER_WORDS = {"prior": "prior (datasheet)", "calibrated": "calibrated (no fit)", "fitted": "fitted (leave one out)"}
+TIER_SCALE = alt.Scale(domain=[TIER_WORDS[t] for t in TIER_ORDER], range=["#bab0ac", "#4c78a8", "#1b7f79"])
+
+
+def gpu_predicted_vs_measured(scores: pd.DataFrame, device: str) -> alt.Chart:
+    """A GPU's runs: each tier's prediction against the measurement, step time and energy side by side
+    (``companion.energy.reference.score_reference``'s rows); y = x is perfect."""
+    panels = []
+    for target, what, unit in (("step_s", "step time", "s"), ("energy_per_step_j", "energy per step", "J")):
+        f = scores.assign(tier_label=scores.tier.map(TIER_WORDS), measured=scores[f"{target}_measured"],
+                          predicted=scores[f"{target}_predicted"], ape=scores[f"{target}_ape"])
+        lim = [float(min(f.measured.min(), f.predicted.min()) * 0.8), float(max(f.measured.max(), f.predicted.max()) * 1.25)]
+        scale = alt.Scale(type="log", domain=lim)
+        diag = alt.Chart(pd.DataFrame({"x": lim, "y": lim})).mark_line(color="#999", strokeDash=[4, 4]).encode(
+            x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale))
+        measured_word = "measured (NVML)" if target == "energy_per_step_j" else "measured"
+        dots = alt.Chart(f).mark_point(filled=True, size=60, opacity=0.85).encode(
+            x=alt.X("measured:Q", scale=scale, title=f"{measured_word} {what} ({unit})", axis=alt.Axis(format=SI)),
+            y=alt.Y("predicted:Q", scale=scale, title=f"predicted {what} ({unit})", axis=alt.Axis(format=SI)),
+            color=alt.Color("tier_label:N", scale=TIER_SCALE, title="tier",
+                            legend=alt.Legend(orient="bottom") if not panels else None),
+            shape=alt.Shape("tier_label:N", scale=alt.Scale(domain=list(TIER_WORDS.values())), legend=None),
+            tooltip=[alt.Tooltip("tier_label:N", title="tier"), alt.Tooltip("layers:Q"), alt.Tooltip("hidden:Q"),
+                     alt.Tooltip("seq_len:Q", title="sequence length"), alt.Tooltip("batch_size:Q", title="batch"),
+                     alt.Tooltip("measured:Q", format=NUM, title=f"measured ({unit})"),
+                     alt.Tooltip("predicted:Q", format=NUM, title=f"predicted ({unit})"),
+                     alt.Tooltip("ape:Q", format=".1f", title="error (%)")])
+        panels.append(alt.layer(diag, dots, width=COMPARISON_WIDTH, height=COMPARISON_WIDTH))
+    return alt.hconcat(*panels, title=alt.TitleParams(
+        f"{device}: predicted against measured, per tier",
+        subtitle=[f"energy measured by the board's NVML energy counter on one {device}"]),
+        description=f"Each of the {scores.run_id.nunique()} runs on the {device} as each tier predicts it, step time "
+                    "(left) and energy per step (right); points on the dashed diagonal are predicted exactly.")
+
+
+def gpu_regimes(points: pd.DataFrame, floors: pd.DataFrame, roof_flops_per_s: float, device: str) -> alt.Chart:
+    """Step time against FLOPs per step on a GPU, log-log: the measured steps, the device roof
+    (FLOPs ÷ peak: a compute-bound step lies on it) and the model's host floor per model depth (operators ×
+    host cost per operator: a host-bound step lies on it, whatever its FLOPs)."""
+    lo, hi = float(points.flops_per_step.min() / 3), float(points.flops_per_step.max() * 3)
+    roof = pd.DataFrame({"flops_per_step": [lo, hi], "step_s": [lo / roof_flops_per_s, hi / roof_flops_per_s],
+                         "line": "device roof: FLOPs ÷ dense bf16 peak"})
+    x = alt.X("flops_per_step:Q", **_log("FLOPs per step", domain=[lo, hi]))
+    y = alt.Y("step_s:Q", **_log("step time (s)"))
+    roof_line = alt.Chart(roof).mark_line(color="#333", strokeWidth=2).encode(
+        x=x, y=y, strokeDash=alt.StrokeDash("line:N", title=None, legend=alt.Legend(orient="bottom")))
+    floor_rules = alt.Chart(floors).mark_rule(color="#e45756", strokeWidth=2, strokeDash=[6, 3]).encode(
+        x=alt.X("x0:Q", scale=alt.Scale(type="log", domain=[lo, hi])), x2="x1:Q", y=alt.Y("host_s:Q"),
+        tooltip=[alt.Tooltip("depth:N", title="host floor"), alt.Tooltip("host_s:Q", format=NUM, title="seconds")])
+    floor_text = alt.Chart(floors).mark_text(align="left", dx=4, dy=-6, color="#e45756", fontSize=11).encode(
+        x="x1:Q", y="host_s:Q", text="depth:N")
+    dots = alt.Chart(points).mark_point(filled=True, size=70, opacity=0.9).encode(
+        x=x, y=y, color=alt.Color("source:N", title=None, scale=alt.Scale(range=["#4c78a8", "#f58518"]),
+                                  legend=alt.Legend(orient="bottom")),
+        tooltip=[alt.Tooltip("name:N", title="configuration"), alt.Tooltip("source:N", title="measured in"),
+                 alt.Tooltip("step_s:Q", format=NUM, title="step (s)"),
+                 alt.Tooltip("flops_per_step:Q", format=SI, title="FLOPs per step"),
+                 alt.Tooltip("mfu_pct:Q", format=".1f", title="MFU (%)")])
+    return alt.layer(roof_line, floor_rules, floor_text, dots, width=WIDTH, height=HEIGHT).resolve_scale(
+        strokeDash="independent", color="independent").properties(
+        title=alt.TitleParams(f"Two regimes on the {device}", subtitle=[f"from measured step times (wall clock) on "
+                                                                        f"{device}; no energy shown"]),
+        description="Small steps sit on the host floor whatever their FLOPs (the processor cannot issue kernels "
+                    "faster); only the largest approach the device roof. Dashed red: the model's host floor for "
+                    "each depth; black: the compute roof.")

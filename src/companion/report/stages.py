@@ -26,8 +26,9 @@ from companion.paths import PACKAGE_DIR, derived_dir
 from companion.report import presentation
 
 SOURCE_ROOT = PACKAGE_DIR.parent.parent  # the checkout: notebooks/, params/, book/, _config.yml
-# in the order they run: 07 (every stored build scored) before 06, whose verdict reads its builds.csv
-STAGES = ("01_runs", "02_proxies", "03_fit", "04_validation", "05_predict", "07_builds", "06_headline")
+# in the order they run: 07 (every stored build scored) and 08 (the GPU's reference runs) before 06, whose
+# verdict reads builds.csv and which quotes gpu.json
+STAGES = ("01_runs", "02_proxies", "03_fit", "04_validation", "05_predict", "07_builds", "08_gpu", "06_headline")
 # The artifact each stage writes under data/derived/<profile>/, offered for download on its page.
 ARTIFACTS = {
     "01_runs": ("runs.csv", "one row per finished run: its configuration, step time, energy and where the energy came from"),
@@ -37,6 +38,7 @@ ARTIFACTS = {
     "05_predict": ("explore.csv", "the predictions of the table above"),
     "06_headline": ("headline.json", "the values of this page: per-split metrics, the law's coefficients, the comparison"),
     "07_builds": ("builds.csv", "the held-out scores of every stored sweep: one row per sweep, group and target"),
+    "08_gpu": ("gpu.json", "the GPU's reference runs as each tier predicts them, and the board's measured figures"),
 }
 
 

@@ -166,7 +166,7 @@ def check_writable(out_dir: Path, flag: str = "--out") -> Path:
     out_dir = Path(out_dir)
     probe = out_dir / f".write-test.{os.getpid()}"
     if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(f"{flag} {out_dir} is a file, not a folder; records go into a folder: give a folder's "
+        raise ConfigError(f"{flag} {out_dir} is a file, not a folder; give a folder's "
                           "path (it is made if missing)")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -65,7 +65,8 @@ def main(argv=None) -> int:
         sweeps = args.sweeps or stored.stored_sweeps(REFERENCE)
         if not sweeps:
             raise ConfigError(f"no stored sweeps in {REFERENCE}; pass archives or folders, or --pack one")
-        table = stored.score_stored(sweeps, args.models, LEVEL, MAX_STEP_CI95_REL, workers=args.workers)
+        table = stored.score_stored(sweeps, args.models, LEVEL, MAX_STEP_CI95_REL, workers=args.workers,
+                                    cache=REFERENCE / "scores")
     except ConfigError as exc:
         raise SystemExit(f"error: {exc}") from None
     pd.set_option("display.width", 200)

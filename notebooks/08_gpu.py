@@ -13,9 +13,12 @@
 # %% [markdown]
 # # On a GPU
 #
-# {glue:text}`gpu_intro` Each tier of the operator model predicts them without seeing them: the **prior** from
-# the datasheet, the **calibrated** tier from the board's own calibration (fitted on nothing) and the **fitted**
-# tier refitted on the other runs each time (leave one out).
+# ```{glue:} gpu_intro
+# ```
+#
+# Each tier of the operator model predicts them without seeing them: the **prior** from the datasheet, the
+# **calibrated** tier from the board's own calibration (fitted on nothing) and the **fitted** tier refitted on
+# the other runs each time (leave one out).
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -23,22 +26,24 @@ device = "H200"
 level = 0.9
 
 # %%
+# hide
 import pandas as pd
 from IPython.display import HTML, display
 from myst_nb import glue
 
 from companion import paths
 from companion.energy import hardware, reference
-from companion.report import figures, gpu
+from companion.report import figures, gpu, headline
 from companion.runs.records import write_json
 
 figures.use_offline_renderer()
 numbers = reference.reference_numbers(device, level=level)
 scores = pd.DataFrame(numbers["scores"])
 power, base, tiers = numbers["power_w"], numbers["bert_base_s512"], numbers["tiers"]
-glue("gpu_intro", f"{numbers['runs']} fine-tunes of BERT-class models ran on one {device} in bf16, with their "
-     f"energy read from the board's energy counter (*measured, NVML*): {power['runs_min']:.0f} to "
-     f"{power['runs_max']:.0f} W while training, against {power['idle']:.0f} W idle.", display=False)
+glue("gpu_intro", headline.paragraph(
+    f"{numbers['runs']} fine-tunes of BERT-class models ran on one {device} in bf16, their energy read from the "
+    f"board's energy counter (measured, NVML): {power['runs_min']:.0f} to {power['runs_max']:.0f} W while "
+    f"training, against {power['idle']:.0f} W idle."), display=False)
 # a banner where the calibration's checks replaced a quantity by the datasheet's
 banner = gpu.flagged_banner(numbers)
 if banner:
@@ -51,18 +56,21 @@ if banner:
 # {glue:text}`gpu_level` interval covers (the fitted tier has too few runs for an interval of its own).
 
 # %%
+# hide
 glue("gpu_level", f"{level * 100:.0f} %", display=False)
 for t, v in tiers.items():
     glue(f"gpu_{t}_time", f"{v['time_mape_pct']:.1f} %", display=False)
     glue(f"gpu_{t}_energy", f"{v['energy_mape_pct']:.1f} %", display=False)
-glue("gpu_host_bound_text", gpu.host_bound_text(numbers), display=False)
-glue("gpu_profile_text", gpu.profile_text(numbers), display=False)
+glue("gpu_errors_text", headline.paragraph(f"{gpu.host_bound_text(numbers)} {gpu.profile_text(numbers)}"),
+     display=False)
 gpu.tier_table(numbers).style.hide(axis="index").set_table_attributes('class="companion-numbers"')
 
 # %% [markdown]
-# {glue:text}`gpu_host_bound_text` {glue:text}`gpu_profile_text`
+# ```{glue:} gpu_errors_text
+# ```
 
 # %%
+# hide
 figures.gpu_predicted_vs_measured(scores, device)
 
 # %% [markdown]
@@ -71,6 +79,7 @@ figures.gpu_predicted_vs_measured(scores, device)
 # A step takes whichever is longer: the processor issuing its kernels, or the board running them.
 
 # %%
+# hide
 points = reference.regime_points(device)
 floors = reference.host_floors(points)
 peak = hardware.peak_flops_per_s(device, "bf16")
@@ -88,10 +97,12 @@ figures.gpu_regimes(points, floors, peak, device)
 # One BERT-base step (512 tokens, batch 32, bf16), as measured:
 
 # %%
+# hide
 glue("gpu_mfu", f"{base['mfu_pct']:.0f} %", display=False)
 glue("gpu_gflop_per_j", f"{base['gflop_per_j']:.0f}", display=False)
 gpu.facts_table(numbers).style.hide(axis="index")
 
 # %%
+# hide
 out = write_json(paths.derived_dir(profile) / "gpu.json", numbers)
 print(f"wrote {out}")

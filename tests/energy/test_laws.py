@@ -402,3 +402,22 @@ def test_the_mape_interval_needs_enough_model_sizes_to_resample():
     g = frame(8)
     lo, hi = group_bootstrap_mape(g)
     assert lo < g.ape_pct.mean() < hi
+
+
+def test_the_verdict_holds_the_fitted_model_against_its_own_calibrated_tier():
+    from companion.energy.validation import _scored, model_verdict, score
+
+    # the fitted model 5 % off on every run, its calibrated tier 10 % off (ratio 0.5), in two splits
+    rows = [{"split": split, "fold": "f", "model": model, "target": t, "run_id": f"r{i}", "size": f"s{i % 4}",
+             "mode": "tp", "world_size": 2, "measured": 1.0, "predicted": 1.0 + err, "lo": 0.5, "hi": 2.0}
+            for split in ("leave_one_size_out", "leave_one_mode_out") for t in ("time", "energy")
+            for model, err in (("operator_roofline", 0.05), ("calibrated_tier", 0.10)) for i in range(8)]
+    pred = _scored(rows)
+    t = model_verdict(score(pred, None, by=()), score(pred, None))["targets"]["time"]
+    assert t["calibrated_tier_mape_pct"] == pytest.approx(10.0)
+    assert t["over_calibrated_tier"] == pytest.approx(0.5) and t["beats_calibrated_tier"] is True
+    assert t["over_calibrated_tier_by_split"] == {"leave_one_mode_out": pytest.approx(0.5),
+                                                  "leave_one_size_out": pytest.approx(0.5)}
+    # held to 0.4 x its calibrated tier's error, 0.5 x misses
+    t = model_verdict(score(pred, None, by=()), score(pred, None), calibrated_ratio=0.4)["targets"]["time"]
+    assert t["beats_calibrated_tier"] is False

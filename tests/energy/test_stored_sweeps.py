@@ -126,11 +126,24 @@ def test_the_range_of_pooled_coverage_resamples_sweeps_and_narrows_with_more():
     assert stored.pooled_coverage(none.iloc[1:], n_boot=10).empty
 
 
-def test_a_stored_sweep_is_scored_as_the_validation_page_scores_it_in_any_number_of_processes():
+def test_a_stored_sweep_is_scored_as_the_validation_page_scores_it_in_any_number_of_processes(tmp_path, monkeypatch):
     # the newest stored archive, twice: two processes score it alike, every split and the off-grid runs, both
-    # targets, with the device, the energy's kind and the commit that measured it
+    # targets, with the device, the host, the energy's kind and the commit that measured it
     newest = stored.stored_sweeps(Path(__file__).parents[2] / "data" / "reference" / "cpu")[-1]
-    t = stored.score_stored([newest, newest], ["operator_roofline"], 0.9, 0.1, workers=2)
+    cache = tmp_path / "scores"
+    t = stored.score_stored([newest, newest], ["operator_roofline"], 0.9, 0.1, workers=2, cache=cache)
+    # its scores are kept under a key of the archive, the scoring code and the arguments, and read back as computed
+    (kept,) = cache.glob("*.csv")
+    assert kept.name.startswith(stored.sweep_name(newest) + ".")
+
+    def never(*_, **__):
+        raise AssertionError("scored again although its scores are cached")
+
+    monkeypatch.setattr(stored, "_score_one", never)
+    pd.testing.assert_frame_equal(stored.score_stored([newest, newest], ["operator_roofline"], 0.9, 0.1, cache=cache), t)
+    with pytest.raises(AssertionError, match="scored again"):  # another level: another key
+        stored.score_stored([newest], ["operator_roofline"], 0.8, 0.1, cache=cache)
+    monkeypatch.undo()
     assert t.columns.tolist() == stored.SCORE_COLUMNS  # the columns this build's own rows have too
     first, second = (g.drop(columns="sweep").reset_index(drop=True) for _, g in t.groupby(t.index // (len(t) // 2)))
     pd.testing.assert_frame_equal(first, second)
@@ -138,6 +151,7 @@ def test_a_stored_sweep_is_scored_as_the_validation_page_scores_it_in_any_number
 
     assert set(first.split) == {"pooled", "holdout", *MODEL_SPLITS} and set(first.target) == {"time", "energy"}
     assert set(first.device_name) == {"cpu"} and first.energy_measured.nunique() == 1  # one kind of energy a sweep
+    assert first.host.nunique() == 1 and first.host.iloc[0] in ("intel-xeon", "amd-epyc")
     assert first.commit.str.fullmatch(r"[0-9a-f]{7}").all()
     assert ((first.coverage_pct >= 0) & (first.coverage_pct <= 100)).all() and (first.mape_pct > 0).all()
     pooled = stored.pooled_coverage(t, 0.9, n_boot=100)

@@ -122,3 +122,15 @@ def test_the_builds_page_types_no_number():
     for pattern in (r"\{glue:[a-z]*\}`[^`]*`", r"`[^`]*`", r"\]\([^)]*\)", r"```\{glue:[a-z]*\}[^\n]*"):
         text = re.sub(pattern, " ", text)
     assert not re.findall(r"\d", text), re.findall(r".{20}\d.{20}", text)
+
+
+def test_each_host_has_its_own_row_before_anything_is_pooled():
+    t = _table({"pooled": 90.0, "holdout": 90.0}, sweeps=4)  # mape 5, 6, 7, 8 by sweep
+    t["host"] = ["amd-epyc" if s.endswith(("0", "1")) else "intel-xeon" for s in t.sweep]
+    here = t[t.sweep == t.sweep.iloc[0]].assign(sweep=stored.THIS_BUILD, mape_pct=9.0)
+    table = builds.per_host_table(pd.concat([t, here], ignore_index=True)).set_index("host")
+    assert list(table.index) == ["amd-epyc", "amd-epyc (this build)", "intel-xeon"]
+    assert table.loc["amd-epyc", "builds"] == 2 and table.loc["amd-epyc", "pooled time MAPE %"] == "5.5 (5.0–6.0)"
+    assert table.loc["intel-xeon", "off-grid energy MAPE %"] == "7.5 (7.0–8.0)"
+    assert table.loc["amd-epyc (this build)", "pooled time MAPE %"] == "9.0"  # one build: no range
+    assert builds.per_host_table(t.iloc[:0]).empty

@@ -189,6 +189,11 @@ def test_verdict_table_reads_model_verdict(validation):
         meets_stretch=False)
     assert headline.verdict_table(twice)["time per step"].tolist()[7] == (
         "not met (mode, 2.5 x its floor); an exact model would score above 1.5 x the floor itself on size, 1.6 x")
+    # the strongest baseline: the model's own calibrated tier, fitted on nothing
+    assert time[9] == f"{NA} (calibrated tier {NA})" and "0.7 × its own calibrated tier" in v.criterion[9]
+    twice["model_verdict"]["targets"]["time"].update(calibrated_tier_mape_pct=16.5, over_calibrated_tier=9.9 / 16.5,
+                                                     beats_calibrated_tier=True)
+    assert headline.verdict_table(twice)["time per step"].tolist()[9] == "met (calibrated tier 16.5 %, ratio 0.60)"
 
 
 def test_paper_vs_reproduction_from_the_artifacts(validation):

@@ -135,13 +135,14 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
 
 def _how_obtained(runs: pd.DataFrame) -> dict:
     """On which device a sweep's runs ran and how their energy was obtained, as a score row's columns."""
-    return {"device_name": ", ".join(sorted(set(runs.device_name.astype(str)))),
+    hosts = runs.host.astype(str) if "host" in runs else pd.Series(["unknown-cpu"])
+    return {"device_name": ", ".join(sorted(set(runs.device_name.astype(str)))), "host": ", ".join(sorted(set(hosts))),
             "energy_measured": bool(runs.energy_measured.astype(bool).all()),
             "energy_source": "; ".join(sorted(set(runs.energy_source.astype(str))))}
 
 
 SCORE_COLUMNS = ["sweep", "commit", "split", "model", "target", "n", "n_unbounded", "coverage_pct", "mape_pct",
-                 "exact_floor_pct", "device_name", "energy_measured", "energy_source"]
+                 "exact_floor_pct", "device_name", "host", "energy_measured", "energy_source"]
 THIS_BUILD = "this build"
 
 
@@ -181,25 +182,87 @@ def _score_one(source: str, model_names: list[str], level: float, max_step_ci95_
             columns=SCORE_COLUMNS)
 
 
-def score_stored(sources, model_names, level: float, max_step_ci95_rel: float, workers: int = 1) -> pd.DataFrame:
+# The code a stored sweep's scores depend on (besides the archive and the arguments): a change to any of these
+# files re-scores every stored sweep; a change elsewhere reads the cached scores.
+SCORED_BY = ("calibration.py", "efficiency.py", "fit.py", "hardware.py", "laws.py", "models.py", "noise.py",
+             "opmodel.py", "proxies.py", "stored.py", "tables.py", "validation.py", "resources/hardware.yaml")
+
+
+def model_digest() -> str:
+    """A digest of the scoring code (``SCORED_BY``): part of every cached score's key."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in SCORED_BY:
+        h.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def score_key(source: Path, model_names, level: float, max_step_ci95_rel: float, digest: str | None = None) -> str:
+    """The cache key of one stored sweep's scores: the archive's content, the scoring code and the arguments."""
+    h = hashlib.sha256(Path(source).read_bytes() if Path(source).is_file() else str(source).encode())
+    h.update(json.dumps([sorted(model_names), float(level), float(max_step_ci95_rel), digest or model_digest()]).encode())
+    return h.hexdigest()[:16]
+
+
+def _read_cached(path: Path) -> pd.DataFrame | None:
+    try:
+        t = pd.read_csv(path, dtype={"sweep": str, "commit": str, "split": str, "model": str, "target": str,
+                                     "device_name": str, "host": str, "energy_source": str})
+    except (OSError, ValueError):
+        return None
+    return t.reindex(columns=SCORE_COLUMNS) if set(SCORE_COLUMNS) <= set(t.columns) else None
+
+
+def _write_cached(cache: Path, name: str, key: str, scores: pd.DataFrame) -> None:
+    """Write one sweep's scores under its key (atomically) and drop its scores under older keys."""
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / f"{name}.{key}.csv"
+    tmp = path.with_name(f".{path.name}.tmp")
+    scores.to_csv(tmp, index=False)
+    tmp.replace(path)
+    for old in cache.glob(f"{name}.*.csv"):
+        if old != path:
+            old.unlink(missing_ok=True)
+
+
+def score_stored(sources, model_names, level: float, max_step_ci95_rel: float, workers: int = 1,
+                 cache: Path | None = None) -> pd.DataFrame:
     """``score_sweep`` of every stored sweep (archives or data/ folders), ``workers`` at a time (separate
     processes: a sweep's folds take a few seconds of one core each): one frame, with each row's ``sweep`` and the
-    ``commit`` that measured it. Empty without sources."""
+    ``commit`` that measured it. Empty without sources.
+
+    With ``cache`` (a folder, e.g. ``data/reference/cpu/scores/``), an archive's scores are read from there when
+    its key (``score_key``: its content, the scoring code, the arguments) matches, and written there when
+    computed: a build re-scores the stored sweeps only after the scoring code changed."""
     names = check_models(model_names)
     sources = [str(s) for s in sources]
     if not sources:
         return pd.DataFrame(columns=SCORE_COLUMNS)
-    if workers <= 1 or len(sources) == 1:
-        parts = [_score_one(s, names, level, max_step_ci95_rel) for s in sources]
+    digest = model_digest()
+    keys = {s: score_key(Path(s), names, level, max_step_ci95_rel, digest) for s in sources if Path(s).is_file()}
+    found = {}
+    if cache is not None:
+        for s, key in keys.items():
+            t = _read_cached(Path(cache) / f"{sweep_name(Path(s))}.{key}.csv")
+            if t is not None:
+                found[s] = t
+    todo = [s for s in sources if s not in found]
+    if workers <= 1 or len(todo) <= 1:
+        parts = [_score_one(s, names, level, max_step_ci95_rel) for s in todo]
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
         from functools import partial
 
         one = partial(_score_one, model_names=names, level=level, max_step_ci95_rel=max_step_ci95_rel)
-        with ProcessPoolExecutor(max_workers=min(workers, len(sources)), mp_context=mp.get_context("spawn")) as pool:
-            parts = list(pool.map(one, sources))
-    return pd.concat(parts, ignore_index=True)
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=mp.get_context("spawn")) as pool:
+            parts = list(pool.map(one, todo))
+    computed = dict(zip(todo, parts))
+    if cache is not None:
+        for s, t in computed.items():
+            if s in keys:
+                _write_cached(Path(cache), sweep_name(Path(s)), keys[s], t)
+    return pd.concat([found.get(s, computed.get(s)) for s in sources], ignore_index=True)
 
 
 # ------------------------------------------------------------------------------------- over all sweeps

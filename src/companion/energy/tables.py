@@ -11,6 +11,7 @@ from companion.energy import hardware, proxies
 from companion.energy.efficiency import measured_eta
 from companion.errors import ConfigError
 from companion.runs.carbon import carbon_intensity
+from companion.runs.provenance import host_slug
 from companion.runs.records import load_records
 
 
@@ -62,6 +63,8 @@ def run_row(rec: dict) -> dict:
         "oversubscribed": bool((rec.get("threads") or {}).get("oversubscribed", False)),
         "data_source": d.get("source", "synthetic"), "checkpoint": m.get("checkpoint"),
         "ram_energy_share": _component_share(e, "ram"),
+        # the machine, by its CPU model: results group by host (one device name, 'cpu', covers many machines)
+        "host": host_slug(((rec.get("provenance") or {}).get("hardware") or {}).get("cpu")),
     }
 
 

@@ -411,13 +411,16 @@ def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, leve
 
 def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "operator_roofline",
                   target_pct: float = 10.0, split_pct: float = 15.0, coverage=(85.0, 95.0),
-                  stretch: float = 1.5, level: float = 0.9) -> dict:
+                  stretch: float = 1.5, level: float = 0.9, calibrated_ratio: float = 0.7,
+                  calibrated: str = "calibrated_tier") -> dict:
     """The primary model's criteria for one model, from ``score`` tables (pooled: by=(); by_split: by=('split',)).
 
     Held-out pooled MAPE <= target for time and energy, every split <= split_pct, at most half the best
     baseline that does not read measured time, and interval coverage within ``coverage`` in every split; the
     stretch, every MAPE at most ``stretch`` x the replicate floor of the runs it scores (``runs_floor_pct``;
-    None where a split has too few replicated runs for a floor)."""
+    None where a split has too few replicated runs for a floor). Beside the baselines, the strongest one: the
+    same model's ``calibrated`` tier, which fits nothing on the sweep; fitting must bring the pooled MAPE to at
+    most ``calibrated_ratio`` x its MAPE (and the ratio per split is kept)."""
     from companion.energy.models import BASELINES
 
     pre_run = [n for n, f in BASELINES.items() if not f().uses_measured_time]
@@ -438,7 +441,14 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
         ratio = _ratios(scored, "runs_floor_pct")
         # beside it, no criterion: each MAPE over the error of an exact model, estimated from the sweep's passes
         exact = _ratios(scored, "exact_floor_pct")
+        cal = by_split[(by_split.model == calibrated) & (by_split.target == target)].set_index("split").mape_pct
+        cal_pooled = float(p.loc[calibrated, "mape_pct"]) if calibrated in p.index else None
         out["targets"][target] = {
+            "calibrated_tier_mape_pct": cal_pooled,
+            "over_calibrated_tier": None if not cal_pooled else mape / cal_pooled,
+            "over_calibrated_tier_by_split": {k: (float(m) / float(cal[k]) if k in cal.index and cal[k] > 0 else None)
+                                              for k, m in zip(s.split, s.mape_pct)},
+            "beats_calibrated_tier": None if not cal_pooled else mape <= calibrated_ratio * cal_pooled,
             "pooled_mape_pct": mape, "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],
             "worst_split_mape_pct": None if cv.empty else float(cv.mape_pct.max()),
             "best_baseline": best, "best_baseline_mape_pct": None if best is None else float(p.loc[best, "mape_pct"]),

@@ -67,6 +67,27 @@ def mape_table(pooled: pd.DataFrame, model: str = "operator_roofline") -> pd.Dat
     return pd.DataFrame(rows)
 
 
+def per_host_table(table: pd.DataFrame, model: str = "operator_roofline") -> pd.DataFrame:
+    """One row per host (CPU model) and this build: its builds, and for every split pooled and for the off-grid
+    runs, the builds' mean held-out MAPE of time and energy with their lowest and highest. Each host's own
+    figures, before anything is pooled across hosts."""
+    t = table[table.model == model]
+    if t.empty:
+        return pd.DataFrame()
+    hosts = t.host.fillna("unknown-cpu").astype(str) if "host" in t else pd.Series("unknown-cpu", index=t.index)
+    t = t.assign(host=hosts.where(t.sweep != THIS_BUILD, hosts + " (this build)"))
+    rows = []
+    for host, g in t.groupby("host", sort=True):
+        row = {"host": host, "builds": g.sweep.nunique()}
+        for group, word in ((POOLED, "pooled"), ("holdout", "off-grid")):
+            for target in TARGETS:
+                m = g[(g.split == group) & (g.target == target)].mape_pct.dropna()
+                row[f"{word} {target} MAPE %"] = ("-" if m.empty else f"{m.mean():.1f}" if len(m) == 1
+                                                  else f"{m.mean():.1f} ({_range(m.min(), m.max())})")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def sweeps_text(table: pd.DataFrame) -> str:
     """Which builds were scored: how many stored, from when to when, measured by how many commits; and whether
     this build's own sweep is among them."""

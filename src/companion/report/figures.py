@@ -626,8 +626,11 @@ def gpu_regimes(points: pd.DataFrame, floors: pd.DataFrame, roof_flops_per_s: fl
     y = alt.Y("step_s:Q", **_log("step time (s)"))
     roof_line = alt.Chart(roof).mark_line(color="#333", strokeWidth=2).encode(
         x=x, y=y, strokeDash=alt.StrokeDash("line:N", title=None, legend=alt.Legend(orient="bottom")))
-    floor_rules = alt.Chart(floors).mark_rule(color="#e45756", strokeWidth=2, strokeDash=[6, 3]).encode(
+    floor_word = "host floor per depth (calibrated model)"
+    floor_rules = alt.Chart(floors.assign(line=floor_word)).mark_rule(strokeWidth=2, strokeDash=[6, 3]).encode(
         x=alt.X("x0:Q", scale=alt.Scale(type="log", domain=[lo, hi])), x2="x1:Q", y=alt.Y("host_s:Q"),
+        color=alt.Color("line:N", title=None, scale=alt.Scale(domain=[floor_word], range=["#e45756"]),
+                        legend=alt.Legend(orient="bottom")),
         tooltip=[alt.Tooltip("depth:N", title="host floor"), alt.Tooltip("host_s:Q", format=NUM, title="seconds")])
     floor_text = alt.Chart(floors).mark_text(align="left", dx=4, dy=-6, color="#e45756", fontSize=11).encode(
         x="x1:Q", y="host_s:Q", text="depth:N")

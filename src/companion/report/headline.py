@@ -104,7 +104,8 @@ def verdict_criteria() -> dict:
         p = inspect.signature(model_verdict).parameters
         lo, hi = p["coverage"].default
         return {"target_pct": float(p["target_pct"].default), "split_pct": float(p["split_pct"].default),
-                "coverage": (float(lo), float(hi)), "stretch": float(p["stretch"].default)}
+                "coverage": (float(lo), float(hi)), "stretch": float(p["stretch"].default),
+                "calibrated_ratio": float(p["calibrated_ratio"].default)}
     except Exception:  # a changed signature: the criteria are "not available", the booleans still read
         return {}
 
@@ -593,6 +594,8 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None) -> pd.Da
                    "floor of the runs it scores (the worst ratio)",
         "exact": "pooled MAPE ÷ the MAPE an exact model would score on the same runs, and the split with the "
                  "largest such ratio (estimated from the passes; no criterion)",
+        "calibrated": f"pooled MAPE at most {c['calibrated_ratio'] if 'calibrated_ratio' in c else NA:g} × its own "
+                      "calibrated tier's (the strongest baseline: the same model with nothing fitted to the sweep)",
     }
     table = {"criterion": list(rows.values())}
     for target, what in TARGETS.items():
@@ -622,6 +625,9 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None) -> pd.Da
                else " (measured once each: no floor of their own)"),
             _stretch(t),
             _exact_ratio(t),
+            f"{_met(t.get('beats_calibrated_tier'))} (calibrated tier {_pct(t.get('calibrated_tier_mape_pct'))}"
+            + (f", ratio {_num(t['over_calibrated_tier']):.2f})" if _num(t.get("over_calibrated_tier")) is not None
+               else ")"),
         ]
     return pd.DataFrame(table)
 

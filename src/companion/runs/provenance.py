@@ -192,6 +192,18 @@ def _table_names() -> tuple[str, ...]:
     return tuple(yaml.safe_load((RESOURCES_DIR / "hardware.yaml").read_text())["devices"])
 
 
+def host_slug(cpu: str | None) -> str:
+    """A CPU model as a short name for grouping results by host: 'Intel(R) Xeon(R) Processor' -> 'intel-xeon',
+    'AMD EPYC 7B13 64-Core Processor' -> 'amd-epyc-7b13'; 'unknown-cpu' where nothing was recorded."""
+    if not isinstance(cpu, str) or not cpu.strip():
+        return "unknown-cpu"
+    text = re.sub(r"\((?:R|TM|r|tm)\)", " ", cpu)
+    text = re.sub(r"@.*$", " ", text)  # the clock
+    text = re.sub(r"\b(?:Processor|CPU|\d+-Core|with Radeon.*)\b", " ", text, flags=re.I)
+    words = re.findall(r"[A-Za-z0-9]+", text)
+    return "-".join(w.lower() for w in words[:3]) or "unknown-cpu"
+
+
 def cpu_model() -> str | None:
     """This machine's CPU model (/proc/cpuinfo's 'model name'), or None where it does not say."""
     from pathlib import Path

@@ -382,3 +382,14 @@ def test_every_coefficient_has_words():
 
     names = {p for law in LAWS.values() for p in law.params} | set(ENERGY_PARAMS) | set(TIME_UNITS) | {"sigma", "kappa"}
     assert not [n for n in names if headline.coefficient_words(n) == n], "a coefficient the book shows as code"
+
+
+def test_estimated_energy_is_said_not_to_be_a_test_of_its_own(validation):
+    runs = pd.DataFrame({"energy_measured": [False, False]})
+    v = copy.deepcopy(validation)
+    v.setdefault("model_scores_pooled", []).append(
+        {"model": "power_given_time", "target": "energy", "mape_pct": 3.21, "split": "pooled"})
+    text = headline.energy_honesty_text(v, runs)
+    assert "estimated, not measured" in text and "not an independent test" in text and "3.2 %" in text
+    assert "is measured" in headline.energy_honesty_text(v, runs.assign(energy_measured=True))
+    assert NA in headline.energy_honesty_text(v, pd.DataFrame())

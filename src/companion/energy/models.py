@@ -116,6 +116,27 @@ class OperatorRoofline(Model):
 
 
 @dataclass
+class GivenTimePoint(OperatorPoint):
+    """The operator roofline's power model alone: energy from its fitted powers and the run's *measured* step
+    time (the time it returns is the measured one; ``Fitted.predict`` reports none)."""
+
+    def _predict(self, df: pd.DataFrame, terms: pd.DataFrame, layouts) -> tuple[np.ndarray, np.ndarray]:
+        t = df.step_s.to_numpy(float)
+        return t, opmodel.predict_energy_j(terms, t, opmodel.metered_units(df), self.energy, self.dev.power_ceiling_w,
+                                           self.time)
+
+
+@dataclass
+class PowerGivenTime(OperatorRoofline):
+    """The fitted operator roofline's energy with the time error taken out: where energy is estimated as a power
+    model times measured time (a CPU under CodeCarbon), this scores the power model on its own."""
+
+    def _fit(self, df):
+        p = super()._fit(df)
+        return GivenTimePoint(p.dev, p.time, p.energy, p.layout_scale)
+
+
+@dataclass
 class LawPoint:
     """A law of companion.energy.laws with its USL efficiency model."""
 
@@ -181,10 +202,12 @@ def all_models(dev: opmodel.DeviceRoofs) -> dict[str, Model]:
 
 
 def validated_models(dev: opmodel.DeviceRoofs) -> dict[str, Model]:
-    """Every model the validation page scores: ``all_models`` and the operator roofline's calibrated tier,
-    which learns nothing from runs."""
+    """Every model the validation page scores: ``all_models``, the operator roofline's calibrated tier, which
+    learns nothing from runs, and its power model given the measured time (energy's error without time's)."""
     return {**all_models(dev),
-            "calibrated_tier": OperatorRoofline("calibrated_tier", "calibrated tier", dev=dev, fitted=False)}
+            "calibrated_tier": OperatorRoofline("calibrated_tier", "calibrated tier", dev=dev, fitted=False),
+            "power_given_time": PowerGivenTime("power_given_time", "operator roofline's power × measured time",
+                                               dev=dev, uses_measured_time=True, predicts_time=False)}
 
 
 # ------------------------------------------------------------------------------------------ fitting

@@ -46,7 +46,8 @@ OPERATOR_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c56
 # The models of the validation, in words and in one order (the primary model first).
 MODEL_WORDS = {"operator_roofline": "operator roofline", "calibrated_tier": "calibrated tier",
                "roofline_power_law": "paper's law", "energy_roofline": "energy roofline",
-               "flops_power_law": "FLOPs power law", "tokens_linear": "tokens-linear", "tdp_time": "power × time"}
+               "flops_power_law": "FLOPs power law", "tokens_linear": "tokens-linear", "tdp_time": "power × time",
+               "power_given_time": "roofline power × time"}
 SI = "~s"  # axis labels with SI prefixes: 100G, 2.5m
 NUM = ".3~g"  # three significant digits, no padding: 0.9, 1.6e-10
 
@@ -480,7 +481,7 @@ def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
                                       "hold out whole groups, so no model is scored.")
     kinds = {"operator_roofline": MODEL_KIND_ORDER[0], "calibrated_tier": MODEL_KIND_ORDER[0],
              "roofline_power_law": MODEL_KIND_ORDER[1], "energy_roofline": MODEL_KIND_ORDER[1],
-             "tdp_time": MODEL_KIND_ORDER[3]}
+             "tdp_time": MODEL_KIND_ORDER[3], "power_given_time": MODEL_KIND_ORDER[3]}
     s = _with_split_words(scores).assign(
         label=scores.model.map(lambda m: MODEL_WORDS.get(m, str(m).replace("_", " "))),
         kind=scores.model.map(lambda m: kinds.get(m, MODEL_KIND_ORDER[2])),
@@ -620,15 +621,18 @@ def gpu_regimes(points: pd.DataFrame, floors: pd.DataFrame, roof_flops_per_s: fl
     (FLOPs ÷ peak: a compute-bound step lies on it) and the model's host floor per model depth (operators ×
     host cost per operator: a host-bound step lies on it, whatever its FLOPs)."""
     lo, hi = float(points.flops_per_step.min() / 3), float(points.flops_per_step.max() * 3)
-    roof = pd.DataFrame({"flops_per_step": [lo, hi], "step_s": [lo / roof_flops_per_s, hi / roof_flops_per_s],
-                         "line": "device roof: FLOPs ÷ dense bf16 peak"})
+    y_lo, y_hi = float(points.step_s.min() / 4), float(points.step_s.max() * 2)
+    start = max(lo, y_lo * roof_flops_per_s)  # the roof drawn where it enters the plotted step times
+    roof = pd.DataFrame({"flops_per_step": [start, hi], "step_s": [start / roof_flops_per_s, hi / roof_flops_per_s],
+                         "line": "compute roof (bf16 peak)"})
     x = alt.X("flops_per_step:Q", **_log("FLOPs per step", domain=[lo, hi]))
-    y = alt.Y("step_s:Q", **_log("step time (s)"))
+    y = alt.Y("step_s:Q", **_log("step time (s)", domain=[y_lo, y_hi]))
     roof_line = alt.Chart(roof).mark_line(color="#333", strokeWidth=2).encode(
         x=x, y=y, strokeDash=alt.StrokeDash("line:N", title=None, legend=alt.Legend(orient="bottom")))
-    floor_word = "host floor per depth (calibrated model)"
+    floor_word = "host floor (calibrated)"
     floor_rules = alt.Chart(floors.assign(line=floor_word)).mark_rule(strokeWidth=2, strokeDash=[6, 3]).encode(
-        x=alt.X("x0:Q", scale=alt.Scale(type="log", domain=[lo, hi])), x2="x1:Q", y=alt.Y("host_s:Q"),
+        x=alt.X("x0:Q", scale=alt.Scale(type="log", domain=[lo, hi])), x2="x1:Q",
+        y=alt.Y("host_s:Q", scale=alt.Scale(type="log", domain=[y_lo, y_hi])),
         color=alt.Color("line:N", title=None, scale=alt.Scale(domain=[floor_word], range=["#e45756"]),
                         legend=alt.Legend(orient="bottom")),
         tooltip=[alt.Tooltip("depth:N", title="host floor"), alt.Tooltip("host_s:Q", format=NUM, title="seconds")])

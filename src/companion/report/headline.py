@@ -37,6 +37,7 @@ MODELS = {
     "flops_power_law": "FLOPs-only power law (baseline)",
     "tokens_linear": "tokens-linear, Wang et al. 2023 (baseline)",
     "tdp_time": "fitted power × measured time (baseline, after the fact)",
+    "power_given_time": "operator roofline's power model × measured time (energy's error without time's)",
 }
 PRIMARY, PAPER = "operator_roofline", "roofline_power_law"
 PRE_RUN_BASELINES = ("flops_power_law", "tokens_linear")  # tdp_time reads the run's measured time
@@ -709,6 +710,22 @@ def summary_text(validation: dict, noise: dict) -> str:
             f"that predicts before running ({model_name(best) if best else NA}) {_pct(_field(s, best, 'time'))} and "
             f"{_pct(_field(s, best, 'energy'))}. The replicate noise floor is {f['time']} (time) and {f['energy']} "
             f"(energy).")
+
+
+def energy_honesty_text(validation: dict, runs: pd.DataFrame) -> str:
+    """Where the runs' energy is estimated (a power model times the measured time), that the energy error is not
+    a test of its own, and the power model's error alone (given each run's measured time) beside the energy
+    error with predicted time; where it is measured, that it is."""
+    if runs is None or runs.empty or "energy_measured" not in runs:
+        return f"How this build's energy was obtained is {NA}."
+    if runs.energy_measured.astype(bool).all():
+        return "This build's energy is measured (an energy counter), so its energy error is a test of its own."
+    s = scores(validation)
+    alone, full = _field(s, "power_given_time", "energy"), _field(s, PRIMARY, "energy")
+    return ("On this machine energy is estimated, not measured: a power model times the measured "
+            "time, so the energy error largely repeats the time error and is not an independent test. Given each "
+            f"held-out run's measured time, the operator roofline's power model alone errs by {_pct(alone)} "
+            f"(pooled), against {_pct(full)} with its predicted time. Measured energy is the GPU's (its own page).")
 
 
 def _field(s: pd.DataFrame, model, target: str, split: str = POOLED, col: str = "mape_pct"):

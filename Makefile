@@ -19,11 +19,12 @@ PROFILE_FILE := $(or $(wildcard src/companion/runs/profiles/$(PROFILE).yaml),$(w
 # the device the profile runs on, named as its records name it: cpu, or the GPU model (make ... DEVICE_NAME=H100)
 DEVICE_NAME ?= $(if $(filter gpu%,$(notdir $(basename $(PROFILE)))),H100,cpu)
 CALIBRATION := data/devices/$(DEVICE_NAME).json
-# the off-grid runs the cpu profile's models are scored on (none for other profiles)
-HOLDOUT := $(if $(filter cpu,$(PROFILE)),data/runs/holdout/.complete)
+# the off-grid runs the cpu profile's models are scored on (none for other profiles): the validation set
+# (holdout) and the test set (testset)
+HOLDOUT := $(if $(filter cpu,$(PROFILE)),data/runs/holdout/.complete data/runs/testset/.complete)
 # its profile file: stage 01 measures those runs beside its own (cpu.yaml's measured_with) and lists their sources,
 # so an edited holdout profile re-runs stage 01 (whose sweep resumes the new runs), not a sweep of its own first
-HOLDOUT_FILE := $(if $(HOLDOUT),src/companion/runs/profiles/holdout.yaml)
+HOLDOUT_FILE := $(if $(HOLDOUT),src/companion/runs/profiles/holdout.yaml src/companion/runs/profiles/testset.yaml)
 E       := src/companion/energy
 R       := src/companion/report
 
@@ -118,6 +119,10 @@ calibrate: $(CALIBRATION) ## calibrate this device once (data/devices/DEVICE_NAM
 # (cpu.yaml's measured_with), so this only resumes what is missing (a changed holdout profile's new runs)
 data/runs/holdout/.complete: src/companion/runs/profiles/holdout.yaml | $(STAMP)
 	$(BIN)/companion sweep --profile holdout --quiet
+	touch $@
+
+data/runs/testset/.complete: src/companion/runs/profiles/testset.yaml | $(STAMP)
+	$(BIN)/companion sweep --profile testset --quiet
 	touch $@
 
 # ---- stages: each target is the artifact its notebook writes; editing a later stage never re-runs training

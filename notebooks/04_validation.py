@@ -27,6 +27,7 @@ seed = 0
 target_mape_pct = 5.0
 max_step_ci95_rel = 0.1
 holdout_profile = "holdout"
+test_profile = "testset"
 
 # %%
 
@@ -140,6 +141,16 @@ if holdout_dir is not None and holdout_dir.is_dir() and any(holdout_dir.glob("*.
     ci_filter["holdout"] = filter_counts(holdout_all, holdout_left_out)
     model_pred = pd.concat([model_pred, val.score_holdout(df, holdout, models, level)], ignore_index=True)
     holdout_noise = replicate_noise(holdout)  # the off-grid runs' own floor: their protocol and their time
+# the test set: scored for reporting only (split "test"), never pooled and never looked at to choose a constant
+test_dir = paths.runs_dir(test_profile) if test_profile else None
+test_noise, test_runs = None, df.iloc[:0]
+if test_dir is not None and test_dir.is_dir() and any(test_dir.glob("*.json")):
+    test_all = proxies_frame(load_runs(test_dir), {dev.name: proxy_roofs(dev)})
+    test_runs, test_left_out = usable_runs(test_all, max_step_ci95_rel)
+    ci_filter["test"] = filter_counts(test_all, test_left_out)
+    model_pred = pd.concat([model_pred, val.score_holdout(df, test_runs, models, level, split="test")],
+                           ignore_index=True)
+    test_noise = replicate_noise(test_runs)
 # the floor of the runs scored here: replicates within the same step-time filter (noise.json of stage 02 holds every run)
 noise = replicate_noise(df)
 n_pairs = noise["metrics"].get("time_per_step", {}).get("n_configs", 0)
@@ -148,7 +159,7 @@ glue("noise_text", (f"the replicates of the runs scored here, {n_pairs} configur
      f"the step-time filter" if n_pairs else "not available (no configuration kept twice by the step-time filter)")
      + (f"; the off-grid runs have their own, from {n_held} configurations with both measurements kept" if n_held else ""),
      display=False)
-by_split, pooled = val.score_splits(model_pred, noise, holdout_noise, level)
+by_split, pooled = val.score_splits(model_pred, noise, holdout_noise, level, test_noise=test_noise)
 mv = val.model_verdict(pooled, by_split, level=level)
 glue("model_scores", by_split.round(2), display=False)
 glue("model_verdict_text", headline.paragraph(val.describe_verdict(mv)), display=False)
@@ -203,9 +214,11 @@ bias_table = (degree_bias.assign(mode=degree_bias["mode"].map(lambda m: figures.
 # ten on as many predictions.
 
 # %%
-scored_runs = pd.concat([df, holdout], ignore_index=True)
+scored_runs = pd.concat([df, holdout, test_runs], ignore_index=True)
 op_share = fit_point(models["operator_roofline"], df).overhead_share(scored_runs)
-coverage_overhead = val.coverage_by_overhead(model_pred, dict(zip(scored_runs.run_id, op_share)), level=level)
+# the test set stays out of every diagnosis a choice could be made from
+coverage_overhead = val.coverage_by_overhead(model_pred[model_pred.split != "test"],
+                                             dict(zip(scored_runs.run_id, op_share)), level=level)
 coverage_cells = coverage_overhead.assign(cell=[
     f"{r.coverage_pct:.0f} [{r.range_lo_pct:.0f}-{r.range_hi_pct:.0f}] (n = {r.n})" if r.n else "no runs"
     for r in coverage_overhead.itertuples()])
@@ -230,6 +243,6 @@ out = write_json(paths.derived_dir(profile) / "validation.json",
                   "model_splits": val.MODEL_SPLITS, "model_scores": by_split.to_dict("records"),
                   "model_scores_pooled": pooled.to_dict("records"), "model_verdict": mv,
                   "model_predictions": model_pred.to_dict("records"), "noise": noise,
-                  "noise_holdout": holdout_noise, "coverage_by_overhead": coverage_overhead.to_dict("records"),
+                  "noise_holdout": holdout_noise, "noise_test": test_noise, "coverage_by_overhead": coverage_overhead.to_dict("records"),
                   "degree_bias": degree_bias.to_dict("records")})
 print(f"wrote {out}")

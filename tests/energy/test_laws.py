@@ -421,3 +421,27 @@ def test_the_verdict_holds_the_fitted_model_against_its_own_calibrated_tier():
     # held to 0.4 x its calibrated tier's error, 0.5 x misses
     t = model_verdict(score(pred, None, by=()), score(pred, None), calibrated_ratio=0.4)["targets"]["time"]
     assert t["beats_calibrated_tier"] is False
+
+
+def test_the_test_set_is_scored_apart_and_never_judged_with_the_splits():
+    from companion.energy.validation import _scored, model_verdict, score_splits
+
+    def rows(split, err, model="operator_roofline", n=8):
+        return [{"split": split, "fold": "f", "model": model, "target": t, "run_id": f"{split}{i}", "size": f"s{i % 4}",
+                 "mode": "tp", "world_size": 2, "measured": 1.0, "predicted": 1.0 + err,
+                 "lo": 0.5 if split != "test" else 1.5, "hi": 2.0}  # the test set's intervals all miss
+                for t in ("time", "energy") for i in range(n)]
+
+    pred = _scored(rows("leave_one_size_out", 0.05) + rows("holdout", 0.08) + rows("test", 0.30)
+                   + rows("test", 0.40, "calibrated_tier") + rows("leave_one_size_out", 0.10, "calibrated_tier"))
+    by_split, pooled = score_splits(pred, None)
+    # pooled over the cross-validation splits only: neither off-grid group moves it
+    assert pooled[(pooled.model == "operator_roofline") & (pooled.target == "time")].mape_pct.iloc[0] == pytest.approx(5.0)
+    assert "test" in set(by_split.split)
+    t = model_verdict(pooled, by_split)["targets"]["time"]
+    assert t["test_mape_pct"] == pytest.approx(30.0) and t["meets_test"] is False and t["test_runs"] == 8
+    assert t["test_over_calibrated_tier"] == pytest.approx(0.75) and t["test_coverage_pct"] == 0.0
+    # its missed intervals and its error touch no criterion of the splits it was kept apart from
+    assert t["coverage_in_range"] is False  # (the splits' own 100 % coverage lies outside 85-95 %)
+    assert "test" not in t["coverage_pct_by_split"] and "test" not in t["floor_ratio_by_split"]
+    assert t["worst_split"] == "leave_one_size_out" and t["meets_holdout"] is True

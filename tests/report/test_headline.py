@@ -393,3 +393,13 @@ def test_estimated_energy_is_said_not_to_be_a_test_of_its_own(validation):
     assert "estimated, not measured" in text and "not an independent test" in text and "3.2 %" in text
     assert "is measured" in headline.energy_honesty_text(v, runs.assign(energy_measured=True))
     assert NA in headline.energy_honesty_text(v, pd.DataFrame())
+
+
+def test_the_verdict_reports_the_test_set_apart(validation):
+    v = copy.deepcopy(validation)
+    assert headline.verdict_table(v)["time per step"].tolist()[10] == f"{NA} (no test-set runs in this build)"
+    v["model_verdict"]["targets"]["time"].update(test_mape_pct=8.25, meets_test=True, test_runs=10,
+                                                 test_coverage_pct=90.0, test_over_calibrated_tier=0.61)
+    table = headline.verdict_table(v)
+    assert table["time per step"].tolist()[10] == "8.2 %: met (10 runs; coverage 90 %; 0.61 × the calibrated tier)"
+    assert "nothing chosen by it" in table.criterion[10]

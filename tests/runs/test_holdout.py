@@ -1,4 +1,4 @@
-"""The off-grid holdout profile is what its seeded generator draws, and reaches beyond the cpu grid."""
+"""The off-grid profiles (validation set, test set) are what their seeded generator draws, beyond the cpu grid."""
 
 from companion.paths import PROFILES_DIR
 from companion.runs.holdout import draw, profile_yaml
@@ -29,3 +29,23 @@ def test_every_holdout_configuration_is_measured_twice_for_its_own_noise_floor()
     for r in runs:
         per_config.setdefault(r.config_id, []).append(r.replicate)
     assert len(per_config) >= 12 and all(sorted(reps) == [0, 1] for reps in per_config.values())
+
+
+def test_the_test_set_is_its_own_seeded_draw_apart_from_grid_and_validation_set():
+    from companion.runs.holdout import TEST
+
+    assert (PROFILES_DIR / "testset.yaml").read_text() == profile_yaml(spec=TEST)
+    runs = load_profile("testset").runs
+
+    def key(r):
+        return (r.model.layers, r.model.hidden, r.model.heads, r.data.seq_len, r.data.batch_size, r.layout.tp,
+                r.layout.dp)
+
+    seen = {key(r) for name in ("cpu", "holdout") for r in load_profile(name).runs}
+    assert len(runs) == TEST.n and not {key(r) for r in runs} & seen
+    assert {r.layout.mode for r in runs} == {"single", "tp", "fsdp", "2d"}
+    # between and beyond the grid: head widths the grid never has, and depths beyond the validation set's
+    assert {r.model.hidden // r.model.heads for r in runs} - {16, 32, 64}
+    assert max(r.model.layers for r in runs) > 8
+    # the cpu sweep measures it in its own launches, as it does the validation set
+    assert "testset" in load_profile("cpu").measured_with

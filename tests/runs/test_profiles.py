@@ -113,7 +113,7 @@ def test_measured_with_names_other_profiles(tmp_path):
     other.write_text("groups: [{set: {layers: 3}}]\n")
     p = load_profile(_write(tmp_path, f"measured_with: [holdout, {other}]\ngroups: [{{}}]\n"))
     assert p.measured_with == ("holdout", str(other))
-    assert load_profile("cpu").measured_with == ("holdout",)  # the grid and its off-grid runs share launches
+    assert load_profile("cpu").measured_with == ("holdout", "testset")  # the grid and its off-grid runs share launches
     assert load_profile("ci").measured_with == ()
 
 

@@ -24,16 +24,16 @@ import pandas as pd
 
 from companion.errors import ConfigError
 
-PROFILE, HOLDOUT, DEVICE = "cpu", "holdout", "cpu"
+PROFILE, HOLDOUT, TEST, DEVICE = "cpu", "holdout", "testset", "cpu"
 BAND_PCT = (85.0, 95.0)  # the coverage a nominal 90 % interval is asked to show in every split
 
 
 # ----------------------------------------------------------------------------------------- archives
 def _sweep_files(data: Path) -> list[Path]:
-    """The files of ``data``'s sweep that an archive holds: run records of the profile and of the off-grid profile
-    (records set aside in failed/ or corrupt/, logs and locks are not among them), then the calibration."""
+    """The files of ``data``'s sweep that an archive holds: run records of the profile and of the off-grid profiles
+    (validation and test sets; records set aside in failed/ or corrupt/, logs and locks are not among them), then the calibration."""
     data = Path(data)
-    files = sorted((data / "runs" / PROFILE).glob("*.json")) + sorted((data / "runs" / HOLDOUT).glob("*.json"))
+    files = [f for p in (PROFILE, HOLDOUT, TEST) for f in sorted((data / "runs" / p).glob("*.json"))]
     calibration = data / "devices" / f"{DEVICE}.json"
     if not calibration.is_file() or not files:
         raise ConfigError(f"{data} holds no sweep: it needs runs/{PROFILE}/*.json and devices/{DEVICE}.json "
@@ -50,7 +50,7 @@ def archive_name(data: Path) -> str:
 
 
 def pack(data: Path, out_dir: Path) -> Path:
-    """One archive of ``data``'s sweep (runs/cpu, runs/holdout, devices/cpu.json), named by ``archive_name``;
+    """One archive of ``data``'s sweep (runs/cpu, runs/holdout, runs/testset, devices/cpu.json), named by ``archive_name``;
     records set aside (failed/, corrupt/), logs and locks are not packed."""
     data = Path(data)
     files = _sweep_files(data)
@@ -129,7 +129,13 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
         holdout, _ = usable_runs(proxies_frame(load_runs(holdout_dir), roofs), max_step_ci95_rel)
         pred = pd.concat([pred, val.score_holdout(df, holdout, models, level)], ignore_index=True)
         holdout_noise = replicate_noise(holdout)
-    by_split, pooled = val.score_splits(pred, replicate_noise(df), holdout_noise, level)
+    test_noise = None
+    test_dir = Path(data) / "runs" / TEST
+    if any(test_dir.glob("*.json")):  # archives packed before the test set existed have none
+        test, _ = usable_runs(proxies_frame(load_runs(test_dir), roofs), max_step_ci95_rel)
+        pred = pd.concat([pred, val.score_holdout(df, test, models, level, split="test")], ignore_index=True)
+        test_noise = replicate_noise(test)
+    by_split, pooled = val.score_splits(pred, replicate_noise(df), holdout_noise, level, test_noise=test_noise)
     return pd.concat([pooled.assign(split="pooled"), by_split], ignore_index=True).assign(**_how_obtained(df))
 
 

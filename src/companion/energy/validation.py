@@ -23,7 +23,10 @@ SPLITS = {
 }
 SPLIT_WORDS = {"leave_one_size_out": "size held out", "leave_one_degree_out": "degree held out",
                "leave_one_mode_out": "mode held out", "leave_one_head_dim_out": "head dim. held out",
-               "extrapolate_largest": "largest held out", "holdout": "off-grid runs"}
+               "extrapolate_largest": "largest held out", "holdout": "off-grid runs", "test": "test set"}
+# groups of runs the sweep never fits, scored apart from its cross-validation splits and never pooled with them:
+# the off-grid validation set (design constants were chosen looking at it) and the test set (reporting only)
+OFF_GRID = ("holdout", "test")
 MODEL_SPLITS = {
     **SPLITS,
     "leave_one_mode_out": "hold out every run of one parallel mode (tp, fsdp, 2d)",
@@ -339,11 +342,12 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: f
 
 
 def score_splits(pred: pd.DataFrame, noise: dict | None, holdout_noise: dict | None = None,
-                 level: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 level: float = 0.9, test_noise: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The validation page's two score tables: per split, the off-grid holdout against its own replicates'
-    floor (``holdout_noise``); and pooled over the splits of the sweep's own runs (the holdout apart)."""
-    by_split = score(pred, noise, level=level, split_noise={"holdout": holdout_noise})
-    pooled = score(pred[pred.split != "holdout"], noise, by=(), level=level)
+    floor (``holdout_noise``; the test set's, ``test_noise``, where it has replicates); and pooled over the splits
+    of the sweep's own runs (the off-grid groups, ``OFF_GRID``, apart)."""
+    by_split = score(pred, noise, level=level, split_noise={"holdout": holdout_noise, "test": test_noise})
+    pooled = score(pred[~pred.split.isin(OFF_GRID)], noise, by=(), level=level)
     return by_split, pooled
 
 
@@ -389,9 +393,11 @@ def runs_exact_floor(noise: dict | None, target: str, run_ids) -> float | None:
     return None if out is None else 100 * out["mape"]
 
 
-def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, level: float = 0.9) -> pd.DataFrame:
+def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, level: float = 0.9,
+                  split: str = "holdout") -> pd.DataFrame:
     """Fit every model on ``train`` (e.g. the cpu sweep) and predict the off-grid ``holdout`` runs, which are
-    read only to score: the same rows as ``validate_models`` with split 'holdout'."""
+    read only to score: the same rows as ``validate_models`` with split ``split`` ('holdout', the validation set,
+    or 'test', the test set)."""
     from companion.energy.models import fit_model
 
     energy_kind(pd.concat([train[["energy_measured"]], holdout[["energy_measured"]]]))
@@ -402,7 +408,7 @@ def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, leve
         for target, what in TARGETS.items():
             for r, p, lo, hi in zip(holdout.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]):
                 if np.isfinite(p):
-                    rows.append({"split": "holdout", "fold": "off-grid", "model": name, "target": what,
+                    rows.append({"split": split, "fold": "off-grid", "model": name, "target": what,
                                  "run_id": r.run_id, "size": f"L{r.layers}-h{r.hidden}-a{r.heads}", "mode": r.mode,
                                  "world_size": r.world_size, "measured": getattr(r, target), "predicted": p,
                                  "lo": lo, "hi": hi})
@@ -430,11 +436,14 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
         s = by_split[(by_split.model == model) & (by_split.target == target)]
         if model not in p.index:
             continue
-        cv = s[s.split != "holdout"]
+        # the test set is reported beside the criteria, never judged with the splits it was kept apart from
+        tested, s = s[s.split == "test"], s[s.split != "test"]
+        cv = s[~s.split.isin(OFF_GRID)]
         best = min((n for n in pre_run if n in p.index), key=lambda n: p.loc[n, "mape_pct"], default=None)
         mape = float(p.loc[model, "mape_pct"])
         held = s[s.split == "holdout"]
         holdout = float(held.mape_pct.iloc[0]) if len(held) else None
+        test = float(tested.mape_pct.iloc[0]) if len(tested) else None
         held_floor = held.noise_floor_pct.iloc[0] if len(held) else None
         # the stretch: every MAPE (pooled, each split, off-grid) within stretch x the floor of the runs it scores
         scored = pd.concat([s, pooled[(pooled.model == model) & (pooled.target == target)].assign(split="pooled")])
@@ -455,6 +464,12 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
             "holdout_mape_pct": holdout,
             "holdout_noise_floor_pct": None if held_floor is None or pd.isna(held_floor) else float(held_floor),
             "meets_holdout": None if holdout is None else holdout <= target_pct,
+            # the test set: scored for reporting, never looked at to choose anything
+            "test_mape_pct": test, "test_runs": int(tested.n.iloc[0]) if len(tested) else 0,
+            "meets_test": None if test is None else test <= target_pct,
+            "test_coverage_pct": float(tested.coverage_pct.iloc[0]) if len(tested) else None,
+            "test_over_calibrated_tier": (None if test is None or "test" not in cal.index or not cal["test"] > 0
+                                          else test / float(cal["test"])),
             "coverage_pct_by_split": dict(zip(s.split, s.coverage_pct.astype(float))),
             "meets_pooled": mape <= target_pct,
             "meets_every_split": bool((cv.mape_pct <= split_pct).all()),

@@ -16,10 +16,11 @@ TARGETS = ("time", "energy")
 
 
 def group_order(groups) -> list[str]:
-    """The groups in the validation page's order: pooled first, then the splits, the off-grid runs last."""
+    """The groups in the validation page's order: pooled first, then the splits, the off-grid validation runs and
+    the test set last."""
     present = set(groups)
-    middle = [g for g in GROUP_WORDS if g in present and g not in (POOLED, "holdout")] + sorted(present - set(GROUP_WORDS))
-    return ([POOLED] if POOLED in present else []) + middle + (["holdout"] if "holdout" in present else [])
+    middle = [g for g in GROUP_WORDS if g in present and g not in (POOLED, "holdout", "test")] + sorted(present - set(GROUP_WORDS))
+    return ([POOLED] if POOLED in present else []) + middle + [g for g in ("holdout", "test") if g in present]
 
 
 def _rows(pooled: pd.DataFrame, model: str) -> dict:

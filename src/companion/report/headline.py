@@ -43,8 +43,12 @@ PRIMARY, PAPER = "operator_roofline", "roofline_power_law"
 PRE_RUN_BASELINES = ("flops_power_law", "tokens_linear")  # tdp_time reads the run's measured time
 # Short column names for the splits (the page's legend says what each holds out, from validation.json).
 SPLITS = {"leave_one_size_out": "size", "leave_one_degree_out": "degree", "leave_one_mode_out": "mode",
-          "leave_one_head_dim_out": "head dim.", "extrapolate_largest": "largest", "holdout": "off-grid"}
-HOLDOUT_TEXT = "runs off the sweep's grid (profile holdout), predicted by models fitted on every run of this profile"
+          "leave_one_head_dim_out": "head dim.", "extrapolate_largest": "largest", "holdout": "off-grid",
+          "test": "test set"}
+HOLDOUT_TEXT = ("the validation set: runs off the sweep's grid (profile holdout), predicted by models fitted on every "
+                "run of this profile; design constants were chosen looking at these scores")
+TEST_TEXT = ("the test set: other runs off the grid, drawn once with their own seed (profile testset), predicted the "
+             "same way and reported only: nothing was chosen by these scores")
 TARGETS = {"time": "time per step", "energy": "energy per step"}
 TIERS = {"fitted": "fitted tier: coefficients fitted on this build's runs",
          "calibrated": "calibrated tier: the device's calibration at face value, nothing fitted on runs",
@@ -264,11 +268,12 @@ def split_items(validation: dict) -> list[tuple[str, str]]:
     if s.empty:  # nothing scored: no column to explain
         return []
     present = set(s.split)
-    order = [k for k in [*SPLITS, *splits] if k in present and (k in splits or k == "holdout")]
+    order = [k for k in [*SPLITS, *splits] if k in present and (k in splits or k in ("holdout", "test"))]
     n_cv = len([k for k in splits if k in present])
     return [(POOLED, f"the {n_cv} cross-validation splits together, off-grid runs apart (a run held out by several "
                      f"splits counts once per split, so n counts predictions)")] + \
-        [(split_label(k), str(splits[k]) if k in splits else HOLDOUT_TEXT) for k in dict.fromkeys(order)]
+        [(split_label(k), str(splits[k]) if k in splits else TEST_TEXT if k == "test" else HOLDOUT_TEXT)
+         for k in dict.fromkeys(order)]
 
 
 def split_legend(validation: dict) -> str:
@@ -511,7 +516,7 @@ def coverage_summary(validation: dict) -> dict:
     for t in TARGETS:
         for key, split in (("pooled", POOLED), ("holdout", "holdout")):
             out[f"{key}_{t}"] = _pct(_field(s, PRIMARY, t, split, "coverage_pct"), 0)
-    cv = s[(s.model == PRIMARY) & ~s.split.isin([POOLED, "holdout"])].dropna(subset=["coverage_pct"])
+    cv = s[(s.model == PRIMARY) & ~s.split.isin([POOLED, "holdout", "test"])].dropna(subset=["coverage_pct"])
     if len(cv):
         r = cv.loc[cv.coverage_pct.idxmin()]
         out["lowest"] = f"{r.coverage_pct:.0f} % ({TARGETS.get(r.target, r.target)}, {split_label(r.split)} held out)"
@@ -597,6 +602,8 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None) -> pd.Da
                  "largest such ratio (estimated from the passes; no criterion)",
         "calibrated": f"pooled MAPE at most {c['calibrated_ratio'] if 'calibrated_ratio' in c else NA:g} × its own "
                       "calibrated tier's (the strongest baseline: the same model with nothing fitted to the sweep)",
+        "test": f"test set (nothing chosen by it): MAPE at most {fmt('target_pct')}, its coverage, and its MAPE ÷ the "
+                "calibrated tier's on the same runs",
     }
     table = {"criterion": list(rows.values())}
     for target, what in TARGETS.items():
@@ -629,8 +636,20 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None) -> pd.Da
             f"{_met(t.get('beats_calibrated_tier'))} (calibrated tier {_pct(t.get('calibrated_tier_mape_pct'))}"
             + (f", ratio {_num(t['over_calibrated_tier']):.2f})" if _num(t.get("over_calibrated_tier")) is not None
                else ")"),
+            _test_cell(t),
         ]
     return pd.DataFrame(table)
+
+
+def _test_cell(t: dict) -> str:
+    """The test set's row of the verdict: its MAPE against the target, its coverage and its ratio to the
+    calibrated tier, or why there is none."""
+    if _num(t.get("test_mape_pct")) is None:
+        return f"{NA} (no test-set runs in this build)"
+    ratio = _num(t.get("test_over_calibrated_tier"))
+    return (f"{_pct(t['test_mape_pct'])}: {_met(t.get('meets_test'))} ({t.get('test_runs', 0)} runs; coverage "
+            f"{_pct(t.get('test_coverage_pct'), 0)}" + (f"; {ratio:.2f} × the calibrated tier" if ratio is not None
+                                                          else "") + ")")
 
 
 def builds_coverage(builds: pd.DataFrame | None, target: str, band) -> str:
@@ -748,7 +767,7 @@ def worst_split(s: pd.DataFrame, model: str, target: str) -> tuple[str | None, f
     """The cross-validation split (not pooled, not off-grid) with the model's largest held-out MAPE."""
     if s.empty:
         return None, None
-    r = s[(s.model == model) & (s.target == target) & ~s.split.isin([POOLED, "holdout"])].dropna(subset=["mape_pct"])
+    r = s[(s.model == model) & (s.target == target) & ~s.split.isin([POOLED, "holdout", "test"])].dropna(subset=["mape_pct"])
     if r.empty:
         return None, None
     r = r.loc[r.mape_pct.idxmax()]

@@ -1,25 +1,68 @@
-"""The off-grid ``holdout`` profile: configurations drawn with a fixed seed from ranges wider than the cpu grid.
+"""The off-grid profiles: configurations drawn with a fixed seed from ranges wider than the cpu grid.
 
-    python -m companion.runs.holdout > src/companion/runs/profiles/holdout.yaml
+    python -m companion.runs.holdout holdout > src/companion/runs/profiles/holdout.yaml
+    python -m companion.runs.holdout testset > src/companion/runs/profiles/testset.yaml
 
-Layers 1-8, head_dim 16-64, hidden 64-384 (= heads x head_dim), seq_len 32-512, batch 1-32, and every layout
-kind (single, TP, FSDP, 2-D on up to 4 ranks). Draws whose step would exceed ``MAX_FLOPS_PER_STEP`` are
-redrawn, so each run stays short on a 2-core machine; the models fitted on the cpu sweep are scored on these
-runs and never fitted on them. Each configuration is measured twice, in two passes (``REPLICATES``), so the
-off-grid score has a replicate noise floor of its own: these runs are shorter than the cpu grid's and their
-noise need not be the grid's. The cpu profile names this one in ``measured_with``: its runs share the grid's
-launches, so both are measured over the same minutes of the machine.
+Two draws, kept apart by what they are used for:
+
+* ``holdout``, the *validation set*: layers 1-8, head_dim 16-64, hidden 64-384 (= heads x head_dim), seq_len
+  32-512, batch 1-32, every layout kind (single, TP, FSDP, 2-D on up to 4 ranks). The design constants of the
+  models were chosen looking at its scores (docs/decisions.md), so it is a validation set, not a test. Each
+  configuration is measured twice, in two passes, so its score has a replicate noise floor of its own.
+* ``testset``, the *test set*: another seed and other ranges (layers 1-10, head widths 24 and 48 among them,
+  hidden 48-448, sequence lengths and batch sizes between and beyond the grid's). Drawn once; nothing is
+  chosen by its scores, which are reported apart. Measured once each, to keep the sweep's cost bounded.
+
+Draws whose step would exceed ``MAX_FLOPS_PER_STEP`` are redrawn, so each run stays short on a 2-core machine;
+models fitted on the cpu sweep are scored on these runs and never fitted on them. The cpu profile names both in
+``measured_with``: their runs share the grid's launches, so all are measured over the same minutes of the machine.
 """
 
 from __future__ import annotations
 
 import random
 
-SEED = 8
-N_CONFIGS = 14
+from dataclasses import dataclass
+
 MAX_FLOPS_PER_STEP = 5e10  # the cpu grid's largest step: at most ~0.5 s per step on 2 cores
-REPLICATES = 2
 LAYOUTS = [(1, 1), (1, 1), (2, 1), (1, 2), (2, 2), (4, 1), (1, 4)]
+
+
+@dataclass(frozen=True)
+class OffGrid:
+    """One off-grid draw: its seed, size, replicates and the ranges it draws from."""
+
+    name: str
+    seed: int
+    n: int
+    replicates: int
+    prefix: str
+    layers: tuple[int, int]
+    head_dims: tuple[int, ...]
+    hidden: tuple[int, int]
+    seq_lens: tuple[int, ...]
+    batches: tuple[int, ...]
+    description: str
+
+
+HOLDOUT = OffGrid(
+    "holdout", seed=8, n=14, replicates=2, prefix="h", layers=(1, 8), head_dims=(16, 32, 64), hidden=(64, 384),
+    seq_lens=(32, 48, 64, 96, 128, 192, 256, 384, 512), batches=(1, 2, 4, 6, 8, 12, 16, 24, 32),
+    description="Off-grid configurations drawn with a fixed seed from ranges wider than the cpu grid (layers 1-8, "
+                "hidden 64-384, head_dim 16-64, seq_len 32-512, batch 1-32; single, TP, FSDP and 2-D): the "
+                "validation set. Models fitted on the cpu sweep are scored on these runs and never fitted on them; "
+                "design constants were chosen looking at their scores. Each run is kept short; every configuration "
+                "is measured twice (two passes), which gives the off-grid score its own replicate noise floor.")
+TEST = OffGrid(
+    "testset", seed=20261126, n=10, replicates=1, prefix="t", layers=(1, 10), head_dims=(16, 24, 32, 48, 64),
+    hidden=(48, 448), seq_lens=(24, 40, 80, 112, 160, 224, 320, 448), batches=(1, 3, 5, 10, 20, 28),
+    description="The test set: configurations drawn once with their own seed from ranges between and beyond the "
+                "cpu grid's (layers 1-10, head widths 16-64 including 24 and 48, hidden 48-448, seq_len 24-448, "
+                "batch 1-28; single, TP, FSDP and 2-D). Models fitted on the cpu sweep are scored on these runs "
+                "and never fitted on them, and no design constant was chosen by their scores. Measured once each.")
+DRAWS = {d.name: d for d in (HOLDOUT, TEST)}
+# the validation set's draw, as before the test set existed (its profile file is unchanged)
+SEED, N_CONFIGS, REPLICATES = HOLDOUT.seed, HOLDOUT.n, HOLDOUT.replicates
 
 
 def _flops(layers, hidden, seq, batch) -> float:
@@ -27,44 +70,56 @@ def _flops(layers, hidden, seq, batch) -> float:
     return 3 * layers * (tokens * 24 * hidden * hidden + 4 * hidden * tokens * seq)
 
 
-def draw(seed: int = SEED, n: int = N_CONFIGS) -> list[dict]:
-    """``n`` configurations (flat run fields plus a layout), reproducible from ``seed``."""
+def draw(seed: int = SEED, n: int = N_CONFIGS, spec: OffGrid = HOLDOUT) -> list[dict]:
+    """``n`` configurations (flat run fields plus a layout) from ``spec``'s ranges, reproducible from ``seed``."""
     rng = random.Random(seed)
     out = []
     while len(out) < n:
-        head_dim = rng.choice([16, 32, 64])
-        heads = rng.choice([h for h in (1, 2, 3, 4, 6, 8, 12) if 64 <= h * head_dim <= 384])
+        head_dim = rng.choice(spec.head_dims)
+        heads = rng.choice([h for h in (1, 2, 3, 4, 6, 8, 12) if spec.hidden[0] <= h * head_dim <= spec.hidden[1]]
+                           or [1])
         hidden = heads * head_dim
-        layers = rng.randint(1, 8)
-        seq = rng.choice([32, 48, 64, 96, 128, 192, 256, 384, 512])
+        layers = rng.randint(*spec.layers)
+        seq = rng.choice(spec.seq_lens)
         tp, dp = LAYOUTS[len(out) % len(LAYOUTS)]
-        batch = rng.choice([b for b in (1, 2, 4, 6, 8, 12, 16, 24, 32) if b % dp == 0])
-        if heads % tp or _flops(layers, hidden, seq, batch) > MAX_FLOPS_PER_STEP:
+        batch = rng.choice([b for b in spec.batches if b % dp == 0] or [dp])
+        if (heads % tp or not spec.hidden[0] <= hidden <= spec.hidden[1]
+                or _flops(layers, hidden, seq, batch) > MAX_FLOPS_PER_STEP):
             continue
         out.append({"layers": layers, "hidden": hidden, "heads": heads, "seq_len": seq, "batch_size": batch,
                     "layout": f"tp{tp}-dp{dp}"})
     return out
 
 
-def profile_yaml(seed: int = SEED, n: int = N_CONFIGS) -> str:
+def _wrapped(text: str, width: int = 110) -> list[str]:
+    import textwrap
+
+    return ["  " + line for line in textwrap.wrap(text, width - 2)]
+
+
+def profile_yaml(seed: int | None = None, n: int | None = None, spec: OffGrid = HOLDOUT) -> str:
+    seed = spec.seed if seed is None else seed
+    n = spec.n if n is None else n
     lines = [
-        "# Generated by `python -m companion.runs.holdout` (seed %d): do not edit by hand." % seed,
+        f"# Generated by `python -m companion.runs.holdout {spec.name}` (seed {seed}): do not edit by hand.",
         "description: >",
-        "  Off-grid configurations drawn with a fixed seed from ranges wider than the cpu grid (layers 1-8, hidden",
-        "  64-384, head_dim 16-64, seq_len 32-512, batch 1-32; single, TP, FSDP and 2-D). Models fitted on the cpu",
-        "  sweep are scored on these runs and never fitted on them. Each run is kept short; every configuration is",
-        "  measured twice (two passes), which gives the off-grid score its own replicate noise floor.",
+        *_wrapped(spec.description),
         "device: cpu",
         "base: {vocab: 4096, max_positions: 512, warmup_steps: 1, min_window_s: 0.2, min_windows: 4,"
         " target_rel_ci: 0.03, max_time_s: 3.0}",
-        f"replicates: {REPLICATES}",
+        f"replicates: {spec.replicates}",
         "groups:",
     ]
-    for i, c in enumerate(draw(seed, n)):
+    for i, c in enumerate(draw(seed, n, spec)):
         fields = ", ".join(f"{k}: {c[k]}" for k in ("layers", "hidden", "heads", "seq_len", "batch_size"))
-        lines += [f"  - name: h{i:02d}", f"    set: {{{fields}}}", f"    layouts: [{c['layout']}]"]
+        lines += [f"  - name: {spec.prefix}{i:02d}", f"    set: {{{fields}}}", f"    layouts: [{c['layout']}]"]
     return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
-    print(profile_yaml(), end="")
+    import sys
+
+    which = sys.argv[1] if len(sys.argv) > 1 else "holdout"
+    if which not in DRAWS:
+        raise SystemExit(f"error: unknown draw {which!r}; use one of {', '.join(DRAWS)}")
+    print(profile_yaml(spec=DRAWS[which]), end="")

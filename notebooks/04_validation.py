@@ -51,6 +51,7 @@ all_runs = pd.read_csv(paths.derived_dir(profile) / "proxies.csv")
 df, left_out = usable_runs(all_runs, max_step_ci95_rel)
 # how many runs the step-time filter kept, for the headline: a busy machine leaves few, and few runs judge little
 ci_filter = {"max_step_ci95_rel": max_step_ci95_rel, "sweep": filter_counts(all_runs, left_out)}
+dropped = {"sweep": list(left_out)}  # the runs the filter left out, by group
 glue("energy_label", figures.energy_label(df), display=False)
 summary, pred = validate(df, laws=laws, n_boot=n_boot, level=level, seed=seed)
 v = verdict(summary, target_mape=target_mape_pct)
@@ -139,6 +140,7 @@ if holdout_dir is not None and holdout_dir.is_dir() and any(holdout_dir.glob("*.
     holdout_all = proxies_frame(load_runs(holdout_dir), {dev.name: proxy_roofs(dev)})
     holdout, holdout_left_out = usable_runs(holdout_all, max_step_ci95_rel)
     ci_filter["holdout"] = filter_counts(holdout_all, holdout_left_out)
+    dropped["holdout"] = list(holdout_left_out)
     model_pred = pd.concat([model_pred, val.score_holdout(df, holdout, models, level)], ignore_index=True)
     holdout_noise = replicate_noise(holdout)  # the off-grid runs' own floor: their protocol and their time
 # the test set: scored for reporting only (split "test"), never pooled and never looked at to choose a constant
@@ -148,6 +150,7 @@ if test_dir is not None and test_dir.is_dir() and any(test_dir.glob("*.json")):
     test_all = proxies_frame(load_runs(test_dir), {dev.name: proxy_roofs(dev)})
     test_runs, test_left_out = usable_runs(test_all, max_step_ci95_rel)
     ci_filter["test"] = filter_counts(test_all, test_left_out)
+    dropped["test"] = list(test_left_out)
     model_pred = pd.concat([model_pred, val.score_holdout(df, test_runs, models, level, split="test")],
                            ignore_index=True)
     test_noise = replicate_noise(test_runs)
@@ -161,6 +164,13 @@ glue("noise_text", (f"the replicates of the runs scored here, {n_pairs} configur
      display=False)
 by_split, pooled = val.score_splits(model_pred, noise, holdout_noise, level, test_noise=test_noise)
 mv = val.model_verdict(pooled, by_split, level=level)
+# sensitivity: the primary model's headline figures with the step-time filter off (every run scored)
+unfiltered = {"holdout": holdout_all if len(holdout) else holdout, "test": test_all if len(test_runs) else test_runs}
+filter_check = {"max_step_ci95_rel": max_step_ci95_rel, "dropped": dropped,
+                "with_filter": val.headline_figures(by_split, pooled),
+                "without_filter": val.filter_sensitivity(all_runs, unfiltered, "operator_roofline",
+                                                         models["operator_roofline"], level)
+                if any(dropped.values()) else None}
 glue("model_scores", by_split.round(2), display=False)
 glue("model_verdict_text", headline.paragraph(val.describe_verdict(mv)), display=False)
 glue("fig_models", figures.model_comparison(by_split, df), display=False)
@@ -244,5 +254,5 @@ out = write_json(paths.derived_dir(profile) / "validation.json",
                   "model_scores_pooled": pooled.to_dict("records"), "model_verdict": mv,
                   "model_predictions": model_pred.to_dict("records"), "noise": noise,
                   "noise_holdout": holdout_noise, "noise_test": test_noise, "coverage_by_overhead": coverage_overhead.to_dict("records"),
-                  "degree_bias": degree_bias.to_dict("records")})
+                  "degree_bias": degree_bias.to_dict("records"), "filter_sensitivity": filter_check})
 print(f"wrote {out}")

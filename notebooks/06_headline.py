@@ -71,6 +71,7 @@ for key, text in (("noise_text", headline.noise_text(noise)),
                   ("scored_runs_text", headline.scored_runs_text(validation, sweep_noise)),
                   ("summary_text", headline.summary_text(validation, noise)), ("absolute_answer", answer),
                   ("energy_honesty_text", headline.energy_honesty_text(validation, runs)),
+                  ("filter_sensitivity_text", headline.filter_sensitivity_text(validation, runs)),
                   ("gpu_text", gpu.headline_sentence(gpu_numbers) if gpu_numbers else
                    "This build has no GPU reference measurements to score.")):
     glue(key, headline.paragraph(text), display=False)
@@ -100,6 +101,9 @@ glue("paper_table", headline.styled_prose(paper), display=False)
 
 # %% [markdown]
 # ```{glue:} energy_honesty_text
+# ```
+#
+# ```{glue:} filter_sensitivity_text
 # ```
 #
 # ```{glue:} gpu_text

@@ -445,3 +445,18 @@ def test_the_test_set_is_scored_apart_and_never_judged_with_the_splits():
     assert t["coverage_in_range"] is False  # (the splits' own 100 % coverage lies outside 85-95 %)
     assert "test" not in t["coverage_pct_by_split"] and "test" not in t["floor_ratio_by_split"]
     assert t["worst_split"] == "leave_one_size_out" and t["meets_holdout"] is True
+
+
+def test_headline_figures_name_the_worst_split_and_the_off_grid_groups():
+    from companion.energy.validation import _scored, headline_figures, score_splits
+
+    rows = [{"split": split, "fold": "f", "model": "operator_roofline", "target": t, "run_id": f"{split}{i}",
+             "size": f"s{i % 4}", "mode": "tp", "world_size": 2, "measured": 1.0, "predicted": 1.0 + err,
+             "lo": 0.5, "hi": 2.0}
+            for split, err in (("leave_one_size_out", 0.05), ("leave_one_mode_out", 0.12), ("holdout", 0.09),
+                               ("test", 0.07)) for t in ("time", "energy") for i in range(6)]
+    by_split, pooled = score_splits(_scored(rows), None)
+    t = headline_figures(by_split, pooled)["time"]
+    assert t["worst_split"] == "leave_one_mode_out" and t["worst_split_mape_pct"] == pytest.approx(12.0)
+    assert t["pooled_mape_pct"] == pytest.approx(8.5)  # the two cross-validation splits only
+    assert (t["holdout_mape_pct"], t["test_mape_pct"]) == (pytest.approx(9.0), pytest.approx(7.0))

@@ -403,3 +403,22 @@ def test_the_verdict_reports_the_test_set_apart(validation):
     table = headline.verdict_table(v)
     assert table["time per step"].tolist()[10] == "8.2 %: met (10 runs; coverage 90 %; 0.61 × the calibrated tier)"
     assert "nothing chosen by it" in table.criterion[10]
+
+
+def test_the_headline_figures_are_given_with_and_without_the_step_time_filter():
+    figs = {"time": {"pooled_mape_pct": 9.0, "worst_split": "leave_one_mode_out", "worst_split_mape_pct": 14.0,
+                     "holdout_mape_pct": 11.0, "test_mape_pct": 8.0},
+            "energy": {"pooled_mape_pct": 8.5, "worst_split": "leave_one_size_out", "worst_split_mape_pct": 12.0}}
+    worse = {"time": {**figs["time"], "pooled_mape_pct": 11.5}, "energy": figs["energy"]}
+    v = {"filter_sensitivity": {"max_step_ci95_rel": 0.1, "dropped": {"sweep": ["r1"], "holdout": ["h1", "h2"]},
+                                "with_filter": figs, "without_filter": worse}}
+    runs = pd.DataFrame({"run_id": ["r1", "r2"], "layers": [4, 1], "hidden": [256, 64], "seq_len": [256, 64],
+                         "batch_size": [8, 2], "world_size": [4, 1], "mode": ["tp", "single"]})
+    text = headline.filter_sensitivity_text(v, runs)
+    assert "±10 % of it" in text and "left out 3 runs" in text
+    assert "time 9.0 % pooled, mode 14.0 % at worst, off-grid 11.0 %, test set 8.0 %" in text
+    assert "Without it, every run scored: time 11.5 % pooled" in text
+    assert "4 layers × 256 wide, 256 tokens × 8 (tp on 4 ranks)" in text and "64 wide" not in text
+    v["filter_sensitivity"]["dropped"] = {"sweep": []}
+    assert "left out no run" in headline.filter_sensitivity_text(v, runs)
+    assert NA in headline.filter_sensitivity_text({}, runs)

@@ -266,18 +266,11 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
             # one parallel degree (or mode) only: leaving it out leaves no parallel run, so the question it would
             # answer (parallel runs from single-device runs and the calibration alone) is harder than a new degree
             # or mode asks of this fit, which keeps the fitted one's collectives; such a run takes the wider of its
-            # new layout's (or mode's) width and the pooled one. Measured for degrees on the stored cpu sweeps 2026-11-24T2207-T2256
-            # (benchmarks/model_accuracy.py): with every parallel run left out as the degree width, held-out
-            # degrees' time intervals covered 100 % of their runs (median half-width 40 % against a 90th-percentile
-            # error of 21 %); with the layout and mode widths, 91 % (80-100 % per sweep), and 85 % on the sweep
-            # measured after the choice (T2348). An earlier model, with larger errors on a new layout, covered
-            # 63-84 % that way
+            # new layout's (or mode's) width and the pooled one (docs/decisions.md)
             groups = []
         if kind == "head_dim":
             # the head dimensions beside the usual one: leaving the usual one out leaves few runs, a harder
-            # question than a new head dimension asks of a fit that has the usual one. Before this kind, a
-            # held-out head dimension took the width of sizes and its intervals covered 64-73 % of its runs in
-            # two of four cpu sweeps; with it, 82-93 % on the same records (the other two unchanged)
+            # question than a new head dimension asks of a fit that has the usual one (docs/decisions.md)
             groups = [g for g in groups if g != key.mode().iloc[0]]
         folds[kind] = [(key == g).to_numpy() for g in groups]
     # extrapolation along one axis, either way (``novelty`` flags a value below the fitted range as well as one
@@ -287,13 +280,8 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
     # extrapolation in scale: the runs above a quantile of FLOPs per step, fitted on the rest (the validation's
     # largest split, asked of the training runs), at each of SCALE_QUANTILES. Such runs may lie inside every
     # axis's range (the largest size at a middling length), so without this kind they took the pooled width of
-    # sizes and layouts left out, a harder question: held out as the largest, their intervals covered 95-96 % of
-    # them. With one fold (the runs above the 75th percentile) the width rested on one fit's errors, which share
-    # that fit's bias: on the 21 stored cpu sweeps to 2026-11-25T1743 its time half-width for the largest runs
-    # ranged from 4.8 to 17 %, and their coverage from 46 to 100 % per sweep (89.5 % pooled; 9 of 21 sweeps in
-    # 85-95 %, 7 for energy). Four folds at quantiles 0.5-0.875: 91.2 % pooled, 12 and 9 of 21 in 85-95 %
-    # (exact intervals on 26 runs: about 10), the off-grid runs unchanged; folds at (0.5, 0.75) gave 91.8 % and
-    # 9 / 8, at (0.6, 0.75, 0.9) 92.0 % and 12 / 7
+    # sizes and layouts left out, a harder question. Several quantiles, so that the width does not rest on one
+    # fit's errors, which share that fit's bias (the quantiles' choice: docs/decisions.md)
     folds["scale"] = ([(df[SCALE_COLUMN] > df[SCALE_COLUMN].quantile(q)).to_numpy() for q in SCALE_QUANTILES]
                       if SCALE_COLUMN in df and df[SCALE_COLUMN].nunique() > 2 else [])
     for kind, tests in folds.items():
@@ -404,8 +392,7 @@ class Fitted:
             return _kind_halfwidth(size, level) if size is not None and len(size) else pooled
         # each kind of novelty the run has takes the errors of groups of that kind left out in training; a kind
         # none were left out of (one parallel degree in training) takes the pooled width; the widest applies.
-        # The pooled width is no floor: a new mode's errors were smaller than a new size's on the stored cpu
-        # sweeps, and with the floor the held-out modes' energy intervals covered 97 % of their runs
+        # The pooled width is no floor: a new mode's errors can be smaller than a new size's (docs/decisions.md)
         widths = [_kind_halfwidth(r, level) if (r := self.residuals_by_kind.get(k, {}).get(target)) is not None
                   and len(r) else pooled for k in kinds]
         return max(widths)

@@ -162,31 +162,18 @@ TIME_UNITS = {"gemm_s": "x roofline", "kernel_s": "x tiny kernels' floor", "atte
 HELD_TIME_TERMS = ("comm_latency_s",)  # taken as calibrated, never fitted (fit_time_coefficients)
 # fitted, but pulled towards the calibration (multiplier 1): a multiplier off by x costs as much as a run off by
 # 0.5 x. A layout's overhead is identified only by runs of that layout; with none of them (a mode the sweep never
-# ran) the calibration's measurement stands instead of an arbitrary value. The weight: held-out MAPE on two cpu
-# sweeps' records for 0.1, 0.25, 0.5, 1 and 2; 0.5 was the best or close to it on every split of both. Re-checked
-# on the stored sweeps 2026-11-24T2207-T2256 (benchmarks/model_accuracy.py, mean held-out MAPE time / energy): at
-# 0.25 pooled time 8.9 -> 9.3 %; at 1 the mode held out 10.8 -> 9.9 % but degree energy 7.6 -> 7.8 % and off-grid
-# energy 9.4 -> 9.5 %.
+# ran) the calibration's measurement stands instead of an arbitrary value. (How the weight was chosen:
+# docs/decisions.md.)
 PRIOR_TIME_TERMS = {"tp_dispatch_s": 0.5, "fsdp_hooks_s": 0.5}
 # The collective bandwidth's multiplier is pulled too, ten times more weakly: a training step's collectives run at
-# a fraction of the calibration's isolated bandwidth (fitted multipliers of 3 to 5 on a 2-core CPU node), which the
-# pull barely moves where the sweep's runs pin it down. Where they do not (only TP runs, whose bytes are a tenth
-# of a step and move with their dispatch overhead), it keeps the multiplier from running off (to 9 on one sweep,
-# then applied to FSDP's parameter gathers: held-out FSDP over-predicted by 26-52 %). Weight: over nine stored cpu
-# sweeps, 0.05 lowered pooled held-out time MAPE on all nine (mean 10.2 -> 9.5 %) and left off-grid unchanged
-# (11.0 %); 0.1 and above began to cost off-grid accuracy. On the stored sweeps T2207-T2256: at 0 the degree held
-# out 10.1 / 7.6 -> 11.3 / 8.4 %, at 0.2 pooled 8.9 / 7.8 -> 10.2 / 8.8 % and off-grid time 9.5 -> 11.1 %. Measuring
-# that per-byte cost instead (TP and FSDP alone at 1024 tokens of hidden 128, against the ranks' own copies, less
-# the compute a rank keeps) gave estimates that moved 2-3x between two passes, and pricing the bytes with them
-# made held-out MAPE worse on those sweeps (pooled time 8.9 -> 10.1 %, mode held out 10.8 -> 15.2 %).
+# a fraction of the calibration's isolated bandwidth, which the pull barely moves where the sweep's runs pin it
+# down; where they do not (only TP runs, whose bytes are a tenth of a step), it keeps the multiplier from running
+# off and being applied to FSDP's parameter gathers. (The weight's choice: docs/decisions.md.)
 PRIOR_COMM_BYTES = {"comm_bytes_s": 0.05}
 # The weights, gradients and AdamW state term is pulled at the layout overheads' weight where the calibration timed
 # the optimizer step itself (AdamW over the model's byte count). In a sweep grid its bytes grow with the parameter
-# count, as the GEMMs' FLOPs do, so its multiplier is weakly identified and absorbs other costs (fitted 1.5 to 3);
-# a run of few tokens (batch 1) is mostly this term, and the free multiplier over-predicted such off-grid runs up
-# to 2x. Weight: over eleven stored cpu sweeps, mean off-grid time MAPE 12.9 % free, 11.9 / 11.7 / 11.7 % at 0.2 /
-# 0.5 / 1, pooled held-out 9.85 -> 9.78 %; the same pull on any other single term did not help (12.5-13.3 %).
-# On the stored sweeps T2207-T2256, 0.2 and 1 moved every mean held-out MAPE by 0.1 point at most.
+# count, as the GEMMs' FLOPs do, so a free multiplier is weakly identified and absorbs other costs, which a run of
+# few tokens (mostly this term) then pays. (The weight's choice: docs/decisions.md.)
 PRIOR_STATE_BYTES = {"state_s": 0.5}
 FSDP_HOOKS_PER_UNIT = 4  # unshard + reshard, forward and backward, per FSDP unit (each layer and the root)
 # FSDP collectives of one step: per encoder layer two parameter all-gathers (forward, and backward after the
@@ -415,12 +402,8 @@ def prior_coefficients(dev: DeviceRoofs) -> dict:
 # multipliers scale every layout's probed overhead alike, so the calibration's ratio between layouts (tp2 against
 # tp4, from a tiny probe timed for a few seconds) stands as probed; it moves by up to 2x between calibrations of
 # one node. Where the sweep ran a layout, its own runs correct that ratio; a layout it never ran keeps the
-# calibration's (factor 1), so a held-out degree or mode is predicted as before. Weight: chosen on six stored cpu
-# sweeps (mean off-grid time MAPE 10.4, 10.4 and 10.8 % at 0.5, 1 and 2; 11.1 % without the factors). On those
-# and a seventh measured after the choice, mean off-grid MAPE time 11.2 -> 10.7 %, energy 11.0 -> 10.7 %: better
-# on four sweeps, unchanged on one, worse on two (the seventh 12.3 -> 12.8 %); pooled held-out unchanged (10.1 %).
-# On the stored sweeps T2207-T2256: at 0.5 off-grid time 9.5 -> 10.1 %; at 2 off-grid 9.5 / 9.4 -> 9.4 / 9.1 %,
-# the rest within 0.1 point.
+# calibration's (factor 1), so a held-out degree or mode is predicted as before. (The weight's choice:
+# docs/decisions.md.)
 LAYOUT_TERMS = ("tp_dispatch_s", "fsdp_hooks_s", "comm_latency_s", "comm_bytes_s")
 LAYOUT_SCALE_PRIOR = 1.0
 LAYOUT_SCALE_UNIT = "x this layout's overhead and collective terms (fitted; 1: the calibration's ratio)"
@@ -542,19 +525,9 @@ def fit_layout_scales(terms: pd.DataFrame, time_coef: dict, step_s, layouts, wei
 # per-layer fixed costs, a layout's overheads, collectives): 1 for a step of GEMMs, attention, elementwise and
 # optimizer traffic only, 1 + INTERVAL_OVERHEAD_WEIGHT from half the step in those costs on. Held-out errors are
 # divided by it before their quantile is taken and a prediction's width is multiplied by it (normalised
-# conformal intervals: the guarantee holds for any scale fixed before the run is measured). On the six stored
-# cpu sweeps 2026-11-24T2207-2026-11-25T0016 (every split), held-out step-time errors of runs whose predicted
-# step was at most 10 % such costs had a 90th-percentile |log error| of 0.14, against 0.23 for 25-50 %; one
-# width for both covered 97 % and 86 % of them. The weight: coverage of the 90 % intervals per sweep and split
-# (7 splits x 6 sweeps) within 85-95 % in 27 (time) and 25 (energy) of 42 cells with one width, 31 / 27 at
-# 0.25, 36 / 32 at 0.5, 35 / 32 at 0.75 and 33 / 28 at 1; held-out MAPE is unchanged (the point predictions
-# are). On the three sweeps measured after the choice (2026-11-25T0055, T0149 on a busy machine, T0219): 13 (time)
-# and 13 (energy) of 21 split cells in the band, against 14 and 15 with one width; but coverage no longer falls
-# with the overhead share: over their held-out predictions (every split), time 93 / 91 / 91 % for shares at most
-# 10 % / 10-25 % / above 50 % (96 / 96 / 88 % with one width), energy 95 / 86 / 95 % (96 / 91 / 85 %).
-# Checked again after the interpolated quantile (``conformal_halfwidth``) and the scale kind, on the fifteen
-# stored sweeps to 2026-11-25T1402 (105 cells each, 73.7 in the band expected of exact intervals): time / energy
-# cells in the band 76 / 73 at 0, 78 / 70 at 0.25, 78 / 73 at 0.5, 76 / 74 at 0.75; kept.
+# conformal intervals: the guarantee holds for any scale fixed before the run is measured). Runs whose step is
+# mostly such costs err more than compute-bound ones, so one width for both covers the first too rarely and the
+# second too often. (The weight's choice and its checks: docs/decisions.md.)
 INTERVAL_OVERHEAD_WEIGHT = 0.5
 
 
@@ -839,8 +812,7 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
     alpha = float(np.median([c["alpha_s"] for c in colls.values()])) if colls else 50e-6
     alpha_by_world = {str(int(c.get("world_size", k))): float(c["alpha_s"]) for k, c in colls.items()}
     # one bandwidth, the median over group sizes, where the latency is per size: on a shared 2-core node one
-    # size's bandwidth swings by up to 2x between the calibration's two passes, and each size's own (tried on
-    # three cpu sweeps) left held-out accuracy where it was (pooled time MAPE 11.8 % with the median, 12.2 %)
+    # size's bandwidth swings by up to 2x between the calibration's two passes (docs/decisions.md)
     beta = float(np.median([c["beta_bytes_per_s"] for c in finite])) if finite else 1e9
     power = rec.get("power") or {}
     idle, loaded = power.get("idle_w"), power.get("loaded_w")

@@ -415,6 +415,42 @@ def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, leve
     return _scored(rows)
 
 
+def headline_figures(by_split: pd.DataFrame, pooled: pd.DataFrame, model: str = "operator_roofline") -> dict:
+    """One model's headline figures per target: pooled MAPE, the worst cross-validation split and its MAPE, the
+    off-grid validation runs' and the test set's MAPE, and the coverage of the pooled and of the worst split."""
+    out = {}
+    for target in ("time", "energy"):
+        p = pooled[(pooled.model == model) & (pooled.target == target)]
+        s = by_split[(by_split.model == model) & (by_split.target == target)]
+        if p.empty:
+            continue
+        cv = s[~s.split.isin(OFF_GRID)]
+        worst = cv.loc[cv.mape_pct.idxmax()] if len(cv) else None
+
+        def group(name):
+            g = s[s.split == name]
+            return float(g.mape_pct.iloc[0]) if len(g) else None
+
+        out[target] = {"pooled_mape_pct": float(p.mape_pct.iloc[0]), "pooled_coverage_pct": float(p.coverage_pct.iloc[0]),
+                       "worst_split": None if worst is None else worst.split,
+                       "worst_split_mape_pct": None if worst is None else float(worst.mape_pct),
+                       "worst_split_coverage_pct": None if worst is None else float(worst.coverage_pct),
+                       "holdout_mape_pct": group("holdout"), "test_mape_pct": group("test")}
+    return out
+
+
+def filter_sensitivity(runs: pd.DataFrame, off_grid: dict, model_name: str, model, level: float = 0.9) -> dict:
+    """The headline figures of one model (``headline_figures``) scored on every run, the step-time filter
+    switched off: ``runs`` the sweep's runs and ``off_grid`` {split: runs} the off-grid groups, all unfiltered."""
+    pred = validate_models(runs, {model_name: model}, level=level)
+    for split, frame in off_grid.items():
+        if len(frame):
+            pred = pd.concat([pred, score_holdout(runs, frame, {model_name: model}, level, split=split)],
+                             ignore_index=True)
+    by_split, pooled = score_splits(pred, None, None, level)
+    return headline_figures(by_split, pooled, model_name)
+
+
 def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "operator_roofline",
                   target_pct: float = 10.0, split_pct: float = 15.0, coverage=(85.0, 95.0),
                   stretch: float = 1.5, level: float = 0.9, calibrated_ratio: float = 0.7,

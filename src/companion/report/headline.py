@@ -731,6 +731,45 @@ def summary_text(validation: dict, noise: dict) -> str:
             f"(energy).")
 
 
+def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) -> str:
+    """The primary model's headline figures with and without the step-time filter, and the runs it left out
+    (their configurations, from ``runs``), from validation.json's ``filter_sensitivity``."""
+    f = validation.get("filter_sensitivity") if isinstance(validation, dict) else None
+    if not isinstance(f, dict):
+        return f"The headline figures without the step-time filter are {NA}."
+    dropped = [r for ids in (f.get("dropped") or {}).values() for r in ids]
+    limit = _num(f.get("max_step_ci95_rel"))
+    rule = (f"a run whose step time's 95 % interval is wider than ±{limit * 100:.0f} % of it" if limit is not None
+            else "the step-time filter")
+    if not dropped or not isinstance(f.get("without_filter"), dict):
+        return f"The step-time filter ({rule}) left out no run: the figures are the same without it."
+
+    def figures_of(d: dict, target: str) -> str:
+        t = d.get(target) or {}
+        worst = t.get("worst_split")
+        parts = [f"{_pct(t.get('pooled_mape_pct'))} pooled",
+                 f"{split_label(worst) if worst else NA} {_pct(t.get('worst_split_mape_pct'))} at worst"]
+        if _num(t.get("holdout_mape_pct")) is not None:
+            parts.append(f"off-grid {_pct(t['holdout_mape_pct'])}")
+        if _num(t.get("test_mape_pct")) is not None:
+            parts.append(f"test set {_pct(t['test_mape_pct'])}")
+        return ", ".join(parts)
+
+    named = []
+    if runs is not None and len(runs) and "run_id" in runs:
+        rows = runs[runs.run_id.isin(dropped)]
+        named = [f"{r.layers} layers × {r.hidden} wide, {r.seq_len} tokens × {r.batch_size} "
+                 f"({'single process' if r.world_size == 1 else f'{r.mode} on {r.world_size} ranks'})"
+                 for r in rows.itertuples()]
+    text = (f"The step-time filter ({rule}) left out {len(dropped)} runs. The operator roofline's held-out MAPE "
+            f"with it: time {figures_of(f['with_filter'], 'time')}; energy {figures_of(f['with_filter'], 'energy')}. "
+            f"Without it, every run scored: time {figures_of(f['without_filter'], 'time')}; energy "
+            f"{figures_of(f['without_filter'], 'energy')}.")
+    if named:
+        text += f" The runs of this sweep it left out: {'; '.join(named)}."
+    return text
+
+
 def energy_honesty_text(validation: dict, runs: pd.DataFrame) -> str:
     """Where the runs' energy is estimated (a power model times the measured time), that the energy error is not
     a test of its own, and the power model's error alone (given each run's measured time) beside the energy

@@ -37,7 +37,7 @@ define stage
 endef
 
 .DEFAULT_GOAL := help
-.PHONY: help setup setup-browser test test-timing sweep analysis fit validate figures book reproduce emit benchmark clean calibrate
+.PHONY: help setup setup-browser test test-fast test-timing book-reference lint format sweep analysis fit validate figures book reproduce emit benchmark clean calibrate
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_.\/$$()-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -93,11 +93,21 @@ test: ## run the test suite (CPU, gloo, several ranks; builds the ci book and ch
 	@$(MAKE) --no-print-directory -j 4 $(TEST_NEEDS)
 	$(PY) -m pytest -q -n auto --maxprocesses 8 --dist loadfile --no-loadscope-reorder
 
+test-fast: setup ## the edit loop: every test but the multi-rank launches and the book build (marker slow)
+	$(PY) -m pytest -q -n auto --maxprocesses 8 -m "not slow"
+
 test-timing: ## the test suite as `make test` runs it, then its 25 slowest tests and the wall time (budget: 5 min)
 	@$(MAKE) --no-print-directory -j 4 $(TEST_NEEDS)
 	@start=$$(date +%s); $(PY) -m pytest -q -n auto --maxprocesses 8 --dist loadfile --no-loadscope-reorder \
 		--durations=25 --durations-min=0; rc=$$?; \
 		echo "pytest wall time: $$(( $$(date +%s) - start )) s (budget 300 s)"; exit $$rc
+
+lint: setup ## ruff: the formatter's check and the linter (configured in pyproject.toml)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+format: setup ## ruff: format the sources in place
+	$(BIN)/ruff format .
 
 sweep: setup ## run (or resume) the sweep of PROFILE, writing data/runs/PROFILE/*.json
 	$(BIN)/companion sweep --profile $(PROFILE)
@@ -198,6 +208,9 @@ $(HTML): $(ARTIFACTS) _config.yml book/_toc.yml $(wildcard book/*.md) book/refer
 	@echo "book: $(CURDIR)/$(HTML)"
 
 book: $(HTML) ## build the browsable book into _build/html/
+
+book-reference: setup book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-full.js ## the book of the newest stored cpu build, no sweep (what is published): build/reference-book/_build/html/
+	$(PY) -m companion.report.stages reference --out build/reference-book
 
 reproduce: $(HTML) ## the whole companion for PROFILE (default cpu): set-up, sweep, analysis, book
 

@@ -54,14 +54,30 @@ def main() -> None:
     del ballast
     torch.cuda.empty_cache()
 
-    cfg = build_run({"layers": 12, "hidden": 768, "heads": 12, "vocab": 30522, "seq_len": 512, "batch_size": 32,
-                     "device": "cuda", "device_name": device_tag("cuda"), "precision": "bf16", "dropout": 0.1})
+    cfg = build_run(
+        {
+            "layers": 12,
+            "hidden": 768,
+            "heads": 12,
+            "vocab": 30522,
+            "seq_len": 512,
+            "batch_size": 32,
+            "device": "cuda",
+            "device_name": device_tag("cuda"),
+            "precision": "bf16",
+            "dropout": 0.1,
+        }
+    )
     torch.manual_seed(0)
     model = build_model(cfg.model).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     # as the runner feeds it: an all-ones attention mask dropped (it changes no result)
-    batch = {k: v.to(device) for k, v in
-             without_full_mask(collate(SyntheticTask(cfg.data, cfg.model.vocab, 2, 0).global_batch(0)).tensors).items()}
+    batch = {
+        k: v.to(device)
+        for k, v in without_full_mask(
+            collate(SyntheticTask(cfg.data, cfg.model.vocab, 2, 0).global_batch(0)).tensors
+        ).items()
+    }
 
     train_step = make_train_step(model, opt, bf16_autocast=True)
     step = lambda: train_step(batch)  # noqa: E731
@@ -92,28 +108,46 @@ def main() -> None:
         "idle": {**idle, "method": "NVML energy counter, no CUDA context in the process"},
         "hot_idle": {**hot_idle, "method": "NVML energy counter, CUDA context + 8 GiB allocated, no kernels"},
         "bert_base_s512_bf16": {
-            "run_id": cfg.run_id, "step_s": step_s, "flops_per_step": flops, "mfu": mfu(flops, step_s, peak),  # one GPU: per-rank FLOPs = step FLOPs
-            "gflop_per_j": gflop_per_j, "peak_gflop_per_j": peak / spec["tdp_w"] / 1e9,
-            "nvml": m_nvml.to_json(), "codecarbon": m_cc.to_json(),
-            "codecarbon_gpu_over_nvml": m_cc.components.get("gpu", {}).get("energy_j", float("nan")) / m_nvml.total_energy_j,
+            "run_id": cfg.run_id,
+            "step_s": step_s,
+            "flops_per_step": flops,
+            "mfu": mfu(flops, step_s, peak),  # one GPU: per-rank FLOPs = step FLOPs
+            "gflop_per_j": gflop_per_j,
+            "peak_gflop_per_j": peak / spec["tdp_w"] / 1e9,
+            "nvml": m_nvml.to_json(),
+            "codecarbon": m_cc.to_json(),
+            "codecarbon_gpu_over_nvml": m_cc.components.get("gpu", {}).get("energy_j", float("nan"))
+            / m_nvml.total_energy_j,
             # the caching allocator's peak over the window (measured) beside companion.energy.memory's estimate
-            "memory": {"max_allocated_bytes": int(torch.cuda.max_memory_allocated(device)),
-                       "estimated_peak_bytes": memory.peak_bytes_per_rank(memory.longest_step_shape(cfg), True)["peak"],
-                       "estimate_kind": "estimated (companion.energy.memory)"},
+            "memory": {
+                "max_allocated_bytes": int(torch.cuda.max_memory_allocated(device)),
+                "estimated_peak_bytes": memory.peak_bytes_per_rank(memory.longest_step_shape(cfg), True)[
+                    "peak"
+                ],
+                "estimate_kind": "estimated (companion.energy.memory)",
+            },
         },
         "provenance": static_provenance("cuda"),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     b = result["bert_base_s512_bf16"]
-    print(f"idle {idle['mean_power_w']:.1f} W, hot idle {hot_idle['mean_power_w']:.1f} W (NVML counter averages)")
-    print(f"BERT-base s512 bf16: {step_s * 1e3:.1f} ms/step, MFU {b['mfu'] * 100:.1f} %, "
-          f"{gflop_per_j:.0f} GFLOP/J (peak/TDP {b['peak_gflop_per_j']:.0f})")
-    print(f"same window: NVML {m_nvml.total_energy_j:.1f} J, CodeCarbon GPU part "
-          f"{m_cc.components.get('gpu', {}).get('energy_j', float('nan')):.1f} J (ratio {b['codecarbon_gpu_over_nvml']:.3f})")
+    print(
+        f"idle {idle['mean_power_w']:.1f} W, hot idle {hot_idle['mean_power_w']:.1f} W (NVML counter averages)"
+    )
+    print(
+        f"BERT-base s512 bf16: {step_s * 1e3:.1f} ms/step, MFU {b['mfu'] * 100:.1f} %, "
+        f"{gflop_per_j:.0f} GFLOP/J (peak/TDP {b['peak_gflop_per_j']:.0f})"
+    )
+    print(
+        f"same window: NVML {m_nvml.total_energy_j:.1f} J, CodeCarbon GPU part "
+        f"{m_cc.components.get('gpu', {}).get('energy_j', float('nan')):.1f} J (ratio {b['codecarbon_gpu_over_nvml']:.3f})"
+    )
     mem = b["memory"]
-    print(f"memory: {mem['max_allocated_bytes'] / 1e9:.2f} GB allocated at peak (CUDA allocator), estimate "
-          f"{mem['estimated_peak_bytes'] / 1e9:.2f} GB (ratio {mem['estimated_peak_bytes'] / mem['max_allocated_bytes']:.3f})")
+    print(
+        f"memory: {mem['max_allocated_bytes'] / 1e9:.2f} GB allocated at peak (CUDA allocator), estimate "
+        f"{mem['estimated_peak_bytes'] / 1e9:.2f} GB (ratio {mem['estimated_peak_bytes'] / mem['max_allocated_bytes']:.3f})"
+    )
     print(f"wrote {args.out}")
 
 

@@ -37,11 +37,31 @@ def _plan(tmp: Path, world: int, args) -> Path:
     from companion.runs.sweep import write_plan
 
     layouts = [(world, 1), (1, world)] + ([(2, world // 2)] if world == 4 else [])
-    runs = [build_run({"layers": args.layers, "hidden": args.hidden, "heads": args.heads, "vocab": 512,
-                       "max_positions": max(64, args.seq_len), "seq_len": args.seq_len,
-                       "batch_size": args.batch_size, "tp": tp, "dp": dp, "dropout": 0.0, "warmup_steps": 3,
-                       "window_steps": 4, "min_windows": 5, "max_steps": args.max_steps, "target_rel_ci": 0.0,
-                       "meter": "codecarbon", "device": "cpu", "device_name": "cpu"}) for tp, dp in layouts]
+    runs = [
+        build_run(
+            {
+                "layers": args.layers,
+                "hidden": args.hidden,
+                "heads": args.heads,
+                "vocab": 512,
+                "max_positions": max(64, args.seq_len),
+                "seq_len": args.seq_len,
+                "batch_size": args.batch_size,
+                "tp": tp,
+                "dp": dp,
+                "dropout": 0.0,
+                "warmup_steps": 3,
+                "window_steps": 4,
+                "min_windows": 5,
+                "max_steps": args.max_steps,
+                "target_rel_ci": 0.0,
+                "meter": "codecarbon",
+                "device": "cpu",
+                "device_name": "cpu",
+            }
+        )
+        for tp, dp in layouts
+    ]
     return write_plan(tmp / f"ws{world}.json", "launcher-bench", runs)
 
 
@@ -49,19 +69,33 @@ def _command(kind: str, plan: Path, out: Path, world: int) -> list[str]:
     args = ["--plan", str(plan), "--out", str(out)]
     if kind == "forked":
         return [sys.executable, "-m", "companion.runs.launch", f"--nproc-per-node={world}", *args]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
-            "-m", "companion.runs.train", *args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={world}",
+        "-m",
+        "companion.runs.train",
+        *args,
+    ]
 
 
 def _launch(kind: str, plan: Path, out: Path, world: int) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    res = subprocess.run(_command(kind, plan, out, world), capture_output=True, text=True,
-                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    res = subprocess.run(
+        _command(kind, plan, out, world),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if res.returncode != 0:
-        sys.exit(f"{kind} launch of {world} ranks failed (exit {res.returncode}):\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
+        sys.exit(
+            f"{kind} launch of {world} ranks failed (exit {res.returncode}):\n{res.stdout[-2000:]}{res.stderr[-2000:]}"
+        )
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
 
@@ -69,9 +103,14 @@ def _launch(kind: str, plan: Path, out: Path, world: int) -> tuple[float, float]
 def _measured(out: Path) -> dict:
     from companion.runs.records import load_records
 
-    return {r["config"]["mode"]: (r["time"]["step_median_s"], r["energy"]["per_step_median_j"],
-                                  r["memory"]["peak_bytes_max_rank"])
-            for r in load_records(out, status="ok")}
+    return {
+        r["config"]["mode"]: (
+            r["time"]["step_median_s"],
+            r["energy"]["per_step_median_j"],
+            r["memory"]["peak_bytes_max_rank"],
+        )
+        for r in load_records(out, status="ok")
+    }
 
 
 def _ratio_line(name: str, ratios: list[float]) -> str:
@@ -102,25 +141,37 @@ def main() -> None:
                     wall, cpu = _launch(kind, plan, out, world)
                     costs.setdefault((world, kind), []).append((wall, cpu))
                     measured[(world, kind, rnd)] = _measured(out)
-                    print(f"ws{world} round {rnd} {kind:8s}: {wall:5.1f} s wall, {cpu:5.1f} s CPU", flush=True)
-    print(f"\nlaunch cost, median of {args.rounds} rounds (L{args.layers} h{args.hidden} s{args.seq_len} "
-          f"b{args.batch_size}, one run per layout):")
+                    print(
+                        f"ws{world} round {rnd} {kind:8s}: {wall:5.1f} s wall, {cpu:5.1f} s CPU", flush=True
+                    )
+    print(
+        f"\nlaunch cost, median of {args.rounds} rounds (L{args.layers} h{args.hidden} s{args.seq_len} "
+        f"b{args.batch_size}, one run per layout):"
+    )
     for world in args.worlds:
         t = [statistics.median(x) for x in zip(*costs[(world, "torchrun")])]
         f = [statistics.median(x) for x in zip(*costs[(world, "forked")])]
-        print(f"  {world} ranks: torchrun {t[0]:.1f} s wall {t[1]:.1f} s CPU; forked {f[0]:.1f} s wall "
-              f"{f[1]:.1f} s CPU; saved {t[1] - f[1]:.1f} s CPU per launch")
+        print(
+            f"  {world} ranks: torchrun {t[0]:.1f} s wall {t[1]:.1f} s CPU; forked {f[0]:.1f} s wall "
+            f"{f[1]:.1f} s CPU; saved {t[1] - f[1]:.1f} s CPU per launch"
+        )
     print("\nwhat the ranks measured, forked / torchrun, paired by round (median [range]):")
     for world in args.worlds:
         for mode in measured[(world, "torchrun", 0)]:
-            pairs = [(measured[(world, "forked", r)][mode], measured[(world, "torchrun", r)][mode])
-                     for r in range(args.rounds)]
+            pairs = [
+                (measured[(world, "forked", r)][mode], measured[(world, "torchrun", r)][mode])
+                for r in range(args.rounds)
+            ]
             ratios = [[f[i] / t[i] for f, t in pairs] for i in range(3)]
-            floor = [measured[(world, "torchrun", r)][mode][0] / measured[(world, "torchrun", r - 1)][mode][0]
-                     for r in range(1, args.rounds)]
+            floor = [
+                measured[(world, "torchrun", r)][mode][0] / measured[(world, "torchrun", r - 1)][mode][0]
+                for r in range(1, args.rounds)
+            ]
             noise = f"; torchrun round / previous round {_ratio_line('', floor).strip()}" if floor else ""
-            print(f"  ws{world} {mode:5s}: {_ratio_line('step time', ratios[0])}, {_ratio_line('energy/step', ratios[1])}, "
-                  f"{_ratio_line('peak memory', ratios[2])}{noise}")
+            print(
+                f"  ws{world} {mode:5s}: {_ratio_line('step time', ratios[0])}, {_ratio_line('energy/step', ratios[1])}, "
+                f"{_ratio_line('peak memory', ratios[2])}{noise}"
+            )
 
 
 if __name__ == "__main__":

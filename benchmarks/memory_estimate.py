@@ -23,9 +23,18 @@ import warnings
 from pathlib import Path
 
 # (layers, hidden, heads, seq_len, batch, vocab): activation-bound, scores-bound, state-bound, vocabulary-heavy
-SIZES = [(2, 128, 4, 128, 8, 2048), (4, 256, 8, 128, 16, 2048), (6, 384, 12, 64, 32, 2048), (2, 128, 4, 512, 4, 2048),
-         (2, 128, 2, 512, 4, 2048), (3, 192, 6, 256, 4, 2048), (1, 128, 4, 32, 4, 2048), (2, 256, 4, 16, 2, 2048),
-         (2, 256, 4, 32, 8, 30522), (4, 256, 4, 64, 8, 30522)]
+SIZES = [
+    (2, 128, 4, 128, 8, 2048),
+    (4, 256, 8, 128, 16, 2048),
+    (6, 384, 12, 64, 32, 2048),
+    (2, 128, 4, 512, 4, 2048),
+    (2, 128, 2, 512, 4, 2048),
+    (3, 192, 6, 256, 4, 2048),
+    (1, 128, 4, 32, 4, 2048),
+    (2, 256, 4, 16, 2, 2048),
+    (2, 256, 4, 32, 8, 30522),
+    (4, 256, 4, 64, 8, 30522),
+]
 LAYOUTS = [(1, 1), (2, 1), (4, 1), (1, 2), (1, 4), (2, 2)]
 # (attention, dropout): the sweeps' SDPA with dropout (the math kernel on CPU), and the other kernels a run can use
 KERNELS = [("sdpa", 0.1), ("eager", 0.1), ("eager", 0.0), ("sdpa", 0.0)]
@@ -47,12 +56,26 @@ def tracked_grid(sizes=SIZES, layouts=LAYOUTS, precisions=("fp32", "bf16"), kern
                 continue
             for precision in precisions:
                 others = (tp, dp) in ((1, 1), (2, 1), (1, 2))
-                for (attn, dropout), padded in product(kernels if others else kernels[:1],
-                                                       (False, True) if others and batch > 1 else (False,)):
+                for (attn, dropout), padded in product(
+                    kernels if others else kernels[:1], (False, True) if others and batch > 1 else (False,)
+                ):
                     lengths = parse_lengths(f"uniform:{max(2, seq // 4)}" if padded else "fixed")
-                    cfg = build_run({"layers": layers, "hidden": hidden, "heads": heads, "vocab": vocab,
-                                     "seq_len": seq, "batch_size": batch, "tp": tp, "dp": dp, "attn": attn,
-                                     "dropout": dropout, "precision": precision, "lengths": lengths})
+                    cfg = build_run(
+                        {
+                            "layers": layers,
+                            "hidden": hidden,
+                            "heads": heads,
+                            "vocab": vocab,
+                            "seq_len": seq,
+                            "batch_size": batch,
+                            "tp": tp,
+                            "dp": dp,
+                            "attn": attn,
+                            "dropout": dropout,
+                            "precision": precision,
+                            "lengths": lengths,
+                        }
+                    )
                     got = tracked_step_bytes(cfg.model, cfg.layout, batch, seq, precision, padded=padded)
                     rows.append(_compared(cfg, got["peak"], f"-v{vocab} tp{tp}-dp{dp}", padded, "tracked"))
     return rows
@@ -64,11 +87,18 @@ def _compared(cfg, measured_bytes: float, where: str, padded: bool, what: str) -
 
     m, d = cfg.model, cfg.data
     est = memory.peak_bytes_per_rank(memory.longest_step_shape(cfg), on_cuda=cfg.device == "cuda")
-    r = {"config": f"L{m.layers}-h{m.hidden}-a{m.heads}-s{d.seq_len}-b{d.batch_size}{where} {cfg.precision} {m.attn} "
-                   f"p={m.dropout}{' padded' if padded else ''}",
-         "tracked": measured_bytes, "estimate": est["peak"], "at": est["peak_at"]}
-    print(f"{r['config']:63s} {what} {r['tracked'] / 1e6:10.2f} MB  estimate {r['estimate'] / 1e6:10.2f} MB  "
-          f"ratio {r['estimate'] / r['tracked']:.3f}  ({r['at']})", flush=True)
+    r = {
+        "config": f"L{m.layers}-h{m.hidden}-a{m.heads}-s{d.seq_len}-b{d.batch_size}{where} {cfg.precision} {m.attn} "
+        f"p={m.dropout}{' padded' if padded else ''}",
+        "tracked": measured_bytes,
+        "estimate": est["peak"],
+        "at": est["peak_at"],
+    }
+    print(
+        f"{r['config']:63s} {what} {r['tracked'] / 1e6:10.2f} MB  estimate {r['estimate'] / 1e6:10.2f} MB  "
+        f"ratio {r['estimate'] / r['tracked']:.3f}  ({r['at']})",
+        flush=True,
+    )
     return r
 
 
@@ -86,11 +116,24 @@ def cuda_grid(sizes=CUDA_SIZES, precisions=("bf16", "fp32"), kernels=KERNELS) ->
 
     rows = []
     for (layers, hidden, heads, seq, batch), precision, (attn, dropout), padded in product(
-            sizes, precisions, kernels, (False, True)):
-        cfg = build_run({"layers": layers, "hidden": hidden, "heads": heads, "vocab": 30522, "seq_len": seq,
-                         "batch_size": batch, "attn": attn, "dropout": dropout, "precision": precision,
-                         "device": "cuda", "device_name": "cuda",
-                         "lengths": parse_lengths(f"uniform:{seq // 4}" if padded else "fixed")})
+        sizes, precisions, kernels, (False, True)
+    ):
+        cfg = build_run(
+            {
+                "layers": layers,
+                "hidden": hidden,
+                "heads": heads,
+                "vocab": 30522,
+                "seq_len": seq,
+                "batch_size": batch,
+                "attn": attn,
+                "dropout": dropout,
+                "precision": precision,
+                "device": "cuda",
+                "device_name": "cuda",
+                "lengths": parse_lengths(f"uniform:{seq // 4}" if padded else "fixed"),
+            }
+        )
         got = cuda_step_bytes(cfg.model, batch, seq, precision, padded=padded)
         rows.append(_compared(cfg, got["peak"], "", padded, "allocated"))
     return rows
@@ -111,34 +154,52 @@ def from_records(folder: Path) -> list[dict]:
         est += 0 if on_cuda else memory.CPU_PROCESS_BASE_BYTES
         got = float(rec["memory"]["peak_bytes_max_rank"])
         rows.append({"config": cfg.run_id, "tracked": got, "estimate": est, "at": ""})
-        print(f"{cfg.run_id:60s} recorded {got / 1e6:9.1f} MB  estimate{'' if on_cuda else ' + base'} "
-              f"{est / 1e6:9.1f} MB  ratio {est / got:.3f}", flush=True)
+        print(
+            f"{cfg.run_id:60s} recorded {got / 1e6:9.1f} MB  estimate{'' if on_cuda else ' + base'} "
+            f"{est / 1e6:9.1f} MB  ratio {est / got:.3f}",
+            flush=True,
+        )
     return rows
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--records", type=Path, help="a folder of run records to compare with instead of tracking")
-    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                    help="cuda: one GPU's steps, measured by the CUDA allocator, against the estimate's CUDA rules")
+    ap.add_argument(
+        "--records", type=Path, help="a folder of run records to compare with instead of tracking"
+    )
+    ap.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="cuda: one GPU's steps, measured by the CUDA allocator, against the estimate's CUDA rules",
+    )
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")  # FSDP2 on the simulated group and the trackers' module hooks warn
     if args.device == "cuda" and not args.records:
         import torch
 
         if not torch.cuda.is_available():
-            raise SystemExit("error: --device cuda needs a CUDA GPU and none is visible; run it on a GPU machine")
+            raise SystemExit(
+                "error: --device cuda needs a CUDA GPU and none is visible; run it on a GPU machine"
+            )
     t0 = time.perf_counter()
-    rows = (from_records(args.records) if args.records else cuda_grid() if args.device == "cuda"
-            else tracked_grid())
+    rows = (
+        from_records(args.records)
+        if args.records
+        else cuda_grid()
+        if args.device == "cuda"
+        else tracked_grid()
+    )
     if not rows:
         print("no configurations", file=sys.stderr)
         return 1
     ratios = sorted(r["estimate"] / r["tracked"] for r in rows)
     what = "recorded" if args.records else "allocated" if args.device == "cuda" else "tracked"
-    print(f"\nestimate / {what} peak over {len(ratios)} configurations: min {ratios[0]:.3f}, median "
-          f"{statistics.median(ratios):.3f}, max {ratios[-1]:.3f}; within 0.9-1.1: "
-          f"{sum(0.9 <= x <= 1.1 for x in ratios)} ({time.perf_counter() - t0:.0f} s)")
+    print(
+        f"\nestimate / {what} peak over {len(ratios)} configurations: min {ratios[0]:.3f}, median "
+        f"{statistics.median(ratios):.3f}, max {ratios[-1]:.3f}; within 0.9-1.1: "
+        f"{sum(0.9 <= x <= 1.1 for x in ratios)} ({time.perf_counter() - t0:.0f} s)"
+    )
     return 0
 
 

@@ -30,8 +30,11 @@ def main() -> None:
     ap.add_argument("--window-s", type=float, default=1.0, help="target window length, seconds")
     args = ap.parse_args()
     cuda = args.device == "cuda"
-    shape = ({"layers": 12, "hidden": 768, "heads": 12, "vocab": 30522, "seq_len": 512, "batch_size": 32}
-             if cuda else {"layers": 2, "hidden": 128, "heads": 4, "seq_len": 128, "batch_size": 8})
+    shape = (
+        {"layers": 12, "hidden": 768, "heads": 12, "vocab": 30522, "seq_len": 512, "batch_size": 32}
+        if cuda
+        else {"layers": 2, "hidden": 128, "heads": 4, "seq_len": 128, "batch_size": 8}
+    )
     cfg = build_run({**shape, "device": args.device, "precision": "bf16" if cuda else "fp32"})
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -40,7 +43,10 @@ def main() -> None:
     torch.manual_seed(0)
     model = build_model(cfg.model).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    batch = {k: v.to(device) for k, v in collate(SyntheticTask(cfg.data, cfg.model.vocab, 2, 0).global_batch(0)).tensors.items()}
+    batch = {
+        k: v.to(device)
+        for k, v in collate(SyntheticTask(cfg.data, cfg.model.vocab, 2, 0).global_batch(0)).tensors.items()
+    }
     train_step = make_train_step(model, opt, bf16_autocast=cuda)
     step = lambda: train_step(batch)  # noqa: E731
 
@@ -56,7 +62,7 @@ def main() -> None:
     arms = [("metered", meter), ("bare", bare), ("control", control)]
     per_step = {label: [] for label, _ in arms}
     for k in range(args.rounds):
-        for label, m in arms[k % 3:] + arms[: k % 3]:  # rotate the order: no arm always runs first
+        for label, m in arms[k % 3 :] + arms[: k % 3]:  # rotate the order: no arm always runs first
             m.begin_window(f"{label}{k}")
             for _ in range(steps):
                 step()

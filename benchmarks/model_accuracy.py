@@ -41,14 +41,25 @@ MAX_STEP_CI95_REL, LEVEL = PAGE["max_step_ci95_rel"], PAGE["level"]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("sweeps", nargs="*", type=Path, help="archives or folders (default: data/reference/cpu/*.tar.gz)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "sweeps", nargs="*", type=Path, help="archives or folders (default: data/reference/cpu/*.tar.gz)"
+    )
     ap.add_argument("--models", nargs="+", default=["operator_roofline"])
-    ap.add_argument("--workers", type=int, default=1, help="sweeps scored at once, one process each (default 1)")
-    ap.add_argument("--pack", type=Path, metavar="DATA", help="pack the sweep under DATA (a data/ folder) and exit")
-    ap.add_argument("--out", type=Path, default=REFERENCE, help="where --pack writes (default data/reference/cpu)")
-    ap.add_argument("--device", help="score a GPU's reference runs (data/reference/DEVICE) by every tier instead")
+    ap.add_argument(
+        "--workers", type=int, default=1, help="sweeps scored at once, one process each (default 1)"
+    )
+    ap.add_argument(
+        "--pack", type=Path, metavar="DATA", help="pack the sweep under DATA (a data/ folder) and exit"
+    )
+    ap.add_argument(
+        "--out", type=Path, default=REFERENCE, help="where --pack writes (default data/reference/cpu)"
+    )
+    ap.add_argument(
+        "--device", help="score a GPU's reference runs (data/reference/DEVICE) by every tier instead"
+    )
     args = ap.parse_args(argv)
     if args.device:
         return gpu_reference(args.device)
@@ -59,34 +70,56 @@ def main(argv=None) -> int:
         try:
             stored.check_models(args.models)
         except ConfigError as exc:
-            hint = (" (sweeps given after --models are read as model names: put them before it)"
-                    if any(Path(u).exists() for u in args.models) else "")
+            hint = (
+                " (sweeps given after --models are read as model names: put them before it)"
+                if any(Path(u).exists() for u in args.models)
+                else ""
+            )
             raise ConfigError(f"{exc}{hint}") from None
         sweeps = args.sweeps or stored.stored_sweeps(REFERENCE)
         if not sweeps:
             raise ConfigError(f"no stored sweeps in {REFERENCE}; pass archives or folders, or --pack one")
-        table = stored.score_stored(sweeps, args.models, LEVEL, MAX_STEP_CI95_REL, workers=args.workers,
-                                    cache=REFERENCE / "scores")
+        table = stored.score_stored(
+            sweeps, args.models, LEVEL, MAX_STEP_CI95_REL, workers=args.workers, cache=REFERENCE / "scores"
+        )
     except ConfigError as exc:
         raise SystemExit(f"error: {exc}") from None
     pd.set_option("display.width", 200)
     order = ["pooled", *[s for s in table.split.unique() if s != "pooled"]]
     pooled = stored.pooled_coverage(table, LEVEL)
     for (model, target), t in table.groupby(["model", "target"], sort=False):
-        print(f"\n{model}, {target} per step: held-out MAPE % (exact-model floor of the runs scored; coverage of the "
-              f"{LEVEL:.0%} intervals %)")
-        cell = t.assign(cell=[f"{m:5.1f} ({'  -' if pd.isna(f) else f'{f:4.1f}'}; {c:3.0f})"
-                              for m, f, c in zip(t.mape_pct, t.exact_floor_pct, t.coverage_pct)])
-        wide = cell.pivot(index="sweep", columns="split", values="cell")[[s for s in order if s in set(t.split)]]
+        print(
+            f"\n{model}, {target} per step: held-out MAPE % (exact-model floor of the runs scored; coverage of the "
+            f"{LEVEL:.0%} intervals %)"
+        )
+        cell = t.assign(
+            cell=[
+                f"{m:5.1f} ({'  -' if pd.isna(f) else f'{f:4.1f}'}; {c:3.0f})"
+                for m, f, c in zip(t.mape_pct, t.exact_floor_pct, t.coverage_pct)
+            ]
+        )
+        wide = cell.pivot(index="sweep", columns="split", values="cell")[
+            [s for s in order if s in set(t.split)]
+        ]
         mean = t.groupby("split")[["mape_pct", "exact_floor_pct", "coverage_pct"]].mean()
-        wide.loc["mean"] = [f"{mean.mape_pct[s]:5.1f} ({mean.exact_floor_pct[s]:4.1f}; {mean.coverage_pct[s]:3.0f})"
-                            for s in wide.columns]
+        wide.loc["mean"] = [
+            f"{mean.mape_pct[s]:5.1f} ({mean.exact_floor_pct[s]:4.1f}; {mean.coverage_pct[s]:3.0f})"
+            for s in wide.columns
+        ]
         print(wide.to_string())
         print(stored.coverage_cells(t, LEVEL))
         p = pooled[(pooled.model == model) & (pooled.target == target)].set_index("split")
-        print(f"coverage pooled over the {len(wide) - 1} sweeps (covered of held-out runs; 90 % range resampling sweeps):")
-        print("  " + "; ".join(f"{s} {p.coverage_pct[s]:.1f} % ({p.covered[s]}/{p.n[s]}; "
-                               f"{p.coverage_lo_pct[s]:.1f}-{p.coverage_hi_pct[s]:.1f})" for s in wide.columns))
+        print(
+            f"coverage pooled over the {len(wide) - 1} sweeps (covered of held-out runs; 90 % range resampling sweeps):"
+        )
+        print(
+            "  "
+            + "; ".join(
+                f"{s} {p.coverage_pct[s]:.1f} % ({p.covered[s]}/{p.n[s]}; "
+                f"{p.coverage_lo_pct[s]:.1f}-{p.coverage_hi_pct[s]:.1f})"
+                for s in wide.columns
+            )
+        )
     return 0
 
 
@@ -101,13 +134,19 @@ def gpu_reference(device: str) -> int:
     except (ConfigError, FileNotFoundError) as exc:
         raise SystemExit(f"error: {exc}") from None
     pd.set_option("display.width", 200)
-    print(f"{device}: {scores.run_id.nunique()} reference runs, energy measured (NVML); prior and calibrated tiers "
-          "fitted on nothing, the fitted tier leaves each run out")
-    wide = scores.pivot(index="run_id", columns="tier", values=["step_s_ape", "energy_per_step_j_ape"]).round(1)
+    print(
+        f"{device}: {scores.run_id.nunique()} reference runs, energy measured (NVML); prior and calibrated tiers "
+        "fitted on nothing, the fitted tier leaves each run out"
+    )
+    wide = scores.pivot(index="run_id", columns="tier", values=["step_s_ape", "energy_per_step_j_ape"]).round(
+        1
+    )
     wide[("runs' own", "step CI95 %")] = (scores.groupby("run_id").step_ci95_rel.first() * 100).round(1)
     print(wide.to_string())
     summary = reference.summary(scores).round(1)
-    print(f"\nper tier: MAPE % and runs inside the stated {LEVEL:.0%} interval (fitted: too few runs for one)")
+    print(
+        f"\nper tier: MAPE % and runs inside the stated {LEVEL:.0%} interval (fitted: too few runs for one)"
+    )
     print(summary.to_string())
     if not profile.empty:
         print("\nstep profile (eager, step time only): MAPE % per tier")

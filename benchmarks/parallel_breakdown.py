@@ -63,8 +63,10 @@ def _rank(rank: int, cfg, steps: int, init: str, out: str) -> None:
     model.train()
     step = make_train_step(model, parallel.make_optimizer(model, cfg.layout, cfg.lr), bf16_autocast=False)
     local = cfg.data.batch_size // cfg.layout.dp
-    batch = {"input_ids": torch.randint(0, cfg.model.vocab, (local, cfg.data.seq_len)),
-             "labels": torch.zeros(local, dtype=torch.long)}
+    batch = {
+        "input_ids": torch.randint(0, cfg.model.vocab, (local, cfg.data.seq_len)),
+        "labels": torch.zeros(local, dtype=torch.long),
+    }
 
     def barrier():
         if world > 1:
@@ -87,8 +89,11 @@ def _rank(rank: int, cfg, steps: int, init: str, out: str) -> None:
             barrier()
     finally:
         os.dup2(saved, 2)
-    spans = {e.key[len("gloo:"):]: {"calls": e.count / steps, "s": e.cpu_time_total / 1e6 / steps}
-             for e in prof.key_averages() if e.key.startswith("gloo:") and e.key != "gloo:barrier"}
+    spans = {
+        e.key[len("gloo:") :]: {"calls": e.count / steps, "s": e.cpu_time_total / 1e6 / steps}
+        for e in prof.key_averages()
+        if e.key.startswith("gloo:") and e.key != "gloo:barrier"
+    }
     Path(f"{out}.{rank}").write_text(json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "spans": spans}))
     if world > 1:
         dist.destroy_process_group()
@@ -108,9 +113,15 @@ def measure(cfg, steps: int) -> dict:
         mp.start_processes(_rank, args=(cfg, steps, init, out), nprocs=world, join=True, start_method="fork")
         ranks = [json.loads(Path(f"{out}.{r}").read_text()) for r in range(world)]
     ops = sorted({op for r in ranks for op in r["spans"]})
-    spans = {op: {k: sum(r["spans"].get(op, {}).get(k, 0.0) for r in ranks) / world for k in ("calls", "s")}
-             for op in ops}
-    return {"wall_s": max(r["wall_s"] for r in ranks), "cpu_s": sum(r["cpu_s"] for r in ranks), "spans": spans}
+    spans = {
+        op: {k: sum(r["spans"].get(op, {}).get(k, 0.0) for r in ranks) / world for k in ("calls", "s")}
+        for op in ops
+    }
+    return {
+        "wall_s": max(r["wall_s"] for r in ranks),
+        "cpu_s": sum(r["cpu_s"] for r in ranks),
+        "spans": spans,
+    }
 
 
 def model_terms(cfg, profile: str, data: Path) -> tuple[dict, str]:
@@ -118,9 +129,20 @@ def model_terms(cfg, profile: str, data: Path) -> tuple[dict, str]:
     from companion.energy import opmodel
     from companion.energy.predict import Plan, find_operator_fit, plan_rows, tier_point
 
-    plan = Plan(layers=cfg.model.layers, hidden=cfg.model.hidden, heads=cfg.model.heads, seq_len=cfg.data.seq_len,
-                batch_size=cfg.data.batch_size, steps=1, tp=cfg.layout.tp, dp=cfg.layout.dp, device_name="cpu",
-                ffn=cfg.model.ffn_size, vocab=cfg.model.vocab, max_positions=cfg.model.max_positions)
+    plan = Plan(
+        layers=cfg.model.layers,
+        hidden=cfg.model.hidden,
+        heads=cfg.model.heads,
+        seq_len=cfg.data.seq_len,
+        batch_size=cfg.data.batch_size,
+        steps=1,
+        tp=cfg.layout.tp,
+        dp=cfg.layout.dp,
+        device_name="cpu",
+        ffn=cfg.model.ffn_size,
+        vocab=cfg.model.vocab,
+        max_positions=cfg.model.max_positions,
+    )
     fit = find_operator_fit("cpu", data / "derived")
     if fit is not None and Path(fit["path"]).parent.name != profile:
         fit = None
@@ -133,22 +155,37 @@ def model_terms(cfg, profile: str, data: Path) -> tuple[dict, str]:
         coef = opmodel.prior_coefficients(dev)
         point, tier = tier_point({"dev": dev, "time": coef["time"], "energy": coef["energy"]}), dev.tier
     df = plan_rows([plan], "fp32", "node").assign(threads_per_rank=cfg.threads or 1)
-    terms = opmodel.scaled_terms(opmodel.operator_frame(df, point.dev), point.time, point.layout_scale,
-                                 opmodel.layout_names(df)).iloc[0]
+    terms = opmodel.scaled_terms(
+        opmodel.operator_frame(df, point.dev), point.time, point.layout_scale, opmodel.layout_names(df)
+    ).iloc[0]
     coll = float(terms.comm_latency_s + terms.comm_bytes_s)
     over = float(terms.tp_dispatch_s + terms.fsdp_hooks_s)
-    return {"collectives_s": coll, "overheads_s": over, "rest_s": float(terms.sum()) - coll - over,
-            "step_s": float(terms.sum())}, tier
+    return {
+        "collectives_s": coll,
+        "overheads_s": over,
+        "rest_s": float(terms.sum()) - coll - over,
+        "step_s": float(terms.sum()),
+    }, tier
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="cpu", help="profile whose 'parallel' group is measured (default cpu)")
-    ap.add_argument("--steps", type=int, default=6, help="timed and profiled steps per configuration (default 6)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--profile", default="cpu", help="profile whose 'parallel' group is measured (default cpu)"
+    )
+    ap.add_argument(
+        "--steps", type=int, default=6, help="timed and profiled steps per configuration (default 6)"
+    )
     ap.add_argument("--layouts", nargs="+", metavar="tpT-dpD", help="only these layouts (default: every one)")
-    ap.add_argument("--data", type=Path, default=ROOT / "data", help="the data folder whose calibration "
-                    "(devices/cpu.json) and fit (derived/PROFILE/fit.json) give the model's terms (default data/)")
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=ROOT / "data",
+        help="the data folder whose calibration "
+        "(devices/cpu.json) and fit (derived/PROFILE/fit.json) give the model's terms (default data/)",
+    )
     args = ap.parse_args(argv)
     if args.steps < 1:
         raise SystemExit(f"error: --steps {args.steps} must be at least 1")
@@ -171,19 +208,26 @@ def main(argv=None) -> int:
             configs.append(cfg)
     if not configs:
         raise SystemExit(f"error: no configuration of the parallel group has a layout in {args.layouts}")
-    print(f"{'size':>14} {'layout':>8} | measured: {'step':>6} {'coll.':>6} {'rest':>6} ms {'busy':>5} | model: {'step':>6} "
-          f"{'coll.':>6} {'overh.':>6} {'rest':>6} ms (tier) | measured collectives: calls x ms each")
+    print(
+        f"{'size':>14} {'layout':>8} | measured: {'step':>6} {'coll.':>6} {'rest':>6} ms {'busy':>5} | model: {'step':>6} "
+        f"{'coll.':>6} {'overh.':>6} {'rest':>6} ms (tier) | measured collectives: calls x ms each"
+    )
     for cfg in configs:
         got = measure(cfg, args.steps)
         coll_s = sum(v["s"] for v in got["spans"].values())
-        calls = ", ".join(f"{op} {v['calls']:.0f} x {1e3 * v['s'] / max(v['calls'], 1):.2f}"
-                          for op, v in got["spans"].items())
+        calls = ", ".join(
+            f"{op} {v['calls']:.0f} x {1e3 * v['s'] / max(v['calls'], 1):.2f}"
+            for op, v in got["spans"].items()
+        )
         m, tier = model_terms(cfg, args.profile, args.data)
         size = f"L{cfg.model.layers}-h{cfg.model.hidden}-b{cfg.data.batch_size}"
         layout = f"tp{cfg.layout.tp}-dp{cfg.layout.dp}"
-        print(f"{size:>14} {layout:>8} | measured: {1e3 * got['wall_s']:6.1f} {1e3 * coll_s:6.1f} "
-              f"{1e3 * (got['wall_s'] - coll_s):6.1f} ms {got['cpu_s'] / got['wall_s']:5.2f} | model: {1e3 * m['step_s']:6.1f} {1e3 * m['collectives_s']:6.1f} "
-              f"{1e3 * m['overheads_s']:6.1f} {1e3 * m['rest_s']:6.1f} ms ({tier}) | {calls or '-'}", flush=True)
+        print(
+            f"{size:>14} {layout:>8} | measured: {1e3 * got['wall_s']:6.1f} {1e3 * coll_s:6.1f} "
+            f"{1e3 * (got['wall_s'] - coll_s):6.1f} ms {got['cpu_s'] / got['wall_s']:5.2f} | model: {1e3 * m['step_s']:6.1f} {1e3 * m['collectives_s']:6.1f} "
+            f"{1e3 * m['overheads_s']:6.1f} {1e3 * m['rest_s']:6.1f} ms ({tier}) | {calls or '-'}",
+            flush=True,
+        )
     return 0
 
 

@@ -29,12 +29,19 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=6)
     ap.add_argument("--steps-per-window", type=int, default=10)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--counter-trace", type=float, default=0.0, metavar="SECONDS",
-                    help="record the raw NVML counter under load for this long instead of windows")
+    ap.add_argument(
+        "--counter-trace",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="record the raw NVML counter under load for this long instead of windows",
+    )
     args = ap.parse_args()
     if args.counter_trace:
         return record_counter_trace(args.counter_trace, args.out)
-    cfg = build_run({"layers": 2, "hidden": 128, "heads": 4, "seq_len": 64, "batch_size": 8, "device": args.device})
+    cfg = build_run(
+        {"layers": 2, "hidden": 128, "heads": 4, "seq_len": 64, "batch_size": 8, "device": args.device}
+    )
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if args.device == "cuda" else None
     meter = RecordingMeter(make_meter(args.meter, args.device, 0, True, "USA", sync), args.out)
@@ -64,12 +71,27 @@ def record_counter_trace(seconds: float, out: str) -> None:
     from companion.runs.train import make_train_step
 
     read_mj, name = nvml_energy_counter(0)
-    cfg = build_run({"layers": 12, "hidden": 768, "heads": 12, "vocab": 30522, "seq_len": 512, "batch_size": 32,
-                     "device": "cuda", "precision": "bf16"})
+    cfg = build_run(
+        {
+            "layers": 12,
+            "hidden": 768,
+            "heads": 12,
+            "vocab": 30522,
+            "seq_len": 512,
+            "batch_size": 32,
+            "device": "cuda",
+            "precision": "bf16",
+        }
+    )
     torch.manual_seed(0)
     model = build_model(cfg.model).cuda()
-    step = make_train_step(model, torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True), bf16_autocast=True)
-    batch = {k: v.cuda() for k, v in collate(SyntheticTask(cfg.data, cfg.model.vocab, 2, 0).global_batch(0)).tensors.items()}
+    step = make_train_step(
+        model, torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True), bf16_autocast=True
+    )
+    batch = {
+        k: v.cuda()
+        for k, v in collate(SyntheticTask(cfg.data, cfg.model.vocab, 2, 0).global_batch(0)).tensors.items()
+    }
     stop = threading.Event()
 
     def load():
@@ -92,9 +114,11 @@ def record_counter_trace(seconds: float, out: str) -> None:
     with open(out, "w") as f:
         f.write("".join(json.dumps(x) + "\n" for x in samples))
     ticks = [b["t_s"] - a["t_s"] for a, b in zip(samples, samples[1:])]
-    print(f"{name}: {len(samples)} counter changes in {seconds} s, median tick {sorted(ticks)[len(ticks) // 2] * 1e3:.1f} ms"
-          f", mean power {(samples[-1]['energy_mj'] - samples[0]['energy_mj']) / 1e3 / (samples[-1]['t_s'] - samples[0]['t_s']):.0f} W"
-          f" -> {out}")
+    print(
+        f"{name}: {len(samples)} counter changes in {seconds} s, median tick {sorted(ticks)[len(ticks) // 2] * 1e3:.1f} ms"
+        f", mean power {(samples[-1]['energy_mj'] - samples[0]['energy_mj']) / 1e3 / (samples[-1]['t_s'] - samples[0]['t_s']):.0f} W"
+        f" -> {out}"
+    )
 
 
 if __name__ == "__main__":

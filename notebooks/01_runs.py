@@ -51,14 +51,33 @@ records_dir = paths.runs_dir(prof.name)
 
 # %%
 if run_sweep:
-    result = sweep.run_sweep(prof, records_dir, progress=False,
-                             alongside=sweep.measured_alongside(prof, records_dir))
-    sweep_table = pd.DataFrame([{"profile": r.out_dir.name, "runs": r.total, "run now": len(r.ok),
-                                 "already recorded": r.skipped, "failed": len(r.failed)}
-                                for r in [result, *result.alongside]])
+    result = sweep.run_sweep(
+        prof, records_dir, progress=False, alongside=sweep.measured_alongside(prof, records_dir)
+    )
+    sweep_table = pd.DataFrame(
+        [
+            {
+                "profile": r.out_dir.name,
+                "runs": r.total,
+                "run now": len(r.ok),
+                "already recorded": r.skipped,
+                "failed": len(r.failed),
+            }
+            for r in [result, *result.alongside]
+        ]
+    )
 else:
-    sweep_table = pd.DataFrame([{"profile": prof.name, "runs": len(prof.runs), "run now": 0,
-                                 "already recorded": "all (run_sweep is off: records copied in)", "failed": "—"}])
+    sweep_table = pd.DataFrame(
+        [
+            {
+                "profile": prof.name,
+                "runs": len(prof.runs),
+                "run now": 0,
+                "already recorded": "all (run_sweep is off: records copied in)",
+                "failed": "—",
+            }
+        ]
+    )
 sweep_table.style.hide(axis="index")
 
 # %% [markdown]
@@ -82,12 +101,31 @@ runs = tables.runs_frame(mine)
 failed = [r for r in records if r.get("status") == "failed"]
 glue("n_runs", len(runs), display=False)
 glue("n_failed", len(failed), display=False)
-glue("device", ", ".join(sorted(set(runs.device_name))), display=False)
+# the device, and on a CPU the machine by its CPU model and cores (one device name covers many machines)
+cores = pd.to_numeric(runs.get("host_cpus"), errors="coerce").max() if "host_cpus" in runs else float("nan")
+glue(
+    "device",
+    ", ".join(sorted(set(runs.device_name)))
+    + (
+        f" (host {', '.join(sorted(set(runs.host.astype(str))))}"
+        + (f", {int(cores)} cores)" if cores == cores else ")")
+        if "host" in runs and set(runs.device_name) == {"cpu"}
+        else ""
+    ),
+    display=False,
+)
 glue("energy_label", figures.energy_label(runs), display=False)
 parallel_modes = [figures.MODE_WORDS.get(m, m) for m in sorted(set(runs["mode"]) - {"single"})]
-glue("layouts_text", (f"on one process and in {len(parallel_modes)} parallel mode{'s' if len(parallel_modes) > 1 else ''} "
-                      f"({', '.join(parallel_modes)}, up to {int(runs.world_size.max())} ranks)"
-                      if parallel_modes else "on one process only (no parallel layout)"), display=False)
+glue(
+    "layouts_text",
+    (
+        f"on one process and in {len(parallel_modes)} parallel mode{'s' if len(parallel_modes) > 1 else ''} "
+        f"({', '.join(parallel_modes)}, up to {int(runs.world_size.max())} ranks)"
+        if parallel_modes
+        else "on one process only (no parallel layout)"
+    ),
+    display=False,
+)
 glue("median_ci_pct", f"{runs.step_ci95_rel.median() * 100:.1f}", display=False)
 glue("converged_pct", f"{runs.converged.mean() * 100:.0f}", display=False)
 glue("energy_method_text", prose.energy_method_text(runs), display=False)
@@ -95,16 +133,30 @@ glue("data_text", prose.data_text(runs), display=False)
 glue("oversubscription_text", prose.oversubscription_text(runs), display=False)
 
 # %%
-summary = (runs.assign(energy=runs.energy_measured.map({True: "measured", False: "estimated"}))
-           .groupby(["mode", "world_size", "energy"])
-           .agg(runs=("run_id", "count"), median_step_ms=("step_s", lambda s: s.median() * 1e3),
-                median_energy_per_step_j=("energy_per_step_j", "median"), mean_power_w=("mean_power_w", "mean"))
-           .reset_index().rename(columns={"mode": "parallel mode", "world_size": "ranks", "median_step_ms": "median step (ms)",
-                                          "median_energy_per_step_j": "median energy per step (J)",
-                                          "mean_power_w": "mean power (W)"}))
+summary = (
+    runs.assign(energy=runs.energy_measured.map({True: "measured", False: "estimated"}))
+    .groupby(["mode", "world_size", "energy"])
+    .agg(
+        runs=("run_id", "count"),
+        median_step_ms=("step_s", lambda s: s.median() * 1e3),
+        median_energy_per_step_j=("energy_per_step_j", "median"),
+        mean_power_w=("mean_power_w", "mean"),
+    )
+    .reset_index()
+    .rename(
+        columns={
+            "mode": "parallel mode",
+            "world_size": "ranks",
+            "median_step_ms": "median step (ms)",
+            "median_energy_per_step_j": "median energy per step (J)",
+            "mean_power_w": "mean power (W)",
+        }
+    )
+)
 glue("runs_summary", summary.style.format(precision=3).hide(axis="index"), display=False)
-summary.style.format({"median step (ms)": "{:.1f}", "median energy per step (J)": "{:.3g}",
-                      "mean power (W)": "{:.1f}"}).hide(axis="index")
+summary.style.format(
+    {"median step (ms)": "{:.1f}", "median energy per step (J)": "{:.3g}", "mean power (W)": "{:.1f}"}
+).hide(axis="index")
 
 # %% [markdown]
 # ## Where and with what

@@ -20,7 +20,11 @@
 
 # %% tags=["parameters"]
 profile = "cpu"
-check_configs = [[2, 128, 4, 128, 8], [4, 256, 8, 64, 8], [1, 64, 2, 256, 4]]  # layers, hidden, heads, seq, batch
+check_configs = [
+    [2, 128, 4, 128, 8],
+    [4, 256, 8, 64, 8],
+    [1, 64, 2, 256, 4],
+]  # layers, hidden, heads, seq, batch
 
 # %%
 # hide
@@ -57,15 +61,26 @@ glue("energy_label", figures.energy_label(df), display=False)
 # come from the hardware table.
 
 # %%
-roof_table = (df.groupby("device_name")[["peak_flops_per_s", "bandwidth_bytes_per_s"]].first()
-              .assign(ridge=lambda t: t.peak_flops_per_s / t.bandwidth_bytes_per_s)
-              .assign(source=lambda t: [roofs[d]["method"] if d in roofs else "hardware table" for d in t.index])
-              .reset_index().rename(columns={"device_name": "device", "peak_flops_per_s": "compute roof (FLOP/s)",
-                                             "bandwidth_bytes_per_s": "memory roof (B/s)",
-                                             "ridge": "ridge (FLOP/byte)", "source": "how obtained"}))
+roof_table = (
+    df.groupby("device_name")[["peak_flops_per_s", "bandwidth_bytes_per_s"]]
+    .first()
+    .assign(ridge=lambda t: t.peak_flops_per_s / t.bandwidth_bytes_per_s)
+    .assign(source=lambda t: [roofs[d]["method"] if d in roofs else "hardware table" for d in t.index])
+    .reset_index()
+    .rename(
+        columns={
+            "device_name": "device",
+            "peak_flops_per_s": "compute roof (FLOP/s)",
+            "bandwidth_bytes_per_s": "memory roof (B/s)",
+            "ridge": "ridge (FLOP/byte)",
+            "source": "how obtained",
+        }
+    )
+)
 glue("roof_table", roof_table.style.format(precision=3).hide(axis="index"), display=False)
-roof_table.style.format({"compute roof (FLOP/s)": "{:.3g}", "memory roof (B/s)": "{:.3g}",
-                         "ridge (FLOP/byte)": "{:.1f}"}).hide(axis="index")
+roof_table.style.format(
+    {"compute roof (FLOP/s)": "{:.3g}", "memory roof (B/s)": "{:.3g}", "ridge (FLOP/byte)": "{:.1f}"}
+).hide(axis="index")
 
 # %% [markdown]
 # ## What the calibration measured
@@ -85,17 +100,27 @@ for d in sorted(set(runs.device_name)):
         cal_rows += [{"device": d, **row} for row in calibration_summary(cal)]
         # each probed layout's overhead, as the operator roofline reads it from the file
         for name, per_unit_s in sorted(found.roofs.layout_overhead_s.items()):
-            cal_rows.append({"device": d, "quantity": f"layout overhead, {name}",
-                             "shown": f"{shown_value(per_unit_s, 's')} {layout_unit_words(name)}",
-                             "how": "tiny BERT probe under the layout, less its ranks' compute (one process's step "
-                             "times the node's oversubscription) and its collectives' latency"
-                             + ("; " + FSDP_UNIT_WORDS if "FSDP" in layout_unit_words(name) else "")})
+            cal_rows.append(
+                {
+                    "device": d,
+                    "quantity": f"layout overhead, {name}",
+                    "shown": f"{shown_value(per_unit_s, 's')} {layout_unit_words(name)}",
+                    "how": "tiny BERT probe under the layout, less its ranks' compute (one process's step "
+                    "times the node's oversubscription) and its collectives' latency"
+                    + ("; " + FSDP_UNIT_WORDS if "FSDP" in layout_unit_words(name) else ""),
+                }
+            )
         facts = calibration_facts({**cal, "warnings": [*(cal.get("warnings") or []), *found.warnings]})
 for key, text in facts.items():
     glue(f"calibration_{key}", text, display=False)
-calibration = pd.DataFrame(cal_rows, columns=["device", "quantity", "shown", "how"]).rename(columns={"shown": "value"})
-(calibration.drop(columns=["device"] if calibration.device.nunique() < 2 else []).style.hide(axis="index")
- .set_properties(padding="0.15em 0.8em 0.15em 0"))
+calibration = pd.DataFrame(cal_rows, columns=["device", "quantity", "shown", "how"]).rename(
+    columns={"shown": "value"}
+)
+(
+    calibration.drop(columns=["device"] if calibration.device.nunique() < 2 else [])
+    .style.hide(axis="index")
+    .set_properties(padding="0.15em 0.8em 0.15em 0")
+)
 
 # %% [markdown]
 # The calibration ran on {glue:text}`calibration_measured_at` and took {glue:text}`calibration_wall_s` s. It
@@ -119,20 +144,53 @@ calibration = pd.DataFrame(cal_rows, columns=["device", "quantity", "shown", "ho
 # %%
 check = proxy_check(check_configs)
 flops_error = (check.flops_analytic / check.flops_counted - 1).abs().max() * 100
-glue("flops_agree", "agree exactly" if flops_error < 1e-9 else f"agree to within {flops_error:.2g} %", display=False)
-glue("params_agree", "agree exactly" if (check.parameters_analytic == check.parameters_counted).all() else
-     "differ (" + ", ".join(f"{r.config}: {r.parameters_analytic:,} against {r.parameters_counted:,}"
-                            for r in check.itertuples() if r.parameters_analytic != r.parameters_counted) + ")",
-     display=False)
+glue(
+    "flops_agree",
+    "agree exactly" if flops_error < 1e-9 else f"agree to within {flops_error:.2g} %",
+    display=False,
+)
+glue(
+    "params_agree",
+    "agree exactly"
+    if (check.parameters_analytic == check.parameters_counted).all()
+    else "differ ("
+    + ", ".join(
+        f"{r.config}: {r.parameters_analytic:,} against {r.parameters_counted:,}"
+        for r in check.itertuples()
+        if r.parameters_analytic != r.parameters_counted
+    )
+    + ")",
+    display=False,
+)
 glue("byte_ratio_min", f"{check.ratio.min():.1f}", display=False)
 glue("byte_ratio_max", f"{check.ratio.max():.1f}", display=False)
-(check.rename(columns={"config": "configuration", "flops_analytic": "FLOPs (formula)",
-                       "flops_counted": "FLOPs (FlopCounterMode)", "parameters_analytic": "parameters (formula)",
-                       "parameters_counted": "parameters (numel)", "analytic_bytes": "bytes (analytic model)",
-                       "op_level_bytes": "bytes (op-level count)", "ratio": "op-level / analytic"})
- .style.format({"FLOPs (formula)": "{:.4g}", "FLOPs (FlopCounterMode)": "{:.4g}", "parameters (formula)": "{:,}",
-                "parameters (numel)": "{:,}", "bytes (analytic model)": "{:.3g}", "bytes (op-level count)": "{:.3g}",
-                "op-level / analytic": "{:.1f}"}).hide(axis="index").set_table_attributes('class="companion-numbers"'))
+(
+    check.rename(
+        columns={
+            "config": "configuration",
+            "flops_analytic": "FLOPs (formula)",
+            "flops_counted": "FLOPs (FlopCounterMode)",
+            "parameters_analytic": "parameters (formula)",
+            "parameters_counted": "parameters (numel)",
+            "analytic_bytes": "bytes (analytic model)",
+            "op_level_bytes": "bytes (op-level count)",
+            "ratio": "op-level / analytic",
+        }
+    )
+    .style.format(
+        {
+            "FLOPs (formula)": "{:.4g}",
+            "FLOPs (FlopCounterMode)": "{:.4g}",
+            "parameters (formula)": "{:,}",
+            "parameters (numel)": "{:,}",
+            "bytes (analytic model)": "{:.3g}",
+            "bytes (op-level count)": "{:.3g}",
+            "op-level / analytic": "{:.1f}",
+        }
+    )
+    .hide(axis="index")
+    .set_table_attributes('class="companion-numbers"')
+)
 
 # %% [markdown]
 # ## Where the runs sit on the roofline
@@ -153,16 +211,34 @@ glue("mfu_min_pct", f"{df.mfu.min() * 100:.1f}", display=False)
 # one process only: a parallel run's MFU counts a rank's FLOPs against the whole device's roof, and on a shared
 # node its ranks take turns on the cores, which says nothing of how a GEMM's shape sets its speed
 single = df[df.world_size == 1]
-glue("single_mfu_range", (f"{single.mfu.min() * 100:.1f} % to {single.mfu.max() * 100:.1f} % over this build's "
-                          f"{len(single)} single-process runs" if len(single) else "not measured: no single-process run"),
-     display=False)
+glue(
+    "single_mfu_range",
+    (
+        f"{single.mfu.min() * 100:.1f} % to {single.mfu.max() * 100:.1f} % over this build's "
+        f"{len(single)} single-process runs"
+        if len(single)
+        else "not measured: no single-process run"
+    ),
+    display=False,
+)
 above = int((df.mfu > 1).sum())
-glue("roof_sentence", (f"{above} of {len(df)} runs exceed the compute roof (MFU above 100 %): a measured roof is "
-                       "a short benchmark's best, and these runs show it understates the device, so MFU here is "
-                       "relative to that measurement, not to the device's true peak.") if above else
-     "Every run is below the compute roof.", display=False)
+glue(
+    "roof_sentence",
+    (
+        f"{above} of {len(df)} runs exceed the compute roof (MFU above 100 %): a measured roof is "
+        "a short benchmark's best, and these runs show it understates the device, so MFU here is "
+        "relative to that measurement, not to the device's true peak."
+    )
+    if above
+    else "Every run is below the compute roof.",
+    display=False,
+)
 single = df[df.world_size == 1]
-slope = np.polyfit(np.log(single.flops_per_step), np.log(single.energy_per_step_j), 1)[0] if len(single) > 1 else float("nan")
+slope = (
+    np.polyfit(np.log(single.flops_per_step), np.log(single.energy_per_step_j), 1)[0]
+    if len(single) > 1
+    else float("nan")
+)
 glue("energy_flops_slope", f"{slope:.2f}", display=False)
 glue("fig_roofline", figures.roofline(df), display=False)
 glue("fig_energy_flops", figures.energy_vs_flops(df), display=False)
@@ -197,16 +273,23 @@ figures.energy_vs_flops(df)
 eta = df[df.world_size > 1]
 glue("eta_min", f"{eta.eta.min():.2f}", display=False)
 glue("eta_max", f"{eta.eta.max():.2f}", display=False)
-eta_table = pd.DataFrame({
-    "model": [f"{r.layers} layers, hidden {r.hidden}, {r.heads} heads" for r in eta.itertuples()],
-    "sequence × batch": [f"{r.seq_len} × {r.batch_size}" for r in eta.itertuples()],
-    "parallel mode": eta["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)),
-    "ranks": eta.world_size, "replicate": eta.replicate + 1, "step (ms)": eta.step_s * 1e3, "η(p)": eta.eta,
-    "compared with": eta.eta_reference.replace({"p=1": "single device"})})
+eta_table = pd.DataFrame(
+    {
+        "model": [f"{r.layers} layers, hidden {r.hidden}, {r.heads} heads" for r in eta.itertuples()],
+        "sequence × batch": [f"{r.seq_len} × {r.batch_size}" for r in eta.itertuples()],
+        "parallel mode": eta["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)),
+        "ranks": eta.world_size,
+        "replicate": eta.replicate + 1,
+        "step (ms)": eta.step_s * 1e3,
+        "η(p)": eta.eta,
+        "compared with": eta.eta_reference.replace({"p=1": "single device"}),
+    }
+)
 if eta_table["compared with"].nunique() < 2:  # one reference for every row: said above, not repeated per row
     eta_table = eta_table.drop(columns="compared with")
 eta_table.sort_values(["model", "sequence × batch", "parallel mode", "ranks", "replicate"]).style.format(
-    {"step (ms)": "{:.1f}", "η(p)": "{:.2f}"}).hide(axis="index")
+    {"step (ms)": "{:.1f}", "η(p)": "{:.2f}"}
+).hide(axis="index")
 
 # %% [markdown]
 # ## The replicate noise floor
@@ -229,11 +312,21 @@ noise = replicate_noise(df)
 write_json(paths.derived_dir(profile) / "noise.json", noise)
 drift = noise.get("between_passes") or {}
 pct = lambda x: None if x is None else 100 * x  # noqa: E731
-pd.DataFrame([{"metric": metric.replace("_", " "), "floor, mean (%)": pct(m["mape"]), "median (%)": pct(m["median_ape"]),
-               "max (%)": pct(m["max_ape"]), "configurations": m["n_configs"], "runs": m["n_runs"],
-               "exact model (%)": pct((m.get("exact_model") or {}).get("mape")),
-               "later pass / first, median": (drift.get(metric) or {}).get("median_ratio")}
-              for metric, m in noise["metrics"].items()]).style.format(precision=2, na_rep="—").hide(axis="index")
+pd.DataFrame(
+    [
+        {
+            "metric": metric.replace("_", " "),
+            "floor, mean (%)": pct(m["mape"]),
+            "median (%)": pct(m["median_ape"]),
+            "max (%)": pct(m["max_ape"]),
+            "configurations": m["n_configs"],
+            "runs": m["n_runs"],
+            "exact model (%)": pct((m.get("exact_model") or {}).get("mape")),
+            "later pass / first, median": (drift.get(metric) or {}).get("median_ratio"),
+        }
+        for metric, m in noise["metrics"].items()
+    ]
+).style.format(precision=2, na_rep="—").hide(axis="index")
 
 # %%
 out = paths.derived_dir(profile) / "proxies.csv"

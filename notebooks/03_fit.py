@@ -136,9 +136,16 @@ parts = LAWS["energy_roofline"].decompose(design_matrix(df, fitted.usl), theta)
 split = pd.concat([df[["run_id", "mode", "flops_per_step"]], parts], axis=1)
 glue("p0_w", f"{theta[2]:.1f}", display=False)
 ram_shares = prose.ram_shares(df)
-glue("static_power_text", prose.static_power_text(parts.static_j.sum() / parts.sum(axis=1).sum(), theta[2],
-                                                 dev.idle_w, ram_shares.median() if len(ram_shares) else None),
-     display=False)
+glue(
+    "static_power_text",
+    prose.static_power_text(
+        parts.static_j.sum() / parts.sum(axis=1).sum(),
+        theta[2],
+        dev.idle_w,
+        ram_shares.median() if len(ram_shares) else None,
+    ),
+    display=False,
+)
 glue("fig_static", figures.static_vs_dynamic(split, df), display=False)
 figures.static_vs_dynamic(split, df)
 
@@ -162,23 +169,41 @@ op = artifact["operator_model"]
 op_dev = DeviceRoofs.from_json(op["dev"])  # the calibration's roofs, with the thread exponent the fit chose
 glue("op_roofs_source", f"{dev.tier} ({dev.name})", display=False)
 zero = [headline.coefficient_words(k) for k, v in op["energy"].items() if v == 0]
-glue("op_zero_energy", (f"Fitted to 0 on these runs, so absent from this build's energy model: {', '.join(zero)}. "
-                        "The fit is non-negative; a term at 0 is one these runs cannot tell from the others, not "
-                        "a finding that the hardware spends nothing on it.") if zero else "", display=False)
+glue(
+    "op_zero_energy",
+    (
+        f"Fitted to 0 on these runs, so absent from this build's energy model: {', '.join(zero)}. "
+        "The fit is non-negative; a term at 0 is one these runs cannot tell from the others, not "
+        "a finding that the hardware spends nothing on it."
+    )
+    if zero
+    else "",
+    display=False,
+)
 # the coefficient table as the fitted point describes itself (multipliers, energies, thread exponent, layouts)
 op_coef = OperatorPoint(op_dev, op["time"], op["energy"], op.get("layout_scale") or {}).describe()
 glue("op_coefficients", op_coef.round(6), display=False)
 terms = operator_frame(df, op_dev)
-scaled = pd.concat([df[["run_id", "mode", "flops_per_step"]],
-                    scaled_terms(terms, op["time"], op.get("layout_scale"), layout_names(df))], axis=1)
+scaled = pd.concat(
+    [
+        df[["run_id", "mode", "flops_per_step"]],
+        scaled_terms(terms, op["time"], op.get("layout_scale"), layout_names(df)),
+    ],
+    axis=1,
+)
 glue("fig_operator_time", figures.operator_time_breakdown(scaled, df), display=False)
 figures.operator_time_breakdown(scaled, df)
 
 # %%
-(op_coef.assign(target=op_coef.target.map({"step_s": "time", "energy_per_step_j": "energy"}),
-                meaning=op_coef.param.map(headline.coefficient_words))
- [["target", "param", "meaning", "value", "unit"]].rename(columns={"param": "coefficient"})
- .style.format({"value": "{:.3g}"}).hide(axis="index"))
+(
+    op_coef.assign(
+        target=op_coef.target.map({"step_s": "time", "energy_per_step_j": "energy"}),
+        meaning=op_coef.param.map(headline.coefficient_words),
+    )[["target", "param", "meaning", "value", "unit"]]
+    .rename(columns={"param": "coefficient"})
+    .style.format({"value": "{:.3g}"})
+    .hide(axis="index")
+)
 
 # %% [markdown]
 # η(p) from the operator roofline (its predicted T₁ / (p T_p)) against the measured η, and beside it the
@@ -193,13 +218,28 @@ if len(eta_rows):
 
 # %%
 usl_size = headline.usl_table(artifact["usl_per_size"])
-unphysical = [f"{k} = {law_coef.loc[k, 'value']:.2f}" for k, bad in
-              (("alpha", not 0 < law_coef.loc["alpha", "value"] <= 1.5), ("beta", law_coef.loc["beta", "value"] < 0)) if bad]
-glue("law_unphysical", ("The paper's law has unphysical coefficients here (" + ", ".join(unphysical) + "): energy "
-                        "cannot fall as FLOPs or memory traffic rise; F and Q are too correlated in this sweep to be "
-                        "told apart.") if unphysical else ("The paper's law's coefficients pass the physical checks: "
-                        "0 < α ≤ 1.5 and β ≥ 0 (energy does not fall as FLOPs or memory traffic rise)."),
-     display=False)
+unphysical = [
+    f"{k} = {law_coef.loc[k, 'value']:.2f}"
+    for k, bad in (
+        ("alpha", not 0 < law_coef.loc["alpha", "value"] <= 1.5),
+        ("beta", law_coef.loc["beta", "value"] < 0),
+    )
+    if bad
+]
+glue(
+    "law_unphysical",
+    (
+        "The paper's law has unphysical coefficients here (" + ", ".join(unphysical) + "): energy "
+        "cannot fall as FLOPs or memory traffic rise; F and Q are too correlated in this sweep to be "
+        "told apart."
+    )
+    if unphysical
+    else (
+        "The paper's law's coefficients pass the physical checks: "
+        "0 < α ≤ 1.5 and β ≥ 0 (energy does not fall as FLOPs or memory traffic rise)."
+    ),
+    display=False,
+)
 usl_size.style.hide(axis="index")
 
 # %% [markdown]

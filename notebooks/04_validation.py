@@ -68,11 +68,20 @@ v = verdict(summary, target_mape=target_mape_pct)
 # so it is an after-the-fact estimate, not a prediction made before running.
 
 # %%
-table = (summary[["split", "label", "n", "mape_pct", "median_ape_pct", "max_ape_pct", "r2_log", "coverage_pct"]]
-         .assign(split=lambda t: t.split.map(val.SPLIT_WORDS))
-         .rename(columns={"label": "law", "mape_pct": "MAPE (%)", "median_ape_pct": "median APE (%)",
-                          "max_ape_pct": "max APE (%)", "r2_log": "R² (log)",
-                          "coverage_pct": "coverage of in-sample bootstrap intervals (%)"}))
+table = (
+    summary[["split", "label", "n", "mape_pct", "median_ape_pct", "max_ape_pct", "r2_log", "coverage_pct"]]
+    .assign(split=lambda t: t.split.map(val.SPLIT_WORDS))
+    .rename(
+        columns={
+            "label": "law",
+            "mape_pct": "MAPE (%)",
+            "median_ape_pct": "median APE (%)",
+            "max_ape_pct": "max APE (%)",
+            "r2_log": "R² (log)",
+            "coverage_pct": "coverage of in-sample bootstrap intervals (%)",
+        }
+    )
+)
 glue("validation_table", table.round(2), display=False)
 glue("law_mape", f"{v['mape_pct']:.1f}", display=False)
 glue("best_baseline", v["best_baseline"], display=False)
@@ -105,8 +114,12 @@ figures.residuals_by_group(pred, df, "roofline_power_law")
 glue("verdict_text", headline.paragraph(explain(v, df)), display=False)
 print(f"paper's law, pooled held-out MAPE: {v['mape_pct']:.1f} % (target {target_mape_pct} %)")
 print(f"best pre-run baseline: {v['best_baseline']} at {v['best_baseline_mape_pct']:.1f} %")
-print("meets the target" if v["meets_target"] else "does NOT meet the target",
-      "and beats half the best baseline" if v["beats_half_best_baseline"] else "and does NOT beat half the best baseline")
+print(
+    "meets the target" if v["meets_target"] else "does NOT meet the target",
+    "and beats half the best baseline"
+    if v["beats_half_best_baseline"]
+    else "and does NOT beat half the best baseline",
+)
 
 # %% [markdown]
 # ## Every model, time and energy apart
@@ -127,9 +140,16 @@ print("meets the target" if v["meets_target"] else "does NOT meet the target",
 # %%
 largest = df.loc[val.folds(df, "extrapolate_largest")[0][2]]
 largest_modes = largest["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)).value_counts()
-glue("largest_text", f"{len(largest)} of the {len(df)} runs scored, "
-     + (f"all {largest_modes.index[0]}" if len(largest_modes) == 1 else
-        ", ".join(f"{n} {m}" for m, n in largest_modes.items())), display=False)
+glue(
+    "largest_text",
+    f"{len(largest)} of the {len(df)} runs scored, "
+    + (
+        f"all {largest_modes.index[0]}"
+        if len(largest_modes) == 1
+        else ", ".join(f"{n} {m}" for m, n in largest_modes.items())
+    ),
+    display=False,
+)
 dev = load_device_roofs(df.device_name.iloc[0], df.precision.iloc[0])
 models = validated_models(dev)
 model_pred = val.validate_models(df, models, level=level)
@@ -151,26 +171,46 @@ if test_dir is not None and test_dir.is_dir() and any(test_dir.glob("*.json")):
     test_runs, test_left_out = usable_runs(test_all, max_step_ci95_rel)
     ci_filter["test"] = filter_counts(test_all, test_left_out)
     dropped["test"] = list(test_left_out)
-    model_pred = pd.concat([model_pred, val.score_holdout(df, test_runs, models, level, split="test")],
-                           ignore_index=True)
+    model_pred = pd.concat(
+        [model_pred, val.score_holdout(df, test_runs, models, level, split="test")], ignore_index=True
+    )
     test_noise = replicate_noise(test_runs)
 # the floor of the runs scored here: replicates within the same step-time filter (noise.json of stage 02 holds every run)
 noise = replicate_noise(df)
 n_pairs = noise["metrics"].get("time_per_step", {}).get("n_configs", 0)
 n_held = ((holdout_noise or {}).get("metrics") or {}).get("time_per_step", {}).get("n_configs", 0)
-glue("noise_text", (f"the replicates of the runs scored here, {n_pairs} configurations with every measurement kept by "
-     f"the step-time filter" if n_pairs else "not available (no configuration kept twice by the step-time filter)")
-     + (f"; the off-grid runs have their own, from {n_held} configurations with both measurements kept" if n_held else ""),
-     display=False)
+glue(
+    "noise_text",
+    (
+        f"the replicates of the runs scored here, {n_pairs} configurations with every measurement kept by "
+        f"the step-time filter"
+        if n_pairs
+        else "not available (no configuration kept twice by the step-time filter)"
+    )
+    + (
+        f"; the off-grid runs have their own, from {n_held} configurations with both measurements kept"
+        if n_held
+        else ""
+    ),
+    display=False,
+)
 by_split, pooled = val.score_splits(model_pred, noise, holdout_noise, level, test_noise=test_noise)
 mv = val.model_verdict(pooled, by_split, level=level)
 # sensitivity: the primary model's headline figures with the step-time filter off (every run scored)
-unfiltered = {"holdout": holdout_all if len(holdout) else holdout, "test": test_all if len(test_runs) else test_runs}
-filter_check = {"max_step_ci95_rel": max_step_ci95_rel, "dropped": dropped,
-                "with_filter": val.headline_figures(by_split, pooled),
-                "without_filter": val.filter_sensitivity(all_runs, unfiltered, "operator_roofline",
-                                                         models["operator_roofline"], level)
-                if any(dropped.values()) else None}
+unfiltered = {
+    "holdout": holdout_all if len(holdout) else holdout,
+    "test": test_all if len(test_runs) else test_runs,
+}
+filter_check = {
+    "max_step_ci95_rel": max_step_ci95_rel,
+    "dropped": dropped,
+    "with_filter": val.headline_figures(by_split, pooled),
+    "without_filter": val.filter_sensitivity(
+        all_runs, unfiltered, "operator_roofline", models["operator_roofline"], level
+    )
+    if any(dropped.values())
+    else None,
+}
 glue("model_scores", by_split.round(2), display=False)
 glue("model_verdict_text", headline.paragraph(val.describe_verdict(mv)), display=False)
 glue("fig_models", figures.model_comparison(by_split, df), display=False)
@@ -186,12 +226,17 @@ figures.model_comparison(by_split, df)
 # %%
 # models as rows, splits as columns (pooled first), one table per target: MAPE, its interval, coverage
 scored = {"model_scores": by_split.to_dict("records"), "model_scores_pooled": pooled.to_dict("records")}
-headline.styled_scores(headline.score_table(scored, "time"), "Held-out MAPE (%) of the time per step "
-                       "(under each split: its runs, and an exact model's MAPE on them)")
+headline.styled_scores(
+    headline.score_table(scored, "time"),
+    "Held-out MAPE (%) of the time per step (under each split: its runs, and an exact model's MAPE on them)",
+)
 
 # %%
-headline.styled_scores(headline.score_table(scored, "energy"), "Held-out MAPE (%) of the energy per step "
-                       "(under each split: its runs, and an exact model's MAPE on them)")
+headline.styled_scores(
+    headline.score_table(scored, "energy"),
+    "Held-out MAPE (%) of the energy per step "
+    "(under each split: its runs, and an exact model's MAPE on them)",
+)
 
 # %% [markdown]
 # ### Which way a held-out degree is off
@@ -204,15 +249,25 @@ headline.styled_scores(headline.score_table(scored, "energy"), "Held-out MAPE (%
 # %%
 degree_bias = val.signed_errors(model_pred)
 glue("degree_bias_text", figures.degree_bias_text(degree_bias), display=False)
-bias_table = (degree_bias.assign(mode=degree_bias["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)))
-              .pivot_table(index=["world_size", "mode"], columns="target", values=["mean_error_pct", "n"]))
-(headline.styled_scores(
-    pd.DataFrame({"ranks": bias_table.index.get_level_values(0), "mode": bias_table.index.get_level_values(1),
-                  "runs": bias_table[("n", "time")].astype(int).to_numpy(),
-                  "time: mean signed error %": bias_table[("mean_error_pct", "time")].round(1).to_numpy(),
-                  "energy: mean signed error %": bias_table[("mean_error_pct", "energy")].round(1).to_numpy()}),
-    "Operator roofline, parallel degree held out: mean signed error per step (positive: over-predicted)")
- .format(precision=1) if len(degree_bias) else None)
+bias_table = degree_bias.assign(
+    mode=degree_bias["mode"].map(lambda m: figures.MODE_WORDS.get(m, m))
+).pivot_table(index=["world_size", "mode"], columns="target", values=["mean_error_pct", "n"])
+(
+    headline.styled_scores(
+        pd.DataFrame(
+            {
+                "ranks": bias_table.index.get_level_values(0),
+                "mode": bias_table.index.get_level_values(1),
+                "runs": bias_table[("n", "time")].astype(int).to_numpy(),
+                "time: mean signed error %": bias_table[("mean_error_pct", "time")].round(1).to_numpy(),
+                "energy: mean signed error %": bias_table[("mean_error_pct", "energy")].round(1).to_numpy(),
+            }
+        ),
+        "Operator roofline, parallel degree held out: mean signed error per step (positive: over-predicted)",
+    ).format(precision=1)
+    if len(degree_bias)
+    else None
+)
 
 # %% [markdown]
 # ### Coverage by what a step is made of
@@ -227,17 +282,28 @@ bias_table = (degree_bias.assign(mode=degree_bias["mode"].map(lambda m: figures.
 scored_runs = pd.concat([df, holdout, test_runs], ignore_index=True)
 op_share = fit_point(models["operator_roofline"], df).overhead_share(scored_runs)
 # the test set stays out of every diagnosis a choice could be made from
-coverage_overhead = val.coverage_by_overhead(model_pred[model_pred.split != "test"],
-                                             dict(zip(scored_runs.run_id, op_share)), level=level)
-coverage_cells = coverage_overhead.assign(cell=[
-    f"{r.coverage_pct:.0f} [{r.range_lo_pct:.0f}-{r.range_hi_pct:.0f}] (n = {r.n})" if r.n else "no runs"
-    for r in coverage_overhead.itertuples()])
+coverage_overhead = val.coverage_by_overhead(
+    model_pred[model_pred.split != "test"], dict(zip(scored_runs.run_id, op_share)), level=level
+)
+coverage_cells = coverage_overhead.assign(
+    cell=[
+        f"{r.coverage_pct:.0f} [{r.range_lo_pct:.0f}-{r.range_hi_pct:.0f}] (n = {r.n})" if r.n else "no runs"
+        for r in coverage_overhead.itertuples()
+    ]
+)
 headline.styled_scores(
     coverage_cells.pivot(index="overhead_share", columns="target", values="cell")[["time", "energy"]]
-    .reindex(coverage_overhead.overhead_share.unique()).reset_index()
-    .rename(columns={"overhead_share": "overheads' share of the step", "time": "time: coverage %",
-                     "energy": "energy: coverage %"}),
-    f"Coverage of the operator roofline's {level * 100:.0f} % intervals by the overheads' share of the predicted step")
+    .reindex(coverage_overhead.overhead_share.unique())
+    .reset_index()
+    .rename(
+        columns={
+            "overhead_share": "overheads' share of the step",
+            "time": "time: coverage %",
+            "energy": "energy: coverage %",
+        }
+    ),
+    f"Coverage of the operator roofline's {level * 100:.0f} % intervals by the overheads' share of the predicted step",
+)
 
 # %% [markdown]
 # {glue:text}`coverage_bands_text`
@@ -247,12 +313,27 @@ glue("coverage_bands_text", headline.coverage_bands_text(coverage_overhead), dis
 glue("interval_scale_max", f"{1 + INTERVAL_OVERHEAD_WEIGHT:g}", display=False)
 
 # %%
-out = write_json(paths.derived_dir(profile) / "validation.json",
-                 {"splits": MODEL_SPLITS, "level": level, "verdict": v, "summary": summary.to_dict("records"),
-                  "predictions": pred.to_dict("records"), "left_out_runs": left_out, "ci_filter": ci_filter,
-                  "model_splits": val.MODEL_SPLITS, "model_scores": by_split.to_dict("records"),
-                  "model_scores_pooled": pooled.to_dict("records"), "model_verdict": mv,
-                  "model_predictions": model_pred.to_dict("records"), "noise": noise,
-                  "noise_holdout": holdout_noise, "noise_test": test_noise, "coverage_by_overhead": coverage_overhead.to_dict("records"),
-                  "degree_bias": degree_bias.to_dict("records"), "filter_sensitivity": filter_check})
+out = write_json(
+    paths.derived_dir(profile) / "validation.json",
+    {
+        "splits": MODEL_SPLITS,
+        "level": level,
+        "verdict": v,
+        "summary": summary.to_dict("records"),
+        "predictions": pred.to_dict("records"),
+        "left_out_runs": left_out,
+        "ci_filter": ci_filter,
+        "model_splits": val.MODEL_SPLITS,
+        "model_scores": by_split.to_dict("records"),
+        "model_scores_pooled": pooled.to_dict("records"),
+        "model_verdict": mv,
+        "model_predictions": model_pred.to_dict("records"),
+        "noise": noise,
+        "noise_holdout": holdout_noise,
+        "noise_test": test_noise,
+        "coverage_by_overhead": coverage_overhead.to_dict("records"),
+        "degree_bias": degree_bias.to_dict("records"),
+        "filter_sensitivity": filter_check,
+    },
+)
 print(f"wrote {out}")

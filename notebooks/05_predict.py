@@ -54,18 +54,41 @@ vocab = vocab or int(runs.vocab.mode().iloc[0])
 rows = []
 for model in models:
     for seq in seq_lens:
-        plan = make_plan(model=model, seq_len=seq, batch_size=batch_size, examples=examples, epochs=epochs,
-                         device=device, country=country, vocab=vocab)
+        plan = make_plan(
+            model=model,
+            seq_len=seq,
+            batch_size=batch_size,
+            examples=examples,
+            epochs=epochs,
+            device=device,
+            country=country,
+            vocab=vocab,
+        )
         p = predict(plan, fitted, law=law)
         op = predict_tiered(plan)
-        rows.append({"model": model, "seq_len": seq, "steps": p["steps"], "energy_kwh": p["energy_kwh"],
-                     "energy_kwh_lo": p["energy_kwh_interval"][0], "energy_kwh_hi": p["energy_kwh_interval"][1],
-                     "time_h": p["time_h"], "co2_kg": p["co2_kg"], "warnings": len(p["warnings"]),
-                     "energy_kind": p["fit_energy_kind"], "op_tier": op["tier"], "op_energy_kwh": op["energy_kwh"],
-                     "op_energy_kwh_lo": op["energy_kwh_interval"][0], "op_energy_kwh_hi": op["energy_kwh_interval"][1],
-                     "op_time_h": op["time_h"], "op_time_h_lo": op["time_h_interval"][0],
-                     "op_time_h_hi": op["time_h_interval"][1], "op_co2_kg": op["co2_kg"],
-                     "carbon_g_per_kwh": op["carbon_intensity_g_per_kwh"]})
+        rows.append(
+            {
+                "model": model,
+                "seq_len": seq,
+                "steps": p["steps"],
+                "energy_kwh": p["energy_kwh"],
+                "energy_kwh_lo": p["energy_kwh_interval"][0],
+                "energy_kwh_hi": p["energy_kwh_interval"][1],
+                "time_h": p["time_h"],
+                "co2_kg": p["co2_kg"],
+                "warnings": len(p["warnings"]),
+                "energy_kind": p["fit_energy_kind"],
+                "op_tier": op["tier"],
+                "op_energy_kwh": op["energy_kwh"],
+                "op_energy_kwh_lo": op["energy_kwh_interval"][0],
+                "op_energy_kwh_hi": op["energy_kwh_interval"][1],
+                "op_time_h": op["time_h"],
+                "op_time_h_lo": op["time_h_interval"][0],
+                "op_time_h_hi": op["time_h_interval"][1],
+                "op_co2_kg": op["co2_kg"],
+                "carbon_g_per_kwh": op["carbon_intensity_g_per_kwh"],
+            }
+        )
 explore = pd.DataFrame(rows)
 first = explore.iloc[0]
 glue("example_model", first.model, display=False)
@@ -73,24 +96,42 @@ glue("example_kwh", f"{first.energy_kwh:.3g}", display=False)
 glue("example_kwh_lo", f"{first.energy_kwh_lo:.3g}", display=False)
 glue("example_kwh_hi", f"{first.energy_kwh_hi:.3g}", display=False)
 glue("example_time_h", f"{first.time_h:.3g}", display=False)
-glue("explore_setting", f"a batch of {batch_size} sequences, {examples:,} examples and {epochs} epochs on {device}; "
-     f"CO₂ at the grid intensity of {country} ({first.carbon_g_per_kwh:.0f} g per kWh)", display=False)
+glue(
+    "explore_setting",
+    f"a batch of {batch_size} sequences, {examples:,} examples and {epochs} epochs on {device}; "
+    f"CO₂ at the grid intensity of {country} ({first.carbon_g_per_kwh:.0f} g per kWh)",
+    display=False,
+)
 # the page shows a compact view (the full table is explore.csv): one interval column per model
-shown = pd.DataFrame({
-    "model": explore.model, "sequence length": explore.seq_len, "steps": explore.steps, "tier": explore.op_tier,
-    **{name: interval_cells(explore[col], explore[f"{col}_lo"], explore[f"{col}_hi"])
-       for name, col in (("roofline kWh [90 %]", "op_energy_kwh"), ("roofline h [90 %]", "op_time_h"),
-                         ("paper's law kWh [90 %]", "energy_kwh"))},
-    "warnings": explore.warnings,
-})
-shown_style = shown.style.hide(axis="index").set_table_attributes('class="companion-numbers"')  # warnings: a count
+shown = pd.DataFrame(
+    {
+        "model": explore.model,
+        "sequence length": explore.seq_len,
+        "steps": explore.steps,
+        "tier": explore.op_tier,
+        **{
+            name: interval_cells(explore[col], explore[f"{col}_lo"], explore[f"{col}_hi"])
+            for name, col in (
+                ("roofline kWh [90 %]", "op_energy_kwh"),
+                ("roofline h [90 %]", "op_time_h"),
+                ("paper's law kWh [90 %]", "energy_kwh"),
+            )
+        },
+        "warnings": explore.warnings,
+    }
+)
+shown_style = shown.style.hide(axis="index").set_table_attributes(
+    'class="companion-numbers"'
+)  # warnings: a count
 glue("explore_table", shown_style, display=False)
 shown_style
 
 # %%
 # the table's first row from the shell (the operator roofline; --law roofline_power_law for the paper's column)
-print(f"companion predict --model {first.model} --seq-len {first.seq_len} --batch-size {batch_size} --vocab {vocab} \\\n"
-      f"    --examples {examples} --epochs {epochs} --device {device} --country {country}")
+print(
+    f"companion predict --model {first.model} --seq-len {first.seq_len} --batch-size {batch_size} --vocab {vocab} \\\n"
+    f"    --examples {examples} --epochs {epochs} --device {device} --country {country}"
+)
 
 # %% [markdown]
 # Each row is {glue:text}`explore_setting`. The roofline columns are the operator roofline in the tier named in
@@ -117,24 +158,44 @@ print(f"companion predict --model {first.model} --seq-len {first.seq_len} --batc
 # Tier: {glue:text}`plan_tier`; {glue:text}`plan_notes`.
 
 # %%
-planned = plan_layouts(plan_devices, model=plan_model, examples=examples, epochs=epochs, device=plan_device,
-                       country=country)
+planned = plan_layouts(
+    plan_devices, model=plan_model, examples=examples, epochs=epochs, device=plan_device, country=country
+)
 plan_table = pd.DataFrame(planned["layouts"])
 # each layout's point and interval in one cell, as the table above shows them (the page's width holds no more)
 for col, name in (("energy_kwh", "kWh [90 %]"), ("time_h", "h [90 %]")):
-    plan_table[col] = interval_cells(plan_table[col], plan_table[f"{col}_interval"].str[0],
-                                     plan_table[f"{col}_interval"].str[1])
+    plan_table[col] = interval_cells(
+        plan_table[col], plan_table[f"{col}_interval"].str[0], plan_table[f"{col}_interval"].str[1]
+    )
     plan_table = plan_table.drop(columns=f"{col}_interval").rename(columns={col: name})
-plan_table = plan_table.drop(columns=["steps", "mean_power_w", "co2_kg_interval"])  # all in `companion plan --json`
-for key, value in (("plan_model", plan_model), ("plan_devices", str(plan_devices)), ("plan_device", plan_device),
-                   ("plan_tier", f"{planned['tier']} ({planned['tier_means']})"),
-                   ("plan_seq_len", str(planned["seq_len"])), ("plan_precision", planned["precision"]),
-                   ("plan_notes", "; ".join(planned["notes"]) or "no notes")):
+plan_table = plan_table.drop(
+    columns=["steps", "mean_power_w", "co2_kg_interval"]
+)  # all in `companion plan --json`
+for key, value in (
+    ("plan_model", plan_model),
+    ("plan_devices", str(plan_devices)),
+    ("plan_device", plan_device),
+    ("plan_tier", f"{planned['tier']} ({planned['tier_means']})"),
+    ("plan_seq_len", str(planned["seq_len"])),
+    ("plan_precision", planned["precision"]),
+    ("plan_notes", "; ".join(planned["notes"]) or "no notes"),
+):
     glue(key, value, display=False)
-plan_table = plan_table.rename(columns={"tp": "TP", "dp": "FSDP", "batch_size": "global batch", "co2_kg": "CO₂ (kg)",
-                                        "eta": "η(p)", "memory_gb": "memory (GB)", "pareto": "Pareto"})
+plan_table = plan_table.rename(
+    columns={
+        "tp": "TP",
+        "dp": "FSDP",
+        "batch_size": "global batch",
+        "co2_kg": "CO₂ (kg)",
+        "eta": "η(p)",
+        "memory_gb": "memory (GB)",
+        "pareto": "Pareto",
+    }
+)
 plan_table["Pareto"] = plan_table["Pareto"].map({True: "yes", False: ""})
-plan_styled = plan_table.style.format({"CO₂ (kg)": "{:.3g}", "η(p)": "{:.2f}", "memory (GB)": "{:.3g}"}).hide(axis="index")
+plan_styled = plan_table.style.format({"CO₂ (kg)": "{:.3g}", "η(p)": "{:.2f}", "memory (GB)": "{:.3g}"}).hide(
+    axis="index"
+)
 glue("plan_table", plan_styled, display=False)
 plan_styled
 

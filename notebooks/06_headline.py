@@ -23,6 +23,7 @@ profile = "cpu"
 
 # %%
 # hide
+import pandas as pd
 import yaml
 from myst_nb import glue
 
@@ -32,9 +33,12 @@ from companion.report import figures, gpu, headline
 from companion.report.stages import SOURCE_ROOT
 from companion.runs.records import write_json
 
+figures.use_offline_renderer()
 d = paths.derived_dir(profile)
 validation = headline._read_json(d / "validation.json")
-sweep_noise = headline._read_json(d / "noise.json")  # every run of the sweep, the step-time filter's left-outs too
+sweep_noise = headline._read_json(
+    d / "noise.json"
+)  # every run of the sweep, the step-time filter's left-outs too
 # the floor of the runs the validation scored (within its CI filter); stage 02's floor of every run otherwise
 noise = validation.get("noise") or sweep_noise
 fit = headline._read_json(d / "fit.json")
@@ -57,8 +61,9 @@ answer = headline.absolute_answer(explore, predict_params, label, fit.get("devic
 # the coverage criterion on every stored build's runs (stage 07), where it exists
 stored_scores = headline._read_csv(d / "builds.csv")
 gpu_numbers = headline._read_json(d / "gpu.json")  # the GPU chapter's (stage 08): measured energy on a GPU
-builds = (stored.pooled_coverage(stored_scores, float(validation.get("level", 0.9)))
-          if len(stored_scores) else None)
+builds = (
+    stored.pooled_coverage(stored_scores, float(validation.get("level", 0.9))) if len(stored_scores) else None
+)
 verdict = headline.verdict_table(validation, builds)
 glue("energy_label", label, display=False)
 glue("level_pct", headline.level_pct(validation), display=False)
@@ -66,21 +71,41 @@ glue("mape_level_pct", headline.mape_level_pct(), display=False)
 glue("verdict_model", headline.verdict_model(validation), display=False)
 glue("n_flagged", str(len(flagged)), display=False)
 glue("n_coefficients", str(len(coefficients)), display=False)
+# the introduction's first screen: the answer in a box, and the held-out predictions of the primary model beside
+# the paper's law
+host = ", ".join(sorted(set(runs.host.astype(str)))) if "host" in runs else None
+device_words = str(fit.get("device_name", headline.NA)) + (f" (host {host})" if host else "")
+glue("answer_box", headline.answer_box(validation, runs, gpu_numbers, device_words), display=False)
+glue(
+    "fig_hero",
+    figures.hero_predictions(pd.DataFrame(validation.get("model_predictions") or []), runs),
+    display=False,
+)
 # sentences travel as HTML paragraphs (pasted text would be bold end to end); the introduction pastes them too
-for key, text in (("noise_text", headline.noise_text(noise)),
-                  ("scored_runs_text", headline.scored_runs_text(validation, sweep_noise)),
-                  ("summary_text", headline.summary_text(validation, noise)), ("absolute_answer", answer),
-                  ("energy_honesty_text", headline.energy_honesty_text(validation, runs)),
-                  ("filter_sensitivity_text", headline.filter_sensitivity_text(validation, runs)),
-                  ("gpu_text", gpu.headline_sentence(gpu_numbers) if gpu_numbers else
-                   "This build has no GPU reference measurements to score.")):
+for key, text in (
+    ("noise_text", headline.noise_text(noise)),
+    ("scored_runs_text", headline.scored_runs_text(validation, sweep_noise)),
+    ("summary_text", headline.summary_text(validation, noise)),
+    ("absolute_answer", answer),
+    ("energy_honesty_text", headline.energy_honesty_text(validation, runs)),
+    ("filter_sensitivity_text", headline.filter_sensitivity_text(validation, runs)),
+    (
+        "gpu_text",
+        gpu.headline_sentence(gpu_numbers)
+        if gpu_numbers
+        else "This build has no GPU reference measurements to score.",
+    ),
+):
     glue(key, headline.paragraph(text), display=False)
 glue("split_legend", headline.legend_html(validation), display=False)
 glue("scored_runs_short", headline.scored_runs_short(validation), display=False)
 glue("device", str(fit.get("device_name", headline.NA)), display=False)
-captions = {t: f"{what.capitalize()}: held-out MAPE (%), its interval, the coverage of the prediction intervals "
-               "and the runs' replicate floor; under each split, its runs and the MAPE an exact model would score "
-               "on them" for t, what in headline.TARGETS.items()}
+captions = {
+    t: f"{what.capitalize()}: held-out MAPE (%), its interval, the coverage of the prediction intervals "
+    "and the runs' replicate floor; under each split, its runs and the MAPE an exact model would score "
+    "on them"
+    for t, what in headline.TARGETS.items()
+}
 for target in headline.TARGETS:
     glue(f"scores_{target}", headline.styled_scores(scores[target], captions[target]), display=False)
 # for the pages on measurement and limitations: the protocol's target, the replicates, the noise and coverage
@@ -91,7 +116,9 @@ glue("noise_floor_energy", floor["energy"], display=False)
 glue("exact_floor_time", floor["exact_time"], display=False)
 glue("exact_floor_energy", floor["exact_energy"], display=False)
 glue("pass_drift", headline.pass_drift_text(noise), display=False)
-holdout_floor = headline.noise_floor(validation.get("noise_holdout") or {})  # the off-grid runs' own replicates
+holdout_floor = headline.noise_floor(
+    validation.get("noise_holdout") or {}
+)  # the off-grid runs' own replicates
 glue("holdout_floor_time", holdout_floor["time"], display=False)
 glue("holdout_floor_energy", holdout_floor["energy"], display=False)
 for key, text in headline.coverage_summary(validation).items():
@@ -205,15 +232,26 @@ headline.styled_prose(paper)
 # %%
 # hide
 # one column for the name and its meaning: the page's width holds no more (headline.json keeps both apart)
-shown = (coefficients.assign(coefficient=coefficients.meaning + " (" + coefficients.coefficient + ")")
-         .drop(columns="meaning") if "meaning" in coefficients else coefficients)
+shown = (
+    coefficients.assign(coefficient=coefficients.meaning + " (" + coefficients.coefficient + ")").drop(
+        columns="meaning"
+    )
+    if "meaning" in coefficients
+    else coefficients
+)
 headline.styled_prose(shown, first_width="9em", nowrap=(1, 3, 5))
 
 # %%
-out = write_json(d / "headline.json", {"energy_label": label, **headline.headline_record(validation, noise, builds),
-                                       "absolute_answer": answer,
-                                       "gpu": {k: gpu_numbers.get(k) for k in ("device", "runs", "energy", "tiers")},
-                                       "law_coefficients": headline.law_coefficients(fit),
-                                       "coefficients": coefficients.to_dict("records"),
-                                       "paper_vs_reproduction": paper.to_dict("records")})
+out = write_json(
+    d / "headline.json",
+    {
+        "energy_label": label,
+        **headline.headline_record(validation, noise, builds),
+        "absolute_answer": answer,
+        "gpu": {k: gpu_numbers.get(k) for k in ("device", "runs", "energy", "tiers")},
+        "law_coefficients": headline.law_coefficients(fit),
+        "coefficients": coefficients.to_dict("records"),
+        "paper_vs_reproduction": paper.to_dict("records"),
+    },
+)
 print(f"wrote {out}")

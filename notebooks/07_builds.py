@@ -54,19 +54,40 @@ sources = stored.stored_sweeps(paths.reference_dir(profile)) if profile == store
 # point of its sweep) is left out, so that a build is never pooled twice
 try:
     here = stored.archive_name(paths.data_dir())[:15]  # its calibration's time
-except (ConfigError, OSError, KeyError, TypeError, ValueError):  # no cpu sweep in this checkout (another profile)
+except (
+    ConfigError,
+    OSError,
+    KeyError,
+    TypeError,
+    ValueError,
+):  # no cpu sweep in this checkout (another profile)
     here = None
 if sources and here is not None:
     sources = [s for s in sources if not stored.sweep_name(s).startswith(here)]
 # each archive's scores are cached beside it (keyed by the archive, the scoring code and the arguments): a build
 # re-scores the stored builds only after the scoring code changed
-scores = [stored.score_stored(sources, models, level, max_step_ci95_rel, workers=workers,
-                              cache=paths.reference_dir(profile) / "scores")]
+scores = [
+    stored.score_stored(
+        sources,
+        models,
+        level,
+        max_step_ci95_rel,
+        workers=workers,
+        cache=paths.reference_dir(profile) / "scores",
+    )
+]
 if here is not None and profile == stored.PROFILE:
-    scores.append(stored.this_build_scores(validation, headline._read_csv(d / "runs.csv"),
-                                           stored.measured_commit(paths.data_dir()), models))
+    scores.append(
+        stored.this_build_scores(
+            validation, headline._read_csv(d / "runs.csv"), stored.measured_commit(paths.data_dir()), models
+        )
+    )
 table = pd.concat([s for s in scores if len(s)] or scores[:1], ignore_index=True)
-pooled = stored.pooled_coverage(table, level, n_boot=n_boot, seed=seed, interval=range_level) if len(table) else table
+pooled = (
+    stored.pooled_coverage(table, level, n_boot=n_boot, seed=seed, interval=range_level)
+    if len(table)
+    else table
+)
 meeting = stored.builds_meeting_band(table, level)
 glue("sweeps_text", builds.sweeps_text(table), display=False)
 glue("split_sizes_text", builds.split_sizes_text(table, level), display=False)
@@ -83,8 +104,10 @@ glue("range_pct", f"{range_level * 100:.0f} %", display=False)
 # lowest–highest in brackets.
 
 # %%
-headline.styled_scores(builds.per_host_table(table) if len(table) else None,
-                       "Operator roofline: held-out MAPE (%) per host, every split pooled and the off-grid runs")
+headline.styled_scores(
+    builds.per_host_table(table) if len(table) else None,
+    "Operator roofline: held-out MAPE (%) per host, every split pooled and the off-grid runs",
+)
 
 # %% [markdown]
 # ## How close to the nominal level, across hosts
@@ -106,12 +129,17 @@ headline.styled_scores(builds.per_host_table(table) if len(table) else None,
 # %%
 glue("coverage_text", headline.paragraph(builds.coverage_text(pooled, level)), display=False)
 glue("one_build_text", headline.paragraph(builds.one_build_text(meeting)), display=False)
-glue("coverage_short", builds.coverage_short(pooled) if len(pooled) else "not available (no stored builds)",
-     display=False)
-headline.styled_scores(builds.coverage_table(pooled) if len(pooled) else None,
-                       f"Operator roofline: coverage (%) of its {level * 100:.0f} % intervals, held-out predictions "
-                       f"pooled over the builds [{range_level * 100:.0f} % range from resampling builds]; builds "
-                       "whose own coverage lies in the band: time, energy (exact intervals' expectation)")
+glue(
+    "coverage_short",
+    builds.coverage_short(pooled) if len(pooled) else "not available (no stored builds)",
+    display=False,
+)
+headline.styled_scores(
+    builds.coverage_table(pooled) if len(pooled) else None,
+    f"Operator roofline: coverage (%) of its {level * 100:.0f} % intervals, held-out predictions "
+    f"pooled over the builds [{range_level * 100:.0f} % range from resampling builds]; builds "
+    "whose own coverage lies in the band: time, energy (exact intervals' expectation)",
+)
 
 # %%
 glue("fig_coverage_sweeps", figures.coverage_across_sweeps(table, pooled, level), display=False)
@@ -127,9 +155,11 @@ figures.coverage_across_sweeps(table, pooled, level)
 
 # %%
 glue("floor_text", builds.floor_text(table), display=False)
-headline.styled_scores(builds.mape_table(pooled) if len(pooled) else None,
-                       "Operator roofline: held-out MAPE (%) over the builds, their mean (lowest–highest), and the mean "
-                       "exact-model floor")
+headline.styled_scores(
+    builds.mape_table(pooled) if len(pooled) else None,
+    "Operator roofline: held-out MAPE (%) over the builds, their mean (lowest–highest), and the mean "
+    "exact-model floor",
+)
 
 # %%
 out = d / "builds.csv"

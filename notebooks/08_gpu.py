@@ -40,10 +40,15 @@ figures.use_offline_renderer()
 numbers = reference.reference_numbers(device, level=level)
 scores = pd.DataFrame(numbers["scores"])
 power, base, tiers = numbers["power_w"], numbers["bert_base_s512"], numbers["tiers"]
-glue("gpu_intro", headline.paragraph(
-    f"{numbers['runs']} fine-tunes of BERT-class models ran on one {device} in bf16, their energy read from the "
-    f"board's energy counter (measured, NVML): {power['runs_min']:.0f} to {power['runs_max']:.0f} W while "
-    f"training, against {power['idle']:.0f} W idle."), display=False)
+glue(
+    "gpu_intro",
+    headline.paragraph(
+        f"{numbers['runs']} fine-tunes of BERT-class models ran on one {device} in bf16, their energy read from the "
+        f"board's energy counter (measured, NVML): {power['runs_min']:.0f} to {power['runs_max']:.0f} W while "
+        f"training, against {power['idle']:.0f} W idle."
+    ),
+    display=False,
+)
 # a banner where the calibration's checks replaced a quantity by the datasheet's
 banner = gpu.flagged_banner(numbers)
 if banner:
@@ -61,8 +66,11 @@ glue("gpu_level", f"{level * 100:.0f} %", display=False)
 for t, v in tiers.items():
     glue(f"gpu_{t}_time", f"{v['time_mape_pct']:.1f} %", display=False)
     glue(f"gpu_{t}_energy", f"{v['energy_mape_pct']:.1f} %", display=False)
-glue("gpu_errors_text", headline.paragraph(f"{gpu.host_bound_text(numbers)} {gpu.profile_text(numbers)}"),
-     display=False)
+glue(
+    "gpu_errors_text",
+    headline.paragraph(f"{gpu.host_bound_text(numbers)} {gpu.profile_text(numbers)}"),
+    display=False,
+)
 gpu.tier_table(numbers).style.hide(axis="index").set_table_attributes('class="companion-numbers"')
 
 # %% [markdown]

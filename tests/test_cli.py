@@ -16,7 +16,10 @@ SMALL = ["--layers", "1", "--hidden", "32", "--heads", "2", "--vocab", "256", "-
         (["run", "--hidden", "130", "--heads", "4"], "hidden=130 is not divisible by heads=4"),
         (["run", *SMALL, "--tp", "4"], "heads=2 is not divisible by tp=4"),
         (["run", *SMALL, "--tp", "2"], "world size 1 != tp*dp"),
-        (["run", *SMALL, "--seq-len", "1024", "--max-positions", "512"], "seq_len=1024 is above max_positions=512"),
+        (
+            ["run", *SMALL, "--seq-len", "1024", "--max-positions", "512"],
+            "seq_len=1024 is above max_positions=512",
+        ),
         (["run", "--checkpoint", "/no/such/checkpoint"], "checkpoint='/no/such/checkpoint' does not exist"),
         (["sweep", "--profile", "no-such-profile"], "unknown profile 'no-such-profile'"),
         (["run", "--plan", "/no/such/plan.json"], "does not exist"),
@@ -38,9 +41,27 @@ def test_emitting_gpu_launch_scripts_without_a_gpu_needs_the_device_name(tmp_pat
         pytest.skip("a GPU is visible: its name is detected")
     assert main(["sweep", "--profile", "gpu-node", "--emit", "slurm", "--emit-dir", str(tmp_path)]) == 2
     assert "pass --device-name" in capsys.readouterr().err
-    assert main(["sweep", "--profile", "gpu-node", "--emit", "slurm", "--emit-dir", str(tmp_path),
-                 "--device-name", "H100", "--gpus-per-node", "8"]) == 0
-    assert {r["device_name"] for r in json.loads((tmp_path / "plans" / "gpu-node-ws8.json").read_text())["runs"]} == {"H100"}
+    assert (
+        main(
+            [
+                "sweep",
+                "--profile",
+                "gpu-node",
+                "--emit",
+                "slurm",
+                "--emit-dir",
+                str(tmp_path),
+                "--device-name",
+                "H100",
+                "--gpus-per-node",
+                "8",
+            ]
+        )
+        == 0
+    )
+    assert {
+        r["device_name"] for r in json.loads((tmp_path / "plans" / "gpu-node-ws8.json").read_text())["runs"]
+    } == {"H100"}
 
 
 def test_malformed_profile_from_the_shell(tmp_path):
@@ -67,21 +88,26 @@ def test_profiles_listing(capsys):
     assert "cpu" in out and "gpu-node" in out and "ws4" in out
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["--hidden", "130", "--heads", "4"], "hidden=130 is not divisible by heads=4"),
-    (["--layers", "two"], "argument --layers: invalid int value: 'two'"),
-    (["--plan", "/no/such/plan.json"], "does not exist"),
-    (["--device-name", "H100"], "device_name='H100' names a GPU of the hardware table, but device='cpu'"),
-    (["--seed", "-1"], "seed=-1 must lie in [0, 2**32)"),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--hidden", "130", "--heads", "4"], "hidden=130 is not divisible by heads=4"),
+        (["--layers", "two"], "argument --layers: invalid int value: 'two'"),
+        (["--plan", "/no/such/plan.json"], "does not exist"),
+        (["--device-name", "H100"], "device_name='H100' names a GPU of the hardware table, but device='cpu'"),
+        (["--seed", "-1"], "seed=-1 must lie in [0, 2**32)"),
+    ],
+)
 def test_run_rejects_bad_input_before_importing_torch(argv, expected):
     """`companion run` says what is wrong in one line before the runner's seconds of imports."""
     import subprocess
     import sys
 
-    code = ("import sys\nfrom companion.cli import main\ntry:\n    rc = main(['run', *sys.argv[1:]])\n"
-            "except SystemExit as exc:  # argparse\n    rc = exc.code\n"
-            "print('torch imported' if 'torch' in sys.modules else 'torch not imported', rc)")
+    code = (
+        "import sys\nfrom companion.cli import main\ntry:\n    rc = main(['run', *sys.argv[1:]])\n"
+        "except SystemExit as exc:  # argparse\n    rc = exc.code\n"
+        "print('torch imported' if 'torch' in sys.modules else 'torch not imported', rc)"
+    )
     res = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60)
     assert res.stdout.split() == ["torch", "not", "imported", "2"], res.stdout + res.stderr
     lines = res.stderr.strip().splitlines()

@@ -26,15 +26,30 @@ groups:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig, rc, word", [(signal.SIGINT, 130, "interrupted"),
-                                          (signal.SIGTERM, 143, "terminated (SIGTERM)")], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize(
+    "sig, rc, word",
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
+    ids=["ctrl-c", "sigterm"],
+)
 def test_ctrl_c_during_a_sweep_is_one_line_and_keeps_finished_records(tmp_path, sig, rc, word):
     """Ctrl-C, or SIGTERM (a scheduler cancelling the job, ``kill``), sent to the whole process group."""
     profile = tmp_path / "p.yaml"
     profile.write_text(PROFILE)
     out = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "companion.cli", "sweep", "--profile", str(profile), "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "companion.cli",
+        "sweep",
+        "--profile",
+        str(profile),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     deadline = time.time() + 300
     while time.time() < deadline and not list(out.glob("*.json")):
         time.sleep(0.1)
@@ -44,7 +59,9 @@ def test_ctrl_c_during_a_sweep_is_one_line_and_keeps_finished_records(tmp_path, 
     assert proc.returncode == rc, stderr
     assert "Traceback" not in stderr + stdout and "[rank" not in stderr + stdout
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"{word}: ") and "re-run the same command" in lines[0].lower()
+    assert (
+        len(lines) == 1 and lines[0].startswith(f"{word}: ") and "re-run the same command" in lines[0].lower()
+    )
     done = load_records(out)
     assert done and all(r["status"] == "ok" for r in done)  # nothing measured is lost, nothing half-written
     assert not list(out.glob(".*.tmp"))
@@ -69,7 +86,17 @@ def test_a_killed_sweep_leaves_no_rank_running(tmp_path):
     profile = tmp_path / "p.yaml"
     profile.write_text(PROFILE)
     out = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "companion.cli", "sweep", "--profile", str(profile), "--out", str(out), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "companion.cli",
+        "sweep",
+        "--profile",
+        str(profile),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 300
     while time.time() < deadline and not list(out.glob("*.json")):
@@ -88,8 +115,10 @@ def test_rank_tracebacks_are_not_echoed(tmp_path):
     from companion.runs.sweep import _echo_new_lines
 
     log = tmp_path / "ws2.log"
-    log.write_text("[1/2] run-a ok 1.0 ms/step\n[rank0]: Traceback (most recent call last):\n"
-                   "[rank1]:   File \"x.py\", line 1\n[codecarbon INFO] hello\nerror: plan broken\n")
+    log.write_text(
+        "[1/2] run-a ok 1.0 ms/step\n[rank0]: Traceback (most recent call last):\n"
+        '[rank1]:   File "x.py", line 1\n[codecarbon INFO] hello\nerror: plan broken\n'
+    )
 
     class Bar:
         lines = []
@@ -103,8 +132,24 @@ def test_rank_tracebacks_are_not_echoed(tmp_path):
 
 
 def test_meter_that_cannot_run_is_one_line(tmp_path, capsys):
-    assert main(["run", "--layers", "1", "--hidden", "32", "--heads", "2", "--meter", "nvml",
-                 "--out", str(tmp_path / "o")]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--layers",
+                "1",
+                "--hidden",
+                "32",
+                "--heads",
+                "2",
+                "--meter",
+                "nvml",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: meter='nvml'") and "\n" not in err
     assert not (tmp_path / "o").exists()
@@ -139,14 +184,28 @@ def test_a_launch_stopped_by_ctrl_c_stops_the_sweep_without_a_failed_record(tmp_
     path = tmp_path / "p.yaml"
     path.write_text(PROFILE.replace("[0, 1, 2, 3, 4, 5]", "[0, 1]"))
     profile = load_profile(str(path), device_name="cpu")
-    _launch_printing(monkeypatch, ["run-start: a", "torch.distributed.elastic.multiprocessing.api.SignalException: "
-                                   "Process 4242 got signal: 2"], 1)
+    _launch_printing(
+        monkeypatch,
+        [
+            "run-start: a",
+            "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 2",
+        ],
+        1,
+    )
     with pytest.raises(KeyboardInterrupt):
         run_sweep(profile, tmp_path / "stopped", progress=False)
     assert not list((tmp_path / "stopped").glob("*.json"))
     # SIGTERM (a scheduler's cancel) likewise, as torchrun's agent reports it and as a lone rank dies of it
-    for lines, rc in ((["run-start: a", "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 "
-                        "got signal: 15"], 1), (["run-start: a"], 143)):
+    for lines, rc in (
+        (
+            [
+                "run-start: a",
+                "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 15",
+            ],
+            1,
+        ),
+        (["run-start: a"], 143),
+    ):
         _launch_printing(monkeypatch, lines, rc)
         with pytest.raises(KeyboardInterrupt):
             run_sweep(profile, tmp_path / "terminated", progress=False)
@@ -157,13 +216,32 @@ def test_a_launch_stopped_by_ctrl_c_stops_the_sweep_without_a_failed_record(tmp_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bad", [["--hidden", "30", "--heads", "4"], ["--layers", "x"]], ids=["config", "flag"])
+@pytest.mark.parametrize(
+    "bad", [["--hidden", "30", "--heads", "4"], ["--layers", "x"]], ids=["config", "flag"]
+)
 def test_bad_input_under_torchrun_is_said_once_not_once_per_rank(tmp_path, bad):
     import shutil
 
     torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
-    res = subprocess.run([torchrun, "--nproc-per-node", "2", "-m", "companion.runs.train", "--tp", "2", "--layers", "1",
-                          *bad, "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            torchrun,
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "companion.runs.train",
+            "--tp",
+            "2",
+            "--layers",
+            "1",
+            *bad,
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode != 0
     said = [line for line in (res.stdout + res.stderr).splitlines() if line.startswith("error")]
     assert len(said) == 1 and (bad[1] in said[0] or "hidden=30" in said[0]), said
@@ -172,8 +250,28 @@ def test_bad_input_under_torchrun_is_said_once_not_once_per_rank(tmp_path, bad):
 @pytest.mark.slow
 def test_sigterm_during_a_run_is_one_line_and_exit_code_143(tmp_path):
     out = tmp_path / "o"
-    cmd = [sys.executable, "-m", "companion.cli", "run", "--layers", "1", "--hidden", "32", "--heads", "2",
-           "--meter", "none", "--target-rel-ci", "0", "--max-steps", "1000000", "--max-time-s", "120", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "companion.cli",
+        "run",
+        "--layers",
+        "1",
+        "--hidden",
+        "32",
+        "--heads",
+        "2",
+        "--meter",
+        "none",
+        "--target-rel-ci",
+        "0",
+        "--max-steps",
+        "1000000",
+        "--max-time-s",
+        "120",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not (out / ".lock").exists():

@@ -39,7 +39,9 @@ def _stage(module: str) -> str | None:
 
 def test_every_module_sits_in_a_stage_or_is_a_named_top_level_module():
     top = {m.split(".")[1] for m in _graph() if m.count(".") == 1}
-    assert top <= TOP | {"cli"} | set(RANK), f"modules outside a stage: {sorted(top - TOP - {'cli'} - set(RANK))}"
+    assert top <= TOP | {"cli"} | set(RANK), (
+        f"modules outside a stage: {sorted(top - TOP - {'cli'} - set(RANK))}"
+    )
 
 
 def test_stages_import_only_from_earlier_stages():
@@ -70,7 +72,7 @@ def test_no_import_cycles():
         state[node] = 1
         for nxt in edges[node]:
             if state.get(nxt) == 1:
-                cycle.extend(stack[stack.index(nxt):] + [nxt])
+                cycle.extend(stack[stack.index(nxt) :] + [nxt])
                 return True
             if nxt not in state and visit(nxt, stack + [nxt]):
                 return True

@@ -1,6 +1,9 @@
 """The project's own files stay in step with each other."""
 
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -17,9 +20,13 @@ def test_ranges_in_pyproject_exact_versions_in_constraints():
     """pyproject.toml declares compatible ranges; constraints.txt pins every requirement exactly, and both
     `make setup` and environment.yml install through it."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
+    declared = project["dependencies"] + [
+        d for extra in project["optional-dependencies"].values() for d in extra
+    ]
     assert not [d for d in declared if "==" in d], "exact pins belong in constraints.txt"
-    lines = [x for x in (ROOT / "constraints.txt").read_text().splitlines() if x.strip() and not x.startswith("#")]
+    lines = [
+        x for x in (ROOT / "constraints.txt").read_text().splitlines() if x.strip() and not x.startswith("#")
+    ]
     pins = {_name(x): x for x in lines}
     assert all("==" in x for x in lines)
     assert {_name(d) for d in declared} <= set(pins), "a declared requirement has no exact version"
@@ -28,7 +35,9 @@ def test_ranges_in_pyproject_exact_versions_in_constraints():
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
     assert "-c constraints.txt" in pip and "-e .[test,book]" in pip
     # every command of the Makefile that installs the project (uv's and pip's fallback) goes through the pins
-    commands = [c for c in (ROOT / "Makefile").read_text().replace("\\\n", " ").splitlines() if " install " in c]
+    commands = [
+        c for c in (ROOT / "Makefile").read_text().replace("\\\n", " ").splitlines() if " install " in c
+    ]
     installs = [part for c in commands for part in c.split("||") if '-e ".[test,book]"' in part]
     assert len(installs) >= 2 and all("-c constraints.txt" in part for part in installs), installs
 
@@ -42,12 +51,22 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
 
 
 def test_notebooks_are_thin_stage_shells():
-    assert [p.stem for p in NOTEBOOKS] == ["01_runs", "02_proxies", "03_fit", "04_validation", "05_predict",
-                                            "06_headline", "07_builds", "08_gpu"]
+    assert [p.stem for p in NOTEBOOKS] == [
+        "01_runs",
+        "02_proxies",
+        "03_fit",
+        "04_validation",
+        "05_predict",
+        "06_headline",
+        "07_builds",
+        "08_gpu",
+    ]
     for nb in NOTEBOOKS:
         text = nb.read_text()
         assert text.count('tags=["parameters"]') == 1, nb.name
-        assert not re.search(r"^\s*(def|class) ", text, re.M), f"{nb.name} defines functions; move them to companion"
+        assert not re.search(r"^\s*(def|class) ", text, re.M), (
+            f"{nb.name} defines functions; move them to companion"
+        )
         assert "to_csv(out" in text or "write_json(" in text, f"{nb.name} writes no artifact"
         assert (ROOT / "params" / f"{nb.stem}.yaml").is_file()
 
@@ -56,7 +75,9 @@ def test_table_of_contents_matches_sources():
     toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
     files = [ch["file"] for part in toc["parts"] for ch in part["chapters"]]
     # every stage's page once (their order is the reader's, not the stages')
-    assert sorted(f for f in files if f.startswith("generated/")) == [f"generated/{p.stem}" for p in NOTEBOOKS]
+    assert sorted(f for f in files if f.startswith("generated/")) == [
+        f"generated/{p.stem}" for p in NOTEBOOKS
+    ]
     for f in files:
         if not f.startswith("generated/"):
             assert (ROOT / "book" / f"{f}.md").is_file(), f
@@ -65,8 +86,12 @@ def test_table_of_contents_matches_sources():
 # Modules a notebook imports whose change need not re-run its stage: the stage runner itself, JSON I/O, and the
 # sweep of stage 01 (a run with a record is skipped, so new sweep code changes no record; the profile file is
 # a prerequisite of its own).
-NOT_PREREQUISITES = {"src/companion/report/stages.py", "src/companion/runs/records.py",
-                     "src/companion/runs/sweep.py", "src/companion/runs/profiles.py"}
+NOT_PREREQUISITES = {
+    "src/companion/report/stages.py",
+    "src/companion/runs/records.py",
+    "src/companion/runs/sweep.py",
+    "src/companion/runs/profiles.py",
+}
 
 
 def _stage_prerequisites() -> dict:
@@ -74,10 +99,17 @@ def _stage_prerequisites() -> dict:
     lines = (ROOT / "Makefile").read_text().replace("\\\n", " ").splitlines()
     rules = {}
     for line, recipe in zip(lines, lines[1:]):
-        target, stage = re.match(r"^\$\(DERIVED\)/\S+:(.*)$", line), re.search(r"\$\(call stage,(\w+)\)", recipe)
+        target, stage = (
+            re.match(r"^\$\(DERIVED\)/\S+:(.*)$", line),
+            re.search(r"\$\(call stage,(\w+)\)", recipe),
+        )
         if target and stage:
-            rules[stage.group(1)] = target.group(1).replace("$(E)", "src/companion/energy").replace(
-                "$(R)", "src/companion/report").split()
+            rules[stage.group(1)] = (
+                target.group(1)
+                .replace("$(E)", "src/companion/energy")
+                .replace("$(R)", "src/companion/report")
+                .split()
+            )
     return rules
 
 
@@ -94,7 +126,24 @@ def test_every_module_a_notebook_imports_re_runs_its_stage():
         for node in ast.walk(ast.parse(nb.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("companion."):
                 parts = node.module.split(".")
-                imported |= ({f"src/companion/{parts[1]}/{a.name}.py" for a in node.names} if len(parts) == 2
-                             else {"src/" + "/".join(parts) + ".py"})
-        missing = sorted(m for m in imported - NOT_PREREQUISITES - set(rules[nb.stem]) if (ROOT / m).is_file())
+                imported |= (
+                    {f"src/companion/{parts[1]}/{a.name}.py" for a in node.names}
+                    if len(parts) == 2
+                    else {"src/" + "/".join(parts) + ".py"}
+                )
+        missing = sorted(
+            m for m in imported - NOT_PREREQUISITES - set(rules[nb.stem]) if (ROOT / m).is_file()
+        )
         assert not missing, f"{nb.stem}: add {missing} to its rule in the Makefile"
+
+
+def test_the_sources_pass_the_linter_and_the_formatter():
+    """`make lint`: ruff's checks and its formatter (pyproject.toml), over sources, tests, benchmarks and notebooks."""
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    assert ruff, "ruff is missing: `make setup` installs it (the test extra)"
+    check = subprocess.run(
+        [ruff, "check", "--output-format", "concise", "."], cwd=ROOT, capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout[-3000:]
+    fmt = subprocess.run([ruff, "format", "--check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert fmt.returncode == 0, f"run `make format`: {fmt.stdout[-2000:]}"

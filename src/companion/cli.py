@@ -1,11 +1,11 @@
 """The ``companion`` command.
 
-    companion run ...          one configuration (also under torchrun: ``torchrun -m companion.runs.train``)
-    companion sweep --profile  a named grid of runs, resumable; or --emit torchrun|slurm for a cluster
-    companion profiles         the profiles and how many runs each holds
-    companion predict ...      a planned fine-tune's energy, time and CO2, with intervals, before running it
-    companion plan ...         every TP x FSDP layout and batch size of a fine-tune, ranked, with the Pareto front
-    companion calibrate        microbenchmarks of this device for the operator roofline (data/devices/<name>.json)
+companion run ...          one configuration (also under torchrun: ``torchrun -m companion.runs.train``)
+companion sweep --profile  a named grid of runs, resumable; or --emit torchrun|slurm for a cluster
+companion profiles         the profiles and how many runs each holds
+companion predict ...      a planned fine-tune's energy, time and CO2, with intervals, before running it
+companion plan ...         every TP x FSDP layout and batch size of a fine-tune, ranked, with the Pareto front
+companion calibrate        microbenchmarks of this device for the operator roofline (data/devices/<name>.json)
 """
 
 from __future__ import annotations
@@ -40,8 +40,10 @@ def _check_cpu_is_not_named_a_gpu(cfg) -> None:
     from companion.energy.hardware import device_table
 
     if cfg.device_name in device_table():
-        raise ConfigError(f"device_name={cfg.device_name!r} names a GPU of the hardware table, but device='cpu': the "
-                          "records would be tagged as that GPU's; name the CPU (e.g. 'cpu') or run with --device cuda")
+        raise ConfigError(
+            f"device_name={cfg.device_name!r} names a GPU of the hardware table, but device='cpu': the "
+            "records would be tagged as that GPU's; name the CPU (e.g. 'cpu') or run with --device cuda"
+        )
 
 
 def _check_fits_memory(configs) -> None:
@@ -54,10 +56,16 @@ def _check_fits_memory(configs) -> None:
         return
     cfg, check = misfits[0]
     n = len(misfits) - 1
-    more = (f" ({n} more run{'s' if n > 1 else ''} too: {', '.join(c.run_id for c, _ in misfits[1:4])}"
-            f"{', ...' if n > 3 else ''})" if n else "")
-    raise ConfigError(f"run {cfg.run_id}: {misfit_message(check, cfg.device_name, fixes='run')}{more}. The estimate "
-                      "may be off by a tenth or so: --no-memory-check runs it anyway")
+    more = (
+        f" ({n} more run{'s' if n > 1 else ''} too: {', '.join(c.run_id for c, _ in misfits[1:4])}"
+        f"{', ...' if n > 3 else ''})"
+        if n
+        else ""
+    )
+    raise ConfigError(
+        f"run {cfg.run_id}: {misfit_message(check, cfg.device_name, fixes='run')}{more}. The estimate "
+        "may be off by a tenth or so: --no-memory-check runs it anyway"
+    )
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -70,32 +78,49 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         check_writable(args.emit_dir, "--emit-dir")
     profile = load_profile(args.profile, device_name=args.device_name)
     out_dir = args.out or runs_dir(profile.name)
-    if args.emit and profile.device == "cuda" and args.device_name is None and profile.runs[0].device_name == "cuda":
-        raise ConfigError(f"no GPU is visible here to name the hardware of profile {profile.name!r}'s runs; "
-                          "pass --device-name with the cluster's GPU type, e.g. --device-name H100")
+    if (
+        args.emit
+        and profile.device == "cuda"
+        and args.device_name is None
+        and profile.runs[0].device_name == "cuda"
+    ):
+        raise ConfigError(
+            f"no GPU is visible here to name the hardware of profile {profile.name!r}'s runs; "
+            "pass --device-name with the cluster's GPU type, e.g. --device-name H100"
+        )
     alongside = [] if args.alone else measured_alongside(profile, out_dir)
     if not args.no_memory_check:
         _check_fits_memory([*profile.runs, *(r for other, _ in alongside for r in other.runs)])
     if args.emit:
         emit_dir = args.emit_dir or build_dir() / "launch" / profile.name
         for other, folder in alongside:
-            print(f"measured with profile {other.name}: {len(other.runs)} runs -> {folder} (in the same plans)")
-        for path in emit_launch(profile, args.emit, emit_dir, out_dir, gpus_per_node=args.gpus_per_node,
-                                alongside=alongside):
+            print(
+                f"measured with profile {other.name}: {len(other.runs)} runs -> {folder} (in the same plans)"
+            )
+        for path in emit_launch(
+            profile, args.emit, emit_dir, out_dir, gpus_per_node=args.gpus_per_node, alongside=alongside
+        ):
             print(path)
         return 0
     print(f"profile {profile.name}: {len(profile.runs)} runs -> {out_dir}", flush=True)
     for other, folder in alongside:
-        print(f"  measured with profile {other.name}: {len(other.runs)} runs -> {folder} (in the same launches)",
-              flush=True)
+        print(
+            f"  measured with profile {other.name}: {len(other.runs)} runs -> {folder} (in the same launches)",
+            flush=True,
+        )
     try:
-        result = run_sweep(profile, out_dir, retry_failed=args.retry_failed, progress=not args.quiet,
-                           alongside=alongside)
+        result = run_sweep(
+            profile, out_dir, retry_failed=args.retry_failed, progress=not args.quiet, alongside=alongside
+        )
     except KeyboardInterrupt as exc:
-        kept = " and ".join(f"{len(list(Path(folder).glob('*.json')))} records kept in {folder}"
-                            for folder in [out_dir, *(f for _, f in alongside)])
+        kept = " and ".join(
+            f"{len(list(Path(folder).glob('*.json')))} records kept in {folder}"
+            for folder in [out_dir, *(f for _, f in alongside)]
+        )
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-        print(f"{how}: {kept}; the run in flight has none. Re-run the same command to resume", file=sys.stderr)
+        print(
+            f"{how}: {kept}; the run in flight has none. Re-run the same command to resume", file=sys.stderr
+        )
         return 143 if isinstance(exc, Terminated) else 130
     results = [result, *result.alongside]
     failed = [run_id for r in results for run_id in r.failed]
@@ -113,7 +138,9 @@ def _cmd_profiles(_: argparse.Namespace) -> int:
         p = load_profile(name, device_name="GPU" if name.startswith("gpu") else None)
         sizes = ", ".join(f"{len(r)}x ws{ws}" for ws, r in p.by_world_size().items())
         alongside = f" [measured with {', '.join(p.measured_with)}]" if p.measured_with else ""
-        print(f"{name:10s} {len(p.runs):3d} runs ({sizes}) on {p.device}{alongside}: {' '.join(p.description.split())}")
+        print(
+            f"{name:10s} {len(p.runs):3d} runs ({sizes}) on {p.device}{alongside}: {' '.join(p.description.split())}"
+        )
     return 0
 
 
@@ -121,31 +148,52 @@ def _plan_request(args: argparse.Namespace) -> dict:
     if args.model is not None:
         clash = [f"--{n.replace('_', '-')}" for n in ("layers", "hidden", "heads", "ffn") if getattr(args, n)]
         if clash:
-            raise ConfigError(f"--model {args.model} fixes the architecture, so {', '.join(clash)} would be ignored; "
-                              "drop --model or drop " + ", ".join(clash))
-    return {"model": args.model, "layers": args.layers, "hidden": args.hidden, "heads": args.heads, "ffn": args.ffn,
-            "vocab": args.vocab, "max_positions": args.max_positions, "seq_len": args.seq_len,
-            "lengths": args.lengths, "tokens": args.tokens, "examples": args.examples, "epochs": args.epochs,
-            "device": args.device, "precision": args.precision, "country": args.country}
+            raise ConfigError(
+                f"--model {args.model} fixes the architecture, so {', '.join(clash)} would be ignored; "
+                "drop --model or drop " + ", ".join(clash)
+            )
+    return {
+        "model": args.model,
+        "layers": args.layers,
+        "hidden": args.hidden,
+        "heads": args.heads,
+        "ffn": args.ffn,
+        "vocab": args.vocab,
+        "max_positions": args.max_positions,
+        "seq_len": args.seq_len,
+        "lengths": args.lengths,
+        "tokens": args.tokens,
+        "examples": args.examples,
+        "epochs": args.epochs,
+        "device": args.device,
+        "precision": args.precision,
+        "country": args.country,
+    }
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
     from companion.energy.predict import format_prediction, format_tiered, make_plan, predict, predict_tiered
     from companion.runs.records import strict_dumps
 
-    plan = make_plan(**_plan_request(args), batch_size=args.batch_size, tp=args.tp, dp=args.dp, devices=args.devices)
+    plan = make_plan(
+        **_plan_request(args), batch_size=args.batch_size, tp=args.tp, dp=args.dp, devices=args.devices
+    )
     if args.law or args.fit:  # the paper's law (or a baseline) as fitted on this device's sweep, or in --fit
         from companion.energy.fit import FittedModel
         from companion.energy.predict import find_fit
 
         if args.tier not in (None, "fitted"):
-            raise ConfigError(f"--law/--fit read a fitted law; --tier {args.tier} has none: drop them or use --tier fitted")
+            raise ConfigError(
+                f"--law/--fit read a fitted law; --tier {args.tier} has none: drop them or use --tier fitted"
+            )
         law = args.law or "roofline_power_law"
         from companion.energy.laws import LAWS
 
         if law not in LAWS:
             raise ConfigError(f"--law {law!r} is not a law; use one of {', '.join(LAWS)}")
-        result = predict(plan, FittedModel.load(args.fit or find_fit(plan.device_name)), law=law, level=args.level)
+        result = predict(
+            plan, FittedModel.load(args.fit or find_fit(plan.device_name)), law=law, level=args.level
+        )
         result["tier"] = "fitted"
         text = format_prediction(result, warnings=False)
     else:
@@ -165,7 +213,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     try:
         batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     except ValueError:
-        raise ConfigError(f"batch_sizes={args.batch_sizes!r} must be integers separated by commas, e.g. 16,32,64") from None
+        raise ConfigError(
+            f"batch_sizes={args.batch_sizes!r} must be integers separated by commas, e.g. 16,32,64"
+        ) from None
     result = plan_layouts(args.devices, batch_sizes, tier=args.tier, level=args.level, **_plan_request(args))
     print(json.dumps(result, indent=1) if args.json else format_plan(result))
     return 0
@@ -186,7 +236,9 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     check_calibrate_args(args.device, args.device_name, args.out)
     t0 = time.perf_counter()
     try:
-        rec = calibrate(args.device, budget_s=args.budget_s, device_name=args.device_name, check=check_calibration)
+        rec = calibrate(
+            args.device, budget_s=args.budget_s, device_name=args.device_name, check=check_calibration
+        )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the ranks are stopped, nothing is written
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         print(f"calibrate {how}: no calibration file written", file=sys.stderr)
@@ -194,18 +246,22 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     out = args.out or devices_dir() / f"{rec['device_name']}.json"
     write_calibration(rec, out)
     g, p = rec["gemm"], rec["power"]
-    print(f"{rec['device_name']}: GEMM peak {g['peak_flops_per_s'] / 1e9:.4g} GFLOP/s (k0 {g['half_dim']:.3g}), "
-          f"bandwidth {rec['bandwidth']['bandwidth_bytes_per_s'] / 1e9:.4g} GB/s, launch "
-          f"{rec['launch']['launch_s'] * 1e6:.3g} us, power idle {p.get('idle_w') or float('nan'):.4g} W / loaded "
-          f"{p.get('loaded_w') or float('nan'):.4g} W ({'measured' if p.get('measured') else 'estimated'}), "
-          f"{time.perf_counter() - t0:.1f} s -> {out}")
+    print(
+        f"{rec['device_name']}: GEMM peak {g['peak_flops_per_s'] / 1e9:.4g} GFLOP/s (k0 {g['half_dim']:.3g}), "
+        f"bandwidth {rec['bandwidth']['bandwidth_bytes_per_s'] / 1e9:.4g} GB/s, launch "
+        f"{rec['launch']['launch_s'] * 1e6:.3g} us, power idle {p.get('idle_w') or float('nan'):.4g} W / loaded "
+        f"{p.get('loaded_w') or float('nan'):.4g} W ({'measured' if p.get('measured') else 'estimated'}), "
+        f"{time.perf_counter() - t0:.1f} s -> {out}"
+    )
     for w in rec.get("warnings") or []:
         print(f"warning: {w}", file=sys.stderr)
     return 0
 
 
 def _add_plan_arguments(pr: argparse.ArgumentParser) -> None:
-    pr.add_argument("--model", help="named size: bert-tiny, bert-mini, bert-small, bert-medium, bert-base, bert-large")
+    pr.add_argument(
+        "--model", help="named size: bert-tiny, bert-mini, bert-small, bert-medium, bert-base, bert-large"
+    )
     for name in ("layers", "hidden", "heads"):
         pr.add_argument(f"--{name}", type=int, help="architecture (instead of --model)")
     pr.add_argument("--ffn", type=int, default=0, help="FFN width (default 4*hidden)")
@@ -216,69 +272,120 @@ def _add_plan_arguments(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--tokens", type=float, help="real tokens to train on (instead of --examples)")
     pr.add_argument("--examples", type=float, help="training examples (with --epochs)")
     pr.add_argument("--epochs", type=float, default=1.0)
-    pr.add_argument("--device", default="cpu", help="device type from the hardware table (cpu, A100, H100, ...)")
+    pr.add_argument(
+        "--device", default="cpu", help="device type from the hardware table (cpu, A100, H100, ...)"
+    )
     pr.add_argument("--precision", choices=["fp32", "bf16"])
     pr.add_argument("--country", default="USA", help="ISO alpha-3 code for the carbon intensity")
-    pr.add_argument("--tier", choices=["fitted", "calibrated", "prior"],
-                    help="fitted (this device's sweep), calibrated (its calibration file) or prior (spec sheet); "
-                         "default: the best this device has")
+    pr.add_argument(
+        "--tier",
+        choices=["fitted", "calibrated", "prior"],
+        help="fitted (this device's sweep), calibrated (its calibration file) or prior (spec sheet); "
+        "default: the best this device has",
+    )
     pr.add_argument("--level", type=float, default=0.9, help="prediction-interval level (default 0.9)")
     pr.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="companion", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(
+        prog="companion", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", help="fine-tune and measure one configuration (see `companion run --help`)",
-                   add_help=False)
-    sw = sub.add_parser("sweep", help="run a profile's grid of configurations, resuming where it stopped",
-                        description="Run every configuration of a profile and write one record per run. "
-                                    "Finished runs are skipped; a failed run becomes a 'failed' record.")
-    sw.add_argument("--profile", required=True, help="profile name (ci, cpu, gpu-1, gpu-node) or a .yaml path")
+    sub.add_parser(
+        "run", help="fine-tune and measure one configuration (see `companion run --help`)", add_help=False
+    )
+    sw = sub.add_parser(
+        "sweep",
+        help="run a profile's grid of configurations, resuming where it stopped",
+        description="Run every configuration of a profile and write one record per run. "
+        "Finished runs are skipped; a failed run becomes a 'failed' record.",
+    )
+    sw.add_argument(
+        "--profile", required=True, help="profile name (ci, cpu, gpu-1, gpu-node) or a .yaml path"
+    )
     sw.add_argument("--out", type=Path, help="record folder (default data/runs/<profile>)")
-    sw.add_argument("--retry-failed", action="store_true", help="run failed configurations again "
-                    "(their earlier records are moved to failed/, not deleted)")
+    sw.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run failed configurations again (their earlier records are moved to failed/, not deleted)",
+    )
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
-    sw.add_argument("--alone", action="store_true", help="leave out the profiles the profile is measured with "
-                    "(measured_with: their runs otherwise share its launches)")
-    sw.add_argument("--emit", choices=["torchrun", "slurm"],
-                    help="write multi-node launch scripts and plans instead of running")
+    sw.add_argument(
+        "--alone",
+        action="store_true",
+        help="leave out the profiles the profile is measured with "
+        "(measured_with: their runs otherwise share its launches)",
+    )
+    sw.add_argument(
+        "--emit",
+        choices=["torchrun", "slurm"],
+        help="write multi-node launch scripts and plans instead of running",
+    )
     sw.add_argument("--emit-dir", type=Path, help="where --emit writes (default build/launch/<profile>)")
     sw.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node for --emit (default 8)")
     sw.add_argument("--device-name", help="hardware tag in run IDs, e.g. H100 (default: detected)")
-    sw.add_argument("--no-memory-check", action="store_true", help="launch runs whose estimated peak memory exceeds "
-                    "their device's (refused by default)")
+    sw.add_argument(
+        "--no-memory-check",
+        action="store_true",
+        help="launch runs whose estimated peak memory exceeds their device's (refused by default)",
+    )
     sub.add_parser("profiles", help="list the profiles")
-    pr = sub.add_parser("predict", help="predict a planned fine-tune's energy, time and CO2 (with intervals)",
-                        description="Predict energy (kWh), time (h) and CO2 (kg) of a planned fine-tune with the "
-                                    "operator roofline in a tier (fitted, calibrated, prior), or with a fitted law.")
+    pr = sub.add_parser(
+        "predict",
+        help="predict a planned fine-tune's energy, time and CO2 (with intervals)",
+        description="Predict energy (kWh), time (h) and CO2 (kg) of a planned fine-tune with the "
+        "operator roofline in a tier (fitted, calibrated, prior), or with a fitted law.",
+    )
     _add_plan_arguments(pr)
     pr.add_argument("--batch-size", type=int, default=32, help="sequences per optimizer step (global)")
     pr.add_argument("--tp", type=int, default=1)
     pr.add_argument("--dp", type=int, default=1)
     pr.add_argument("--devices", type=int, help="device count (must equal tp*dp)")
-    pr.add_argument("--law", help="use a law fitted on this device's sweep instead: roofline_power_law (the paper's), "
-                                  "energy_roofline, tokens_linear, flops_power_law")
-    pr.add_argument("--fit", type=Path, help="predict with the law (--law, default the paper's) in this fit artifact (default: the one for --device under data/derived/)")
-    pl = sub.add_parser("plan", help="rank the TP x FSDP layouts and batch sizes of a fine-tune by energy and time",
-                        description="Every valid layout of a fine-tune on --devices devices, ranked by predicted "
-                                    "energy, with the Pareto front of energy and time and the tier used.")
+    pr.add_argument(
+        "--law",
+        help="use a law fitted on this device's sweep instead: roofline_power_law (the paper's), "
+        "energy_roofline, tokens_linear, flops_power_law",
+    )
+    pr.add_argument(
+        "--fit",
+        type=Path,
+        help="predict with the law (--law, default the paper's) in this fit artifact (default: the one for --device under data/derived/)",
+    )
+    pl = sub.add_parser(
+        "plan",
+        help="rank the TP x FSDP layouts and batch sizes of a fine-tune by energy and time",
+        description="Every valid layout of a fine-tune on --devices devices, ranked by predicted "
+        "energy, with the Pareto front of energy and time and the tier used.",
+    )
     _add_plan_arguments(pl)
     pl.add_argument("--devices", type=int, required=True, help="devices to use (tp * dp)")
-    pl.add_argument("--batch-sizes", default="8,16,32,64,128", help="global batch sizes to consider (comma-separated)")
-    ca = sub.add_parser("calibrate", help="microbenchmark this device for the operator roofline",
-                        description="GEMM roofs, attention kernels, bandwidth, launch overhead, collectives (p = 2, 4) "
-                                    "and idle/loaded power, written to data/devices/<device-name>.json.")
+    pl.add_argument(
+        "--batch-sizes", default="8,16,32,64,128", help="global batch sizes to consider (comma-separated)"
+    )
+    ca = sub.add_parser(
+        "calibrate",
+        help="microbenchmark this device for the operator roofline",
+        description="GEMM roofs, attention kernels, bandwidth, launch overhead, collectives (p = 2, 4) "
+        "and idle/loaded power, written to data/devices/<device-name>.json.",
+    )
     ca.add_argument("--device", default="cpu", help="cpu or cuda")
-    ca.add_argument("--device-name", help="name of the file and device (default: cpu, or the GPU's model, e.g. H100)")
-    ca.add_argument("--budget-s", type=float, default=30.0, help="time for the timed benchmarks, seconds (default 30)")
+    ca.add_argument(
+        "--device-name", help="name of the file and device (default: cpu, or the GPU's model, e.g. H100)"
+    )
+    ca.add_argument(
+        "--budget-s", type=float, default=30.0, help="time for the timed benchmarks, seconds (default 30)"
+    )
     ca.add_argument("--out", type=Path, help="output file (default data/devices/<device-name>.json)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None and sys.argv[1:2] in (["run"], ["sweep"], ["calibrate"]):  # the command, not a caller's process
+    if argv is None and sys.argv[1:2] in (
+        ["run"],
+        ["sweep"],
+        ["calibrate"],
+    ):  # the command, not a caller's process
         import signal
 
         signal.signal(signal.SIGTERM, raise_terminated)
@@ -287,8 +394,13 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_run(argv[1:])
     args = build_parser().parse_args(argv)
     try:
-        return {"sweep": _cmd_sweep, "profiles": _cmd_profiles, "predict": _cmd_predict, "plan": _cmd_plan,
-                "calibrate": _cmd_calibrate}[args.command](args)
+        return {
+            "sweep": _cmd_sweep,
+            "profiles": _cmd_profiles,
+            "predict": _cmd_predict,
+            "plan": _cmd_plan,
+            "calibrate": _cmd_calibrate,
+        }[args.command](args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -15,7 +15,9 @@ class OneLineParser(argparse.ArgumentParser):
         # under torchrun every rank parses the same arguments: rank 0 says what is wrong, once
         import os
 
-        self.exit(2, f"error: {message}; see `{self.prog} --help`\n" if os.environ.get("RANK", "0") == "0" else None)
+        self.exit(
+            2, f"error: {message}; see `{self.prog} --help`\n" if os.environ.get("RANK", "0") == "0" else None
+        )
 
 
 class Terminated(KeyboardInterrupt):

@@ -53,4 +53,3 @@ def reference_dir(device: str) -> Path:
 
 def build_dir() -> Path:
     return repo_root() / "build"
-

@@ -10,8 +10,12 @@ import sys
 import pytest
 
 from companion.energy import opmodel
-from companion.energy.calibration import (CalibrationError, check_calibration, load_calibration,
-                                          read_calibration)
+from companion.energy.calibration import (
+    CalibrationError,
+    check_calibration,
+    load_calibration,
+    read_calibration,
+)
 from companion.energy.predict import make_plan, predict_tiered
 from companion.paths import reference_dir
 
@@ -26,12 +30,19 @@ def _cpu_cal() -> dict:
         for n, k in ((64, 64), (256, 256), (1024, 256)):
             rate = 2.5e11 / (1 + 25 * (1 / m + 1 / n + 1 / k))
             shapes.append({"m": m, "n": n, "k": k, "time_s": 2 * m * n * k / rate, "flops_per_s": rate})
-    return {"device_name": "cpu", "device": "cpu", "dtype": "float32",
-            "gemm": {"peak_flops_per_s": 2.5e11, "half_dim": 25.0, "shapes": shapes},
-            "bandwidth": {"bandwidth_bytes_per_s": 4e10}, "launch": {"launch_s": 3e-6},
-            "elementwise": {"bytes": 1e7, "bytes_per_s": 4e9}, "optimizer": {"parameters": 2e6, "bytes_per_s": 2e10},
-            "power": {"idle_w": 20.0, "loaded_w": 30.0, "measured": False}, "shared_node": True,
-            "provenance": {"torch_threads": 2, "cpu_count": 2, "hostname": "vm", "cpu_model": "AMD EPYC"}}
+    return {
+        "device_name": "cpu",
+        "device": "cpu",
+        "dtype": "float32",
+        "gemm": {"peak_flops_per_s": 2.5e11, "half_dim": 25.0, "shapes": shapes},
+        "bandwidth": {"bandwidth_bytes_per_s": 4e10},
+        "launch": {"launch_s": 3e-6},
+        "elementwise": {"bytes": 1e7, "bytes_per_s": 4e9},
+        "optimizer": {"parameters": 2e6, "bytes_per_s": 2e10},
+        "power": {"idle_w": 20.0, "loaded_w": 30.0, "measured": False},
+        "shared_node": True,
+        "provenance": {"torch_threads": 2, "cpu_count": 2, "hostname": "vm", "cpu_model": "AMD EPYC"},
+    }
 
 
 def _write(tmp_path, rec, name="cpu.json"):
@@ -64,26 +75,35 @@ def test_timings_stuck_whatever_the_shape_are_flagged(tmp_path):
     assert any("2 CPU core(s)" in p for p in problems)
 
 
-@pytest.mark.parametrize("field, value, words", [
-    (("bandwidth", "bandwidth_bytes_per_s"), 0.0, "not finite and positive"),
-    (("bandwidth", "bandwidth_bytes_per_s"), -4e10, "not finite and positive"),
-    (("bandwidth", "bandwidth_bytes_per_s"), float("nan"), "not finite and positive"),
-    (("bandwidth", "bandwidth_bytes_per_s"), 40.0, "unit slip"),  # GB/s written where B/s belong
-    (("gemm", "peak_flops_per_s"), float("inf"), "not finite and positive"),
-    (("power", "loaded_w"), 5.0, "below idle"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        (("bandwidth", "bandwidth_bytes_per_s"), 0.0, "not finite and positive"),
+        (("bandwidth", "bandwidth_bytes_per_s"), -4e10, "not finite and positive"),
+        (("bandwidth", "bandwidth_bytes_per_s"), float("nan"), "not finite and positive"),
+        (("bandwidth", "bandwidth_bytes_per_s"), 40.0, "unit slip"),  # GB/s written where B/s belong
+        (("gemm", "peak_flops_per_s"), float("inf"), "not finite and positive"),
+        (("power", "loaded_w"), 5.0, "below idle"),
+    ],
+)
 def test_implausible_quantities_are_flagged(field, value, words):
     rec = _cpu_cal()
     rec[field[0]][field[1]] = value
     assert any(words in p for p in check_calibration(rec)[field[0]])
 
 
-@pytest.mark.parametrize("text, words", [
-    ('{"device_name": "cpu", "gem', "not valid JSON"),
-    (json.dumps({k: v for k, v in _cpu_cal().items() if k != "bandwidth"}), "lacks bandwidth.bandwidth_bytes_per_s"),
-    (json.dumps({**_cpu_cal(), "format": 99}), "has format 99, newer than"),
-    ("[1, 2]", "holds no JSON object"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('{"device_name": "cpu", "gem', "not valid JSON"),
+        (
+            json.dumps({k: v for k, v in _cpu_cal().items() if k != "bandwidth"}),
+            "lacks bandwidth.bandwidth_bytes_per_s",
+        ),
+        (json.dumps({**_cpu_cal(), "format": 99}), "has format 99, newer than"),
+        ("[1, 2]", "holds no JSON object"),
+    ],
+)
 def test_an_unreadable_file_is_one_line_naming_the_file_and_the_fix(tmp_path, text, words):
     path = _write(tmp_path, text)
     with pytest.raises(CalibrationError) as err:
@@ -104,8 +124,12 @@ def test_another_host_s_calibration_is_used_with_a_warning_naming_both(tmp_path)
     here = {"hostname": "vm", "cpu_count": 2, "cpu_model": "Intel Xeon"}
     cal = load_calibration(_write(tmp_path, _cpu_cal()), "cpu", "fp32", here=here)
     assert len(cal.warnings) == 1 and "AMD EPYC" in cal.warnings[0] and "Intel Xeon" in cal.warnings[0]
-    assert load_calibration(_write(tmp_path, _cpu_cal()), "cpu", "fp32",
-                            here={**here, "cpu_model": "AMD EPYC"}).warnings == []
+    assert (
+        load_calibration(
+            _write(tmp_path, _cpu_cal()), "cpu", "fp32", here={**here, "cpu_model": "AMD EPYC"}
+        ).warnings
+        == []
+    )
 
 
 def test_predict_falls_back_to_the_prior_on_a_broken_file_and_says_which(tmp_path):
@@ -114,7 +138,9 @@ def test_predict_falls_back_to_the_prior_on_a_broken_file_and_says_which(tmp_pat
     p = predict_tiered(make_plan(**PLAN), derived_root=tmp_path / "derived", devices_root=tmp_path)
     assert p["tier"] == "prior" and any(str(path) in n and "not valid JSON" in n for n in p["notes"])
     with pytest.raises(CalibrationError, match="not valid JSON"):
-        predict_tiered(make_plan(**PLAN), tier="calibrated", derived_root=tmp_path / "derived", devices_root=tmp_path)
+        predict_tiered(
+            make_plan(**PLAN), tier="calibrated", derived_root=tmp_path / "derived", devices_root=tmp_path
+        )
 
 
 def test_predict_uses_the_shipped_h200_calibration_and_warns_of_its_flagged_quantities(tmp_path):
@@ -132,14 +158,21 @@ def test_a_flagged_gpu_quantity_is_the_datasheet_s_not_the_file_s(tmp_path):
     assert "bandwidth" in cal.roofs.fallbacks
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--device", "cpu", "--device-name", "H100"], "cannot be named after the GPU H100"),
-    (["--device", "cpu", "--out", "{tmp}"], "is a folder"),
-    (["--device", "cpu", "--out", "{tmp}/a-file/cpu.json"], "not a writable folder"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--device", "cpu", "--device-name", "H100"], "cannot be named after the GPU H100"),
+        (["--device", "cpu", "--out", "{tmp}"], "is a folder"),
+        (["--device", "cpu", "--out", "{tmp}/a-file/cpu.json"], "not a writable folder"),
+    ],
+)
 def test_calibrate_refuses_bad_arguments_before_any_benchmark(tmp_path, argv, words):
     (tmp_path / "a-file").write_text("")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
-    out = subprocess.run([sys.executable, "-m", "companion.cli", "calibrate", *argv], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "companion.cli", "calibrate", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and words in out.stderr and out.stderr.count("\n") == 1

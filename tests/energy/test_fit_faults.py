@@ -24,18 +24,53 @@ def frame(shapes=SHAPES, seqs=(128, 256, 512), layouts=LAYOUTS, vocab=4096, thet
     for layers, hidden, heads in shapes:
         for seq in seqs:
             for tp, dp in layouts:
-                shape = StepShape(layers, hidden, heads, 4 * hidden, vocab, 512, 2, 32, 32 * seq, 32 * seq * seq, tp,
-                                  dp, "bf16")
+                shape = StepShape(
+                    layers,
+                    hidden,
+                    heads,
+                    4 * hidden,
+                    vocab,
+                    512,
+                    2,
+                    32,
+                    32 * seq,
+                    32 * seq * seq,
+                    tp,
+                    dp,
+                    "bf16",
+                )
                 p = tp * dp
                 prox = step_proxies(shape)
-                rows.append({**prox, "run_id": f"L{layers}-h{hidden}-s{seq}-tp{tp}-dp{dp}", "device_name": "H100",
-                             "precision": "bf16", "mode": "single" if p == 1 else ("tp" if tp > 1 else "fsdp"),
-                             "tp": tp, "dp": dp, "world_size": p, "metered_units": p, "layers": layers,
-                             "hidden": hidden, "heads": heads, "ffn": 4 * hidden, "vocab": vocab, "seq_len": seq,
-                             "lengths": "fixed", "batch_size": 32, "padded_tokens": 32 * seq,
-                             "energy_measured": True, "energy_source": "nvml", "energy_scope": "device",
-                             "peak_flops_per_s": 989e12, "bandwidth_bytes_per_s": 3.35e12,
-                             "step_s": prox["flops_per_step"] / 4e14 / (p * usl_eta(p, 0.05 if tp > 1 else 0.02, 0.01))})
+                rows.append(
+                    {
+                        **prox,
+                        "run_id": f"L{layers}-h{hidden}-s{seq}-tp{tp}-dp{dp}",
+                        "device_name": "H100",
+                        "precision": "bf16",
+                        "mode": "single" if p == 1 else ("tp" if tp > 1 else "fsdp"),
+                        "tp": tp,
+                        "dp": dp,
+                        "world_size": p,
+                        "metered_units": p,
+                        "layers": layers,
+                        "hidden": hidden,
+                        "heads": heads,
+                        "ffn": 4 * hidden,
+                        "vocab": vocab,
+                        "seq_len": seq,
+                        "lengths": "fixed",
+                        "batch_size": 32,
+                        "padded_tokens": 32 * seq,
+                        "energy_measured": True,
+                        "energy_source": "nvml",
+                        "energy_scope": "device",
+                        "peak_flops_per_s": 989e12,
+                        "bandwidth_bytes_per_s": 3.35e12,
+                        "step_s": prox["flops_per_step"]
+                        / 4e14
+                        / (p * usl_eta(p, 0.05 if tp > 1 else 0.02, 0.01)),
+                    }
+                )
     df = measured_eta(pd.DataFrame(rows))
     df["energy_per_step_j"] = LAWS["roofline_power_law"].predict(df.assign(units_factor=1 / df.eta), theta)
     return df
@@ -43,8 +78,11 @@ def frame(shapes=SHAPES, seqs=(128, 256, 512), layouts=LAYOUTS, vocab=4096, thet
 
 def test_one_configuration_is_refused_with_the_fix():
     one = frame(shapes=SHAPES[:1], seqs=(128,), layouts=[(1, 1)])
-    with pytest.raises(ConfigError, match=r"1 distinct configuration\(s\) but law roofline_power_law has 3 "
-                                          r"coefficients.*add configurations of other sizes"):
+    with pytest.raises(
+        ConfigError,
+        match=r"1 distinct configuration\(s\) but law roofline_power_law has 3 "
+        r"coefficients.*add configurations of other sizes",
+    ):
         fit_all(one, n_boot=5)
 
 
@@ -73,13 +111,18 @@ def test_an_exactly_determined_law_is_flagged():
 def test_a_negative_compute_exponent_is_flagged_and_every_prediction_with_the_law_carries_it():
     unphysical = frame(theta=np.array([5.0, -0.5, 0.2]))
     art = fit_all(unphysical, laws=["roofline_power_law", "flops_power_law"], n_boot=5)
-    flag = [w for w in art["warnings"] if "compute exponent of roofline_power_law for energy is alpha = -0.5" in w]
+    flag = [
+        w for w in art["warnings"] if "compute exponent of roofline_power_law for energy is alpha = -0.5" in w
+    ]
     assert len(flag) == 1 and "unphysical" in flag[0] and "add configurations" in flag[0]
-    plan = make_plan(model="bert-tiny", seq_len=128, batch_size=32, examples=1000, epochs=1, device="H100",
-                     vocab=4096)
+    plan = make_plan(
+        model="bert-tiny", seq_len=128, batch_size=32, examples=1000, epochs=1, device="H100", vocab=4096
+    )
     assert f"fit: {flag[0]}" in predict(plan, FittedModel(art), law="roofline_power_law")["warnings"]
     # a physical fit carries no such flag
-    assert not any("compute exponent" in w for w in fit_all(frame(), laws=["roofline_power_law"], n_boot=5)["warnings"])
+    assert not any(
+        "compute exponent" in w for w in fit_all(frame(), laws=["roofline_power_law"], n_boot=5)["warnings"]
+    )
 
 
 @pytest.mark.parametrize("n_boot", [0, -3, 2.5, "100"])

@@ -61,7 +61,9 @@ def test_a_gpu_draws_idle_power_plus_busy_power_for_its_throughput_time():
     terms = opmodel.operator_frame(df, dev)
     coef = opmodel.prior_coefficients(dev)
     t = opmodel.predict_time_s(terms, coef["time"])
-    e = opmodel.predict_energy_j(terms, t, opmodel.metered_units(df), coef["energy"], dev.power_ceiling_w, coef["time"])
+    e = opmodel.predict_energy_j(
+        terms, t, opmodel.metered_units(df), coef["energy"], dev.power_ceiling_w, coef["time"]
+    )
     busy = opmodel.busy_device_s(terms)
     assert e == pytest.approx(dev.idle_w * t + (dev.loaded_w - dev.idle_w) * busy)
     assert np.all(e <= dev.loaded_w * t * (1 + 1e-9))

@@ -16,11 +16,26 @@ def synthetic_frame(n=60, seed=0):
     Q = F / 10 ** rng.uniform(0.5, 2.5, n)  # arithmetic intensity 3..300: both roofline branches occur
     p = rng.choice([1, 2, 4, 8], n)
     eta = usl_eta(p, 0.05, 0.01)
-    return pd.DataFrame({
-        "flops_per_step": F, "bytes_per_step": Q, "world_size": p, "eta": eta, "metered_units": p,
-        "time_factor": 1 / (p * eta), "units_factor": 1 / eta, "padded_tokens": F / 1e6 * rng.uniform(0.9, 1.1, n),
-        "peak_flops_per_s": 1e14, "bandwidth_bytes_per_s": 2e12, "tdp_w": 400.0, "idle_w": 50.0,
-    }).assign(step_s=lambda d: np.maximum(d.flops_per_step / (0.4 * 1e14), d.bytes_per_step / (0.6 * 2e12)) * d.time_factor)
+    return pd.DataFrame(
+        {
+            "flops_per_step": F,
+            "bytes_per_step": Q,
+            "world_size": p,
+            "eta": eta,
+            "metered_units": p,
+            "time_factor": 1 / (p * eta),
+            "units_factor": 1 / eta,
+            "padded_tokens": F / 1e6 * rng.uniform(0.9, 1.1, n),
+            "peak_flops_per_s": 1e14,
+            "bandwidth_bytes_per_s": 2e12,
+            "tdp_w": 400.0,
+            "idle_w": 50.0,
+        }
+    ).assign(
+        step_s=lambda d: (
+            np.maximum(d.flops_per_step / (0.4 * 1e14), d.bytes_per_step / (0.6 * 2e12)) * d.time_factor
+        )
+    )
 
 
 TRUE = {
@@ -56,25 +71,52 @@ def test_usl_fit_recovers_sigma_kappa_and_predicts_unmeasured_degrees():
     for cfg in range(6):
         for mode in ("tp", "fsdp"):
             for p in (1, 2, 4, 8):
-                rows.append({"device_name": "H100", "precision": "bf16", "layers": cfg, "hidden": 64, "heads": 4,
-                             "ffn": 256, "seq_len": 128, "lengths": "fixed", "batch_size": 8,
-                             "mode": "single" if p == 1 else mode, "world_size": p, "tp": p if mode == "tp" else 1,
-                             "dp": p if mode == "fsdp" else 1,
-                             "step_s": 1.0 / (p * usl_eta(p, 0.04 if mode == "tp" else 0.02, 0.005))})
+                rows.append(
+                    {
+                        "device_name": "H100",
+                        "precision": "bf16",
+                        "layers": cfg,
+                        "hidden": 64,
+                        "heads": 4,
+                        "ffn": 256,
+                        "seq_len": 128,
+                        "lengths": "fixed",
+                        "batch_size": 8,
+                        "mode": "single" if p == 1 else mode,
+                        "world_size": p,
+                        "tp": p if mode == "tp" else 1,
+                        "dp": p if mode == "fsdp" else 1,
+                        "step_s": 1.0 / (p * usl_eta(p, 0.04 if mode == "tp" else 0.02, 0.005)),
+                    }
+                )
     runs = measured_eta(pd.DataFrame(rows).drop_duplicates(["layers", "world_size", "mode"]))
     fits = fit_usl(runs, n_boot=20)
     assert fits[("H100", "tp")].sigma == pytest.approx(0.04, rel=1e-6)
     assert fits[("H100", "fsdp")].kappa == pytest.approx(0.005, rel=1e-6)
     assert predict_eta(fits, "H100", "tp", 16, 1) == pytest.approx(usl_eta(16, 0.04, 0.005))
     # a 2-D layout without its own measurements: eta_tp(t) * eta_fsdp(d)
-    assert predict_eta(fits, "H100", "2d", 2, 4) == pytest.approx(usl_eta(2, 0.04, 0.005) * usl_eta(4, 0.02, 0.005))
+    assert predict_eta(fits, "H100", "2d", 2, 4) == pytest.approx(
+        usl_eta(2, 0.04, 0.005) * usl_eta(4, 0.02, 0.005)
+    )
 
 
 def test_eta_without_a_single_device_run_says_which_reference_it_used():
-    base = {"device_name": "A100", "precision": "bf16", "layers": 24, "hidden": 1024, "heads": 16, "ffn": 4096,
-            "seq_len": 512, "lengths": "fixed", "batch_size": 64, "mode": "fsdp", "tp": 1}
-    runs = pd.DataFrame([{**base, "dp": 2, "world_size": 2, "step_s": 1.0},
-                         {**base, "dp": 8, "world_size": 8, "step_s": 0.3}])
+    base = {
+        "device_name": "A100",
+        "precision": "bf16",
+        "layers": 24,
+        "hidden": 1024,
+        "heads": 16,
+        "ffn": 4096,
+        "seq_len": 512,
+        "lengths": "fixed",
+        "batch_size": 64,
+        "mode": "fsdp",
+        "tp": 1,
+    }
+    runs = pd.DataFrame(
+        [{**base, "dp": 2, "world_size": 2, "step_s": 1.0}, {**base, "dp": 8, "world_size": 8, "step_s": 0.3}]
+    )
     out = measured_eta(runs)
     assert out.eta.tolist() == pytest.approx([1.0, 2 * 1.0 / (8 * 0.3)])
     assert out.eta_reference.iloc[1].startswith("p=2")
@@ -83,13 +125,28 @@ def test_eta_without_a_single_device_run_says_which_reference_it_used():
 def test_a_usl_fit_reads_eta_from_its_own_rows_only():
     """Without a single-device run, eta's reference is the smallest degree measured. Hold that degree out
     (a degree split) and the fold's USL must not move when the held-out runs' times do."""
-    base = {"device_name": "A100", "precision": "bf16", "hidden": 1024, "heads": 16, "ffn": 4096, "seq_len": 512,
-            "lengths": "fixed", "batch_size": 64, "mode": "fsdp", "tp": 1}
-    rows = [{**base, "layers": layers, "dp": p, "world_size": p, "step_s": layers / (p * usl_eta(p, 0.03, 0.002))}
-            for layers in (12, 24) for p in (2, 4, 8)]
+    base = {
+        "device_name": "A100",
+        "precision": "bf16",
+        "hidden": 1024,
+        "heads": 16,
+        "ffn": 4096,
+        "seq_len": 512,
+        "lengths": "fixed",
+        "batch_size": 64,
+        "mode": "fsdp",
+        "tp": 1,
+    }
+    rows = [
+        {**base, "layers": layers, "dp": p, "world_size": p, "step_s": layers / (p * usl_eta(p, 0.03, 0.002))}
+        for layers in (12, 24)
+        for p in (2, 4, 8)
+    ]
     fits = []
     for slow in (1.0, 1.5):  # the held-out p = 2 runs, as measured and 50 % slower
-        runs = measured_eta(pd.DataFrame(rows).assign(step_s=lambda d: d.step_s * np.where(d.world_size == 2, slow, 1)))
+        runs = measured_eta(
+            pd.DataFrame(rows).assign(step_s=lambda d: d.step_s * np.where(d.world_size == 2, slow, 1))
+        )
         fit = fit_usl(runs[runs.world_size > 2], n_boot=5)[("A100", "fsdp")]
         fits.append((fit.sigma, fit.kappa))
     assert fits[0] == pytest.approx(fits[1], abs=1e-12)
@@ -102,9 +159,17 @@ def _frame_for_validation():
         for seq in (64, 128, 256):
             F = 1e9 * layers * seq
             for p in (1, 2, 4, 8):
-                rows.append({"layers": layers, "seq_len": seq, "world_size": p, "flops_per_step": F,
-                             "bytes_per_step": F / (20 + seq / 8), "step_s": F / 3e13 / (p * usl_eta(p, 0.05, 0.01)),
-                             "padded_tokens": 8 * seq})
+                rows.append(
+                    {
+                        "layers": layers,
+                        "seq_len": seq,
+                        "world_size": p,
+                        "flops_per_step": F,
+                        "bytes_per_step": F / (20 + seq / 8),
+                        "step_s": F / 3e13 / (p * usl_eta(p, 0.05, 0.01)),
+                        "padded_tokens": 8 * seq,
+                    }
+                )
     X = pd.DataFrame(rows)
     X["run_id"] = [f"r{i}" for i in range(len(X))]
     X["mode"] = np.where(X.world_size > 1, "fsdp", "single")
@@ -113,7 +178,9 @@ def _frame_for_validation():
     X["hidden"], X["heads"], X["ffn"], X["lengths"], X["batch_size"] = 256, 4, 1024, "fixed", 8
     X["peak_flops_per_s"], X["bandwidth_bytes_per_s"] = 1e14, 2e12
     X = measured_eta(X)
-    X["energy_per_step_j"] = LAWS["roofline_power_law"].predict(X.assign(units_factor=1 / X.eta), TRUE["roofline_power_law"])
+    X["energy_per_step_j"] = LAWS["roofline_power_law"].predict(
+        X.assign(units_factor=1 / X.eta), TRUE["roofline_power_law"]
+    )
     return X
 
 
@@ -156,8 +223,12 @@ def test_validation_never_fits_on_held_out_rows(monkeypatch):
         assert not test_ids & usl_ids and not test_ids & law_ids
     # generated by the law itself, the law predicts every held-out group whose η curve the training rows hold;
     # a held-out mode has none (η is fitted per mode), so there it must fall back and err
-    assert set(summary.split) == {"leave_one_size_out", "leave_one_degree_out", "extrapolate_largest",
-                                  "leave_one_mode_out"}  # the models' splits (this frame has one head dim)
+    assert set(summary.split) == {
+        "leave_one_size_out",
+        "leave_one_degree_out",
+        "extrapolate_largest",
+        "leave_one_mode_out",
+    }  # the models' splits (this frame has one head dim)
     assert summary[summary.split != "leave_one_mode_out"].mape_pct.max() < 1.0
 
 
@@ -165,12 +236,14 @@ def test_metrics_and_verdict():
     m = metrics(np.array([10.0, 20.0]), np.array([11.0, 18.0]), np.array([9.0, 19.0]), np.array([12.0, 19.5]))
     assert m["mape_pct"] == pytest.approx(10.0) and m["max_ape_pct"] == pytest.approx(10.0)
     assert m["coverage_pct"] == 50.0
-    summary = pd.DataFrame([
-        {"split": "s", "law": "roofline_power_law", "n": 10, "mape_pct": 4.0},
-        {"split": "s", "law": "flops_power_law", "n": 10, "mape_pct": 12.0},
-        {"split": "s", "law": "tokens_linear", "n": 10, "mape_pct": 30.0},
-        {"split": "s", "law": "tdp_time", "n": 10, "mape_pct": 1.0},
-    ])
+    summary = pd.DataFrame(
+        [
+            {"split": "s", "law": "roofline_power_law", "n": 10, "mape_pct": 4.0},
+            {"split": "s", "law": "flops_power_law", "n": 10, "mape_pct": 12.0},
+            {"split": "s", "law": "tokens_linear", "n": 10, "mape_pct": 30.0},
+            {"split": "s", "law": "tdp_time", "n": 10, "mape_pct": 1.0},
+        ]
+    )
     v = verdict(summary)
     assert v["best_baseline"] == "flops_power_law" and v["meets_target"] and v["beats_half_best_baseline"]
 
@@ -178,14 +251,31 @@ def test_metrics_and_verdict():
 def test_explain_names_the_reasons_from_the_data():
     from companion.energy.validation import explain
 
-    df = pd.DataFrame({"energy_measured": [False] * 4, "world_size": [1, 1, 2, 4], "mfu": [0.05, 0.4, 0.1, 0.05],
-                       "eta": [1.0, 1.0, 0.3, 0.1], "flops_per_step": [1e9, 1e10, 1e10, 1e10],
-                       "bytes_per_step": [1e8, 1e9, 1e9, 1e9]})
-    bad = {"mape_pct": 30.0, "best_baseline": "flops_power_law", "best_baseline_mape_pct": 28.0, "meets_target": False,
-           "beats_half_best_baseline": False, "pooled_mape_pct": {"tdp_time": 6.0}}
+    df = pd.DataFrame(
+        {
+            "energy_measured": [False] * 4,
+            "world_size": [1, 1, 2, 4],
+            "mfu": [0.05, 0.4, 0.1, 0.05],
+            "eta": [1.0, 1.0, 0.3, 0.1],
+            "flops_per_step": [1e9, 1e10, 1e10, 1e10],
+            "bytes_per_step": [1e8, 1e9, 1e9, 1e9],
+        }
+    )
+    bad = {
+        "mape_pct": 30.0,
+        "best_baseline": "flops_power_law",
+        "best_baseline_mape_pct": 28.0,
+        "meets_target": False,
+        "beats_half_best_baseline": False,
+        "pooled_mape_pct": {"tdp_time": 6.0},
+    }
     text = explain(bad, df)
     assert "at most 5 %, and at most half the best baseline's" in text  # the criteria are named
-    assert "The paper's law meets neither on these runs." in text and "estimated by a power model" in text and "5.0 % to 40.0 %" in text
+    assert (
+        "The paper's law meets neither on these runs." in text
+        and "estimated by a power model" in text
+        and "5.0 % to 40.0 %" in text
+    )
     assert "held-out MAPE of 6.0 %" in text  # a mean error, not a bound
     assert "(FLOPs-only power law)" in text and "fitted on 1 other degree." in text
     assert "The paper's law meets only one on these runs." in explain({**bad, "meets_target": True}, df)
@@ -215,9 +305,13 @@ def test_model_validation_never_fits_on_held_out_rows(monkeypatch):
 
     monkeypatch.setattr(models_mod, "fit_model", spy_fit_model)
     monkeypatch.setattr(models_mod, "fit_point", spy_fit_point)
-    models = {"roofline_power_law": models_mod.paper_law(n_boot=0),
-              "flops_power_law": models_mod.BASELINES["flops_power_law"]()}
-    pred = validate_models(X, models, splits=["leave_one_size_out", "leave_one_degree_out", "leave_one_mode_out"])
+    models = {
+        "roofline_power_law": models_mod.paper_law(n_boot=0),
+        "flops_power_law": models_mod.BASELINES["flops_power_law"](),
+    }
+    pred = validate_models(
+        X, models, splits=["leave_one_size_out", "leave_one_degree_out", "leave_one_mode_out"]
+    )
     held_out = [ids for _, ids in pred.groupby(["split", "fold"], sort=False).run_id.apply(frozenset).items()]
     folds_seen = [i for i, (kind, _) in enumerate(events) if kind == "fold"]
     assert len(folds_seen) == len(models) * len(held_out)
@@ -226,7 +320,7 @@ def test_model_validation_never_fits_on_held_out_rows(monkeypatch):
         test = held_out[n // len(models)]
         assert not train & test
         end = folds_seen[n + 1] if n + 1 < len(folds_seen) else len(events)
-        fits = [ids for kind, ids in events[start + 1:end] if kind == "fit"]
+        fits = [ids for kind, ids in events[start + 1 : end] if kind == "fit"]
         assert fits and all(ids <= train for ids in fits)
 
 
@@ -238,7 +332,9 @@ def test_holdout_runs_are_scored_never_fitted(monkeypatch):
     train, holdout = X[X.layers != 12], X[X.layers == 12]
     seen = []
     real = models_mod.fit_point
-    monkeypatch.setattr(models_mod, "fit_point", lambda m, df: seen.append(frozenset(df.run_id)) or real(m, df))
+    monkeypatch.setattr(
+        models_mod, "fit_point", lambda m, df: seen.append(frozenset(df.run_id)) or real(m, df)
+    )
     pred = score_holdout(train, holdout, {"flops_power_law": models_mod.BASELINES["flops_power_law"]()})
     assert seen and all(not ids & set(holdout.run_id) for ids in seen)
     assert set(pred.run_id) == set(holdout.run_id) and set(pred.split) == {"holdout"}
@@ -247,11 +343,24 @@ def test_holdout_runs_are_scored_never_fitted(monkeypatch):
 def test_an_unbounded_interval_is_counted_apart_never_as_covering():
     from companion.energy.validation import _scored, coverage_range_pct, model_verdict, score
 
-    rows = [{"split": "leave_one_degree_out", "fold": "p=4", "model": "operator_roofline", "target": t,
-             "run_id": f"r{i}", "size": f"s{i % 3}", "mode": "tp", "world_size": 4, "measured": 1.0,
-             "predicted": 1.0 + 0.05 * i, "lo": lo, "hi": hi}
-            for t in ("time", "energy") for i, (lo, hi) in enumerate([(0.9, 1.1), (1.01, 1.2), (0.0, np.inf),
-                                                                      (0.0, np.nan), (0.95, 2.0)])]
+    rows = [
+        {
+            "split": "leave_one_degree_out",
+            "fold": "p=4",
+            "model": "operator_roofline",
+            "target": t,
+            "run_id": f"r{i}",
+            "size": f"s{i % 3}",
+            "mode": "tp",
+            "world_size": 4,
+            "measured": 1.0,
+            "predicted": 1.0 + 0.05 * i,
+            "lo": lo,
+            "hi": hi,
+        }
+        for t in ("time", "energy")
+        for i, (lo, hi) in enumerate([(0.9, 1.1), (1.01, 1.2), (0.0, np.inf), (0.0, np.nan), (0.95, 2.0)])
+    ]
     pred = _scored(rows)
     assert pred.covered.isna().sum() == 4  # no bound, no verdict: neither covered nor missed
     table = score(pred, None).set_index("target")
@@ -264,7 +373,10 @@ def test_an_unbounded_interval_is_counted_apart_never_as_covering():
     pooled = score(pred, None, by=())
     v = model_verdict(pooled, score(pred, None))
     assert v["targets"]["time"]["unbounded_intervals"] == 2
-    assert v["targets"]["time"]["coverage_in_range"] is False and v["targets"]["time"]["coverage_consistent"] is False
+    assert (
+        v["targets"]["time"]["coverage_in_range"] is False
+        and v["targets"]["time"]["coverage_consistent"] is False
+    )
 
 
 def test_coverage_by_overhead_counts_each_band_of_runs_apart():
@@ -272,19 +384,38 @@ def test_coverage_by_overhead_counts_each_band_of_runs_apart():
 
     # ten compute-bound runs (share 0.05), all covered; ten overhead-bound runs (share 0.6), six covered; each
     # held out by two splits; one run of another model and one unbounded interval never count
-    rows = [{"split": split, "fold": "f", "model": "operator_roofline", "target": t, "run_id": f"{kind}{i}",
-             "size": "s", "mode": "tp", "world_size": 2, "measured": 1.0, "predicted": 1.0,
-             "lo": 0.9 if kind == "c" or i < 6 else 1.1, "hi": 1.1 if kind == "c" or i < 6 else 1.2}
-            for split in ("leave_one_size_out", "leave_one_mode_out") for t in ("time", "energy")
-            for kind in ("c", "o") for i in range(10)]
-    rows += [{**rows[0], "model": "flops_power_law", "lo": 2.0, "hi": 3.0},
-             {**rows[0], "run_id": "c0", "lo": 0.0, "hi": np.inf}]
+    rows = [
+        {
+            "split": split,
+            "fold": "f",
+            "model": "operator_roofline",
+            "target": t,
+            "run_id": f"{kind}{i}",
+            "size": "s",
+            "mode": "tp",
+            "world_size": 2,
+            "measured": 1.0,
+            "predicted": 1.0,
+            "lo": 0.9 if kind == "c" or i < 6 else 1.1,
+            "hi": 1.1 if kind == "c" or i < 6 else 1.2,
+        }
+        for split in ("leave_one_size_out", "leave_one_mode_out")
+        for t in ("time", "energy")
+        for kind in ("c", "o")
+        for i in range(10)
+    ]
+    rows += [
+        {**rows[0], "model": "flops_power_law", "lo": 2.0, "hi": 3.0},
+        {**rows[0], "run_id": "c0", "lo": 0.0, "hi": np.inf},
+    ]
     share = {**{f"c{i}": 0.05 for i in range(10)}, **{f"o{i}": 0.6 for i in range(10)}}
     table = coverage_by_overhead(_scored(rows), share).set_index(["target", "overhead_share"])
     assert list(table.loc["time"].index) == ["0-10 %", "10-25 %", "25-50 %", "50-100 %"]
     assert table.loc[("time", "0-10 %"), ["n", "coverage_pct"]].tolist() == [20, 100.0]
     assert table.loc[("energy", "50-100 %"), ["n", "coverage_pct"]].tolist() == [20, 60.0]
-    assert table.loc[("time", "10-25 %"), "n"] == 0 and np.isnan(table.loc[("time", "10-25 %"), "coverage_pct"])
+    assert table.loc[("time", "10-25 %"), "n"] == 0 and np.isnan(
+        table.loc[("time", "10-25 %"), "coverage_pct"]
+    )
     assert table.loc[("time", "50-100 %"), "range_lo_pct"] == pytest.approx(coverage_range_pct(20)[0])
     with pytest.raises(ValueError, match="bands=.*increasing"):
         coverage_by_overhead(_scored(rows), share, bands=(0.5, 0.1))
@@ -296,9 +427,9 @@ def test_the_chance_that_exact_intervals_meet_the_coverage_criterion():
     from companion.energy.validation import chance_in_range
 
     # 8 runs: 85-95 % is 7 of 8 only; 20 runs: 17, 18 or 19 of 20; splits independent, so the chances multiply
-    assert chance_in_range([8]) == pytest.approx(8 * 0.9 ** 7 * 0.1)
+    assert chance_in_range([8]) == pytest.approx(8 * 0.9**7 * 0.1)
     in_20 = sum(binom.pmf(k, 20, 0.9) for k in (17, 18, 19))
-    assert chance_in_range([8, 20]) == pytest.approx(8 * 0.9 ** 7 * 0.1 * in_20)
+    assert chance_in_range([8, 20]) == pytest.approx(8 * 0.9**7 * 0.1 * in_20)
     # a simulation of exact intervals on the same split sizes agrees
     rng = np.random.default_rng(0)
     sizes = [85, 20, 8, 13]
@@ -310,7 +441,7 @@ def test_the_chance_that_exact_intervals_meet_the_coverage_criterion():
 def test_the_expected_count_of_splits_that_exact_intervals_put_in_range():
     from companion.energy.validation import expected_in_range
 
-    in_8 = 8 * 0.9 ** 7 * 0.1  # 7 of 8 is the only count within 85-95 %
+    in_8 = 8 * 0.9**7 * 0.1  # 7 of 8 is the only count within 85-95 %
     assert expected_in_range([8, 8, 8]) == pytest.approx(3 * in_8)
     # a simulation of exact intervals: the mean number of splits covered within the band
     rng = np.random.default_rng(1)
@@ -323,18 +454,34 @@ def test_the_expected_count_of_splits_that_exact_intervals_put_in_range():
 def test_the_verdict_holds_the_off_grid_runs_to_the_pooled_target():
     from companion.energy.validation import _scored, describe_verdict, model_verdict, score
 
-    rows = [{"split": split, "fold": "f", "model": "operator_roofline", "target": t, "run_id": f"{split}{i}",
-             "size": f"s{i}", "mode": "single", "world_size": 1, "measured": 1.0, "predicted": 1.0 + err,
-             "lo": 0.5, "hi": 2.0}
-            for split, err in (("leave_one_size_out", 0.05), ("holdout", 0.12)) for t in ("time", "energy")
-            for i in range(10)]
+    rows = [
+        {
+            "split": split,
+            "fold": "f",
+            "model": "operator_roofline",
+            "target": t,
+            "run_id": f"{split}{i}",
+            "size": f"s{i}",
+            "mode": "single",
+            "world_size": 1,
+            "measured": 1.0,
+            "predicted": 1.0 + err,
+            "lo": 0.5,
+            "hi": 2.0,
+        }
+        for split, err in (("leave_one_size_out", 0.05), ("holdout", 0.12))
+        for t in ("time", "energy")
+        for i in range(10)
+    ]
     pred = _scored(rows)
     v = model_verdict(score(pred[pred.split != "holdout"], None, by=()), score(pred, None))
     t = v["targets"]["time"]
     assert t["holdout_mape_pct"] == pytest.approx(12.0) and t["meets_holdout"] is False and t["meets_pooled"]
     # no baseline scored, every interval covers its run (100 %, above the band), the off-grid runs miss 10 %
-    assert ("2 of 5 criteria met (pooled, every split), not met: half the best baseline, coverage, off-grid"
-            in describe_verdict(v))
+    assert (
+        "2 of 5 criteria met (pooled, every split), not met: half the best baseline, coverage, off-grid"
+        in describe_verdict(v)
+    )
     assert t["holdout_noise_floor_pct"] is None  # no replicates: no floor of its own
 
 
@@ -343,18 +490,47 @@ def test_the_off_grid_runs_are_held_to_their_own_replicate_floor():
     from companion.energy.validation import _scored, describe_verdict, model_verdict, score
 
     def runs(spread):  # two replicates of five configurations, +-spread about each configuration's mean
-        return pd.DataFrame([{"run_id": f"c{i}r{r}", "config_id": f"c{i}", "replicate": r, "converged": True,
-                              "step_s": 1.0 + (spread if r else -spread), "energy_per_step_j": 2.0 * (1 + (spread if r else -spread))}
-                             for i in range(5) for r in (0, 1)])
+        return pd.DataFrame(
+            [
+                {
+                    "run_id": f"c{i}r{r}",
+                    "config_id": f"c{i}",
+                    "replicate": r,
+                    "converged": True,
+                    "step_s": 1.0 + (spread if r else -spread),
+                    "energy_per_step_j": 2.0 * (1 + (spread if r else -spread)),
+                }
+                for i in range(5)
+                for r in (0, 1)
+            ]
+        )
 
-    rows = [{"split": split, "fold": "f", "model": "operator_roofline", "target": t, "run_id": f"{split}{i}",
-             "size": f"s{i}", "mode": "single", "world_size": 1, "measured": 1.0, "predicted": 1.1, "lo": 0.5, "hi": 2.0}
-            for split in ("leave_one_size_out", "holdout") for t in ("time", "energy") for i in range(10)]
+    rows = [
+        {
+            "split": split,
+            "fold": "f",
+            "model": "operator_roofline",
+            "target": t,
+            "run_id": f"{split}{i}",
+            "size": f"s{i}",
+            "mode": "single",
+            "world_size": 1,
+            "measured": 1.0,
+            "predicted": 1.1,
+            "lo": 0.5,
+            "hi": 2.0,
+        }
+        for split in ("leave_one_size_out", "holdout")
+        for t in ("time", "energy")
+        for i in range(10)
+    ]
     pred = _scored(rows)
     grid, off = replicate_noise(runs(0.02)), replicate_noise(runs(0.08))
     s = score(pred, grid, split_noise={"holdout": off})
     floors = s.set_index(["split", "target"]).noise_floor_pct
-    assert floors["leave_one_size_out", "time"] == pytest.approx(2.0) and floors["holdout", "time"] == pytest.approx(8.0)
+    assert floors["leave_one_size_out", "time"] == pytest.approx(2.0) and floors[
+        "holdout", "time"
+    ] == pytest.approx(8.0)
     v = model_verdict(score(pred[pred.split != "holdout"], grid, by=()), s)
     assert v["targets"]["energy"]["holdout_noise_floor_pct"] == pytest.approx(8.0)
     assert "(its replicate floor 8.0 %)" in describe_verdict(v)
@@ -368,19 +544,49 @@ def test_the_stretch_holds_every_mape_to_the_floor_of_the_runs_it_scores():
     from companion.energy.validation import _scored, model_verdict, score
 
     def runs(spread):  # two replicates of five configurations, +-spread about each configuration's mean
-        return pd.DataFrame([{"run_id": f"c{i}r{r}", "config_id": f"c{i}", "replicate": r, "converged": True,
-                              "step_s": 1.0 + (spread if r else -spread), "energy_per_step_j": 2.0 * (1 + (spread if r else -spread))}
-                             for i in range(5) for r in (0, 1)])
+        return pd.DataFrame(
+            [
+                {
+                    "run_id": f"c{i}r{r}",
+                    "config_id": f"c{i}",
+                    "replicate": r,
+                    "converged": True,
+                    "step_s": 1.0 + (spread if r else -spread),
+                    "energy_per_step_j": 2.0 * (1 + (spread if r else -spread)),
+                }
+                for i in range(5)
+                for r in (0, 1)
+            ]
+        )
 
-    rows = [{"split": "leave_one_size_out", "fold": "f", "model": "operator_roofline", "target": t, "run_id": f"c{i}r{r}",
-             "size": f"s{i}", "mode": "single", "world_size": 1, "measured": 1.0, "predicted": 1.1, "lo": 0.5, "hi": 2.0}
-            for t in ("time", "energy") for i in range(5) for r in (0, 1)]
+    rows = [
+        {
+            "split": "leave_one_size_out",
+            "fold": "f",
+            "model": "operator_roofline",
+            "target": t,
+            "run_id": f"c{i}r{r}",
+            "size": f"s{i}",
+            "mode": "single",
+            "world_size": 1,
+            "measured": 1.0,
+            "predicted": 1.1,
+            "lo": 0.5,
+            "hi": 2.0,
+        }
+        for t in ("time", "energy")
+        for i in range(5)
+        for r in (0, 1)
+    ]
     pred = _scored(rows)
     for spread, met in ((0.02, False), (0.08, True)):  # MAPE 10 % against floors of 2 % and 8 %
         noise = replicate_noise(runs(spread))
         t = model_verdict(score(pred, noise, by=()), score(pred, noise))["targets"]["time"]
         assert t["floor_ratio_by_split"]["leave_one_size_out"] == pytest.approx(10 / (100 * spread))
-        assert t["floor_ratio_by_split"]["pooled"] == pytest.approx(10 / (100 * spread)) and t["meets_stretch"] is met
+        assert (
+            t["floor_ratio_by_split"]["pooled"] == pytest.approx(10 / (100 * spread))
+            and t["meets_stretch"] is met
+        )
         # every first replicate low and every second high: a shift of the whole pass, all of which the floor counts,
         # so an exact model scores the floor too (the verdict sets this beside the stretch, as no criterion)
         assert t["exact_floor_ratio_by_split"]["pooled"] == pytest.approx(10 / (100 * spread), rel=0.01)
@@ -394,9 +600,15 @@ def test_the_mape_interval_needs_enough_model_sizes_to_resample():
     from companion.energy.validation import MIN_BOOTSTRAP_GROUPS, group_bootstrap_mape
 
     rng = np.random.default_rng(0)
+
     def frame(n_sizes):
-        return pd.DataFrame({"size": np.repeat([f"s{i}" for i in range(n_sizes)], 5),
-                             "ape_pct": rng.uniform(0, 20, 5 * n_sizes)})
+        return pd.DataFrame(
+            {
+                "size": np.repeat([f"s{i}" for i in range(n_sizes)], 5),
+                "ape_pct": rng.uniform(0, 20, 5 * n_sizes),
+            }
+        )
+
     lo, hi = group_bootstrap_mape(frame(MIN_BOOTSTRAP_GROUPS - 1))
     assert np.isnan(lo) and np.isnan(hi)  # two or three sizes: no interval rather than a falsely narrow one
     g = frame(8)
@@ -408,16 +620,34 @@ def test_the_verdict_holds_the_fitted_model_against_its_own_calibrated_tier():
     from companion.energy.validation import _scored, model_verdict, score
 
     # the fitted model 5 % off on every run, its calibrated tier 10 % off (ratio 0.5), in two splits
-    rows = [{"split": split, "fold": "f", "model": model, "target": t, "run_id": f"r{i}", "size": f"s{i % 4}",
-             "mode": "tp", "world_size": 2, "measured": 1.0, "predicted": 1.0 + err, "lo": 0.5, "hi": 2.0}
-            for split in ("leave_one_size_out", "leave_one_mode_out") for t in ("time", "energy")
-            for model, err in (("operator_roofline", 0.05), ("calibrated_tier", 0.10)) for i in range(8)]
+    rows = [
+        {
+            "split": split,
+            "fold": "f",
+            "model": model,
+            "target": t,
+            "run_id": f"r{i}",
+            "size": f"s{i % 4}",
+            "mode": "tp",
+            "world_size": 2,
+            "measured": 1.0,
+            "predicted": 1.0 + err,
+            "lo": 0.5,
+            "hi": 2.0,
+        }
+        for split in ("leave_one_size_out", "leave_one_mode_out")
+        for t in ("time", "energy")
+        for model, err in (("operator_roofline", 0.05), ("calibrated_tier", 0.10))
+        for i in range(8)
+    ]
     pred = _scored(rows)
     t = model_verdict(score(pred, None, by=()), score(pred, None))["targets"]["time"]
     assert t["calibrated_tier_mape_pct"] == pytest.approx(10.0)
     assert t["over_calibrated_tier"] == pytest.approx(0.5) and t["beats_calibrated_tier"] is True
-    assert t["over_calibrated_tier_by_split"] == {"leave_one_mode_out": pytest.approx(0.5),
-                                                  "leave_one_size_out": pytest.approx(0.5)}
+    assert t["over_calibrated_tier_by_split"] == {
+        "leave_one_mode_out": pytest.approx(0.5),
+        "leave_one_size_out": pytest.approx(0.5),
+    }
     # held to 0.4 x its calibrated tier's error, 0.5 x misses
     t = model_verdict(score(pred, None, by=()), score(pred, None), calibrated_ratio=0.4)["targets"]["time"]
     assert t["beats_calibrated_tier"] is False
@@ -427,16 +657,37 @@ def test_the_test_set_is_scored_apart_and_never_judged_with_the_splits():
     from companion.energy.validation import _scored, model_verdict, score_splits
 
     def rows(split, err, model="operator_roofline", n=8):
-        return [{"split": split, "fold": "f", "model": model, "target": t, "run_id": f"{split}{i}", "size": f"s{i % 4}",
-                 "mode": "tp", "world_size": 2, "measured": 1.0, "predicted": 1.0 + err,
-                 "lo": 0.5 if split != "test" else 1.5, "hi": 2.0}  # the test set's intervals all miss
-                for t in ("time", "energy") for i in range(n)]
+        return [
+            {
+                "split": split,
+                "fold": "f",
+                "model": model,
+                "target": t,
+                "run_id": f"{split}{i}",
+                "size": f"s{i % 4}",
+                "mode": "tp",
+                "world_size": 2,
+                "measured": 1.0,
+                "predicted": 1.0 + err,
+                "lo": 0.5 if split != "test" else 1.5,
+                "hi": 2.0,
+            }  # the test set's intervals all miss
+            for t in ("time", "energy")
+            for i in range(n)
+        ]
 
-    pred = _scored(rows("leave_one_size_out", 0.05) + rows("holdout", 0.08) + rows("test", 0.30)
-                   + rows("test", 0.40, "calibrated_tier") + rows("leave_one_size_out", 0.10, "calibrated_tier"))
+    pred = _scored(
+        rows("leave_one_size_out", 0.05)
+        + rows("holdout", 0.08)
+        + rows("test", 0.30)
+        + rows("test", 0.40, "calibrated_tier")
+        + rows("leave_one_size_out", 0.10, "calibrated_tier")
+    )
     by_split, pooled = score_splits(pred, None)
     # pooled over the cross-validation splits only: neither off-grid group moves it
-    assert pooled[(pooled.model == "operator_roofline") & (pooled.target == "time")].mape_pct.iloc[0] == pytest.approx(5.0)
+    assert pooled[(pooled.model == "operator_roofline") & (pooled.target == "time")].mape_pct.iloc[
+        0
+    ] == pytest.approx(5.0)
     assert "test" in set(by_split.split)
     t = model_verdict(pooled, by_split)["targets"]["time"]
     assert t["test_mape_pct"] == pytest.approx(30.0) and t["meets_test"] is False and t["test_runs"] == 8
@@ -450,11 +701,30 @@ def test_the_test_set_is_scored_apart_and_never_judged_with_the_splits():
 def test_headline_figures_name_the_worst_split_and_the_off_grid_groups():
     from companion.energy.validation import _scored, headline_figures, score_splits
 
-    rows = [{"split": split, "fold": "f", "model": "operator_roofline", "target": t, "run_id": f"{split}{i}",
-             "size": f"s{i % 4}", "mode": "tp", "world_size": 2, "measured": 1.0, "predicted": 1.0 + err,
-             "lo": 0.5, "hi": 2.0}
-            for split, err in (("leave_one_size_out", 0.05), ("leave_one_mode_out", 0.12), ("holdout", 0.09),
-                               ("test", 0.07)) for t in ("time", "energy") for i in range(6)]
+    rows = [
+        {
+            "split": split,
+            "fold": "f",
+            "model": "operator_roofline",
+            "target": t,
+            "run_id": f"{split}{i}",
+            "size": f"s{i % 4}",
+            "mode": "tp",
+            "world_size": 2,
+            "measured": 1.0,
+            "predicted": 1.0 + err,
+            "lo": 0.5,
+            "hi": 2.0,
+        }
+        for split, err in (
+            ("leave_one_size_out", 0.05),
+            ("leave_one_mode_out", 0.12),
+            ("holdout", 0.09),
+            ("test", 0.07),
+        )
+        for t in ("time", "energy")
+        for i in range(6)
+    ]
     by_split, pooled = score_splits(_scored(rows), None)
     t = headline_figures(by_split, pooled)["time"]
     assert t["worst_split"] == "leave_one_mode_out" and t["worst_split_mape_pct"] == pytest.approx(12.0)

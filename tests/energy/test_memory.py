@@ -8,25 +8,46 @@ from companion.energy import memory
 from companion.energy.proxies import StepShape
 
 # FSDP2 on the simulated process group warns that a wrapped module returned a view; the trackers hook modules
-pytestmark = [pytest.mark.filterwarnings("ignore:FSDP2-wrapped module .* returned a view tensor"),
-              pytest.mark.filterwarnings("ignore:.*backward hook.*"),
-              pytest.mark.filterwarnings("ignore::UserWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:FSDP2-wrapped module .* returned a view tensor"),
+    pytest.mark.filterwarnings("ignore:.*backward hook.*"),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+]
 
 VOCAB = 2048
 
 
 def _shape(layers, hidden, heads, seq_len, batch, tp, dp, precision) -> StepShape:
     # the CPU runs train with dropout: SDPA falls back to the math kernel, which materialises the scores
-    return StepShape(layers, hidden, heads, 4 * hidden, VOCAB, 512, 2, batch, batch * seq_len, batch * seq_len ** 2,
-                     tp, dp, precision, fused_attention=False)
+    return StepShape(
+        layers,
+        hidden,
+        heads,
+        4 * hidden,
+        VOCAB,
+        512,
+        2,
+        batch,
+        batch * seq_len,
+        batch * seq_len**2,
+        tp,
+        dp,
+        precision,
+        fused_attention=False,
+    )
 
 
 def _tracked(layers, hidden, heads, seq_len, batch, tp, dp, precision) -> dict:
     from companion.runs.config import Layout, ModelConfig
     from companion.runs.memtrack import tracked_step_bytes
 
-    return tracked_step_bytes(ModelConfig(layers=layers, hidden=hidden, heads=heads, vocab=VOCAB), Layout(tp, dp),
-                              batch, seq_len, precision)
+    return tracked_step_bytes(
+        ModelConfig(layers=layers, hidden=hidden, heads=heads, vocab=VOCAB),
+        Layout(tp, dp),
+        batch,
+        seq_len,
+        precision,
+    )
 
 
 LAYOUTS = [(1, 1), (2, 1), (1, 2), (2, 2)]
@@ -34,7 +55,9 @@ LAYOUTS = [(1, 1), (2, 1), (1, 2), (2, 2)]
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("tp, dp", LAYOUTS)
-@pytest.mark.parametrize("size", [(2, 128, 4, 128, 8), (2, 128, 4, 512, 4)], ids=["ffn-bound", "scores-bound"])
+@pytest.mark.parametrize(
+    "size", [(2, 128, 4, 128, 8), (2, 128, 4, 512, 4)], ids=["ffn-bound", "scores-bound"]
+)
 def test_the_estimated_peak_is_within_ten_percent_of_the_tracked_one(size, tp, dp, precision):
     """Activation-bound steps (the FFN's or the attention scores' buffers the largest): the peak comes at the end
     of forward, and the estimate lies within 0.9-1.1 of the tracker's (0.93-1.09 over the 114 configurations with the sweeps' kernel in
@@ -120,7 +143,13 @@ def test_the_profiles_fit_the_devices_they_are_written_for():
     from companion.energy.memory import runs_that_do_not_fit
     from companion.runs.profiles import load_profile
 
-    for name, gpu in (("ci", None), ("cpu", None), ("holdout", None), ("gpu-1", "H100"), ("gpu-node", "H100")):
+    for name, gpu in (
+        ("ci", None),
+        ("cpu", None),
+        ("holdout", None),
+        ("gpu-1", "H100"),
+        ("gpu-node", "H100"),
+    ):
         assert runs_that_do_not_fit(load_profile(name, device_name=gpu).runs) == [], name
 
 
@@ -131,9 +160,13 @@ def test_a_vocabulary_heavy_bf16_model_under_fsdp_peaks_in_the_root_s_backward()
     from companion.runs.memtrack import tracked_step_bytes
 
     for tp, dp in ((1, 2), (2, 2), (1, 4)):
-        shape = StepShape(2, 256, 4, 1024, 30522, 512, 2, 8, 8 * 32, 8 * 32 ** 2, tp, dp, "bf16", fused_attention=False)
+        shape = StepShape(
+            2, 256, 4, 1024, 30522, 512, 2, 8, 8 * 32, 8 * 32**2, tp, dp, "bf16", fused_attention=False
+        )
         est = memory.peak_bytes_per_rank(shape, on_cuda=False)
-        got = tracked_step_bytes(ModelConfig(layers=2, hidden=256, heads=4, vocab=30522), Layout(tp, dp), 8, 32, "bf16")
+        got = tracked_step_bytes(
+            ModelConfig(layers=2, hidden=256, heads=4, vocab=30522), Layout(tp, dp), 8, 32, "bf16"
+        )
         assert est["peak_at"] == "root backward" and est["peak"] / got["peak"] == pytest.approx(1.0, abs=0.03)
 
 
@@ -148,9 +181,20 @@ def test_a_run_s_own_kernel_and_dropout_are_estimated_as_it_runs(attn, dropout, 
     from companion.runs.config import build_run, parse_lengths
     from companion.runs.memtrack import tracked_step_bytes
 
-    cfg = build_run({"layers": 2, "hidden": 128, "heads": 4, "vocab": VOCAB, "seq_len": 256, "batch_size": 4,
-                     "attn": attn, "dropout": dropout, "precision": precision,
-                     "lengths": parse_lengths("uniform:64" if padded else "fixed")})
+    cfg = build_run(
+        {
+            "layers": 2,
+            "hidden": 128,
+            "heads": 4,
+            "vocab": VOCAB,
+            "seq_len": 256,
+            "batch_size": 4,
+            "attn": attn,
+            "dropout": dropout,
+            "precision": precision,
+            "lengths": parse_lengths("uniform:64" if padded else "fixed"),
+        }
+    )
     shape = memory.longest_step_shape(cfg)
     assert shape.fused_attention == (attn == "sdpa" and dropout == 0) and shape.dropout == (dropout > 0)
     assert shape.padding_mask == padded and shape.padded_tokens == 4 * 256
@@ -165,12 +209,17 @@ def test_predict_and_plan_check_the_longest_step_as_a_run_does(tmp_path):
     from companion.energy.predict import make_plan, predict_tiered
 
     req = dict(REQ, batch_size=64)
-    rare = predict_tiered(make_plan(**req, lengths="hist:64=0.999,512=0.001"), derived_root=tmp_path,
-                          devices_root=tmp_path)
+    rare = predict_tiered(
+        make_plan(**req, lengths="hist:64=0.999,512=0.001"), derived_root=tmp_path, devices_root=tmp_path
+    )
     fixed = predict_tiered(make_plan(**req), derived_root=tmp_path, devices_root=tmp_path)
     # the same longest step, and a padded batch's attention mask on top
-    assert 1 < rare["memory"]["need_bytes"] / fixed["memory"]["need_bytes"] < 1.1 and not rare["memory"]["fits"]
-    short = predict_tiered(make_plan(**req, lengths="hist:64=0.5,128=0.5"), derived_root=tmp_path, devices_root=tmp_path)
+    assert (
+        1 < rare["memory"]["need_bytes"] / fixed["memory"]["need_bytes"] < 1.1 and not rare["memory"]["fits"]
+    )
+    short = predict_tiered(
+        make_plan(**req, lengths="hist:64=0.5,128=0.5"), derived_root=tmp_path, devices_root=tmp_path
+    )
     assert short["memory"]["need_bytes"] < fixed["memory"]["need_bytes"] / 2.5
 
 
@@ -179,8 +228,10 @@ def test_a_sweep_with_a_run_that_cannot_fit_is_refused_and_the_check_can_be_skip
     from companion.runs import train
 
     profile = tmp_path / "big.yaml"
-    profile.write_text("device: cpu\nbase: {layers: 1, hidden: 64, heads: 2, vocab: 256, meter: none}\n"
-                       "groups:\n  - vary: {batch_size: [4, 4000000, 8000000]}\n")
+    profile.write_text(
+        "device: cpu\nbase: {layers: 1, hidden: 64, heads: 2, vocab: 256, meter: none}\n"
+        "groups:\n  - vary: {batch_size: [4, 4000000, 8000000]}\n"
+    )
     res = cli.main(["sweep", "--profile", str(profile), "--out", str(tmp_path / "runs"), "--quiet"])
     assert res == 2 and not (tmp_path / "runs").exists()
     # --no-memory-check (or its abbreviation, as argparse allows) lets `companion run` start the run
@@ -188,11 +239,15 @@ def test_a_sweep_with_a_run_that_cannot_fit_is_refused_and_the_check_can_be_skip
     monkeypatch.setattr(train, "main", lambda argv: started.append(argv) or 0)
     for flag in ("--no-memory-check", "--no-memory"):
         assert cli.main(["run", "--batch-size", "4000000", "--out", str(tmp_path / "o"), flag]) == 0
-    assert cli.main(["run", "--batch-size", "4000000", "--out", str(tmp_path / "o")]) == 2 and len(started) == 2
+    assert (
+        cli.main(["run", "--batch-size", "4000000", "--out", str(tmp_path / "o")]) == 2 and len(started) == 2
+    )
 
 
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("attn, dropout, padded", [("sdpa", 0.1, False), ("eager", 0.1, True), ("sdpa", 0.0, True)])
+@pytest.mark.parametrize(
+    "attn, dropout, padded", [("sdpa", 0.1, False), ("eager", 0.1, True), ("sdpa", 0.0, True)]
+)
 def test_the_cuda_rules_against_the_cuda_allocator(attn, dropout, padded):
     """On a GPU: BERT-base at 512 tokens in bf16, the CUDA allocator's peak (what a GPU run records) against the
     estimate's CUDA rules (fused kernels, bool dropout masks, fp32 layer norms, the fused optimizer); within
@@ -200,9 +255,22 @@ def test_the_cuda_rules_against_the_cuda_allocator(attn, dropout, padded):
     from companion.runs.config import build_run, parse_lengths
     from companion.runs.memtrack import cuda_step_bytes
 
-    cfg = build_run({"layers": 12, "hidden": 768, "heads": 12, "vocab": 30522, "seq_len": 512, "batch_size": 8,
-                     "attn": attn, "dropout": dropout, "precision": "bf16", "device": "cuda", "device_name": "cuda",
-                     "lengths": parse_lengths("uniform:128" if padded else "fixed")})
+    cfg = build_run(
+        {
+            "layers": 12,
+            "hidden": 768,
+            "heads": 12,
+            "vocab": 30522,
+            "seq_len": 512,
+            "batch_size": 8,
+            "attn": attn,
+            "dropout": dropout,
+            "precision": "bf16",
+            "device": "cuda",
+            "device_name": "cuda",
+            "lengths": parse_lengths("uniform:128" if padded else "fixed"),
+        }
+    )
     got = cuda_step_bytes(cfg.model, 8, 512, "bf16", padded=padded)["peak"]
     est = memory.peak_bytes_per_rank(memory.longest_step_shape(cfg), on_cuda=True)["peak"]
     assert 0.8 <= est / got <= 1.25, est / got

@@ -11,20 +11,35 @@ from companion.runs.config import build_run
 from companion.runs.records import load_records
 from companion.runs.train import run_plan
 
-TINY = {"layers": 1, "hidden": 32, "heads": 2, "vocab": 256, "max_positions": 64, "seq_len": 16, "batch_size": 4,
-        "warmup_steps": 1, "window_steps": 2, "min_windows": 2, "max_steps": 4, "target_rel_ci": 0.0,
-        "meter": "codecarbon", "country": "FRA"}
+TINY = {
+    "layers": 1,
+    "hidden": 32,
+    "heads": 2,
+    "vocab": 256,
+    "max_positions": 64,
+    "seq_len": 16,
+    "batch_size": 4,
+    "warmup_steps": 1,
+    "window_steps": 2,
+    "min_windows": 2,
+    "max_steps": 4,
+    "target_rel_ci": 0.0,
+    "meter": "codecarbon",
+    "country": "FRA",
+}
 
 
 def test_replicate_noise_by_hand():
-    frame = pd.DataFrame({
-        "run_id": ["a", "a.r1", "b", "b.r1", "b.r2", "c"],
-        "config_id": ["a", "a", "b", "b", "b", "c"],
-        "replicate": [0, 1, 0, 1, 2, 0],
-        "step_s": [1.0, 3.0, 2.0, 2.0, 2.0, 5.0],
-        "energy_per_step_j": [10.0, 10.0, None, None, None, 1.0],
-        "converged": [True, False, True, True, False, True],
-    })
+    frame = pd.DataFrame(
+        {
+            "run_id": ["a", "a.r1", "b", "b.r1", "b.r2", "c"],
+            "config_id": ["a", "a", "b", "b", "b", "c"],
+            "replicate": [0, 1, 0, 1, 2, 0],
+            "step_s": [1.0, 3.0, 2.0, 2.0, 2.0, 5.0],
+            "energy_per_step_j": [10.0, 10.0, None, None, None, 1.0],
+            "converged": [True, False, True, True, False, True],
+        }
+    )
     noise = replicate_noise(frame)
     t = noise["metrics"]["time_per_step"]
     # a: mean 2, deviations -0.5 and +0.5; b: all 0; c has one replicate and is left out
@@ -55,8 +70,16 @@ def _passes(sd: float, shift: float, configs: int = 400, seed: int = 0) -> tuple
     for c in range(configs):
         for r, s in ((0, shift), (1, -shift)):
             x = float(np.exp(mu[c] + s + sd * rng.standard_normal()))
-            rows.append({"run_id": f"c{c}r{r}", "config_id": f"c{c}", "replicate": r, "converged": True,
-                         "step_s": x, "energy_per_step_j": 3 * x})
+            rows.append(
+                {
+                    "run_id": f"c{c}r{r}",
+                    "config_id": f"c{c}",
+                    "replicate": r,
+                    "converged": True,
+                    "step_s": x,
+                    "energy_per_step_j": 3 * x,
+                }
+            )
             ape.append(abs(np.exp(mu[c]) - x) / x)
     return pd.DataFrame(rows), float(np.mean(ape))
 
@@ -73,7 +96,7 @@ def test_the_exact_model_floor_is_what_an_exact_model_scores(sd, shift):
     assert exact["pass_shift_log"] == pytest.approx([shift, -shift], abs=0.01) and exact["passes"] == 2
     floor = noise["metrics"]["time_per_step"]["mape"]
     if shift == 0:  # each run's own noise: the floor counts 1 / sqrt(2) of it
-        assert exact["mape"] == pytest.approx(floor * 2 ** 0.5, rel=0.08)
+        assert exact["mape"] == pytest.approx(floor * 2**0.5, rel=0.08)
     if sd == 0:  # a shift of the whole pass: the floor counts all of it
         assert exact["mape"] == pytest.approx(floor, rel=0.05)
     # too few configurations measured in both passes: no estimate, never a guess
@@ -88,10 +111,13 @@ def test_frame_has_replicates_and_co2_from_energy_at_analysis_time(tmp_path):
     assert set(frame.config_id) == {cfgs[0].run_id} and set(frame.run_id) == {c.run_id for c in cfgs}
     g_per_kwh = carbon_intensity("FRA")["g_per_kwh"]
     assert frame.co2_per_step_kg.tolist() == pytest.approx(
-        (frame.energy_per_step_j / 3.6e6 * g_per_kwh / 1000).tolist())
+        (frame.energy_per_step_j / 3.6e6 * g_per_kwh / 1000).tolist()
+    )
     assert (frame.threads_per_rank >= 1).all()
     assert set(frame.data_source) == {"synthetic"} and not frame.oversubscribed.any()  # one rank on this host
-    shares = frame.ram_energy_share.dropna()  # what part CodeCarbon's RAM model is, where it metered components
+    shares = (
+        frame.ram_energy_share.dropna()
+    )  # what part CodeCarbon's RAM model is, where it metered components
     assert ((shares > 0) & (shares < 1)).all()
     if frame.energy_source.str.startswith("codecarbon").all():
         assert len(shares) == len(frame)
@@ -101,7 +127,8 @@ def test_frame_has_replicates_and_co2_from_energy_at_analysis_time(tmp_path):
     del old["config_id"], old["threads"]
     row = runs_frame([old]).iloc[0]
     assert row.config_id == old["run_id"] and row.co2_per_step_kg == pytest.approx(
-        old["energy"]["per_step_mean_j"] / 3.6e6 * g_per_kwh / 1000)
+        old["energy"]["per_step_mean_j"] / 3.6e6 * g_per_kwh / 1000
+    )
     assert replicate_noise(runs_frame(records))["metrics"]["time_per_step"]["n_configs"] == 1
 
 
@@ -116,17 +143,31 @@ def test_eta_reference_uses_the_parallel_ranks_thread_budget_and_every_replicate
         {**shape, "run_id": "tp", "world_size": 2, "mode": "tp", "step_s": 1.25, "threads_per_rank": 1},
     ]
     eta = measured_eta(pd.DataFrame(rows)).set_index("run_id").eta
-    assert eta["tp"] == pytest.approx(2.0 / (2 * 1.25))  # mean of the 1-thread replicates, not the 2-thread run
+    assert eta["tp"] == pytest.approx(
+        2.0 / (2 * 1.25)
+    )  # mean of the 1-thread replicates, not the 2-thread run
 
 
 def test_validation_reports_the_noise_floor_beside_every_mape():
     from companion.energy.validation import score
 
-    noise = {"metrics": {"time_per_step": {"mape": 0.04, "n_configs": 3},
-                         "energy_per_step": {"mape": None, "n_configs": 0}}}
-    pred = pd.DataFrame({"split": ["size"] * 4, "model": ["m"] * 4, "target": ["time", "time", "energy", "energy"],
-                         "ape_pct": [1.0, 3.0, 2.0, 4.0], "covered": [True, False, True, True],
-                         "fold": ["a", "b", "a", "b"], "size": ["s1", "s2", "s1", "s2"]})
+    noise = {
+        "metrics": {
+            "time_per_step": {"mape": 0.04, "n_configs": 3},
+            "energy_per_step": {"mape": None, "n_configs": 0},
+        }
+    }
+    pred = pd.DataFrame(
+        {
+            "split": ["size"] * 4,
+            "model": ["m"] * 4,
+            "target": ["time", "time", "energy", "energy"],
+            "ape_pct": [1.0, 3.0, 2.0, 4.0],
+            "covered": [True, False, True, True],
+            "fold": ["a", "b", "a", "b"],
+            "size": ["s1", "s2", "s1", "s2"],
+        }
+    )
     table = score(pred, noise).set_index("target")
     assert table.loc["time", "noise_floor_pct"] == pytest.approx(4.0)
     assert pd.isna(table.loc["energy", "noise_floor_pct"])  # no replicated energy: no floor, not zero
@@ -139,12 +180,31 @@ def test_each_group_has_the_floor_of_the_runs_it_scores():
     from companion.energy.validation import MIN_FLOOR_RUNS, score
 
     ids = [f"r{i}" for i in range(8)]
-    noise = {"metrics": {"time_per_step": {"mape": 0.05, "n_configs": 4}},
-             "runs": [{"run_id": r, "time_per_step_rel_dev": (-1) ** i * 0.01 * (i + 1)} for i, r in enumerate(ids[:6])]}
-    pred = pd.DataFrame({"split": ["noisy"] * 6 + ["quiet"] * 3 + ["noisy"] * 2, "model": "m", "target": "time",
-                         "run_id": ids[:6] + ids[:2] + ["r7"] + ids[4:6], "ape_pct": 5.0, "covered": True,
-                         "fold": "a", "size": "s"})
+    noise = {
+        "metrics": {"time_per_step": {"mape": 0.05, "n_configs": 4}},
+        "runs": [
+            {"run_id": r, "time_per_step_rel_dev": (-1) ** i * 0.01 * (i + 1)} for i, r in enumerate(ids[:6])
+        ],
+    }
+    pred = pd.DataFrame(
+        {
+            "split": ["noisy"] * 6 + ["quiet"] * 3 + ["noisy"] * 2,
+            "model": "m",
+            "target": "time",
+            "run_id": ids[:6] + ids[:2] + ["r7"] + ids[4:6],
+            "ape_pct": 5.0,
+            "covered": True,
+            "fold": "a",
+            "size": "s",
+        }
+    )
     table = score(pred, noise).set_index("split")
-    assert table.loc["noisy", "runs_floor_pct"] == pytest.approx(100 * np.mean([0.01, 0.02, 0.03, 0.04, 0.05, 0.06]))
-    assert table.loc["noisy", "runs_floor_n"] == 6 and table.loc["noisy", "noise_floor_pct"] == pytest.approx(5.0)
-    assert table.loc["quiet", "runs_floor_n"] == 2 < MIN_FLOOR_RUNS and pd.isna(table.loc["quiet", "runs_floor_pct"])
+    assert table.loc["noisy", "runs_floor_pct"] == pytest.approx(
+        100 * np.mean([0.01, 0.02, 0.03, 0.04, 0.05, 0.06])
+    )
+    assert table.loc["noisy", "runs_floor_n"] == 6 and table.loc["noisy", "noise_floor_pct"] == pytest.approx(
+        5.0
+    )
+    assert table.loc["quiet", "runs_floor_n"] == 2 < MIN_FLOOR_RUNS and pd.isna(
+        table.loc["quiet", "runs_floor_pct"]
+    )

@@ -7,13 +7,34 @@ import pytest
 from companion.energy import opmodel
 from companion.energy.models import OperatorRoofline, _kind_halfwidth, fit_model, heldout_log_residuals
 
-DEV = opmodel.DeviceRoofs("test", gemm_peak_flops_per_s=1e11, gemm_half_dim=32, bandwidth_bytes_per_s=1e10,
-                          launch_s=5e-6, collective_alpha_s=1e-4, collective_beta_bytes_per_s=1e9, shared_node=True,
-                          overlap=False, idle_w=20.0, loaded_w=30.0, node_cores=2, thread_exponent=0.625)
-TIME = {"gemm_s": 1.3, "attention_s": 2.0, "elementwise_s": 0.7, "state_s": 1.5, "step_fixed_s": 3.0,
-        "layer_fixed_s": 4.0, "tp_dispatch_s": 20.0, "fsdp_hooks_s": 300.0, "comm_latency_s": 1.0, 
-        # a training step's collectives reach a quarter of the calibrated bandwidth: fitted, never held
-        "comm_bytes_s": 4.0}
+DEV = opmodel.DeviceRoofs(
+    "test",
+    gemm_peak_flops_per_s=1e11,
+    gemm_half_dim=32,
+    bandwidth_bytes_per_s=1e10,
+    launch_s=5e-6,
+    collective_alpha_s=1e-4,
+    collective_beta_bytes_per_s=1e9,
+    shared_node=True,
+    overlap=False,
+    idle_w=20.0,
+    loaded_w=30.0,
+    node_cores=2,
+    thread_exponent=0.625,
+)
+TIME = {
+    "gemm_s": 1.3,
+    "attention_s": 2.0,
+    "elementwise_s": 0.7,
+    "state_s": 1.5,
+    "step_fixed_s": 3.0,
+    "layer_fixed_s": 4.0,
+    "tp_dispatch_s": 20.0,
+    "fsdp_hooks_s": 300.0,
+    "comm_latency_s": 1.0,
+    # a training step's collectives reach a quarter of the calibrated bandwidth: fitted, never held
+    "comm_bytes_s": 4.0,
+}
 ENERGY = {"P_static_w": 22.0, "P_core_w": 4.0, "e_flop_j": 2e-11, "e_byte_j": 3e-10, "e_comm_j": 1e-9}
 
 
@@ -29,15 +50,32 @@ def frame(seed=0, noise=0.0):
                             continue
                         # single-device runs with every core and with one thread (the parallel group's
                         # reference), every rank of a parallel layout with one thread
-                        for threads in ((2, 1) if tp * dp == 1 else (1,)):
-                            rows.append({"run_id": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch}-tp{tp}-dp{dp}-t{threads}",
-                                         "layers": layers, "hidden": hidden, "heads": heads, "ffn": 4 * hidden,
-                                         "vocab": 4096, "max_positions": 512, "num_labels": 2, "batch_size": batch,
-                                         "padded_tokens": batch * seq, "attention_pairs": batch * seq * seq, "tp": tp,
-                                         "dp": dp, "world_size": tp * dp, "precision": "fp32", "attention_kernel": "math",
-                                         "mode": "single" if tp * dp == 1 else ("2d" if tp > 1 and dp > 1 else
-                                                                               ("tp" if tp > 1 else "fsdp")),
-                                         "metered_units": 1.0, "threads_per_rank": threads})
+                        for threads in (2, 1) if tp * dp == 1 else (1,):
+                            rows.append(
+                                {
+                                    "run_id": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch}-tp{tp}-dp{dp}-t{threads}",
+                                    "layers": layers,
+                                    "hidden": hidden,
+                                    "heads": heads,
+                                    "ffn": 4 * hidden,
+                                    "vocab": 4096,
+                                    "max_positions": 512,
+                                    "num_labels": 2,
+                                    "batch_size": batch,
+                                    "padded_tokens": batch * seq,
+                                    "attention_pairs": batch * seq * seq,
+                                    "tp": tp,
+                                    "dp": dp,
+                                    "world_size": tp * dp,
+                                    "precision": "fp32",
+                                    "attention_kernel": "math",
+                                    "mode": "single"
+                                    if tp * dp == 1
+                                    else ("2d" if tp > 1 and dp > 1 else ("tp" if tp > 1 else "fsdp")),
+                                    "metered_units": 1.0,
+                                    "threads_per_rank": threads,
+                                }
+                            )
     df = pd.DataFrame(rows)
     terms = opmodel.operator_frame(df, DEV)
     t = opmodel.predict_time_s(terms, TIME)
@@ -51,7 +89,9 @@ def test_fit_recovers_its_own_coefficients():
     df = frame()
     # fitted from a device whose calibration says linear thread scaling: the sweep's one-thread and
     # every-core runs of one configuration pin the exponent down
-    point = OperatorRoofline("operator_roofline", dev=opmodel.DeviceRoofs(**{**DEV.to_json(), "thread_exponent": 1.0}))._fit(df)
+    point = OperatorRoofline(
+        "operator_roofline", dev=opmodel.DeviceRoofs(**{**DEV.to_json(), "thread_exponent": 1.0})
+    )._fit(df)
     assert point.dev.thread_exponent == pytest.approx(DEV.thread_exponent)
     for k, v in TIME.items():
         assert point.time[k] == pytest.approx(v, rel=1e-4), k
@@ -62,8 +102,13 @@ def test_fit_recovers_its_own_coefficients():
     for k, v in point.layout_scale.items():
         assert v == pytest.approx(1.0, rel=1e-4), k
     desc = point.describe()
-    assert set(desc.param) == (set(TIME) | set(ENERGY) | {"thread_exponent"}
-                               | {f"layout_scale[{k}]" for k in point.layout_scale}) and desc.unit.str.len().min() > 0
+    assert (
+        set(desc.param)
+        == (
+            set(TIME) | set(ENERGY) | {"thread_exponent"} | {f"layout_scale[{k}]" for k in point.layout_scale}
+        )
+        and desc.unit.str.len().min() > 0
+    )
 
 
 def test_layout_scale_recovers_a_layouts_own_factor_and_leaves_unseen_layouts_alone():
@@ -85,15 +130,26 @@ def test_layout_scale_recovers_a_layouts_own_factor_and_leaves_unseen_layouts_al
     assert np.allclose(t, y)
     unseen = {k: v for k, v in free.items() if k != "tp4-dp1"}
     four = layouts == "tp4-dp1"
-    assert np.allclose(opmodel.predict_time_s(terms, TIME, unseen, layouts)[four], opmodel.predict_time_s(terms, TIME)[four])
+    assert np.allclose(
+        opmodel.predict_time_s(terms, TIME, unseen, layouts)[four], opmodel.predict_time_s(terms, TIME)[four]
+    )
 
 
 def test_operator_terms_of_a_run_do_not_depend_on_the_other_runs_of_the_frame():
     """The terms are computed on whole columns: each run's row equals the run computed alone, whatever the
     other runs' layouts, kernels and thread counts (GPU roofs with overlap too)."""
     df = frame().assign(attention_kernel=lambda d: np.where(d.index % 3 == 0, "fused", "math"))
-    for dev in (DEV, opmodel.DeviceRoofs(**{**DEV.to_json(), "shared_node": False, "overlap": True,
-                                             "collective_alpha_by_world_s": {"2": 2e-4, "4": 5e-4}})):
+    for dev in (
+        DEV,
+        opmodel.DeviceRoofs(
+            **{
+                **DEV.to_json(),
+                "shared_node": False,
+                "overlap": True,
+                "collective_alpha_by_world_s": {"2": 2e-4, "4": 5e-4},
+            }
+        ),
+    ):
         whole = opmodel.operator_frame(df, dev)
         alone = pd.concat([opmodel.operator_frame(df.iloc[[i]], dev) for i in range(0, len(df), 7)])
         pd.testing.assert_frame_equal(whole.loc[alone.index], alone)
@@ -159,9 +215,18 @@ def test_prior_roofs_come_from_the_hardware_table():
 
 def test_attention_cost_comes_from_the_calibrated_kernels():
     u = {"math": (1.1e-8, 5e-11), "fused": (1e-9, 5e-11)}
-    rows = [{"batch": b, "heads": h, "seq": s, "head_dim": d, "kernel": k,
-             "fwd_bwd_s": b * h * s * s * (u[k][0] + u[k][1] * d)}
-            for b, h, s, d in ((8, 4, 128, 32), (8, 4, 256, 32), (8, 8, 128, 16), (8, 2, 128, 64)) for k in u]
+    rows = [
+        {
+            "batch": b,
+            "heads": h,
+            "seq": s,
+            "head_dim": d,
+            "kernel": k,
+            "fwd_bwd_s": b * h * s * s * (u[k][0] + u[k][1] * d),
+        }
+        for b, h, s, d in ((8, 4, 128, 32), (8, 4, 256, 32), (8, 8, 128, 16), (8, 2, 128, 64))
+        for k in u
+    ]
     cost = opmodel.attention_cost_per_score(rows)
     for k in u:
         assert cost[k] == pytest.approx(list(u[k]), rel=1e-6)
@@ -191,7 +256,9 @@ def test_the_interval_scale_grows_with_the_share_of_fixed_costs_and_collectives(
     cols["gemm_s"], cols["state_s"] = [1.0, 0.5, 0.2, 0.0], [0.0, 0.25, 0.0, 0.0]
     cols["comm_bytes_s"], cols["step_fixed_s"] = [0.0, 0.125, 0.4, 0.0], [0.0, 0.125, 0.4, 0.0]
     w = opmodel.INTERVAL_OVERHEAD_WEIGHT
-    unit = {k: 1.0 for k in opmodel.TIME_TERMS}  # every term at face value: the columns are the step's seconds
+    unit = {
+        k: 1.0 for k in opmodel.TIME_TERMS
+    }  # every term at face value: the columns are the step's seconds
     assert opmodel.interval_scale(pd.DataFrame(cols), unit) == pytest.approx([1.0, 1 + w / 2, 1 + w, 1.0])
     # the share it rises with: 0, a quarter, 0.8 of the step; an empty step has none
     assert opmodel.overhead_share(pd.DataFrame(cols), unit) == pytest.approx([0.0, 0.25, 0.8, 0.0])
@@ -211,9 +278,14 @@ def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
     # a new mode takes the width of modes left out in training; a run new in two kinds the wider of theirs;
     # a run new in nothing that of a new size
     q = {k: fitted.halfwidth("step_s", 0.9, k) for k in [("layout", "mode"), ("size", "range"), ()]}
-    kind_q = {k: opmodel.conformal_halfwidth(r["step_s"], 0.9) for k, r in fitted.residuals_by_kind.items()
-              if len(r["step_s"])}
-    pooled = opmodel.conformal_halfwidth(fitted.residuals["step_s"], 0.9)  # sizes and layouts left out, pooled
+    kind_q = {
+        k: opmodel.conformal_halfwidth(r["step_s"], 0.9)
+        for k, r in fitted.residuals_by_kind.items()
+        if len(r["step_s"])
+    }
+    pooled = opmodel.conformal_halfwidth(
+        fitted.residuals["step_s"], 0.9
+    )  # sizes and layouts left out, pooled
     assert q[()] == pytest.approx(kind_q["size"])
     assert q[("layout", "mode")] == pytest.approx(kind_q["mode"])
     assert q[("size", "range")] == pytest.approx(max(kind_q["size"], kind_q["range"]))
@@ -257,14 +329,21 @@ def test_a_new_head_dimension_takes_the_width_of_head_dimensions_left_out():
     model = OperatorRoofline("operator_roofline", dev=DEV)
     train = df[head_dim != 16]
     fitted = fit_model(model, train)
-    assert len(fitted.residuals_by_kind["head_dim"]["step_s"]) == (head_dim[train.index] == 64).sum()  # 32 is usual
+    assert (
+        len(fitted.residuals_by_kind["head_dim"]["step_s"]) == (head_dim[train.index] == 64).sum()
+    )  # 32 is usual
     new = df[(head_dim == 16) & (df.world_size == 1) & (df.layers == 2)].iloc[:1]
     assert fitted.novelty(new) == [("size", "head_dim")]
-    kind_q = {k: opmodel.conformal_halfwidth(fitted.residuals_by_kind[k]["step_s"], 0.9) for k in ("size", "head_dim")}
+    kind_q = {
+        k: opmodel.conformal_halfwidth(fitted.residuals_by_kind[k]["step_s"], 0.9)
+        for k in ("size", "head_dim")
+    }
     q = fitted.halfwidth("step_s", 0.9, ("size", "head_dim"))
     assert q == pytest.approx(max(kind_q.values()))
     scale = fitted.point.interval_scale(new)[0]
-    assert np.log(fitted.predict(new).step_s_hi / fitted.predict(new).step_s).iloc[0] == pytest.approx(q * scale)
+    assert np.log(fitted.predict(new).step_s_hi / fitted.predict(new).step_s).iloc[0] == pytest.approx(
+        q * scale
+    )
     # one head dimension in training: none to leave out, and no run of it is new in its head dimension
     one = fit_model(model, df[head_dim == 32])
     assert len(one.residuals_by_kind["head_dim"]["step_s"]) == 0
@@ -286,7 +365,9 @@ def test_the_conformal_width_covers_a_new_residual_as_often_as_its_level_says():
         assert opmodel.conformal_halfwidth(np.arange(1.0, n + 1), 0.9) == pytest.approx(0.9 * (n + 1))
     assert opmodel.conformal_halfwidth([0.1] * 8, 0.9) == float("inf")  # rank 8.1 of 8: too few
     assert opmodel.conformal_halfwidth([], 0.9) == float("inf")
-    assert opmodel.conformal_halfwidth([*np.arange(1.0, 19), np.nan], 0.9) == pytest.approx(17.1)  # NaN dropped
+    assert opmodel.conformal_halfwidth([*np.arange(1.0, 19), np.nan], 0.9) == pytest.approx(
+        17.1
+    )  # NaN dropped
 
 
 def test_a_run_above_the_fitted_flops_takes_the_width_of_the_largest_runs_left_out():
@@ -312,12 +393,16 @@ def test_a_run_above_the_fitted_flops_takes_the_width_of_the_largest_runs_left_o
     assert novelty.count(("scale",)) > 0  # runs inside every axis's fitted range, at a size and layout it has
     assert fitted.novelty(train.iloc[:3]) == [()] * 3
     q = fitted.halfwidth("energy_per_step_j", 0.9, ("scale",))
-    assert q == pytest.approx(opmodel.conformal_halfwidth(fitted.residuals_by_kind["scale"]["energy_per_step_j"], 0.9))
+    assert q == pytest.approx(
+        opmodel.conformal_halfwidth(fitted.residuals_by_kind["scale"]["energy_per_step_j"], 0.9)
+    )
     # the fit artifact keeps it; one written before the kind has no runs new in scale
     stub = interval_model(fitted.residuals, fitted.residuals_by_kind, keys_to_json(fitted.train_keys))
     assert stub.novelty(big) == fitted.novelty(big)
     old = {k: v for k, v in keys_to_json(fitted.train_keys).items() if k != "scale"}
-    assert not any("scale" in k for k in interval_model(fitted.residuals, fitted.residuals_by_kind, old).novelty(big))
+    assert not any(
+        "scale" in k for k in interval_model(fitted.residuals, fitted.residuals_by_kind, old).novelty(big)
+    )
 
 
 def test_a_new_degree_takes_the_width_of_degrees_left_out_and_few_residuals_stay_finite():
@@ -338,12 +423,16 @@ def test_a_new_degree_takes_the_width_of_degrees_left_out_and_few_residuals_stay
     pooled = opmodel.conformal_halfwidth(fitted.residuals["step_s"], 0.9)
     assert fitted.halfwidth("step_s", 0.9, ("layout", "degree")) == pytest.approx(max(layout_q, pooled))
     # where the pooled width is the wider, the degree that has no held-out groups takes it
-    narrow = {"step_s": fitted.residuals_by_kind["layout"]["step_s"] * 0.1,
-              "energy_per_step_j": fitted.residuals_by_kind["layout"]["energy_per_step_j"]}
+    narrow = {
+        "step_s": fitted.residuals_by_kind["layout"]["step_s"] * 0.1,
+        "energy_per_step_j": fitted.residuals_by_kind["layout"]["energy_per_step_j"],
+    }
     fitted.residuals_by_kind["layout"] = narrow
     assert _kind_halfwidth(narrow["step_s"], 0.9) < pooled
     assert fitted.halfwidth("step_s", 0.9, ("layout", "degree")) == pytest.approx(pooled)
-    assert fitted.halfwidth("step_s", 0.9, ("layout",)) == pytest.approx(_kind_halfwidth(narrow["step_s"], 0.9))
+    assert fitted.halfwidth("step_s", 0.9, ("layout",)) == pytest.approx(
+        _kind_halfwidth(narrow["step_s"], 0.9)
+    )
     single = fit_model(model, df[df.world_size == 1])  # no parallel degree at all: nothing to leave out
     assert len(single.residuals_by_kind["degree"]["step_s"]) == 0
     # too few residuals of a kind for the 90 % quantile: the largest one, never the unbounded interval that
@@ -371,7 +460,9 @@ def test_a_cpu_node_draws_the_power_of_its_busy_cores():
     t, e = OperatorRoofline("calibrated", dev=DEV, fitted=False)._fit(df).predict(df)
     power = pd.Series(e / t, index=df.index)
     assert np.allclose(power[df.world_size == 4], DEV.loaded_w)
-    assert np.allclose(power[(df.world_size == 1) & (df.threads_per_rank == 1)], (DEV.idle_w + DEV.loaded_w) / 2)
+    assert np.allclose(
+        power[(df.world_size == 1) & (df.threads_per_rank == 1)], (DEV.idle_w + DEV.loaded_w) / 2
+    )
 
 
 def test_no_unit_is_predicted_to_draw_more_than_its_loaded_power():
@@ -400,8 +491,14 @@ def test_no_unit_is_predicted_to_draw_more_than_its_loaded_power():
 
 
 # ------------------------------------------------------------------------------- measured layout overheads
-def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_cores=2, alpha=lambda g: 1e-4 * g,
-                own_copies: float | None = None):
+def _probe_rows(
+    per_unit: dict,
+    single_layer_s=4e-3,
+    single_step_s=1e-3,
+    node_cores=2,
+    alpha=lambda g: 1e-4 * g,
+    own_copies: float | None = None,
+):
     """The calibration's tiny-probe step times a device with these per-unit overheads would give: the ranks
     compute side by side, the node's oversubscription times one process alone. ``own_copies``: each row also
     carries an older file's ``reference_step_s``, the same ranks each training its own copy, which stepped that
@@ -413,11 +510,25 @@ def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_co
         q = lambda g: o / max(1.0, g / node_cores)  # noqa: E731
         for L in (1, 2):
             n_fsdp = opmodel.FSDP_COLLECTIVES_PER_LAYER * L + opmodel.FSDP_COLLECTIVES_ROOT
-            lat = ((opmodel.TP_ALL_REDUCES_PER_LAYER * L * (t - 1) * alpha(t) * q(t) if t > 1 else 0)
-                   + (n_fsdp * (d - 1) * alpha(d) * q(d) if d > 1 else 0))
-            rows.append({"tp": t, "dp": d, "layers": L, "hidden": 64, "heads": 4, "ffn": 256, "vocab": 128,
-                         "max_positions": 64, "seq_len": 16, "batch_size": 4, "threads_per_rank": 1,
-                         "step_s": o * (single_step_s + L * single_layer_s) + lat + a * opmodel.layout_units(L, d)})
+            lat = (opmodel.TP_ALL_REDUCES_PER_LAYER * L * (t - 1) * alpha(t) * q(t) if t > 1 else 0) + (
+                n_fsdp * (d - 1) * alpha(d) * q(d) if d > 1 else 0
+            )
+            rows.append(
+                {
+                    "tp": t,
+                    "dp": d,
+                    "layers": L,
+                    "hidden": 64,
+                    "heads": 4,
+                    "ffn": 256,
+                    "vocab": 128,
+                    "max_positions": 64,
+                    "seq_len": 16,
+                    "batch_size": 4,
+                    "threads_per_rank": 1,
+                    "step_s": o * (single_step_s + L * single_layer_s) + lat + a * opmodel.layout_units(L, d),
+                }
+            )
             if own_copies is not None:
                 rows[-1]["reference_step_s"] = own_copies * (single_step_s + L * single_layer_s)
     return single, rows
@@ -426,7 +537,9 @@ def _probe_rows(per_unit: dict, single_layer_s=4e-3, single_step_s=1e-3, node_co
 def test_layout_overheads_recover_the_probe_and_replace_the_launch_model():
     truth = {(2, 1): 9e-3, (1, 2): 4e-3, (4, 1): 26e-3, (1, 4): 7e-3, (2, 2): 25e-3}
     single, rows = _probe_rows(truth)
-    probe_dev = opmodel.DeviceRoofs(**{**DEV.to_json(), "collective_alpha_by_world_s": {"2": 2e-4, "4": 4e-4}})
+    probe_dev = opmodel.DeviceRoofs(
+        **{**DEV.to_json(), "collective_alpha_by_world_s": {"2": 2e-4, "4": 4e-4}}
+    )
     got = opmodel.layout_overheads(single, rows, probe_dev)
     assert got == pytest.approx({f"tp{t}-dp{d}": a for (t, d), a in truth.items()}, rel=1e-9)
     dev = opmodel.DeviceRoofs(**{**DEV.to_json(), "layout_overhead_s": {"tp2-dp1": 9e-3, "tp2-dp2": 25e-3}})
@@ -437,7 +550,9 @@ def test_layout_overheads_recover_the_probe_and_replace_the_launch_model():
         rows_ = ((df.tp == t) & (df.dp == d)).to_numpy()
         units = df.layers.to_numpy()[rows_] + (d > 1)  # under TP alone the root dispatches nothing
         assert over[rows_] == pytest.approx(a * units)
-    other = ~(((df.tp == 2) & (df.dp == 1)) | ((df.tp == 2) & (df.dp == 2))).to_numpy()  # not probed: launch model
+    other = ~(
+        ((df.tp == 2) & (df.dp == 1)) | ((df.tp == 2) & (df.dp == 2))
+    ).to_numpy()  # not probed: launch model
     pd.testing.assert_frame_equal(with_probe[other], launch[other])
 
 
@@ -446,7 +561,9 @@ def test_layout_overheads_take_the_ranks_compute_as_one_process_times_the_oversu
     stepped 1.5x one process alone, where 4 ranks computing side by side on 2 cores take 2x and 2 ranks 1x; read
     as the reference it would put half a step into every overhead of 4 ranks and take it out of those of 2."""
     truth = {(2, 1): 9e-3, (1, 2): 4e-3, (4, 1): 26e-3, (1, 4): 7e-3, (2, 2): 25e-3}
-    probe_dev = opmodel.DeviceRoofs(**{**DEV.to_json(), "collective_alpha_by_world_s": {"2": 2e-4, "4": 4e-4}})
+    probe_dev = opmodel.DeviceRoofs(
+        **{**DEV.to_json(), "collective_alpha_by_world_s": {"2": 2e-4, "4": 4e-4}}
+    )
     want = {f"tp{t}-dp{d}": a for (t, d), a in truth.items()}
     single, rows = _probe_rows(truth, own_copies=1.5)
     assert opmodel.layout_overheads(single, rows, probe_dev) == pytest.approx(want, rel=1e-9)
@@ -464,14 +581,21 @@ def test_the_collective_bandwidth_is_pulled_weakly_and_only_where_the_collective
     assert full["comm_bytes_s"] == pytest.approx(TIME["comm_bytes_s"], rel=0.02)
     # the cpu grid's shape: TP runs of two model sizes at one token count beside the single-device runs. Under
     # 5 % noise the free multiplier swings with the noise; the pull narrows it (towards the calibration)
-    few_tp = ((df["mode"] == "tp") & (df.padded_tokens == 16 * 64)
-              & (((df.layers == 2) & (df.hidden == 256)) | ((df.layers == 4) & (df.hidden == 128)))).to_numpy()
+    few_tp = (
+        (df["mode"] == "tp")
+        & (df.padded_tokens == 16 * 64)
+        & (((df.layers == 2) & (df.hidden == 256)) | ((df.layers == 4) & (df.hidden == 128)))
+    ).to_numpy()
     train = (df["mode"] == "single").to_numpy() | few_tp
     fits = []
     for seed in range(30):
         noisy = y[train] * np.exp(np.random.default_rng(seed).normal(0.0, 0.05, train.sum()))
-        fits.append([opmodel.fit_time_coefficients(terms[train], noisy, prior=prior)["comm_bytes_s"]
-                     for prior in (None, opmodel.time_prior(measured))])
+        fits.append(
+            [
+                opmodel.fit_time_coefficients(terms[train], noisy, prior=prior)["comm_bytes_s"]
+                for prior in (None, opmodel.time_prior(measured))
+            ]
+        )
     free, pulled = np.array(fits).T
     assert np.std(pulled) < 0.5 * np.std(free)
     assert np.max(pulled) < np.max(free)
@@ -498,22 +622,36 @@ def test_the_state_traffic_is_pulled_only_where_the_optimizer_step_was_timed_and
         noisy = y[train] * np.exp(np.random.default_rng(seed).normal(0.0, 0.05, train.sum()))
         for prior in (None, opmodel.time_prior(timed)):
             c = opmodel.fit_time_coefficients(terms[train], noisy, prior=prior)
-            fits.append((c["state_s"], np.mean(np.abs(np.log(opmodel.predict_time_s(terms[few], c) / y[few])))))
+            fits.append(
+                (c["state_s"], np.mean(np.abs(np.log(opmodel.predict_time_s(terms[few], c) / y[few]))))
+            )
     free, pulled = np.array(fits[0::2]), np.array(fits[1::2])
     assert np.std(pulled[:, 0]) < 0.5 * np.std(free[:, 0])
     assert np.median(pulled[:, 1]) < 0.8 * np.median(free[:, 1])
 
 
 def test_measured_overheads_are_fitted_with_a_pull_towards_the_calibration():
-    dev = opmodel.DeviceRoofs(**{**DEV.to_json(), "layout_overhead_s": {"tp2-dp1": 9e-3, "tp1-dp2": 4e-3,
-                                                                         "tp4-dp1": 26e-3, "tp1-dp4": 7e-3, "tp2-dp2": 25e-3}})
+    dev = opmodel.DeviceRoofs(
+        **{
+            **DEV.to_json(),
+            "layout_overhead_s": {
+                "tp2-dp1": 9e-3,
+                "tp1-dp2": 4e-3,
+                "tp4-dp1": 26e-3,
+                "tp1-dp4": 7e-3,
+                "tp2-dp2": 25e-3,
+            },
+        }
+    )
     df = frame()
     true = {**TIME, "tp_dispatch_s": 1.2, "fsdp_hooks_s": 0.9}
     terms = opmodel.operator_frame(df, dev)
     y = opmodel.predict_time_s(terms, true)
     free = opmodel.fit_time_coefficients(terms, y)
     pulled = opmodel.fit_time_coefficients(terms, y, prior=opmodel.PRIOR_TIME_TERMS)
-    assert free["tp_dispatch_s"] == pytest.approx(1.2, rel=1e-4) and free["fsdp_hooks_s"] == pytest.approx(0.9, rel=1e-4)
+    assert free["tp_dispatch_s"] == pytest.approx(1.2, rel=1e-4) and free["fsdp_hooks_s"] == pytest.approx(
+        0.9, rel=1e-4
+    )
     # identified by hundreds of runs, the pull moves them a little towards 1, never past it
     assert 1.0 < pulled["tp_dispatch_s"] <= 1.2 and pulled["tp_dispatch_s"] == pytest.approx(1.2, rel=0.05)
     assert 0.9 <= pulled["fsdp_hooks_s"] < 1.0 and pulled["fsdp_hooks_s"] == pytest.approx(0.9, rel=0.05)
@@ -524,7 +662,9 @@ def test_measured_overheads_are_fitted_with_a_pull_towards_the_calibration():
     held = opmodel.fit_time_coefficients(terms[no_fsdp], y_2d_fast, prior=opmodel.PRIOR_TIME_TERMS)
     unpulled = opmodel.fit_time_coefficients(terms[no_fsdp], y_2d_fast)
     assert np.isfinite(list(held.values())).all()
-    assert unpulled["fsdp_hooks_s"] < 0.1 and 0.6 < held["fsdp_hooks_s"] <= 1.0  # free: at its bound 0; pulled: near 1
+    assert (
+        unpulled["fsdp_hooks_s"] < 0.1 and 0.6 < held["fsdp_hooks_s"] <= 1.0
+    )  # free: at its bound 0; pulled: near 1
     # only a measured overhead earns the pull: with the launch model's guess the multipliers are free
     point = OperatorRoofline("operator_roofline", dev=DEV)._fit(frame())
     assert point.time["tp_dispatch_s"] == pytest.approx(TIME["tp_dispatch_s"], rel=1e-4)

@@ -20,23 +20,43 @@ def test_repeated_batch_sizes_are_planned_once(tmp_path):
 
 
 def test_a_board_without_bf16_defaults_to_fp32_and_says_so(tmp_path):
-    p = predict_tiered(make_plan(model="bert-base", examples=10000, device="V100"), derived_root=tmp_path,
-                       devices_root=tmp_path)
+    p = predict_tiered(
+        make_plan(model="bert-base", examples=10000, device="V100"),
+        derived_root=tmp_path,
+        devices_root=tmp_path,
+    )
     assert p["plan"]["precision"] == "fp32" and any("V100 has no bf16" in n for n in p["notes"])
-    assert predict_tiered(make_plan(model="bert-base", examples=10000, device="H100"), derived_root=tmp_path,
-                          devices_root=tmp_path)["plan"]["precision"] == "bf16"
+    assert (
+        predict_tiered(
+            make_plan(model="bert-base", examples=10000, device="H100"),
+            derived_root=tmp_path,
+            devices_root=tmp_path,
+        )["plan"]["precision"]
+        == "bf16"
+    )
 
 
 def test_a_profile_with_a_key_given_twice_is_refused_naming_it(tmp_path):
     path = tmp_path / "dup.yaml"
-    path.write_text("description: x\ndevice: cpu\nbase:\n  layers: 2\n  hidden: 64\n  layers: 4\n"
-                    "groups:\n  - name: a\n    vary: {seq_len: [16]}\n")
+    path.write_text(
+        "description: x\ndevice: cpu\nbase:\n  layers: 2\n  hidden: 64\n  layers: 4\n"
+        "groups:\n  - name: a\n    vary: {seq_len: [16]}\n"
+    )
     with pytest.raises(ConfigError, match=r"line 6.*key 'layers' given twice \(first at line 4\)"):
         load_profile(str(path), "cpu")
 
 
-@pytest.mark.parametrize("given,canonical", [("h100", "H100"), ("H100 pcie", "H100-PCIe"), ("h200_nvl", "H200-NVL"),
-                                             ("CPU", "cpu"), ("NVIDIA H100 80GB HBM3", "H100"), ("myhost", "myhost")])
+@pytest.mark.parametrize(
+    "given,canonical",
+    [
+        ("h100", "H100"),
+        ("H100 pcie", "H100-PCIe"),
+        ("h200_nvl", "H200-NVL"),
+        ("CPU", "cpu"),
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("myhost", "myhost"),
+    ],
+)
 def test_device_names_are_spelled_as_the_table_spells_them(given, canonical):
     assert canonical_device_name(given) == canonical
 
@@ -44,7 +64,9 @@ def test_device_names_are_spelled_as_the_table_spells_them(given, canonical):
 def test_a_device_name_enters_canonical_everywhere(tmp_path):
     assert make_plan(model="bert-base", examples=1000, device="h100").device_name == "H100"
     profile = load_profile("ci", device_name="h100")
-    assert {r.device_name for r in profile.runs} == {"H100"} and all("@H100-" in r.run_id for r in profile.runs)
+    assert {r.device_name for r in profile.runs} == {"H100"} and all(
+        "@H100-" in r.run_id for r in profile.runs
+    )
 
 
 def test_emit_dir_that_is_a_file_is_one_line(tmp_path):

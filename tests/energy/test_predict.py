@@ -25,17 +25,53 @@ def law_frame(noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
     for layers, hidden, heads in [(2, 256, 4), (4, 512, 8), (6, 512, 8), (12, 768, 12)]:
         for seq in (128, 256, 512):
             for tp, dp in [(1, 1), (2, 1), (4, 1), (1, 2), (1, 4)]:
-                shape = StepShape(layers, hidden, heads, 4 * hidden, 30522, 512, 2, 32, 32 * seq, 32 * seq * seq, tp, dp, "bf16")
+                shape = StepShape(
+                    layers,
+                    hidden,
+                    heads,
+                    4 * hidden,
+                    30522,
+                    512,
+                    2,
+                    32,
+                    32 * seq,
+                    32 * seq * seq,
+                    tp,
+                    dp,
+                    "bf16",
+                )
                 p = tp * dp
                 mode = "single" if p == 1 else ("tp" if tp > 1 else "fsdp")
                 prox = step_proxies(shape)
-                rows.append({**prox, "run_id": f"L{layers}-s{seq}-tp{tp}-dp{dp}", "device_name": "H100", "precision": "bf16",
-                             "mode": mode, "tp": tp, "dp": dp, "world_size": p, "metered_units": p, "layers": layers,
-                             "hidden": hidden, "heads": heads, "ffn": 4 * hidden, "seq_len": seq, "lengths": "fixed",
-                             "batch_size": 32, "padded_tokens": 32 * seq, "energy_measured": True, "energy_source": "nvml",
-                             "energy_scope": "device",
-                             "peak_flops_per_s": 989e12, "bandwidth_bytes_per_s": 3.35e12,
-                             "step_s": prox["flops_per_step"] / 4e14 / (p * usl_eta(p, 0.05 if tp > 1 else 0.02, 0.01))})
+                rows.append(
+                    {
+                        **prox,
+                        "run_id": f"L{layers}-s{seq}-tp{tp}-dp{dp}",
+                        "device_name": "H100",
+                        "precision": "bf16",
+                        "mode": mode,
+                        "tp": tp,
+                        "dp": dp,
+                        "world_size": p,
+                        "metered_units": p,
+                        "layers": layers,
+                        "hidden": hidden,
+                        "heads": heads,
+                        "ffn": 4 * hidden,
+                        "seq_len": seq,
+                        "lengths": "fixed",
+                        "batch_size": 32,
+                        "padded_tokens": 32 * seq,
+                        "energy_measured": True,
+                        "energy_source": "nvml",
+                        "energy_scope": "device",
+                        "peak_flops_per_s": 989e12,
+                        "bandwidth_bytes_per_s": 3.35e12,
+                        "step_s": prox["flops_per_step"]
+                        / 4e14
+                        / (p * usl_eta(p, 0.05 if tp > 1 else 0.02, 0.01)),
+                    }
+                )
     df = measured_eta(pd.DataFrame(rows))
     df["energy_per_step_j"] = LAWS["roofline_power_law"].predict(df.assign(units_factor=1 / df.eta), THETA)
     rng = np.random.default_rng(seed)
@@ -52,14 +88,37 @@ def fit_path(tmp_path_factory):
 def test_a_law_interval_comes_from_its_held_out_groups_and_widens_with_novelty():
     df = law_frame(noise=0.05, seed=1)
     art = fit_all(df, laws=["roofline_power_law", "flops_power_law"], n_boot=30)
-    seen = make_plan(model="bert-base", seq_len=256, batch_size=32, examples=64000, epochs=2, device="H100",
-                     devices=2, tp=2, dp=1)
-    new_size = make_plan(layers=8, hidden=640, heads=10, seq_len=256, batch_size=32, examples=64000, epochs=2,
-                         device="H100", devices=2, tp=2, dp=1)
+    seen = make_plan(
+        model="bert-base",
+        seq_len=256,
+        batch_size=32,
+        examples=64000,
+        epochs=2,
+        device="H100",
+        devices=2,
+        tp=2,
+        dp=1,
+    )
+    new_size = make_plan(
+        layers=8,
+        hidden=640,
+        heads=10,
+        seq_len=256,
+        batch_size=32,
+        examples=64000,
+        epochs=2,
+        device="H100",
+        devices=2,
+        tp=2,
+        dp=1,
+    )
     boot = predict(seen, FittedModel(dict(art)))
     assert boot["interval_source"].startswith("bootstrap with in-sample residuals")
     art["law_intervals"] = law_intervals(df, ["roofline_power_law", "flops_power_law", "tdp_time"])
-    assert set(art["law_intervals"]) == {"roofline_power_law", "flops_power_law"}  # tdp_time reads measured time
+    assert set(art["law_intervals"]) == {
+        "roofline_power_law",
+        "flops_power_law",
+    }  # tdp_time reads measured time
     fitted = FittedModel(art)
     p, q = predict(seen, fitted), predict(new_size, fitted)
     assert p["interval_source"].startswith("held-out groups")
@@ -68,8 +127,13 @@ def test_a_law_interval_comes_from_its_held_out_groups_and_widens_with_novelty()
     # the width is the conformal quantile of the law's own held-out errors: that of model sizes left out for a
     # new size, and for a run of a fitted size and layout too (it is no harder than a new size)
     held = art["law_intervals"]["roofline_power_law"]
-    kind = {k: {t: conformal_halfwidth(held["residuals_by_kind"][k][t], 0.9) for t in ("step_s", "energy_per_step_j")}
-            for k in ("size", "layout")}
+    kind = {
+        k: {
+            t: conformal_halfwidth(held["residuals_by_kind"][k][t], 0.9)
+            for t in ("step_s", "energy_per_step_j")
+        }
+        for k in ("size", "layout")
+    }
     assert half(q, "energy_kwh") == pytest.approx(kind["size"]["energy_per_step_j"])
     assert half(p, "energy_kwh") == pytest.approx(kind["size"]["energy_per_step_j"])
     assert half(p, "time_h") == pytest.approx(kind["size"]["step_s"])
@@ -78,12 +142,24 @@ def test_a_law_interval_comes_from_its_held_out_groups_and_widens_with_novelty()
     assert 0.05 < half(p, "energy_kwh") < 0.5
     other = predict(seen, fitted, law="flops_power_law")
     by_kind = art["law_intervals"]["flops_power_law"]["residuals_by_kind"]
-    assert half(other, "energy_kwh") == pytest.approx(conformal_halfwidth(by_kind["size"]["energy_per_step_j"], 0.9))
+    assert half(other, "energy_kwh") == pytest.approx(
+        conformal_halfwidth(by_kind["size"]["energy_per_step_j"], 0.9)
+    )
 
 
 def test_prediction_has_intervals_and_recovers_the_law(fit_path):
-    plan = make_plan(model="bert-base", seq_len=256, batch_size=32, examples=64000, epochs=2, device="H100",
-                     devices=2, tp=2, dp=1, country="FRA")
+    plan = make_plan(
+        model="bert-base",
+        seq_len=256,
+        batch_size=32,
+        examples=64000,
+        epochs=2,
+        device="H100",
+        devices=2,
+        tp=2,
+        dp=1,
+        country="FRA",
+    )
     assert plan.steps == 4000
     p = predict(plan, FittedModel.load(fit_path))
     tol = 1 + 1e-9  # noise-free data: the interval collapses onto the prediction
@@ -91,28 +167,40 @@ def test_prediction_has_intervals_and_recovers_the_law(fit_path):
     assert lo <= p["energy_kwh"] * tol and p["energy_kwh"] <= hi * tol
     assert p["time_h_interval"][0] <= p["time_h"] * tol and p["time_h"] <= p["time_h_interval"][1] * tol
     assert p["co2_kg"] == pytest.approx(p["energy_kwh"] * p["carbon_intensity_g_per_kwh"] / 1000)
-    assert p["country"] == "FRA" and 20 < p["carbon_intensity_g_per_kwh"] < 150  # a nuclear-heavy grid, not a default
+    assert (
+        p["country"] == "FRA" and 20 < p["carbon_intensity_g_per_kwh"] < 150
+    )  # a nuclear-heavy grid, not a default
     shape = StepShape(12, 768, 12, 3072, 30522, 512, 2, 32, 32 * 256, 32 * 256 * 256, 2, 1, "bf16")
     prox = step_proxies(shape)
-    true_j = np.exp(THETA[0] + THETA[1] * np.log(prox["flops_per_step"]) + THETA[2] * np.log(prox["bytes_per_step"]))
+    true_j = np.exp(
+        THETA[0] + THETA[1] * np.log(prox["flops_per_step"]) + THETA[2] * np.log(prox["bytes_per_step"])
+    )
     true_j /= usl_eta(2, 0.05, 0.01)
     assert p["energy_kwh"] == pytest.approx(true_j * 4000 / 3.6e6, rel=0.02)
     assert p["fit_energy_kind"] == "measured" and not p["warnings"]
 
 
 def test_outside_the_fitted_range_warns(fit_path):
-    p = predict(make_plan(model="bert-large", seq_len=512, batch_size=64, tokens=1e9, device="H100", tp=1, dp=8),
-                FittedModel.load(fit_path))
+    p = predict(
+        make_plan(model="bert-large", seq_len=512, batch_size=64, tokens=1e9, device="H100", tp=1, dp=8),
+        FittedModel.load(fit_path),
+    )
     assert any("outside the fitted range" in w for w in p["warnings"])
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"model": "bert-base", "device": "TPUv9"}, "not in the hardware table"),
-    ({"model": "bert-base", "device": "H100", "devices": 8, "tp": 2, "dp": 2}, "--devices 8 != tp\\*dp"),
-    ({"model": "bert-base", "device": "H100", "tp": 8}, "heads=12 is not divisible by tp=8"),
-    ({"model": "bert-huge", "device": "H100"}, "not a named size"),
-    ({"model": "bert-base", "device": "H100", "tokens": 1e6, "examples": 10}, "--tokens and --examples both give"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"model": "bert-base", "device": "TPUv9"}, "not in the hardware table"),
+        ({"model": "bert-base", "device": "H100", "devices": 8, "tp": 2, "dp": 2}, "--devices 8 != tp\\*dp"),
+        ({"model": "bert-base", "device": "H100", "tp": 8}, "heads=12 is not divisible by tp=8"),
+        ({"model": "bert-huge", "device": "H100"}, "not a named size"),
+        (
+            {"model": "bert-base", "device": "H100", "tokens": 1e6, "examples": 10},
+            "--tokens and --examples both give",
+        ),
+    ],
+)
 def test_impossible_requests(kwargs, match):
     kwargs.setdefault("examples", None if "tokens" in kwargs else 1000)
     with pytest.raises(ConfigError, match=match):
@@ -132,12 +220,38 @@ def test_device_without_a_fit_and_after_the_fact_laws_are_refused(fit_path, tmp_
 
 
 def test_command_line_json(fit_path):
-    res = companion_cmd("predict", "--model", "bert-base", "--examples", "100000", "--epochs", "3", "--device", "H100",
-                        "--devices", "4", "--dp", "4", "--law", "roofline_power_law", "--fit", str(fit_path), "--json",
-                        timeout=60)
+    res = companion_cmd(
+        "predict",
+        "--model",
+        "bert-base",
+        "--examples",
+        "100000",
+        "--epochs",
+        "3",
+        "--device",
+        "H100",
+        "--devices",
+        "4",
+        "--dp",
+        "4",
+        "--law",
+        "roofline_power_law",
+        "--fit",
+        str(fit_path),
+        "--json",
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert {"energy_kwh", "energy_kwh_interval", "time_h", "time_h_interval", "co2_kg", "co2_kg_interval", "fit"} <= set(out)
+    assert {
+        "energy_kwh",
+        "energy_kwh_interval",
+        "time_h",
+        "time_h_interval",
+        "co2_kg",
+        "co2_kg_interval",
+        "fit",
+    } <= set(out)
     res = companion_cmd("predict", "--model", "bert-base", "--examples", "1000", "--device", "Z80")
     assert res.returncode == 2 and res.stderr.startswith("error: device 'Z80' is not in the hardware table")
 
@@ -145,7 +259,10 @@ def test_command_line_json(fit_path):
 def test_a_table_cell_holds_the_value_and_its_interval():
     from companion.energy.predict import interval_cells
 
-    assert interval_cells([0.012512, 2.0], [0.00973, 1.5], [0.0161, 2.5]) == ["0.0125 [0.00973, 0.0161]", "2 [1.5, 2.5]"]
+    assert interval_cells([0.012512, 2.0], [0.00973, 1.5], [0.0161, 2.5]) == [
+        "0.0125 [0.00973, 0.0161]",
+        "2 [1.5, 2.5]",
+    ]
 
 
 def test_a_planned_cpu_fine_tune_counts_the_attention_scores_its_kernel_materialises():
@@ -156,8 +273,21 @@ def test_a_planned_cpu_fine_tune_counts_the_attention_scores_its_kernel_material
     fitted = FittedModel(fit_all(df, laws=["roofline_power_law"], n_boot=5))
     plan = make_plan(model="bert-base", seq_len=256, batch_size=32, examples=6400, epochs=1, device="cpu")
     X = plan_frame(plan, fitted)
-    shape = dict(layers=12, hidden=768, heads=12, ffn=3072, vocab=30522, max_positions=512, num_labels=2,
-                 sequences=32, padded_tokens=32 * 256, attention_pairs=32 * 256 * 256, tp=1, dp=1, precision="fp32")
+    shape = dict(
+        layers=12,
+        hidden=768,
+        heads=12,
+        ffn=3072,
+        vocab=30522,
+        max_positions=512,
+        num_labels=2,
+        sequences=32,
+        padded_tokens=32 * 256,
+        attention_pairs=32 * 256 * 256,
+        tp=1,
+        dp=1,
+        precision="fp32",
+    )
     math_bytes = step_proxies(StepShape(**shape, fused_attention=False))["bytes_per_step"]
     fused_bytes = step_proxies(StepShape(**shape))["bytes_per_step"]
     assert X.bytes_per_step.iloc[0] == pytest.approx(math_bytes) and math_bytes > 1.05 * fused_bytes

@@ -13,8 +13,21 @@ from companion.errors import ConfigError
 from companion.runs.records import write_json
 from test_fit_faults import frame
 
-BASE = ["predict", "--layers", "4", "--hidden", "512", "--heads", "8", "--seq-len", "256", "--batch-size", "32",
-        "--device", "H100"]
+BASE = [
+    "predict",
+    "--layers",
+    "4",
+    "--hidden",
+    "512",
+    "--heads",
+    "8",
+    "--seq-len",
+    "256",
+    "--batch-size",
+    "32",
+    "--device",
+    "H100",
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +43,16 @@ def one_error(capsys, argv, fit_path=None) -> str:
     return err[0]
 
 
-@pytest.mark.parametrize("amount", [["--tokens", "nan"], ["--tokens", "inf"], ["--examples", "-5"],
-                                    ["--examples", "1000", "--epochs", "nan"], ["--tokens", "0"]])
+@pytest.mark.parametrize(
+    "amount",
+    [
+        ["--tokens", "nan"],
+        ["--tokens", "inf"],
+        ["--examples", "-5"],
+        ["--examples", "1000", "--epochs", "nan"],
+        ["--tokens", "0"],
+    ],
+)
 def test_non_finite_or_non_positive_amounts(capsys, fit_path, amount):
     assert "must be a finite number above 0" in one_error(capsys, BASE + amount, fit_path)
 
@@ -43,8 +64,11 @@ def test_level_outside_zero_one(capsys, fit_path, level):
 
 
 def test_model_with_an_architecture_flag_is_a_conflict(capsys, fit_path):
-    line = one_error(capsys, ["predict", "--model", "bert-base", "--layers", "4", "--examples", "1000",
-                              "--device", "H100"], fit_path)
+    line = one_error(
+        capsys,
+        ["predict", "--model", "bert-base", "--layers", "4", "--examples", "1000", "--device", "H100"],
+        fit_path,
+    )
     assert "--model bert-base fixes the architecture" in line and "--layers" in line
 
 
@@ -80,8 +104,10 @@ def test_vocab_and_precision_outside_the_fit_warn_on_stderr(capsys, fit_path):
     assert any("vocab = 30522 lies outside the fitted range [4096, 4096]" in w for w in warnings)
     assert any("precision fp32 was not measured" in w for w in warnings)
     assert "warning" not in captured.out  # one line each, on stderr
-    p = predict(make_plan(layers=4, hidden=512, heads=8, seq_len=256, examples=1000, device="H100", vocab=4096),
-                FittedModel.load(fit_path))
+    p = predict(
+        make_plan(layers=4, hidden=512, heads=8, seq_len=256, examples=1000, device="H100", vocab=4096),
+        FittedModel.load(fit_path),
+    )
     assert not [w for w in p["warnings"] if "vocab" in w or "precision" in w]
 
 
@@ -102,8 +128,11 @@ def test_json_output_is_strict(capsys, fit_path, monkeypatch):
 
 
 def test_the_fits_flags_on_the_law_used_reach_the_prediction(tmp_path):
-    art = fit_all(frame(shapes=[(2, 256, 4), (4, 512, 8), (6, 512, 8)], seqs=(128,), layouts=[(1, 1)]),
-                  laws=["roofline_power_law", "tokens_linear"], n_boot=5)
+    art = fit_all(
+        frame(shapes=[(2, 256, 4), (4, 512, 8), (6, 512, 8)], seqs=(128,), layouts=[(1, 1)]),
+        laws=["roofline_power_law", "tokens_linear"],
+        n_boot=5,
+    )
     fitted = FittedModel(art, tmp_path / "fit.json")
     plan = make_plan(layers=4, hidden=512, heads=8, seq_len=128, examples=1000, device="H100", vocab=4096)
     warnings = predict(plan, fitted)["warnings"]

@@ -10,14 +10,33 @@ from torch.utils.flop_counter import FlopCounterMode
 from companion.energy import opmodel
 from companion.runs.config import ModelConfig
 from companion.runs.model import build_model, parameter_count as counted_parameters
-from companion.energy.proxies import (StepShape, arithmetic_intensity, bytes_per_step, comm_bytes_per_rank,
-                                      encoder_layer_parameters, flops_per_rank, flops_per_step, parameter_count,
-                                      roofline_time_s)
+from companion.energy.proxies import (
+    StepShape,
+    arithmetic_intensity,
+    bytes_per_step,
+    comm_bytes_per_rank,
+    encoder_layer_parameters,
+    flops_per_rank,
+    flops_per_step,
+    parameter_count,
+    roofline_time_s,
+)
 
 
 def _shape(layers, hidden, heads, ffn, seq, batch, **kw):
-    return StepShape(layers=layers, hidden=hidden, heads=heads, ffn=ffn, vocab=500, max_positions=256, num_labels=2,
-                     sequences=batch, padded_tokens=batch * seq, attention_pairs=batch * seq * seq, **kw)
+    return StepShape(
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        ffn=ffn,
+        vocab=500,
+        max_positions=256,
+        num_labels=2,
+        sequences=batch,
+        padded_tokens=batch * seq,
+        attention_pairs=batch * seq * seq,
+        **kw,
+    )
 
 
 GRID = list(itertools.product([1, 3], [32, 96], [64, 128], [2, 4]))  # layers, hidden, seq, batch
@@ -26,8 +45,11 @@ GRID = list(itertools.product([1, 3], [32, 96], [64, 128], [2, 4]))  # layers, h
 @pytest.mark.parametrize("layers, hidden, seq, batch", GRID)
 def test_step_flops_match_flop_counter(layers, hidden, seq, batch):
     heads = hidden // 16
-    model = build_model(ModelConfig(layers=layers, hidden=hidden, heads=heads, vocab=500, max_positions=256,
-                                    dropout=0.0, attn="eager"))
+    model = build_model(
+        ModelConfig(
+            layers=layers, hidden=hidden, heads=heads, vocab=500, max_positions=256, dropout=0.0, attn="eager"
+        )
+    )
     ids = torch.randint(3, 500, (batch, seq))
     labels = torch.randint(0, 2, (batch,))
     counter = FlopCounterMode(display=False)
@@ -37,10 +59,27 @@ def test_step_flops_match_flop_counter(layers, hidden, seq, batch):
     assert flops_per_step(shape) == pytest.approx(counter.get_total_flops(), rel=0.01)
     assert parameter_count(shape) == counted_parameters(model)
     # the operator model's own count of the same step (the FLOPs its GEMM, attention and energy terms charge)
-    row = {"layers": layers, "hidden": hidden, "heads": heads, "ffn": 4 * hidden, "vocab": 500, "max_positions": 256,
-           "num_labels": 2, "batch_size": batch, "padded_tokens": batch * seq, "attention_pairs": batch * seq * seq,
-           "tp": 1, "dp": 1, "world_size": 1, "precision": "fp32", "attention_kernel": "math", "metered_units": 1.0}
-    dev = opmodel.DeviceRoofs("test", gemm_peak_flops_per_s=1e11, gemm_half_dim=32, bandwidth_bytes_per_s=1e10, launch_s=5e-6)
+    row = {
+        "layers": layers,
+        "hidden": hidden,
+        "heads": heads,
+        "ffn": 4 * hidden,
+        "vocab": 500,
+        "max_positions": 256,
+        "num_labels": 2,
+        "batch_size": batch,
+        "padded_tokens": batch * seq,
+        "attention_pairs": batch * seq * seq,
+        "tp": 1,
+        "dp": 1,
+        "world_size": 1,
+        "precision": "fp32",
+        "attention_kernel": "math",
+        "metered_units": 1.0,
+    }
+    dev = opmodel.DeviceRoofs(
+        "test", gemm_peak_flops_per_s=1e11, gemm_half_dim=32, bandwidth_bytes_per_s=1e10, launch_s=5e-6
+    )
     op_flops = opmodel.operator_frame(pd.DataFrame([row]), dev).op_flops.iloc[0]
     assert op_flops == pytest.approx(counter.get_total_flops(), rel=0.01)
 
@@ -73,7 +112,9 @@ def test_memory_and_communication_models():
     assert bytes_per_step(eager) > bytes_per_step(s)  # materialised attention scores cost traffic
     assert comm_bytes_per_rank(s) == {"fsdp": 0.0, "tp": 0.0}
     fsdp = StepShape(**{**s.__dict__, "dp": 4})
-    enc = 2 * encoder_layer_parameters(128, 512)  # gathered twice and reduce-scattered; the root gathered once
+    enc = 2 * encoder_layer_parameters(
+        128, 512
+    )  # gathered twice and reduce-scattered; the root gathered once
     assert comm_bytes_per_rank(fsdp)["fsdp"] == pytest.approx((12 * enc + 8 * (p - enc)) * 3 / 4)
     tp = StepShape(**{**s.__dict__, "tp": 2})
     assert comm_bytes_per_rank(tp)["tp"] == pytest.approx(4 * 2 * 1 * 8 * 128 * 128 * 4)
@@ -95,6 +136,8 @@ def test_the_books_proxy_check_counts_independently():
     from companion.energy.opcount import proxy_check
 
     row = proxy_check([[1, 32, 2, 16, 2]]).iloc[0]
-    assert row.flops_counted == pytest.approx(row.flops_analytic, rel=0.01)  # FlopCounterMode, eager attention
+    assert row.flops_counted == pytest.approx(
+        row.flops_analytic, rel=0.01
+    )  # FlopCounterMode, eager attention
     assert row.parameters_counted == row.parameters_analytic  # numel() of the built model
     assert row.op_level_bytes > row.analytic_bytes  # an op-level count with no fusion or reuse is larger

@@ -33,7 +33,9 @@ def _sweep(data: Path) -> None:
         (data / "runs" / profile / "failed" / "old.json").write_text("{}")
         (data / "runs" / profile / "logs" / "ws1.log").write_text("log")
     (data / "devices").mkdir()
-    (data / "devices" / "cpu.json").write_text(json.dumps({"provenance": {"measured_at": "2026-11-24T22:07:51+00:00"}}))
+    (data / "devices" / "cpu.json").write_text(
+        json.dumps({"provenance": {"measured_at": "2026-11-24T22:07:51+00:00"}})
+    )
 
 
 def test_pack_is_deterministic_and_unpacks_to_the_scored_layout(tmp_path):
@@ -45,8 +47,11 @@ def test_pack_is_deterministic_and_unpacks_to_the_scored_layout(tmp_path):
     assert first.read_bytes() == second.read_bytes()  # file times and owners are not packed
     got = stored.unpacked(first, tmp_path / "x")
     files = sorted(str(p.relative_to(got)) for p in got.rglob("*") if p.is_file())
-    assert files == ["devices/cpu.json", *[f"runs/cpu/run{i}.json" for i in range(3)],
-                     *[f"runs/holdout/run{i}.json" for i in range(2)]]  # set-aside records and logs left out
+    assert files == [
+        "devices/cpu.json",
+        *[f"runs/cpu/run{i}.json" for i in range(3)],
+        *[f"runs/holdout/run{i}.json" for i in range(2)],
+    ]  # set-aside records and logs left out
     (data / "runs" / "cpu" / "run0.json").write_text(json.dumps({"run_id": "changed"}))
     assert stored.pack(data, tmp_path / "c").name != first.name  # another sweep, another name
     assert stored.stored_sweeps(tmp_path / "a") == [first] and stored.stored_sweeps(tmp_path / "none") == []
@@ -87,11 +92,19 @@ def test_the_coverage_count_stands_beside_what_exact_intervals_would_give():
 def _scores(covered_of_n, split="leave_one_degree_out", unbounded=None):
     n = [n for _, n in covered_of_n]
     unb = unbounded or [0] * len(n)
-    return pd.DataFrame({
-        "sweep": [f"s{i}" for i in range(len(n))], "model": "operator_roofline", "target": "time", "split": split,
-        "n": [a + b for a, b in zip(n, unb)], "n_unbounded": unb,
-        "coverage_pct": [100 * k / m for k, m in covered_of_n], "mape_pct": np.arange(len(n)) + 5.0,
-        "exact_floor_pct": 2.0})
+    return pd.DataFrame(
+        {
+            "sweep": [f"s{i}" for i in range(len(n))],
+            "model": "operator_roofline",
+            "target": "time",
+            "split": split,
+            "n": [a + b for a, b in zip(n, unb)],
+            "n_unbounded": unb,
+            "coverage_pct": [100 * k / m for k, m in covered_of_n],
+            "mape_pct": np.arange(len(n)) + 5.0,
+            "exact_floor_pct": 2.0,
+        }
+    )
 
 
 def test_coverage_pooled_over_sweeps_counts_covered_runs_not_sweep_means():
@@ -126,7 +139,9 @@ def test_the_range_of_pooled_coverage_resamples_sweeps_and_narrows_with_more():
     assert stored.pooled_coverage(none.iloc[1:], n_boot=10).empty
 
 
-def test_a_stored_sweep_is_scored_as_the_validation_page_scores_it_in_any_number_of_processes(tmp_path, monkeypatch):
+def test_a_stored_sweep_is_scored_as_the_validation_page_scores_it_in_any_number_of_processes(
+    tmp_path, monkeypatch
+):
     # the newest stored archive, twice: two processes score it alike, every split and the off-grid runs, both
     # targets, with the device, the host, the energy's kind and the commit that measured it
     newest = stored.stored_sweeps(Path(__file__).parents[2] / "data" / "reference" / "cpu")[-1]
@@ -140,20 +155,35 @@ def test_a_stored_sweep_is_scored_as_the_validation_page_scores_it_in_any_number
         raise AssertionError("scored again although its scores are cached")
 
     monkeypatch.setattr(stored, "_score_one", never)
-    pd.testing.assert_frame_equal(stored.score_stored([newest, newest], ["operator_roofline"], 0.9, 0.1, cache=cache), t)
+    pd.testing.assert_frame_equal(
+        stored.score_stored([newest, newest], ["operator_roofline"], 0.9, 0.1, cache=cache), t
+    )
     with pytest.raises(AssertionError, match="scored again"):  # another level: another key
         stored.score_stored([newest], ["operator_roofline"], 0.8, 0.1, cache=cache)
     monkeypatch.undo()
     assert t.columns.tolist() == stored.SCORE_COLUMNS  # the columns this build's own rows have too
-    first, second = (g.drop(columns="sweep").reset_index(drop=True) for _, g in t.groupby(t.index // (len(t) // 2)))
+    first, second = (
+        g.drop(columns="sweep").reset_index(drop=True) for _, g in t.groupby(t.index // (len(t) // 2))
+    )
     pd.testing.assert_frame_equal(first, second)
     from companion.energy.validation import MODEL_SPLITS
 
-    assert set(first.split) == {"pooled", "holdout", *MODEL_SPLITS} and set(first.target) == {"time", "energy"}
-    assert set(first.device_name) == {"cpu"} and first.energy_measured.nunique() == 1  # one kind of energy a sweep
+    assert set(first.split) == {"pooled", "holdout", *MODEL_SPLITS} and set(first.target) == {
+        "time",
+        "energy",
+    }
+    assert (
+        set(first.device_name) == {"cpu"} and first.energy_measured.nunique() == 1
+    )  # one kind of energy a sweep
     assert first.host.nunique() == 1 and first.host.iloc[0] in ("intel-xeon", "amd-epyc")
     assert first.commit.str.fullmatch(r"[0-9a-f]{7}").all()
     assert ((first.coverage_pct >= 0) & (first.coverage_pct <= 100)).all() and (first.mape_pct > 0).all()
     pooled = stored.pooled_coverage(t, 0.9, n_boot=100)
-    assert (pooled.n == 2 * first.set_index(["split", "target"]).loc[list(zip(pooled.split, pooled.target))]
-            .eval("n - n_unbounded").to_numpy()).all()
+    assert (
+        pooled.n
+        == 2
+        * first.set_index(["split", "target"])
+        .loc[list(zip(pooled.split, pooled.target))]
+        .eval("n - n_unbounded")
+        .to_numpy()
+    ).all()

@@ -8,18 +8,24 @@ from companion.runs.train import attention_kernel as runtime_kernel
 
 
 def _record(attn="sdpa", device="cpu", dropout=0.1, recorded=None):
-    rec = {"config": {"device": device, "model": {"attn": attn, "dropout": dropout}}, "model": {"parameters": 1}}
+    rec = {
+        "config": {"device": device, "model": {"attn": attn, "dropout": dropout}},
+        "model": {"parameters": 1},
+    }
     if recorded:
         rec["model"]["attention_kernel"] = recorded
     return rec
 
 
-@pytest.mark.parametrize("attn,device,dropout,kernel", [
-    ("sdpa", "cpu", 0.1, "math"),  # CPU SDPA falls back to the math kernel when training with dropout
-    ("sdpa", "cpu", 0.0, "fused"),
-    ("eager", "cuda", 0.0, "math"),
-    ("sdpa", "cuda", 0.1, "fused"),
-])
+@pytest.mark.parametrize(
+    "attn,device,dropout,kernel",
+    [
+        ("sdpa", "cpu", 0.1, "math"),  # CPU SDPA falls back to the math kernel when training with dropout
+        ("sdpa", "cpu", 0.0, "fused"),
+        ("eager", "cuda", 0.0, "math"),
+        ("sdpa", "cuda", 0.1, "fused"),
+    ],
+)
 def test_old_records_infer_the_kernel_and_say_so(attn, device, dropout, kernel):
     assert attention_kernel(_record(attn, device, dropout)) == (kernel, True)
 
@@ -47,8 +53,13 @@ def test_disturbed_runs_are_left_out_and_named():
 
     from companion.energy.tables import usable_runs
 
-    df = pd.DataFrame({"run_id": ["a", "b", "c", "d"], "step_ci95_rel": [0.01, 0.5, None, 0.4],
-                       "target_rel_ci": [0.02, 0.02, 0.02, 0.0]})
+    df = pd.DataFrame(
+        {
+            "run_id": ["a", "b", "c", "d"],
+            "step_ci95_rel": [0.01, 0.5, None, 0.4],
+            "target_rel_ci": [0.02, 0.02, 0.02, 0.0],
+        }
+    )
     kept, left_out = usable_runs(df, 0.1)
     assert list(kept.run_id) == ["a", "d"] and left_out == ["b", "c"]  # d: fixed steps, no precision asked
     assert len(usable_runs(df, None)[0]) == 4
@@ -60,12 +71,18 @@ def test_the_filter_counts_say_how_many_runs_and_parallel_runs_were_kept():
     from companion.energy.tables import filter_counts
 
     df = pd.DataFrame({"run_id": list("abcde"), "world_size": [1, 1, 2, 4, 4]})
-    assert filter_counts(df, ["b", "d", "e"]) == {"runs": 5, "kept": 2, "parallel_runs": 3, "parallel_kept": 1}
+    assert filter_counts(df, ["b", "d", "e"]) == {
+        "runs": 5,
+        "kept": 2,
+        "parallel_runs": 3,
+        "parallel_kept": 1,
+    }
     assert filter_counts(df, []) == {"runs": 5, "kept": 5, "parallel_runs": 3, "parallel_kept": 3}
 
 
 def test_the_ram_share_is_the_ram_component_over_all_components():
     from companion.energy.tables import _component_share
+
     energy = {"components": {"cpu": {"energy_j": 30.0, "method": "cpu_load"}, "ram": {"energy_j": 10.0}}}
     assert _component_share(energy, "ram") == pytest.approx(0.25)
     assert _component_share(energy, "gpu") is None  # a component the record does not list has no share

@@ -8,15 +8,33 @@ import pytest
 
 from companion.energy import opmodel
 from companion.energy.models import OperatorRoofline, fit_operator, fit_point
-from companion.energy.predict import (_halfwidths_per_plan, make_plan, pareto_front, plan_layouts, plan_rows,
-                                     TIER_TEXT, predict_tiered, resolve_tier, tier_point)
+from companion.energy.predict import (
+    _halfwidths_per_plan,
+    make_plan,
+    pareto_front,
+    plan_layouts,
+    plan_rows,
+    TIER_TEXT,
+    predict_tiered,
+    resolve_tier,
+    tier_point,
+)
 from companion.errors import ConfigError
 from companion.runs.records import write_json
 from conftest import companion_cmd
 from test_opmodel import frame
 
-PLAN = dict(model="bert-base", seq_len=128, batch_size=32, examples=100000, epochs=3, device="H100", devices=8,
-            tp=2, dp=4)
+PLAN = dict(
+    model="bert-base",
+    seq_len=128,
+    batch_size=32,
+    examples=100000,
+    epochs=3,
+    device="H100",
+    devices=8,
+    tp=2,
+    dp=4,
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +61,16 @@ def test_prior_tier_without_any_local_data(tmp_path):
 def test_best_tier_by_default_and_never_silently_changed(roots):
     derived, devices = roots
     assert predict_tiered(make_plan(**PLAN), derived_root=derived, devices_root=devices)["tier"] == "fitted"
-    assert predict_tiered(make_plan(**PLAN), tier="prior", derived_root=derived, devices_root=devices)["tier"] == "prior"
+    assert (
+        predict_tiered(make_plan(**PLAN), tier="prior", derived_root=derived, devices_root=devices)["tier"]
+        == "prior"
+    )
     with pytest.raises(ConfigError, match="tier='calibrated' needs data/devices/H100.json"):
         predict_tiered(make_plan(**PLAN), tier="calibrated", derived_root=derived, devices_root=devices)
     with pytest.raises(ConfigError, match="tier='fitted' needs a sweep fitted on 'A100'"):
-        predict_tiered(make_plan(**{**PLAN, "device": "A100"}), tier="fitted", derived_root=derived, devices_root=devices)
+        predict_tiered(
+            make_plan(**{**PLAN, "device": "A100"}), tier="fitted", derived_root=derived, devices_root=devices
+        )
 
 
 def test_the_fitted_tier_widens_a_plan_s_interval_with_its_share_of_overheads(roots):
@@ -61,8 +84,10 @@ def test_the_fitted_tier_widens_a_plan_s_interval_with_its_share_of_overheads(ro
     # one GPU at 128k tokens a step: GEMMs and attention; 8 GPUs at 256 tokens: collectives and overheads
     point = tier_point(res)
     scales = []
-    for plan in (make_plan(**{**PLAN, "devices": 1, "tp": 1, "dp": 1, "batch_size": 256, "seq_len": 512}),
-                 make_plan(**{**PLAN, "batch_size": 8, "seq_len": 32})):
+    for plan in (
+        make_plan(**{**PLAN, "devices": 1, "tp": 1, "dp": 1, "batch_size": 256, "seq_len": 512}),
+        make_plan(**{**PLAN, "batch_size": 8, "seq_len": 32}),
+    ):
         p = predict_tiered(plan, derived_root=derived, devices_root=devices)
         X = plan_rows([plan], "bf16", "device")
         novelty = _halfwidths_per_plan(res, X, 0.9)[0]  # the stored errors' width
@@ -75,11 +100,18 @@ def test_the_fitted_tier_widens_a_plan_s_interval_with_its_share_of_overheads(ro
 
 def test_calibrated_tier_reads_the_calibration_file(roots, tmp_path):
     derived, _ = roots
-    cal = {"device_name": "H100", "device": "cuda", "gemm": {"peak_flops_per_s": 6e14, "half_dim": 100.0},
-           "bandwidth": {"bandwidth_bytes_per_s": 3e12}, "launch": {"launch_s": 4e-6},
-           "collectives": {"2": {"alpha_s": 1e-5, "beta_bytes_per_s": 1e11}}, "power": {"idle_w": 100, "loaded_w": 600,
-                                                                                         "measured": True},
-           "shared_node": False, "overlap": True, "provenance": {"measured_at": "now"}}
+    cal = {
+        "device_name": "H100",
+        "device": "cuda",
+        "gemm": {"peak_flops_per_s": 6e14, "half_dim": 100.0},
+        "bandwidth": {"bandwidth_bytes_per_s": 3e12},
+        "launch": {"launch_s": 4e-6},
+        "collectives": {"2": {"alpha_s": 1e-5, "beta_bytes_per_s": 1e11}},
+        "power": {"idle_w": 100, "loaded_w": 600, "measured": True},
+        "shared_node": False,
+        "overlap": True,
+        "provenance": {"measured_at": "now"},
+    }
     write_json(tmp_path / "H100.json", cal)
     p = predict_tiered(make_plan(**PLAN), tier="calibrated", derived_root=derived, devices_root=tmp_path)
     assert p["tier"] == "calibrated" and p["energy_measured_basis"] and p["source"].endswith("H100.json")
@@ -92,8 +124,11 @@ def test_plan_ranks_layouts_and_marks_the_pareto_front(tmp_path):
     assert out["seq_len"] == PLAN.get("seq_len", 128) and out["precision"] == "bf16"  # what was planned, said
     # each row is what `companion predict` gives for that layout and batch size
     for r in out["layouts"]:
-        alone = predict_tiered(make_plan(**{**req, "devices": 8, "tp": r["tp"], "dp": r["dp"],
-                                            "batch_size": r["batch_size"]}), derived_root=tmp_path, devices_root=tmp_path)
+        alone = predict_tiered(
+            make_plan(**{**req, "devices": 8, "tp": r["tp"], "dp": r["dp"], "batch_size": r["batch_size"]}),
+            derived_root=tmp_path,
+            devices_root=tmp_path,
+        )
         assert (r["energy_kwh"], r["time_h"]) == pytest.approx((alone["energy_kwh"], alone["time_h"]))
     assert len(out["layouts"]) == 9  # three layouts x three batch sizes
     energies = [r["energy_kwh"] for r in out["layouts"]]
@@ -110,7 +145,9 @@ def test_plan_says_which_layouts_no_batch_size_splits(tmp_path):
     req = {k: v for k, v in PLAN.items() if k not in ("devices", "tp", "dp", "batch_size")}
     out = plan_layouts(3, (16, 32), derived_root=tmp_path, devices_root=tmp_path, **req)
     assert {(r["tp"], r["dp"]) for r in out["layouts"]} == {(3, 1)}  # bert-base: 12 heads split three ways
-    assert [n for n in out["notes"] if n.startswith("tp1-dp3 left out")] and "multiples of 3" in out["notes"][-1]
+    assert [n for n in out["notes"] if n.startswith("tp1-dp3 left out")] and "multiples of 3" in out["notes"][
+        -1
+    ]
     out = plan_layouts(3, (12, 24), derived_root=tmp_path, devices_root=tmp_path, **req)
     assert {(r["tp"], r["dp"]) for r in out["layouts"]} == {(1, 3), (3, 1)}
     assert not any("left out" in n for n in out["notes"])
@@ -120,18 +157,59 @@ def test_pareto_front():
     assert pareto_front([1, 2, 3, 2], [3, 2, 1, 3]) == [0, 1, 2]
 
 
-@pytest.mark.parametrize("argv, field", [
-    (["predict", "--model", "bert-base", "--examples", "10", "--device", "H100", "--tier", "gold"], "--tier"),
-    (["predict", "--model", "bert-base", "--examples", "10", "--device", "H100", "--devices", "3", "--tp", "2"], "--devices"),
-    (["predict", "--model", "bert-base", "--examples", "10", "--device", "H100", "--level", "1.5"], "level"),
-    (["plan", "--model", "bert-base", "--examples", "10", "--device", "H100", "--devices", "8", "--batch-sizes", "a,b"],
-     "batch_sizes"),
-    (["plan", "--model", "bert-base", "--examples", "10", "--device", "Z80", "--devices", "8"], "device 'Z80'"),
-    (["calibrate", "--device", "tpu"], "device='tpu'"),
-    (["calibrate", "--budget-s", "nan"], "budget_s=nan"),
-    (["calibrate", "--budget-s", "inf"], "budget_s=inf"),
-    (["calibrate", "--device-name", "x/../../y"], "device_name='x/../../y'"),
-])
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (
+            ["predict", "--model", "bert-base", "--examples", "10", "--device", "H100", "--tier", "gold"],
+            "--tier",
+        ),
+        (
+            [
+                "predict",
+                "--model",
+                "bert-base",
+                "--examples",
+                "10",
+                "--device",
+                "H100",
+                "--devices",
+                "3",
+                "--tp",
+                "2",
+            ],
+            "--devices",
+        ),
+        (
+            ["predict", "--model", "bert-base", "--examples", "10", "--device", "H100", "--level", "1.5"],
+            "level",
+        ),
+        (
+            [
+                "plan",
+                "--model",
+                "bert-base",
+                "--examples",
+                "10",
+                "--device",
+                "H100",
+                "--devices",
+                "8",
+                "--batch-sizes",
+                "a,b",
+            ],
+            "batch_sizes",
+        ),
+        (
+            ["plan", "--model", "bert-base", "--examples", "10", "--device", "Z80", "--devices", "8"],
+            "device 'Z80'",
+        ),
+        (["calibrate", "--device", "tpu"], "device='tpu'"),
+        (["calibrate", "--budget-s", "nan"], "budget_s=nan"),
+        (["calibrate", "--budget-s", "inf"], "budget_s=inf"),
+        (["calibrate", "--device-name", "x/../../y"], "device_name='x/../../y'"),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_field(argv, field):
     res = companion_cmd(*argv)
     assert res.returncode == 2 and res.stderr.startswith("error: ") and field in res.stderr
@@ -143,8 +221,11 @@ def test_the_issue_command_answers_with_its_tier(tmp_path):
     calibrated tier: the command says which, and each quantity comes with an interval around it."""
     import os
 
-    args = ("predict", *"--model bert-base --seq-len 128 --batch-size 32 --examples 100000 --epochs 3 --device H100 "
-            "--devices 8 --tp 2 --dp 4 --json".split())
+    args = (
+        "predict",
+        *"--model bert-base --seq-len 128 --batch-size 32 --examples 100000 --epochs 3 --device H100 "
+        "--devices 8 --tp 2 --dp 4 --json".split(),
+    )
     env = {**os.environ, "COMPANION_ROOT": str(tmp_path)}
     for tier in ("prior", "calibrated"):
         if tier == "calibrated":
@@ -181,18 +262,31 @@ def _h100_fit(root, precision, energy_kind="measured", residuals=False):
     dev = opmodel.roofs_from_spec("H100", "bf16")
     df = frame(noise=0.02).assign(precision="bf16", device_name="H100", eta=np.nan)
     df["metered_units"] = df.world_size.astype(float)
-    art = {"device_name": "H100", "n_runs": len(df), "precision": precision, "energy_kind": energy_kind,
-           **fit_operator(df, dev)}
+    art = {
+        "device_name": "H100",
+        "n_runs": len(df),
+        "precision": precision,
+        "energy_kind": energy_kind,
+        **fit_operator(df, dev),
+    }
     if residuals:
         art["calibrated_tier_residuals"] = {"step_s": [0.01] * 20, "energy_per_step_j": [0.02] * 20}
     write_json(root / "derived" / "h100" / "fit.json", art)
 
 
-H100_CAL = {"device_name": "H100", "device": "cuda", "dtype": "bfloat16",
-            "gemm": {"peak_flops_per_s": 6e14, "half_dim": 100.0}, "bandwidth": {"bandwidth_bytes_per_s": 3e12},
-            "launch": {"launch_s": 4e-6}, "collectives": {"2": {"alpha_s": 1e-5, "beta_bytes_per_s": 1e11}},
-            "power": {"idle_w": 100, "loaded_w": 600, "measured": True}, "shared_node": False, "overlap": True,
-            "provenance": {"measured_at": "now"}}
+H100_CAL = {
+    "device_name": "H100",
+    "device": "cuda",
+    "dtype": "bfloat16",
+    "gemm": {"peak_flops_per_s": 6e14, "half_dim": 100.0},
+    "bandwidth": {"bandwidth_bytes_per_s": 3e12},
+    "launch": {"launch_s": 4e-6},
+    "collectives": {"2": {"alpha_s": 1e-5, "beta_bytes_per_s": 1e11}},
+    "power": {"idle_w": 100, "loaded_w": 600, "measured": True},
+    "shared_node": False,
+    "overlap": True,
+    "provenance": {"measured_at": "now"},
+}
 
 
 def test_a_tier_made_at_another_precision_is_passed_over_and_says_why(tmp_path):
@@ -225,8 +319,11 @@ def test_the_fitted_tier_labels_its_energy_as_the_sweep_had_it(tmp_path):
 def test_the_calibrated_tier_takes_its_interval_from_its_own_device_s_sweep_first(tmp_path):
     roots = dict(derived_root=tmp_path / "derived", devices_root=tmp_path / "devices")
     write_json(tmp_path / "devices" / "H100.json", H100_CAL)
-    cpu = {"device_name": "cpu", "n_runs": 3, "calibrated_tier_residuals": {"step_s": [0.5] * 20,
-                                                                             "energy_per_step_j": [0.5] * 20}}
+    cpu = {
+        "device_name": "cpu",
+        "n_runs": 3,
+        "calibrated_tier_residuals": {"step_s": [0.5] * 20, "energy_per_step_j": [0.5] * 20},
+    }
     write_json(tmp_path / "derived" / "cpu" / "fit.json", cpu)
     p = predict_tiered(make_plan(**PLAN), tier="calibrated", **roots)
     # a CPU node's errors say nothing of a GPU's: not borrowed; the stated width instead
@@ -263,16 +360,47 @@ def test_a_plan_above_the_fitted_flops_per_step_is_new_in_scale(tmp_path):
     dev = opmodel.roofs_from_spec("H100", "bf16")
     df = frame(noise=0.02).assign(precision="bf16", device_name="H100", eta=np.nan)
     df["metered_units"] = df.world_size.astype(float)
-    df["flops_per_step"] = [proxies.flops_per_step(proxies.StepShape(
-        r.layers, r.hidden, r.heads, r.ffn, r.vocab, r.max_positions, r.num_labels, r.batch_size, r.padded_tokens,
-        r.attention_pairs, r.tp, r.dp, r.precision)) for r in df.itertuples()]
-    write_json(tmp_path / "derived" / "s" / "fit.json", {"device_name": "H100", "n_runs": len(df), **fit_operator(df, dev)})
+    df["flops_per_step"] = [
+        proxies.flops_per_step(
+            proxies.StepShape(
+                r.layers,
+                r.hidden,
+                r.heads,
+                r.ffn,
+                r.vocab,
+                r.max_positions,
+                r.num_labels,
+                r.batch_size,
+                r.padded_tokens,
+                r.attention_pairs,
+                r.tp,
+                r.dp,
+                r.precision,
+            )
+        )
+        for r in df.itertuples()
+    ]
+    write_json(
+        tmp_path / "derived" / "s" / "fit.json",
+        {"device_name": "H100", "n_runs": len(df), **fit_operator(df, dev)},
+    )
     (tmp_path / "devices").mkdir()
     res = resolve_tier("H100", "bf16", None, tmp_path / "derived", tmp_path / "devices")
     assert res["train_keys"]["scale"] == pytest.approx(df.flops_per_step.max())
     stub = interval_model(res["residuals"], res["residuals_by_kind"], res["train_keys"])
-    fitted_shape = dict(layers=2, hidden=128, heads=4, seq_len=64, batch_size=4, examples=1000, epochs=1,
-                        device="H100", devices=1, tp=1, dp=1)
+    fitted_shape = dict(
+        layers=2,
+        hidden=128,
+        heads=4,
+        seq_len=64,
+        batch_size=4,
+        examples=1000,
+        epochs=1,
+        device="H100",
+        devices=1,
+        tp=1,
+        dp=1,
+    )
     for plan, new in ((make_plan(**PLAN), True), (make_plan(**fitted_shape), False)):
         rows = plan_rows([plan], "bf16", "device")
         assert ("scale" in stub.novelty(rows)[0]) is new

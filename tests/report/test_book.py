@@ -44,7 +44,15 @@ def built_book(ci_root, short_calibration, tmp_path_factory):
 def test_every_stage_writes_its_artifact(built_book):
     root, _ = built_book
     derived = root / "data" / "derived" / "ci"
-    for name in ("runs.csv", "proxies.csv", "fit.json", "validation.json", "explore.csv", "builds.csv", "headline.json"):
+    for name in (
+        "runs.csv",
+        "proxies.csv",
+        "fit.json",
+        "validation.json",
+        "explore.csv",
+        "builds.csv",
+        "headline.json",
+    ):
         assert (derived / name).stat().st_size > 0, name
 
 
@@ -74,8 +82,11 @@ def test_a_page_screenshot_is_a_png_at_the_reader_width(built_book, tmp_path):
 def _bash_commands(page: Path) -> list[list[str]]:
     """The `companion ...` commands of a page's ```bash blocks (continuation lines joined)."""
     blocks = re.findall(r"```bash\n(.*?)```", page.read_text(), re.S)
-    return [shlex.split(line.split("#")[0]) for line in " ".join(blocks).replace("\\\n", " ").splitlines()
-            if line.strip().startswith("companion ")]
+    return [
+        shlex.split(line.split("#")[0])
+        for line in " ".join(blocks).replace("\\\n", " ").splitlines()
+        if line.strip().startswith("companion ")
+    ]
 
 
 def test_the_predict_commands_of_the_book_run_on_its_artifacts(built_book):
@@ -85,8 +96,13 @@ def test_the_predict_commands_of_the_book_run_on_its_artifacts(built_book):
     for cmd in cmds:
         # the book's commands name the cpu profile's fit; the test book was built from the ci profile
         args = [a.replace("data/derived/cpu/", f"{root}/data/derived/ci/") for a in cmd[1:]]
-        res = subprocess.run([sys.executable, "-m", "companion.cli", *args], capture_output=True, text=True,
-                             timeout=300, env={**os.environ, "COMPANION_ROOT": str(root)})
+        res = subprocess.run(
+            [sys.executable, "-m", "companion.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "COMPANION_ROOT": str(root)},
+        )
         assert res.returncode == 0, res.stdout + res.stderr
         assert "energy" in res.stdout
 
@@ -98,7 +114,9 @@ def test_every_chart_is_a_numbered_captioned_figure_with_its_svg(built_book):
         text = page.read_text()
         charts = text.count('class="companion-chart"')
         assert text.count("<figcaption") >= charts, page.name
-        assert len(re.findall(r'<span class="caption-number">Fig\. [\d.]+ </span>', text)) >= charts, page.name
+        assert len(re.findall(r'<span class="caption-number">Fig\. [\d.]+ </span>', text)) >= charts, (
+            page.name
+        )
         for href in re.findall(r'<a href="([^"]+\.svg)" download>', text):
             assert (page.parent / href).resolve().is_file(), href
         if charts:

@@ -10,31 +10,44 @@ import pytest
 from companion.report import book_check, figures
 
 BUNDLE = Path(__file__).resolve().parents[2] / "book" / "_static" / "vega-bundle.js"
-CLEAN_OUTPUT = '<div class="cell_output docutils container"><div class="output stream"><pre>{}</pre></div></div>'
-STDERR_OUTPUT = '<div class="cell_output docutils container"><div class="output stderr"><pre>{}</pre></div></div>'
+CLEAN_OUTPUT = (
+    '<div class="cell_output docutils container"><div class="output stream"><pre>{}</pre></div></div>'
+)
+STDERR_OUTPUT = (
+    '<div class="cell_output docutils container"><div class="output stderr"><pre>{}</pre></div></div>'
+)
 
 
 # ------------------------------------------------------------------------------- rules, without a browser
-@pytest.mark.parametrize("text, what", [
-    ("Traceback (most recent call last):\n  File \"x.py\"", "Traceback"),
-    ("/opt/venv/lib/python3.11/site-packages/tqdm/auto.py:21: TqdmWarning: IProgress not found", "Warning"),
-    ("UserWarning: the fit did not converge", "Warning"),
-    ("fitting: 100%|██████████| 50/50 [00:03<00:00, 14.2it/s]", "progress bar"),
-    (" 45%|####5     | 9/20 [00:01<00:01,  8.1it/s]", "progress bar"),
-    ("wrote /home/alice/companion/data/derived/cpu/fit.json", "absolute path"),
-    ("wrote C:\\Users\\alice\\fit.json", "absolute path"),
-])
+@pytest.mark.parametrize(
+    "text, what",
+    [
+        ('Traceback (most recent call last):\n  File "x.py"', "Traceback"),
+        (
+            "/opt/venv/lib/python3.11/site-packages/tqdm/auto.py:21: TqdmWarning: IProgress not found",
+            "Warning",
+        ),
+        ("UserWarning: the fit did not converge", "Warning"),
+        ("fitting: 100%|██████████| 50/50 [00:03<00:00, 14.2it/s]", "progress bar"),
+        (" 45%|####5     | 9/20 [00:01<00:01,  8.1it/s]", "progress bar"),
+        ("wrote /home/alice/companion/data/derived/cpu/fit.json", "absolute path"),
+        ("wrote C:\\Users\\alice\\fit.json", "absolute path"),
+    ],
+)
 def test_output_rules_catch_each_leak(text, what):
     found = book_check.output_leaks([{"text": text, "stderr": 0}], "")
     assert any(f.startswith(what) for f in found), found
 
 
-@pytest.mark.parametrize("text", [
-    "wrote data/derived/cpu/fit.json (5 runs)",
-    "peak 1.2e+11 FLOP/s, 2.0e+10 B/s; energy per step (J); TP / FSDP",
-    "see https://arxiv.org/abs/2606.23546 and <venv>/lib",
-    "runs 43, warnings 0, 45 % of energy static",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "wrote data/derived/cpu/fit.json (5 runs)",
+        "peak 1.2e+11 FLOP/s, 2.0e+10 B/s; energy per step (J); TP / FSDP",
+        "see https://arxiv.org/abs/2606.23546 and <venv>/lib",
+        "runs 43, warnings 0, 45 % of energy static",
+    ],
+)
 def test_output_rules_pass_clean_text(text):
     assert book_check.output_leaks([{"text": text, "stderr": 0}], text) == []
 
@@ -46,13 +59,22 @@ def test_stderr_and_local_paths_in_prose_are_caught():
 
 def test_legend_rule():
     assert book_check.legendless([{"title": "a", "colours": 3, "legend": False}]) == ["a"]
-    assert book_check.legendless([{"title": "b", "colours": 3, "legend": True, "unkeyed": 0},
-                                  {"title": "c", "colours": 1, "legend": False}]) == []
+    assert (
+        book_check.legendless(
+            [
+                {"title": "b", "colours": 3, "legend": True, "unkeyed": 0},
+                {"title": "c", "colours": 1, "legend": False},
+            ]
+        )
+        == []
+    )
     assert book_check.legendless([{"title": "d", "colours": 3, "legend": True, "unkeyed": 2}]) == ["d"]
 
 
 def test_shared_colour_rule():
-    assert book_check.shared_colours([{"title": "a", "shared": ["x / y"]}, {"title": "b", "shared": []}]) == ["a: x / y"]
+    assert book_check.shared_colours([{"title": "a", "shared": ["x / y"]}, {"title": "b", "shared": []}]) == [
+        "a: x / y"
+    ]
     assert book_check.shared_colours([{"title": "c"}]) == []
 
 
@@ -60,7 +82,11 @@ def test_shared_colour_rule():
 def _chart_html(legend: bool, width: int | str = "container") -> str:
     df = pd.DataFrame({"x": [1, 2, 3, 1, 2, 3], "y": [1, 2, 3, 2, 3, 5], "series": list("aaabbb")})
     color = alt.Color("series:N", legend=alt.Legend() if legend else None)
-    chart = alt.Chart(df, width=width, height=200, title="two series").mark_line().encode(x="x:Q", y="y:Q", color=color)
+    chart = (
+        alt.Chart(df, width=width, height=200, title="two series")
+        .mark_line()
+        .encode(x="x:Q", y="y:Q", color=color)
+    )
     return figures.render_html(chart.to_dict())
 
 
@@ -100,8 +126,13 @@ def test_a_multi_series_chart_without_a_legend_fails(tmp_path, browser):
 
 def test_a_legend_that_does_not_key_the_colours_fails(tmp_path, browser):
     df = pd.DataFrame({"x": [1, 2, 1, 2], "y": [1, 2, 2, 3], "series": list("aabb"), "kind": list("pqpq")})
-    chart = alt.Chart(df, width="container", height=200, title="dashes keyed, colours not").mark_line().encode(
-        x="x:Q", y="y:Q", color=alt.Color("series:N", legend=None), strokeDash="kind:N", detail="series:N")
+    chart = (
+        alt.Chart(df, width="container", height=200, title="dashes keyed, colours not")
+        .mark_line()
+        .encode(
+            x="x:Q", y="y:Q", color=alt.Color("series:N", legend=None), strokeDash="kind:N", detail="series:N"
+        )
+    )
     r = book_check.check_page(_page(tmp_path, figures.render_html(chart.to_dict())), browser)
     assert r.charts_without_legend == ["dashes keyed, colours not"], r.problems
 
@@ -110,8 +141,11 @@ def test_a_legend_giving_two_entries_one_colour_fails(tmp_path, browser):
     """Five series on a four-colour scale: the legend keys every colour, but two entries share one."""
     df = pd.DataFrame({"x": [1, 2] * 5, "y": range(10), "series": [s for s in "abcde" for _ in range(2)]})
     scale = alt.Scale(range=["#4c78a8", "#f58518", "#54a24b", "#b279a2"])
-    chart = alt.Chart(df, width="container", height=200, title="colours reused").mark_line().encode(
-        x="x:Q", y="y:Q", color=alt.Color("series:N", scale=scale))
+    chart = (
+        alt.Chart(df, width="container", height=200, title="colours reused")
+        .mark_line()
+        .encode(x="x:Q", y="y:Q", color=alt.Color("series:N", scale=scale))
+    )
     r = book_check.check_page(_page(tmp_path, figures.render_html(chart.to_dict())), browser)
     assert r.shared_colours == ["colours reused: a / e"], r.problems
     assert not r.ok
@@ -131,14 +165,20 @@ def test_a_table_sticking_out_of_the_column_fails(tmp_path, browser):
     assert any("table" in o for o in r.overflow), r.problems
 
 
-@pytest.mark.parametrize("output, what", [
-    (CLEAN_OUTPUT.format("wrote /home/alice/companion/data/derived/ci/fit.json"), "absolute path"),
-    (CLEAN_OUTPUT.format("Traceback (most recent call last):"), "Traceback"),
-    (CLEAN_OUTPUT.format("tqdm/auto.py:21: TqdmWarning: IProgress not found"), "Warning"),
-    (CLEAN_OUTPUT.format("100%|██████████| 50/50 [00:03&lt;00:00, 14.2it/s]"), "progress bar"),
-    (STDERR_OUTPUT.format("something went to stderr"), "stderr"),
-    ('<div class="output text_html"><p>see /home/alice/run.log</p></div>', "absolute path"),  # pasted by glue
-])
+@pytest.mark.parametrize(
+    "output, what",
+    [
+        (CLEAN_OUTPUT.format("wrote /home/alice/companion/data/derived/ci/fit.json"), "absolute path"),
+        (CLEAN_OUTPUT.format("Traceback (most recent call last):"), "Traceback"),
+        (CLEAN_OUTPUT.format("tqdm/auto.py:21: TqdmWarning: IProgress not found"), "Warning"),
+        (CLEAN_OUTPUT.format("100%|██████████| 50/50 [00:03&lt;00:00, 14.2it/s]"), "progress bar"),
+        (STDERR_OUTPUT.format("something went to stderr"), "stderr"),
+        (
+            '<div class="output text_html"><p>see /home/alice/run.log</p></div>',
+            "absolute path",
+        ),  # pasted by glue
+    ],
+)
 def test_plumbing_in_an_output_fails(tmp_path, browser, output, what):
     r = book_check.check_page(_page(tmp_path, output), browser)
     assert any(leak.startswith(what) for leak in r.output_leaks), r.problems

@@ -18,10 +18,20 @@ def _table(coverage_by_split: dict, sweeps: int = 4, n: int = 20, target_shift: 
     for i in range(sweeps):
         for target in ("time", "energy"):
             for split, cov in coverage_by_split.items():
-                rows.append({"sweep": f"2026-11-2{i}T1200-abcdef0{i}", "commit": f"c{i % 2}", "model": "operator_roofline",
-                             "target": target, "split": split, "n": n, "n_unbounded": 0,
-                             "coverage_pct": cov + (target_shift if target == "energy" else 0.0),
-                             "mape_pct": 5.0 + i, "exact_floor_pct": 2.0 + i})
+                rows.append(
+                    {
+                        "sweep": f"2026-11-2{i}T1200-abcdef0{i}",
+                        "commit": f"c{i % 2}",
+                        "model": "operator_roofline",
+                        "target": target,
+                        "split": split,
+                        "n": n,
+                        "n_unbounded": 0,
+                        "coverage_pct": cov + (target_shift if target == "energy" else 0.0),
+                        "mape_pct": 5.0 + i,
+                        "exact_floor_pct": 2.0 + i,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -29,11 +39,14 @@ def test_every_group_inside_the_band_is_said_so_with_its_range():
     t = _table({"pooled": 90.0, "leave_one_size_out": 90.0, "holdout": 95.0})
     p = stored.pooled_coverage(t, 0.9, n_boot=200)
     text = builds.coverage_text(p, 0.9)
-    assert text.startswith("Pooled over the 4 builds, the nominal 90 % intervals cover between 90.0 and 95.0 %")
+    assert text.startswith(
+        "Pooled over the 4 builds, the nominal 90 % intervals cover between 90.0 and 95.0 %"
+    )
     assert "every group's pooled coverage lies within 85–95 %" in text
     assert "All splits pooled, they cover 90.0 % for time (" in text and "consistent with 90 %)" in text
-    assert builds.coverage_short(p) == ("90.0–95.0 % for time and 90.0–95.0 % for energy per split over 4 builds, "
-                                        "every split within 85–95 %")
+    assert builds.coverage_short(p) == (
+        "90.0–95.0 % for time and 90.0–95.0 % for energy per split over 4 builds, every split within 85–95 %"
+    )
     # the table: pooled first, the off-grid runs last, predictions summed over builds
     table = builds.coverage_table(p)
     assert table["held-out group"].tolist() == ["every split pooled", "size held out", "off-grid runs"]
@@ -54,9 +67,13 @@ def test_the_sweep_by_sweep_count_is_weighed_against_exact_intervals():
     # 18 of 20 covered in every build: never outside the band, where exact intervals fall outside a quarter of
     # the time, about equally each way; 16 of 20 in every build: below it every time; 20 of 20: above it every time
     def text(cov):
-        return builds.coverage_text(stored.pooled_coverage(_table({"a": cov}, sweeps=40), 0.9, n_boot=50), 0.9)
+        return builds.coverage_text(
+            stored.pooled_coverage(_table({"a": cov}, sweeps=40), 0.9, n_boot=50), 0.9
+        )
 
-    assert "of 40 groups for time, 0 fall below 85 % and 0 above 95 % (exact intervals: 5.3 and 4.9)" in text(90.0)
+    assert "of 40 groups for time, 0 fall below 85 % and 0 above 95 % (exact intervals: 5.3 and 4.9)" in text(
+        90.0
+    )
     assert "the misses differ from exact intervals' beyond sampling" in text(90.0)
     assert "40 fall below 85 % and 0 above 95 %" in text(80.0) and "the intervals lean narrow" in text(80.0)
     assert "0 fall below 85 % and 40 above 95 %" in text(100.0) and "lean wide (conservative)" in text(100.0)
@@ -65,15 +82,26 @@ def test_the_sweep_by_sweep_count_is_weighed_against_exact_intervals():
 def test_sweeps_sizes_and_floors_are_read_from_the_scores():
     t = _table({"pooled": 90.0, "leave_one_size_out": 90.0, "leave_one_mode_out": 90.0})
     t.loc[t.split == "leave_one_mode_out", "n"] = 16
-    assert builds.sweeps_text(t) == ("4 stored builds, made from 2026-11-20 12:00 to 2026-11-23 12:00 (UTC) by 2 "
-                                     "different commits of this project on one machine")
+    assert builds.sweeps_text(t) == (
+        "4 stored builds, made from 2026-11-20 12:00 to 2026-11-23 12:00 (UTC) by 2 "
+        "different commits of this project on one machine"
+    )
     here = pd.concat([t, t[t.sweep == t.sweep.iloc[0]].assign(sweep=stored.THIS_BUILD)], ignore_index=True)
-    assert builds.sweeps_text(here).endswith("on one machine, and this build's own sweep (marked in the figure)")
-    assert builds.split_sizes_text(t, 0.9).startswith("from 16 held-out runs (mode held out) to 20 (size held out)")
-    assert "on 16 runs even exact 90 % intervals cover anywhere from 75 to 100 %" in builds.split_sizes_text(t, 0.9)
+    assert builds.sweeps_text(here).endswith(
+        "on one machine, and this build's own sweep (marked in the figure)"
+    )
+    assert builds.split_sizes_text(t, 0.9).startswith(
+        "from 16 held-out runs (mode held out) to 20 (size held out)"
+    )
+    assert "on 16 runs even exact 90 % intervals cover anywhere from 75 to 100 %" in builds.split_sizes_text(
+        t, 0.9
+    )
     floor = builds.floor_text(t)  # MAPE rises one for one with the floor: r = 1, always 3 points above it
     assert "follows its floor (Pearson r = 1.00;" in floor
-    assert "the 2 builds of lowest floor (2.0–3.0 %) score 5.5 % on average, 3.0 points above their floor" in floor
+    assert (
+        "the 2 builds of lowest floor (2.0–3.0 %) score 5.5 % on average, 3.0 points above their floor"
+        in floor
+    )
 
 
 def test_without_stored_sweeps_the_page_says_so():
@@ -92,20 +120,51 @@ def test_builds_meeting_the_one_build_criterion_are_counted_beside_exact_interva
     t.loc[(t.sweep == t.sweep.iloc[0]) & (t.split == "holdout") & (t.target == "time"), "coverage_pct"] = 80.0
     got = stored.builds_meeting_band(t, 0.9).set_index("target")
     assert (got.meeting["time"], got.meeting["energy"], got.sweeps["time"]) == (3, 4, 4)
-    assert abs(got.meeting_exact["time"] - 4 * 0.745 ** 2) < 0.01
+    assert abs(got.meeting_exact["time"] - 4 * 0.745**2) < 0.01
     assert builds.one_build_text(got.reset_index()).startswith(
         "The criterion as written asks more of one build: every group within 85–95 % at once. Builds that meet it: "
-        "3 of 4 for time and 4 of 4 for energy; exact intervals would meet it in about 2.2 and 2.2 builds")
+        "3 of 4 for time and 4 of 4 for energy; exact intervals would meet it in about 2.2 and 2.2 builds"
+    )
 
 
 def test_this_builds_scores_are_read_from_its_validation_and_marked():
-    validation = {"model_scores_pooled": [{"model": "operator_roofline", "target": "time", "n": 50, "n_unbounded": 0,
-                                           "coverage_pct": 90.0, "mape_pct": 5.0, "exact_floor_pct": 2.0},
-                                          {"model": "flops_power_law", "target": "time", "n": 50, "n_unbounded": 0,
-                                           "coverage_pct": 70.0, "mape_pct": 35.0, "exact_floor_pct": 2.0}],
-                  "model_scores": [{"split": "holdout", "model": "operator_roofline", "target": "time", "n": 28,
-                                    "n_unbounded": 0, "coverage_pct": 92.9, "mape_pct": 6.1, "exact_floor_pct": 2.9}]}
-    runs = pd.DataFrame({"device_name": ["cpu"], "energy_measured": [False], "energy_source": ["codecarbon[cpu=x]"]})
+    validation = {
+        "model_scores_pooled": [
+            {
+                "model": "operator_roofline",
+                "target": "time",
+                "n": 50,
+                "n_unbounded": 0,
+                "coverage_pct": 90.0,
+                "mape_pct": 5.0,
+                "exact_floor_pct": 2.0,
+            },
+            {
+                "model": "flops_power_law",
+                "target": "time",
+                "n": 50,
+                "n_unbounded": 0,
+                "coverage_pct": 70.0,
+                "mape_pct": 35.0,
+                "exact_floor_pct": 2.0,
+            },
+        ],
+        "model_scores": [
+            {
+                "split": "holdout",
+                "model": "operator_roofline",
+                "target": "time",
+                "n": 28,
+                "n_unbounded": 0,
+                "coverage_pct": 92.9,
+                "mape_pct": 6.1,
+                "exact_floor_pct": 2.9,
+            }
+        ],
+    }
+    runs = pd.DataFrame(
+        {"device_name": ["cpu"], "energy_measured": [False], "energy_source": ["codecarbon[cpu=x]"]}
+    )
     got = stored.this_build_scores(validation, runs, "abc1234", ["operator_roofline"])
     assert got.columns.tolist() == stored.SCORE_COLUMNS
     assert got.split.tolist() == ["pooled", "holdout"] and set(got.model) == {"operator_roofline"}
@@ -130,7 +189,10 @@ def test_each_host_has_its_own_row_before_anything_is_pooled():
     here = t[t.sweep == t.sweep.iloc[0]].assign(sweep=stored.THIS_BUILD, mape_pct=9.0)
     table = builds.per_host_table(pd.concat([t, here], ignore_index=True)).set_index("host")
     assert list(table.index) == ["amd-epyc", "amd-epyc (this build)", "intel-xeon"]
-    assert table.loc["amd-epyc", "builds"] == 2 and table.loc["amd-epyc", "pooled time MAPE %"] == "5.5 (5.0–6.0)"
+    assert (
+        table.loc["amd-epyc", "builds"] == 2
+        and table.loc["amd-epyc", "pooled time MAPE %"] == "5.5 (5.0–6.0)"
+    )
     assert table.loc["intel-xeon", "off-grid energy MAPE %"] == "7.5 (7.0–8.0)"
     assert table.loc["amd-epyc (this build)", "pooled time MAPE %"] == "9.0"  # one build: no range
     assert builds.per_host_table(t.iloc[:0]).empty

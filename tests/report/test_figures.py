@@ -10,17 +10,30 @@ RUNS = pd.DataFrame({"device_name": ["cpu"], "energy_measured": [False], "energy
 
 
 def test_energy_label_says_how_the_energy_was_obtained():
-    runs = pd.DataFrame({"device_name": ["cpu", "cpu"], "energy_measured": [False, False],
-                         "energy_source": ["codecarbon[cpu=cpu_load,ram=ram_model]"] * 2})
-    assert figures.energy_label(runs) == ("estimated energy (CodeCarbon: CPU power modelled from load and TDP, "
-                                          "RAM power from the installed memory) on cpu")
+    runs = pd.DataFrame(
+        {
+            "device_name": ["cpu", "cpu"],
+            "energy_measured": [False, False],
+            "energy_source": ["codecarbon[cpu=cpu_load,ram=ram_model]"] * 2,
+        }
+    )
+    assert figures.energy_label(runs) == (
+        "estimated energy (CodeCarbon: CPU power modelled from load and TDP, "
+        "RAM power from the installed memory) on cpu"
+    )
     assert figures.describe_source("nvml") == "NVML energy counter"
     assert figures.describe_source("something-new") == "something-new"
 
 
 def test_operator_classes_get_one_colour_each_and_words():
-    terms = pd.DataFrame({"run_id": ["r1"], "mode": ["single"], "flops_per_step": [1.0],
-                          **{t: [1.0] for t in figures.OPERATOR_WORDS}})
+    terms = pd.DataFrame(
+        {
+            "run_id": ["r1"],
+            "mode": ["single"],
+            "flops_per_step": [1.0],
+            **{t: [1.0] for t in figures.OPERATOR_WORDS},
+        }
+    )
     spec = figures.operator_time_breakdown(terms, RUNS).to_dict()
     scale = spec["encoding"]["color"]["scale"]
     assert scale["domain"] == list(figures.OPERATOR_WORDS.values())
@@ -30,8 +43,21 @@ def test_operator_classes_get_one_colour_each_and_words():
 def test_the_model_comparison_fits_the_text_column():
     import vl_convert as vlc
 
-    rows = [{"split": s, "model": m, "target": t, "n": 5, "mape_pct": 10.0, "mape_lo_pct": 8.0, "mape_hi_pct": 12.0,
-             "coverage_pct": 90.0} for s in headline.SPLITS for m in headline.MODELS for t in ("time", "energy")]
+    rows = [
+        {
+            "split": s,
+            "model": m,
+            "target": t,
+            "n": 5,
+            "mape_pct": 10.0,
+            "mape_lo_pct": 8.0,
+            "mape_hi_pct": 12.0,
+            "coverage_pct": 90.0,
+        }
+        for s in headline.SPLITS
+        for m in headline.MODELS
+        for t in ("time", "energy")
+    ]
     svg = vlc.vegalite_to_svg(figures.static_spec(figures.model_comparison(pd.DataFrame(rows), RUNS)))
     width = float(re.search(r'width="([\d.]+)"', svg).group(1))
     assert width <= 784, width  # the book's text column at 1400 px
@@ -39,26 +65,55 @@ def test_the_model_comparison_fits_the_text_column():
 
 
 def test_validation_charts_name_models_and_splits_in_words():
-    pred = pd.DataFrame({"law": ["roofline_power_law"] * 2, "split": ["leave_one_size_out", "holdout"],
-                         "fold": ["L1", "off-grid"], "mode": ["single", "tp"], "run_id": ["a", "b"],
-                         "measured_j": [1.0, 2.0], "predicted_j": [1.1, 1.8], "lo_j": [0.9, 1.5], "hi_j": [1.3, 2.2],
-                         "ape_pct": [10.0, 10.0]})
+    pred = pd.DataFrame(
+        {
+            "law": ["roofline_power_law"] * 2,
+            "split": ["leave_one_size_out", "holdout"],
+            "fold": ["L1", "off-grid"],
+            "mode": ["single", "tp"],
+            "run_id": ["a", "b"],
+            "measured_j": [1.0, 2.0],
+            "predicted_j": [1.1, 1.8],
+            "lo_j": [0.9, 1.5],
+            "hi_j": [1.3, 2.2],
+            "ape_pct": [10.0, 10.0],
+        }
+    )
     text = str(figures.predicted_vs_measured(pred, RUNS, "roofline_power_law").to_dict())
     assert "paper's law" in text and "size held out" in text and "off-grid runs" in text
     legend = figures.predicted_vs_measured(pred, RUNS, "roofline_power_law").to_dict()["layer"][1]["encoding"]
-    assert legend["color"]["legend"]["symbolOpacity"] == 1  # the layout key is not as faint as the interval bars
+    assert (
+        legend["color"]["legend"]["symbolOpacity"] == 1
+    )  # the layout key is not as faint as the interval bars
 
 
 def test_coefficient_panels_keep_targets_apart():
-    coef = pd.DataFrame({"law": ["roofline_power_law"] * 2, "target": ["energy_per_step_j", "step_s"],
-                         "param": ["alpha", "alpha"], "value": [0.3, 0.25], "lo": [0.1, 0.1], "hi": [0.5, 0.4]})
+    coef = pd.DataFrame(
+        {
+            "law": ["roofline_power_law"] * 2,
+            "target": ["energy_per_step_j", "step_s"],
+            "param": ["alpha", "alpha"],
+            "value": [0.3, 0.25],
+            "lo": [0.1, 0.1],
+            "hi": [0.5, 0.4],
+        }
+    )
     keys = set(figures.coefficients(coef, RUNS).data.key)
-    assert keys == {"roofline_power_law: alpha, per log FLOP", "roofline_power_law: alpha, per log FLOP (step time)"}
+    assert keys == {
+        "roofline_power_law: alpha, per log FLOP",
+        "roofline_power_law: alpha, per log FLOP (step time)",
+    }
 
 
 def test_bar_labels_drop_the_content_hash_unless_two_runs_would_share_one():
-    ids = pd.Series(["L2-h128-a4-s128-b8_tp1-dp1@cpu-fp32-r1.942a08", "L2-h128-a4-s128-b8_tp1-dp1@cpu-fp32-r1.942a08",
-                     "L1-h64-a2-s64-b8_tp1-dp1@cpu-fp32.4afd27", "L1-h64-a2-s64-b8_tp1-dp1@cpu-fp32.bb3e75"])
+    ids = pd.Series(
+        [
+            "L2-h128-a4-s128-b8_tp1-dp1@cpu-fp32-r1.942a08",
+            "L2-h128-a4-s128-b8_tp1-dp1@cpu-fp32-r1.942a08",
+            "L1-h64-a2-s64-b8_tp1-dp1@cpu-fp32.4afd27",
+            "L1-h64-a2-s64-b8_tp1-dp1@cpu-fp32.bb3e75",
+        ]
+    )
     labels = figures.run_labels(ids).tolist()
     assert labels[:2] == ["L2-h128-a4-s128-b8_tp1-dp1@cpu-fp32-r1"] * 2  # one run, melted over two parts
     assert labels[2:] == ids.tolist()[2:]  # two runs that differ only in their hash keep it

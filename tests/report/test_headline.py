@@ -18,119 +18,230 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _score(split, model, target, mape, lo, hi, cov, n=10):
-    return {"split": split, "model": model, "target": target, "n": n, "mape_pct": mape, "mape_lo_pct": lo,
-            "mape_hi_pct": hi, "median_ape_pct": mape, "max_ape_pct": 3 * mape, "coverage_pct": cov,
-            "noise_floor_pct": 99.0}  # the scores' own floor column is not the one the headline quotes
+    return {
+        "split": split,
+        "model": model,
+        "target": target,
+        "n": n,
+        "mape_pct": mape,
+        "mape_lo_pct": lo,
+        "mape_hi_pct": hi,
+        "median_ape_pct": mape,
+        "max_ape_pct": 3 * mape,
+        "coverage_pct": cov,
+        "noise_floor_pct": 99.0,
+    }  # the scores' own floor column is not the one the headline quotes
 
 
 @pytest.fixture
 def validation():
     rows = []
     for target in ("time", "energy"):
-        rows += [_score("leave_one_size_out", "operator_roofline", target, 8.7, 7.6, 9.7, 93.3, n=89),
-                 _score("leave_one_mode_out", "operator_roofline", target, 18.2, 17.3, 19.0, 58.8, n=17),
-                 _score("holdout", "operator_roofline", target, 22.3, 14.3, 30.5, 53.8, n=13),
-                 _score("leave_one_size_out", "roofline_power_law", target, 21.6, 15.3, 29.2, 97.8, n=89),
-                 _score("leave_one_mode_out", "roofline_power_law", target, 61.4, 53.8, 68.2, 88.2, n=17),
-                 _score("holdout", "roofline_power_law", target, 38.8, 26.0, 51.3, 61.5, n=13),
-                 _score("leave_one_size_out", "flops_power_law", target, 25.1, 20.6, 29.4, 91.0, n=89),
-                 _score("leave_one_size_out", "tokens_linear", target, 71.4, 49.4, 94.2, 88.8, n=89)]
+        rows += [
+            _score("leave_one_size_out", "operator_roofline", target, 8.7, 7.6, 9.7, 93.3, n=89),
+            _score("leave_one_mode_out", "operator_roofline", target, 18.2, 17.3, 19.0, 58.8, n=17),
+            _score("holdout", "operator_roofline", target, 22.3, 14.3, 30.5, 53.8, n=13),
+            _score("leave_one_size_out", "roofline_power_law", target, 21.6, 15.3, 29.2, 97.8, n=89),
+            _score("leave_one_mode_out", "roofline_power_law", target, 61.4, 53.8, 68.2, 88.2, n=17),
+            _score("holdout", "roofline_power_law", target, 38.8, 26.0, 51.3, 61.5, n=13),
+            _score("leave_one_size_out", "flops_power_law", target, 25.1, 20.6, 29.4, 91.0, n=89),
+            _score("leave_one_size_out", "tokens_linear", target, 71.4, 49.4, 94.2, 88.8, n=89),
+        ]
     rows.append(_score("leave_one_size_out", "tdp_time", "energy", 4.4, 1.2, 6.2, 85.4, n=89))
-    pooled = [{**_score("", m, t, mape, lo, hi, cov, n=106), "split": None}
-              for m, t, mape, lo, hi, cov in (
-                  ("operator_roofline", "time", 9.9, 8.1, 10.8, 90.8), ("operator_roofline", "energy", 8.6, 7.7, 9.4, 96.7),
-                  ("roofline_power_law", "time", 28.5, 14.7, 35.0, 98.7), ("roofline_power_law", "energy", 27.8, 15.0, 34.4, 96.7),
-                  ("flops_power_law", "time", 30.0, 23.9, 33.7, 93.5), ("flops_power_law", "energy", 27.6, 21.9, 30.8, 93.5),
-                  ("tokens_linear", "energy", 74.0, 57.3, 88.6, 86.9), ("tdp_time", "energy", 6.4, 1.5, 8.2, 89.5))]
+    pooled = [
+        {**_score("", m, t, mape, lo, hi, cov, n=106), "split": None}
+        for m, t, mape, lo, hi, cov in (
+            ("operator_roofline", "time", 9.9, 8.1, 10.8, 90.8),
+            ("operator_roofline", "energy", 8.6, 7.7, 9.4, 96.7),
+            ("roofline_power_law", "time", 28.5, 14.7, 35.0, 98.7),
+            ("roofline_power_law", "energy", 27.8, 15.0, 34.4, 96.7),
+            ("flops_power_law", "time", 30.0, 23.9, 33.7, 93.5),
+            ("flops_power_law", "energy", 27.6, 21.9, 30.8, 93.5),
+            ("tokens_linear", "energy", 74.0, 57.3, 88.6, 86.9),
+            ("tdp_time", "energy", 6.4, 1.5, 8.2, 89.5),
+        )
+    ]
     for p in pooled:
         del p["split"]
-    verdict = {"model": "operator_roofline", "targets": {
-        "time": {"pooled_mape_pct": 9.9, "worst_split": "leave_one_mode_out", "worst_split_mape_pct": 18.2,
-                 "best_baseline": "flops_power_law", "best_baseline_mape_pct": 30.0, "holdout_mape_pct": 22.3,
-                 "coverage_pct_by_split": {"leave_one_size_out": 93.3, "leave_one_mode_out": 58.8, "holdout": 53.8},
-                 "meets_pooled": True, "meets_every_split": False, "beats_half_best_baseline": True,
-                 "coverage_in_range": False, "meets_holdout": False, "unbounded_intervals": 0, "coverage_consistent": False,
-                 "coverage_range_pct_by_split": {"leave_one_size_out": [84.3, 95.5], "leave_one_mode_out": [76.5, 100.0],
-                                                 "holdout": [76.9, 100.0]}}}}
-    return {"level": 0.9, "model_splits": {"leave_one_size_out": "hold out every run of one model size",
-                                           "leave_one_mode_out": "hold out every run of one parallel mode"},
-            "model_scores": rows, "model_scores_pooled": pooled, "model_verdict": verdict,
-            # the old laws-only tables: the headline must not read them
-            "summary": [{"split": "leave_one_size_out", "law": "roofline_power_law", "mape_pct": 1.0}],
-            "verdict": {"mape_pct": 1.0}}
+    verdict = {
+        "model": "operator_roofline",
+        "targets": {
+            "time": {
+                "pooled_mape_pct": 9.9,
+                "worst_split": "leave_one_mode_out",
+                "worst_split_mape_pct": 18.2,
+                "best_baseline": "flops_power_law",
+                "best_baseline_mape_pct": 30.0,
+                "holdout_mape_pct": 22.3,
+                "coverage_pct_by_split": {
+                    "leave_one_size_out": 93.3,
+                    "leave_one_mode_out": 58.8,
+                    "holdout": 53.8,
+                },
+                "meets_pooled": True,
+                "meets_every_split": False,
+                "beats_half_best_baseline": True,
+                "coverage_in_range": False,
+                "meets_holdout": False,
+                "unbounded_intervals": 0,
+                "coverage_consistent": False,
+                "coverage_range_pct_by_split": {
+                    "leave_one_size_out": [84.3, 95.5],
+                    "leave_one_mode_out": [76.5, 100.0],
+                    "holdout": [76.9, 100.0],
+                },
+            }
+        },
+    }
+    return {
+        "level": 0.9,
+        "model_splits": {
+            "leave_one_size_out": "hold out every run of one model size",
+            "leave_one_mode_out": "hold out every run of one parallel mode",
+        },
+        "model_scores": rows,
+        "model_scores_pooled": pooled,
+        "model_verdict": verdict,
+        # the old laws-only tables: the headline must not read them
+        "summary": [{"split": "leave_one_size_out", "law": "roofline_power_law", "mape_pct": 1.0}],
+        "verdict": {"mape_pct": 1.0},
+    }
 
 
-NOISE = {"definition": "relative deviation of each run from the mean of its configuration's replicates",
-         "metrics": {"time_per_step": {"mape": 0.0514, "n_configs": 49, "n_runs": 98},
-                     "energy_per_step": {"mape": 0.0632, "n_configs": 49, "n_runs": 98}}}
+NOISE = {
+    "definition": "relative deviation of each run from the mean of its configuration's replicates",
+    "metrics": {
+        "time_per_step": {"mape": 0.0514, "n_configs": 49, "n_runs": 98},
+        "energy_per_step": {"mape": 0.0632, "n_configs": 49, "n_runs": 98},
+    },
+}
 
 
 def test_score_table_reads_model_scores_per_split_and_model(validation):
     t = headline.score_table(validation, "time")
-    assert list(t.model) == [headline.MODELS[m] for m in
-                             ("operator_roofline", "roofline_power_law", "flops_power_law", "tokens_linear")]
+    assert list(t.model) == [
+        headline.MODELS[m]
+        for m in ("operator_roofline", "roofline_power_law", "flops_power_law", "tokens_linear")
+    ]
     headers = list(t.columns)
     assert headers[0] == "model" and headers[1].startswith("pooled") and "n = 106" in headers[1]
-    assert [h.split("<br>")[0] for h in headers[1:]] == ["pooled", "size", "mode", "off-grid"]  # holdout included
+    assert [h.split("<br>")[0] for h in headers[1:]] == [
+        "pooled",
+        "size",
+        "mode",
+        "off-grid",
+    ]  # holdout included
     cell = t.iloc[0][headers[1]]
     assert cell.startswith("<b>9.9</b>") and "[8.1, 11]" in cell and "cov 91 %" in cell
     mode = t.iloc[0][headers[3]]
-    assert "<b>18.2</b>" in mode and "[17, 19]" in mode and 'color:#b00">cov 59 %' in mode  # below the range: red
+    assert (
+        "<b>18.2</b>" in mode and "[17, 19]" in mode and 'color:#b00">cov 59 %' in mode
+    )  # below the range: red
     assert "color" not in t.iloc[0][headers[2]]
     assert 'color:#b00">cov 99 %' in t.iloc[1][headers[1]]  # above the range (wider than promised): red too
     # where the scores carry the binomial range, it decides: 100 % on 17 runs is what exact intervals often show
     rows = validation["model_scores"]
     for r in rows:
         r.update({"coverage_lo_pct": 76.5, "coverage_hi_pct": 100.0} if r["n"] == 17 else {})
-    ranged = headline.score_table({**validation, "model_scores": rows + [
-        {**rows[1], "coverage_pct": 100.0, "split": "leave_one_degree_out"}]}, "time")
+    ranged = headline.score_table(
+        {
+            **validation,
+            "model_scores": rows + [{**rows[1], "coverage_pct": 100.0, "split": "leave_one_degree_out"}],
+        },
+        "time",
+    )
     degree = [c for c in ranged.columns if c.startswith("degree")][0]
     assert "cov 100 %" in ranged.iloc[0][degree] and "color" not in ranged.iloc[0][degree]
     assert 'color:#b00">cov 59 %' in ranged.iloc[0][headers[3]]  # 58.8 % on 17 runs: below even that range
     assert t.iloc[3][headers[3]] == "—"  # tokens-linear was not scored on that split
     assert "floor" not in cell  # no floor of the cell's own runs in these scores: none shown
-    floored = headline.score_table({**validation, "model_scores_pooled": [
-        {**r, "runs_floor_pct": 7.26} for r in validation["model_scores_pooled"]]}, "time")
+    floored = headline.score_table(
+        {
+            **validation,
+            "model_scores_pooled": [{**r, "runs_floor_pct": 7.26} for r in validation["model_scores_pooled"]],
+        },
+        "time",
+    )
     assert floored.iloc[0][headers[1]].endswith("<small>floor 7.3</small>")
     # an exact model's MAPE on a split's runs sits under its name, where the scores carry it
     assert "exact" not in headers[1]
-    exact = headline.score_table({**validation, "model_scores_pooled": [
-        {**r, "exact_floor_pct": 7.24} for r in validation["model_scores_pooled"]]}, "time")
+    exact = headline.score_table(
+        {
+            **validation,
+            "model_scores_pooled": [
+                {**r, "exact_floor_pct": 7.24} for r in validation["model_scores_pooled"]
+            ],
+        },
+        "time",
+    )
     assert exact.columns[1].endswith("<br><small>exact 7.2</small>") and "exact" not in exact.columns[2]
     energy = headline.score_table(validation, "energy")
     assert energy.model.iloc[-1] == headline.MODELS["tdp_time"]  # the after-the-fact baseline: energy only
-    assert "<b>27.8</b>" in energy.iloc[1][energy.columns[1]]  # pooled energy of the paper's law, not time's 28.5
+    assert (
+        "<b>27.8</b>" in energy.iloc[1][energy.columns[1]]
+    )  # pooled energy of the paper's law, not time's 28.5
 
 
 def test_noise_floor_is_the_replicate_noise_of_noise_json(validation):
     f = headline.noise_floor(NOISE)
-    assert f == {"time": "5.1 %", "energy": "6.3 %", "n_configs": "49", "n_runs": "98", "exact_time": NA,
-                 "exact_energy": NA}
+    assert f == {
+        "time": "5.1 %",
+        "energy": "6.3 %",
+        "n_configs": "49",
+        "n_runs": "98",
+        "exact_time": NA,
+        "exact_energy": NA,
+    }
     text = headline.noise_text(NOISE)
     assert "5.1 %" in text and "6.3 %" in text and "configuration's mean" in text
     assert "99.0" not in text  # not the scores' column, not a CI half-width
     # an exact model scores between the floor (a shift shared by a pass) and the floor x sqrt(2) (noise of each
     # run its own) against single runs of a configuration measured twice
     assert "5.1–7.3 %" in text and "6.3–8.9 %" in text and "1.41" in text
-    assert headline.perfect_model_mape({"metrics": {"time_per_step": {"mape": 0.05, "n_configs": 4, "n_runs": 4},
-                                                    "energy_per_step": {"mape": 0.05, "n_configs": 4, "n_runs": 4}}}) == {}
+    assert (
+        headline.perfect_model_mape(
+            {
+                "metrics": {
+                    "time_per_step": {"mape": 0.05, "n_configs": 4, "n_runs": 4},
+                    "energy_per_step": {"mape": 0.05, "n_configs": 4, "n_runs": 4},
+                }
+            }
+        )
+        == {}
+    )
     no_replicates = {"metrics": {"time_per_step": {"mape": None, "n_configs": 0}}}
     assert headline.noise_floor(no_replicates)["time"] == NA
     assert NA in headline.noise_text({}) and NA in headline.noise_text(no_replicates)
     assert "later pass" not in text  # no drift figure in this noise.json: none said
-    drifted = {**NOISE, "between_passes": {"time_per_step": {"median_ratio": 1.31, "median_abs_change": 0.31}}}
-    assert "The later pass of the sweep ran a median 31 % slower than the first" in headline.noise_text(drifted)
+    drifted = {
+        **NOISE,
+        "between_passes": {"time_per_step": {"median_ratio": 1.31, "median_abs_change": 0.31}},
+    }
+    assert "The later pass of the sweep ran a median 31 % slower than the first" in headline.noise_text(
+        drifted
+    )
     # the passes separate a pass's shift from each run's scatter: the exact model's error replaces the range
     exact = copy.deepcopy(NOISE)
     for metric, mape in (("time_per_step", 0.071), ("energy_per_step", 0.088)):
-        exact["metrics"][metric]["exact_model"] = {"mape": mape, "scatter_sd_log": 0.085, "n_configs": 36, "passes": 2,
-                                                   "pass_shift_log": [0.0392, -0.0392]}
+        exact["metrics"][metric]["exact_model"] = {
+            "mape": mape,
+            "scatter_sd_log": 0.085,
+            "n_configs": 36,
+            "passes": 2,
+            "pass_shift_log": [0.0392, -0.0392],
+        }
     text = headline.noise_text(exact)
-    assert "an exact model would score about 7.1 % for time and 8.8 % for energy" in text and "not a lower bound" in text and "5.1–7.3 %" not in text
+    assert (
+        "an exact model would score about 7.1 % for time and 8.8 % for energy" in text
+        and "not a lower bound" in text
+        and "5.1–7.3 %" not in text
+    )
     assert "a pass sat 4.0 % off the mean of the passes (" in text
     # sd 8.5 % in logs: a mean distance of 8.5 x sqrt(2 / pi) = 6.8 %, to the same decimal as the exact model's score
-    assert "a run scattered about its configuration with a standard deviation of 8.5 % in logs (a mean distance of " \
-           "6.8 %" in text
+    assert (
+        "a run scattered about its configuration with a standard deviation of 8.5 % in logs (a mean distance of "
+        "6.8 %" in text
+    )
     f = headline.noise_floor(exact)
     assert (f["exact_time"], f["exact_energy"]) == ("7.1 %", "8.8 %")
 
@@ -145,18 +256,36 @@ def test_verdict_table_reads_model_verdict(validation):
     assert "size" not in time[3]  # 93 % lies inside the range
     # the same coverage asked of the sample size: 59 % of 17 runs is not what exact intervals show
     assert time[4].startswith("no (") and "mode 59 % against 76–100 %" in time[4] and "size" not in time[4]
-    assert time[6] == "22.3 %: not met (measured once each: no floor of their own)" and "10 %" in v.criterion[6]
+    assert (
+        time[6] == "22.3 %: not met (measured once each: no floor of their own)" and "10 %" in v.criterion[6]
+    )
     assert set(v["energy per step"]) == {NA}  # the verdict has no energy entry here
     # the coverage criterion on the stored builds' pooled runs: not available without them
-    assert time[5] == NA and "pooled over the stored builds" in v.criterion[5] and "not the criterion" in v.criterion[5]
-    pooled = pd.DataFrame({"model": "operator_roofline", "target": ["time", "time", "time", "energy"],
-                           "split": ["pooled", "leave_one_mode_out", "holdout", "holdout"],
-                           "coverage_pct": [90.0, 88.64, 95.4, 91.0], "sweeps": 20, "n": [900, 395, 542, 542]})
+    assert (
+        time[5] == NA
+        and "pooled over the stored builds" in v.criterion[5]
+        and "not the criterion" in v.criterion[5]
+    )
+    pooled = pd.DataFrame(
+        {
+            "model": "operator_roofline",
+            "target": ["time", "time", "time", "energy"],
+            "split": ["pooled", "leave_one_mode_out", "holdout", "holdout"],
+            "coverage_pct": [90.0, 88.64, 95.4, 91.0],
+            "sweeps": 20,
+            "n": [900, 395, 542, 542],
+        }
+    )
     builds_row = headline.verdict_table(validation, pooled)
-    assert builds_row["time per step"][5] == ("no (88.6–95.4 % over 20 builds, 395–542 held-out predictions per split "
-                                              "summed over them; outside: off-grid 95.4 %)")
+    assert builds_row["time per step"][5] == (
+        "no (88.6–95.4 % over 20 builds, 395–542 held-out predictions per split "
+        "summed over them; outside: off-grid 95.4 %)"
+    )
     assert headline.builds_coverage(pooled, "energy", (85, 95)).startswith("yes (91.0–91.0 % over 20 builds")
-    assert headline.builds_coverage(pooled, "energy", None) == NA and headline.builds_coverage(None, "time", (85, 95)) == NA
+    assert (
+        headline.builds_coverage(pooled, "energy", None) == NA
+        and headline.builds_coverage(None, "time", (85, 95)) == NA
+    )
     assert "10 %" in v.criterion[0] and "85–95 %" in v.criterion[3]  # model_verdict's own thresholds
     assert headline.verdict_model(validation) == "operator roofline"
     # off-grid runs measured twice: the row shows their own replicate floor beside their MAPE
@@ -166,34 +295,52 @@ def test_verdict_table_reads_model_verdict(validation):
     # the stretch: the split whose MAPE is the most times the floor of its own runs, or why none is judged
     assert time[7] == NA and "1.5 x the replicate floor" in v.criterion[7]
     twice["model_verdict"]["targets"]["time"].update(
-        floor_ratio_by_split={"pooled": 1.4, "leave_one_mode_out": 2.46, "holdout": 1.1}, meets_stretch=False)
+        floor_ratio_by_split={"pooled": 1.4, "leave_one_mode_out": 2.46, "holdout": 1.1}, meets_stretch=False
+    )
     assert headline.verdict_table(twice)["time per step"].tolist()[7] == "not met (mode, 2.5 x its floor)"
-    twice["model_verdict"]["targets"]["time"].update(floor_ratio_by_split={"pooled": 1.4, "holdout": None},
-                                                     meets_stretch=None)
-    assert headline.verdict_table(twice)["time per step"].tolist()[7] == f"{NA} (too few replicated runs for a floor: off-grid)"
+    twice["model_verdict"]["targets"]["time"].update(
+        floor_ratio_by_split={"pooled": 1.4, "holdout": None}, meets_stretch=None
+    )
+    assert (
+        headline.verdict_table(twice)["time per step"].tolist()[7]
+        == f"{NA} (too few replicated runs for a floor: off-grid)"
+    )
     # beside the coverage criterion: how often exact intervals would meet it on splits of these sizes
     twice["model_verdict"]["targets"]["time"]["coverage_in_range_chance"] = 0.043
-    assert headline.verdict_table(twice)["time per step"].tolist()[3].endswith(
-        "; exact intervals would meet it on splits of these sizes about 4 % of the time")
+    assert (
+        headline.verdict_table(twice)["time per step"]
+        .tolist()[3]
+        .endswith("; exact intervals would meet it on splits of these sizes about 4 % of the time")
+    )
     assert headline.coverage_summary(twice)["chance_time"] == "4 % of the time"
     assert headline.coverage_summary(validation)["chance_time"] == NA  # a verdict without it: not available
     # beside the stretch, no criterion: the MAPEs over what an exact model would score on the same runs
     assert time[8] == NA and "no criterion" in v.criterion[8]
     twice["model_verdict"]["targets"]["time"]["exact_floor_ratio_by_split"] = {
-        "pooled": 1.38, "leave_one_size_out": 1.3, "leave_one_mode_out": 2.14, "holdout": None}
+        "pooled": 1.38,
+        "leave_one_size_out": 1.3,
+        "leave_one_mode_out": 2.14,
+        "holdout": None,
+    }
     assert headline.verdict_table(twice)["time per step"].tolist()[8] == "1.4 x (mode, 2.1 x)"
     # the split where an exact model's own error is above the stretch times the floor is named: 1.3 / 0.8 = 1.6 x
     twice["model_verdict"]["targets"]["time"].update(
         floor_ratio_by_split={"pooled": 1.4, "leave_one_size_out": 1.3, "leave_one_mode_out": 2.46},
         exact_floor_ratio_by_split={"pooled": 1.38, "leave_one_size_out": 0.8, "leave_one_mode_out": 2.14},
-        meets_stretch=False)
+        meets_stretch=False,
+    )
     assert headline.verdict_table(twice)["time per step"].tolist()[7] == (
-        "not met (mode, 2.5 x its floor); an exact model would score above 1.5 x the floor itself on size, 1.6 x")
+        "not met (mode, 2.5 x its floor); an exact model would score above 1.5 x the floor itself on size, 1.6 x"
+    )
     # the strongest baseline: the model's own calibrated tier, fitted on nothing
     assert time[9] == f"{NA} (calibrated tier {NA})" and "0.7 × its own calibrated tier" in v.criterion[9]
-    twice["model_verdict"]["targets"]["time"].update(calibrated_tier_mape_pct=16.5, over_calibrated_tier=9.9 / 16.5,
-                                                     beats_calibrated_tier=True)
-    assert headline.verdict_table(twice)["time per step"].tolist()[9] == "met (calibrated tier 16.5 %, ratio 0.60)"
+    twice["model_verdict"]["targets"]["time"].update(
+        calibrated_tier_mape_pct=16.5, over_calibrated_tier=9.9 / 16.5, beats_calibrated_tier=True
+    )
+    assert (
+        headline.verdict_table(twice)["time per step"].tolist()[9]
+        == "met (calibrated tier 16.5 %, ratio 0.60)"
+    )
 
 
 def test_paper_vs_reproduction_from_the_artifacts(validation):
@@ -206,9 +353,27 @@ def test_paper_vs_reproduction_from_the_artifacts(validation):
     assert "replicate noise floor 6.3 %" in text
     assert f"α = {NA}" in text  # no fit.json: the coefficients are not available, nothing raises
     # a law with the lower MAPE and separate intervals beats the baseline clearly
-    better = dict(validation, model_scores_pooled=[
-        {"model": "roofline_power_law", "target": "energy", "n": 9, "mape_pct": 10.0, "mape_lo_pct": 8.0, "mape_hi_pct": 12.0},
-        {"model": "flops_power_law", "target": "energy", "n": 9, "mape_pct": 30.0, "mape_lo_pct": 25.0, "mape_hi_pct": 35.0}])
+    better = dict(
+        validation,
+        model_scores_pooled=[
+            {
+                "model": "roofline_power_law",
+                "target": "energy",
+                "n": 9,
+                "mape_pct": 10.0,
+                "mape_lo_pct": 8.0,
+                "mape_hi_pct": 12.0,
+            },
+            {
+                "model": "flops_power_law",
+                "target": "energy",
+                "n": 9,
+                "mape_pct": 30.0,
+                "mape_lo_pct": 25.0,
+                "mape_hi_pct": 35.0,
+            },
+        ],
+    )
     text = " ".join(headline.paper_vs_reproduction(better, {}, "x", NOISE)["this reproduction"])
     assert "the law beats it by 20.0 points; their MAPE intervals do not overlap" in text
 
@@ -216,7 +381,9 @@ def test_paper_vs_reproduction_from_the_artifacts(validation):
 def test_missing_or_changed_artifacts_give_not_available():
     for broken in ({}, {"model_scores": "changed"}, {"model_scores": [{"split": "s"}]}, {"model_verdict": 3}):
         assert headline.score_table(broken, "time").empty
-        assert NA in headline.styled_scores(headline.score_table(broken, "time")).data  # a sentence, not a repr
+        assert (
+            NA in headline.styled_scores(headline.score_table(broken, "time")).data
+        )  # a sentence, not a repr
         assert set(headline.verdict_table(broken)["time per step"]) == {NA}
         p = headline.paper_vs_reproduction(broken, {"energy_laws": 3}, NA, None)
         assert all(NA in text for text in p["this reproduction"][:4])
@@ -229,27 +396,50 @@ def test_missing_or_changed_artifacts_give_not_available():
 
 
 def test_absolute_answer_names_the_model_and_tier():
-    explore = pd.DataFrame([{"model": "bert-tiny", "seq_len": 64, "steps": 37500, "energy_kwh": 0.00764,
-                             "energy_kwh_lo": 0.0056, "energy_kwh_hi": 0.0103, "time_h": 0.28, "energy_kind": "estimated",
-                             "op_tier": "fitted", "op_energy_kwh": 0.00644, "op_energy_kwh_lo": 0.0053,
-                             "op_energy_kwh_hi": 0.0078, "op_time_h": 0.227}])
+    explore = pd.DataFrame(
+        [
+            {
+                "model": "bert-tiny",
+                "seq_len": 64,
+                "steps": 37500,
+                "energy_kwh": 0.00764,
+                "energy_kwh_lo": 0.0056,
+                "energy_kwh_hi": 0.0103,
+                "time_h": 0.28,
+                "energy_kind": "estimated",
+                "op_tier": "fitted",
+                "op_energy_kwh": 0.00644,
+                "op_energy_kwh_lo": 0.0053,
+                "op_energy_kwh_hi": 0.0078,
+                "op_time_h": 0.227,
+            }
+        ]
+    )
     params = {"examples": 100000, "epochs": 3, "batch_size": 8}
     label = "estimated energy (CodeCarbon: CPU power modelled from load and TDP) on cpu"
     a = headline.absolute_answer(explore, params, label, "cpu")
-    assert a.startswith("Fine-tuning bert-tiny (sequence length 64, batch size 8) on 100,000 examples for 3 epochs "
-                        "costs 0.00644 kWh (90 % interval 0.0053–0.0078 kWh) and 0.23 h on cpu")
+    assert a.startswith(
+        "Fine-tuning bert-tiny (sequence length 64, batch size 8) on 100,000 examples for 3 epochs "
+        "costs 0.00644 kWh (90 % interval 0.0053–0.0078 kWh) and 0.23 h on cpu"
+    )
     assert "by the operator roofline in its fitted tier" in a and "whose energy is estimated (CodeCarbon" in a
     assert "The paper's law, fitted to the same runs, says 0.00764 kWh (90 % interval 0.0056–0.010 kWh)" in a
     calibrated = headline.absolute_answer(explore.assign(op_tier="calibrated"), params, label, "cpu")
     assert "calibrated tier" in calibrated and "whose energy" not in calibrated
-    old = explore.drop(columns=[c for c in explore if c.startswith("op_")])  # an explore.csv of before the tiers
-    assert "by the paper's law fitted to this build's runs (estimated energy" in headline.absolute_answer(old, params, label)
+    old = explore.drop(
+        columns=[c for c in explore if c.startswith("op_")]
+    )  # an explore.csv of before the tiers
+    assert "by the paper's law fitted to this build's runs (estimated energy" in headline.absolute_answer(
+        old, params, label
+    )
     assert headline.absolute_answer(explore, {}, label) == NA  # examples and epochs unknown
     assert headline.absolute_answer(pd.DataFrame(), params, label) == NA
 
 
 def test_sentences_become_paragraphs_with_their_numbers_in_bold():
-    html = headline.paragraph("costs 0.00644 kWh (0.0053–0.0078 kWh) on 100,000 examples, L2-h128, p > 1, 5.1 %").data
+    html = headline.paragraph(
+        "costs 0.00644 kWh (0.0053–0.0078 kWh) on 100,000 examples, L2-h128, p > 1, 5.1 %"
+    ).data
     assert "<b>0.00644 kWh</b>" in html and "<b>0.0053–0.0078 kWh</b>" in html and "<b>100,000</b>" in html
     assert "<b>5.1 %</b>" in html and "L2-h128" in html and "&gt;" in html
     assert "<b>2</b>" not in html and "<b>128</b>" not in html
@@ -258,17 +448,23 @@ def test_sentences_become_paragraphs_with_their_numbers_in_bold():
 
 
 def test_coefficient_table_puts_the_operator_roofline_first():
-    fit = {"operator_model": {"time": {"gemm_s": 1.24, "comm_latency_s": 1.0}, "energy": {"e_flop_j": 4.4e-12}}}
+    fit = {
+        "operator_model": {"time": {"gemm_s": 1.24, "comm_latency_s": 1.0}, "energy": {"e_flop_j": 4.4e-12}}
+    }
     rows = headline.operator_coefficients(fit)
     assert [r["coefficient"] for r in rows] == ["gemm_s", "comm_latency_s", "e_flop_j"]
     assert rows[0]["unit"] == "x roofline" and rows[2]["unit"] == "J/FLOP"
     assert rows[1]["note"] == "held at its calibrated value, not fitted" and rows[0]["note"] == ""
     assert headline.operator_coefficients({"operator_model": "changed"}) == []
     # each layout's factor comes last, named by its layout, in words too
-    scaled = headline.operator_coefficients({"operator_model": {**fit["operator_model"], "layout_scale": {"tp1-dp2": 0.84}}})
+    scaled = headline.operator_coefficients(
+        {"operator_model": {**fit["operator_model"], "layout_scale": {"tp1-dp2": 0.84}}}
+    )
     assert scaled[-1]["coefficient"] == "layout_scale[tp1-dp2]" and scaled[-1]["value"] == "0.84"
     assert headline.coefficient_words(scaled[-1]["coefficient"]) == "factor on layout tp1-dp2"
-    dropped = headline.operator_coefficients({"operator_model": {"time": {"elementwise_s": 0.0}, "energy": {"P_core_w": 0.0}}})
+    dropped = headline.operator_coefficients(
+        {"operator_model": {"time": {"elementwise_s": 0.0}, "energy": {"P_core_w": 0.0}}}
+    )
     # an energy term is fitted non-negative too: at 0 (e_flop_j, e_comm_j on a sweep) the note says so
     assert "at its bound 0" in dropped[0]["note"] and "at its bound 0" in dropped[1]["note"]
     # a static power below the calibration's idle power is named, one at or above it is not
@@ -295,7 +491,13 @@ def test_coefficient_notes_name_unphysical_signs_and_coefficients_at_their_bound
 def _prose(lines):
     """The text of markdown lines, without glue roles, code spans, links and directives."""
     text = " ".join(lines)
-    for pattern in (r"\{glue:[a-z]*\}`[^`]*`", r"`[^`]*`", r"\]\([^)]*\)", r"```\{glue:\}[^\n]*", r":doc: \S+"):
+    for pattern in (
+        r"\{glue:[a-z]*\}`[^`]*`",
+        r"`[^`]*`",
+        r"\]\([^)]*\)",
+        r"```\{glue:\}[^\n]*",
+        r":doc: \S+",
+    ):
         text = re.sub(pattern, " ", text)
     return text
 
@@ -318,42 +520,77 @@ def test_the_introduction_results_are_glued():
 
 
 def test_a_usl_fitted_at_one_degree_says_kappa_was_fixed_not_fitted():
-    fits = [{"size": "L2-h256", "mode": "tp", "sigma": 0.61234, "kappa": 0.0412, "degrees": [2, 4]},
-            {"size": "L2-h256", "mode": "2d", "sigma": 1.70848, "kappa": 0.0, "degrees": [4]}]
+    fits = [
+        {"size": "L2-h256", "mode": "tp", "sigma": 0.61234, "kappa": 0.0412, "degrees": [2, 4]},
+        {"size": "L2-h256", "mode": "2d", "sigma": 1.70848, "kappa": 0.0, "degrees": [4]},
+    ]
     t = headline.usl_table(fits)
     assert list(t.columns) == ["size", "mode", "σ", "κ", "degrees", "note"]
     assert t.iloc[0].tolist() == ["L2-h256", "tp", "0.612", "0.0412", "2, 4", ""]
-    assert t.iloc[1]["κ"] == "0 (fixed)" and t.iloc[1]["degrees"] == "4" and "one degree only (4)" in t.iloc[1]["note"]
+    assert (
+        t.iloc[1]["κ"] == "0 (fixed)"
+        and t.iloc[1]["degrees"] == "4"
+        and "one degree only (4)" in t.iloc[1]["note"]
+    )
     assert "size" not in headline.usl_table([{k: v for k, v in fits[0].items() if k != "size"}])
     sigma, kappa, *two = headline.usl_coefficient_rows(
-        [{**fits[1], "sigma_ci90": [1.66, 1.76], "kappa_ci90": [0.0, 0.0]},
-         {**fits[0], "sigma_ci90": [0.5, 0.7], "kappa_ci90": [0.0, 0.09]}], "90 % interval")
+        [
+            {**fits[1], "sigma_ci90": [1.66, 1.76], "kappa_ci90": [0.0, 0.0]},
+            {**fits[0], "sigma_ci90": [0.5, 0.7], "kappa_ci90": [0.0, 0.09]},
+        ],
+        "90 % interval",
+    )
     assert kappa["note"].startswith("fixed at 0, not fitted") and "at its bound" not in kappa["note"]
     assert kappa["90 % interval"] == "—"  # no interval for a value that was never fitted
     assert "κ fixed at 0" in sigma["note"] and sigma["90 % interval"] == "[1.66, 1.76]"
     assert two[0]["note"] == "" and two[1]["90 % interval"] == "[0, 0.09]"  # two degrees: fitted, and its
-    assert "reaches its bound 0" in two[1]["note"]  # interval reaching 0 says these runs cannot rule κ = 0 out
+    assert (
+        "reaches its bound 0" in two[1]["note"]
+    )  # interval reaching 0 says these runs cannot rule κ = 0 out
 
 
 def test_the_runs_the_scores_rest_on_are_named_and_a_busy_machine_is_said(validation):
     sweep_noise = {"metrics": {"time_per_step": {"mape": 0.181, "n_configs": 53, "n_runs": 106}}}
-    busy = {**validation, "noise": NOISE, "ci_filter": {"max_step_ci95_rel": 0.1, "sweep": {
-        "runs": 106, "kept": 43, "parallel_runs": 20, "parallel_kept": 3}, "holdout": {"runs": 28, "kept": 16}}}
+    busy = {
+        **validation,
+        "noise": NOISE,
+        "ci_filter": {
+            "max_step_ci95_rel": 0.1,
+            "sweep": {"runs": 106, "kept": 43, "parallel_runs": 20, "parallel_kept": 3},
+            "holdout": {"runs": 28, "kept": 16},
+        },
+    }
     text = headline.scored_runs_text(busy, sweep_noise)
     assert "43 of the sweep's 106 runs (3 of its 20 parallel runs) and 16 of the 28 off-grid runs" in text
     assert "within ±10 %" in text and "18.1 % for time, against 5.1 % over the runs scored" in text
     assert "busy" in text and "quiet machine" in text
     assert "mode on 17 runs" not in text  # the fixture's splits all have >= FEW_RUNS runs: none named as few
     few = copy.deepcopy(busy)
-    few["model_scores"] = [dict(r, n=3) if r["split"] == "leave_one_mode_out" else r for r in few["model_scores"]]
-    assert "some splits rest on few (mode on 3 runs), which say little" in headline.scored_runs_text(few, sweep_noise)
-    assert "busy" in headline.scored_runs_short(busy) and "43 of the sweep's 106 runs" in headline.scored_runs_short(busy)
+    few["model_scores"] = [
+        dict(r, n=3) if r["split"] == "leave_one_mode_out" else r for r in few["model_scores"]
+    ]
+    assert "some splits rest on few (mode on 3 runs), which say little" in headline.scored_runs_text(
+        few, sweep_noise
+    )
+    assert "busy" in headline.scored_runs_short(
+        busy
+    ) and "43 of the sweep's 106 runs" in headline.scored_runs_short(busy)
     # a sweep the filter barely touched is not called busy; the parallel runs count on their own
-    quiet = {**busy, "ci_filter": {"max_step_ci95_rel": 0.1, "sweep": {
-        "runs": 106, "kept": 100, "parallel_runs": 20, "parallel_kept": 18}}}
+    quiet = {
+        **busy,
+        "ci_filter": {
+            "max_step_ci95_rel": 0.1,
+            "sweep": {"runs": 106, "kept": 100, "parallel_runs": 20, "parallel_kept": 18},
+        },
+    }
     assert "busy" not in headline.scored_runs_text(quiet, sweep_noise) + headline.scored_runs_short(quiet)
-    par = {**busy, "ci_filter": {"max_step_ci95_rel": 0.1, "sweep": {
-        "runs": 106, "kept": 90, "parallel_runs": 20, "parallel_kept": 4}}}
+    par = {
+        **busy,
+        "ci_filter": {
+            "max_step_ci95_rel": 0.1,
+            "sweep": {"runs": 106, "kept": 90, "parallel_runs": 20, "parallel_kept": 4},
+        },
+    }
     assert "busy" in headline.scored_runs_text(par, sweep_noise)
     # an artifact from before the filter's counts were written: said, not guessed
     assert NA in headline.scored_runs_text(validation) and NA in headline.scored_runs_short(validation)
@@ -366,8 +603,12 @@ def test_a_glued_paragraph_sets_commands_as_code():
 
 def test_a_gap_between_two_models_is_the_difference_of_the_printed_figures():
     # 33.24 and 33.46 print as 33.2 and 33.5: the text must say 0.3 points, not the unrounded 0.2
-    s = pd.DataFrame([_score(headline.POOLED, "roofline_power_law", "energy", 33.24, 30.0, 36.0, 90.0),
-                      _score(headline.POOLED, "flops_power_law", "energy", 33.46, 31.0, 36.5, 90.0)])
+    s = pd.DataFrame(
+        [
+            _score(headline.POOLED, "roofline_power_law", "energy", 33.24, 30.0, 36.0, 90.0),
+            _score(headline.POOLED, "flops_power_law", "energy", 33.46, 31.0, 36.5, 90.0),
+        ]
+    )
     text = headline._beats(s, "roofline_power_law", "flops_power_law", "energy")
     assert text.startswith("the law beats it by 0.3 points") and "intervals overlap" in text
     s.loc[1, "mape_pct"] = 33.21  # both print as 33.2
@@ -375,20 +616,30 @@ def test_a_gap_between_two_models_is_the_difference_of_the_printed_figures():
 
 
 def test_every_coefficient_has_words():
-    assert headline.coefficient_words("gemm_s") == "GEMMs" and headline.coefficient_words("alpha").startswith("α")
+    assert headline.coefficient_words("gemm_s") == "GEMMs" and headline.coefficient_words("alpha").startswith(
+        "α"
+    )
     assert headline.coefficient_words("layout_scale[tp2-dp1]") == "factor on layout tp2-dp1"
     from companion.energy.laws import LAWS
     from companion.energy.opmodel import ENERGY_PARAMS, TIME_UNITS
 
-    names = {p for law in LAWS.values() for p in law.params} | set(ENERGY_PARAMS) | set(TIME_UNITS) | {"sigma", "kappa"}
-    assert not [n for n in names if headline.coefficient_words(n) == n], "a coefficient the book shows as code"
+    names = (
+        {p for law in LAWS.values() for p in law.params}
+        | set(ENERGY_PARAMS)
+        | set(TIME_UNITS)
+        | {"sigma", "kappa"}
+    )
+    assert not [n for n in names if headline.coefficient_words(n) == n], (
+        "a coefficient the book shows as code"
+    )
 
 
 def test_estimated_energy_is_said_not_to_be_a_test_of_its_own(validation):
     runs = pd.DataFrame({"energy_measured": [False, False]})
     v = copy.deepcopy(validation)
     v.setdefault("model_scores_pooled", []).append(
-        {"model": "power_given_time", "target": "energy", "mape_pct": 3.21, "split": "pooled"})
+        {"model": "power_given_time", "target": "energy", "mape_pct": 3.21, "split": "pooled"}
+    )
     text = headline.energy_honesty_text(v, runs)
     assert "estimated, not measured" in text and "not an independent test" in text and "3.2 %" in text
     assert "is measured" in headline.energy_honesty_text(v, runs.assign(energy_measured=True))
@@ -398,22 +649,52 @@ def test_estimated_energy_is_said_not_to_be_a_test_of_its_own(validation):
 def test_the_verdict_reports_the_test_set_apart(validation):
     v = copy.deepcopy(validation)
     assert headline.verdict_table(v)["time per step"].tolist()[10] == f"{NA} (no test-set runs in this build)"
-    v["model_verdict"]["targets"]["time"].update(test_mape_pct=8.25, meets_test=True, test_runs=10,
-                                                 test_coverage_pct=90.0, test_over_calibrated_tier=0.61)
+    v["model_verdict"]["targets"]["time"].update(
+        test_mape_pct=8.25,
+        meets_test=True,
+        test_runs=10,
+        test_coverage_pct=90.0,
+        test_over_calibrated_tier=0.61,
+    )
     table = headline.verdict_table(v)
-    assert table["time per step"].tolist()[10] == "8.2 %: met (10 runs; coverage 90 %; 0.61 × the calibrated tier)"
+    assert (
+        table["time per step"].tolist()[10]
+        == "8.2 %: met (10 runs; coverage 90 %; 0.61 × the calibrated tier)"
+    )
     assert "nothing chosen by it" in table.criterion[10]
 
 
 def test_the_headline_figures_are_given_with_and_without_the_step_time_filter():
-    figs = {"time": {"pooled_mape_pct": 9.0, "worst_split": "leave_one_mode_out", "worst_split_mape_pct": 14.0,
-                     "holdout_mape_pct": 11.0, "test_mape_pct": 8.0},
-            "energy": {"pooled_mape_pct": 8.5, "worst_split": "leave_one_size_out", "worst_split_mape_pct": 12.0}}
+    figs = {
+        "time": {
+            "pooled_mape_pct": 9.0,
+            "worst_split": "leave_one_mode_out",
+            "worst_split_mape_pct": 14.0,
+            "holdout_mape_pct": 11.0,
+            "test_mape_pct": 8.0,
+        },
+        "energy": {"pooled_mape_pct": 8.5, "worst_split": "leave_one_size_out", "worst_split_mape_pct": 12.0},
+    }
     worse = {"time": {**figs["time"], "pooled_mape_pct": 11.5}, "energy": figs["energy"]}
-    v = {"filter_sensitivity": {"max_step_ci95_rel": 0.1, "dropped": {"sweep": ["r1"], "holdout": ["h1", "h2"]},
-                                "with_filter": figs, "without_filter": worse}}
-    runs = pd.DataFrame({"run_id": ["r1", "r2"], "layers": [4, 1], "hidden": [256, 64], "seq_len": [256, 64],
-                         "batch_size": [8, 2], "world_size": [4, 1], "mode": ["tp", "single"]})
+    v = {
+        "filter_sensitivity": {
+            "max_step_ci95_rel": 0.1,
+            "dropped": {"sweep": ["r1"], "holdout": ["h1", "h2"]},
+            "with_filter": figs,
+            "without_filter": worse,
+        }
+    }
+    runs = pd.DataFrame(
+        {
+            "run_id": ["r1", "r2"],
+            "layers": [4, 1],
+            "hidden": [256, 64],
+            "seq_len": [256, 64],
+            "batch_size": [8, 2],
+            "world_size": [4, 1],
+            "mode": ["tp", "single"],
+        }
+    )
     text = headline.filter_sensitivity_text(v, runs)
     assert "±10 % of it" in text and "left out 3 runs" in text
     assert "time 9.0 % pooled, mode 14.0 % at worst, off-grid 11.0 %, test set 8.0 %" in text
@@ -422,3 +703,25 @@ def test_the_headline_figures_are_given_with_and_without_the_step_time_filter():
     v["filter_sensitivity"]["dropped"] = {"sweep": []}
     assert "left out no run" in headline.filter_sensitivity_text(v, runs)
     assert NA in headline.filter_sensitivity_text({}, runs)
+
+
+def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gpu(validation):
+    v = copy.deepcopy(validation)
+    v["model_verdict"]["targets"]["time"].update(test_mape_pct=8.6, over_calibrated_tier=0.83)
+    runs = pd.DataFrame({"energy_measured": [False] * 3, "world_size": [1, 2, 4]})
+    gpu = {
+        "device": "H200",
+        "runs": 7,
+        "tiers": {"calibrated": {"time_mape_pct": 15.0, "energy_mape_pct": 7.8}},
+    }
+    body = headline.answer_box(v, runs, gpu, "cpu (host amd-epyc)").data
+    assert "cpu (host amd-epyc), 3 runs on 1 to 4 ranks" in body and "estimated" in body
+    assert (
+        "9.9 % time" in body and "on the test set 8.6 % time" in body and "0.83 × its calibrated tier" in body
+    )
+    assert (
+        "criteria met for time" in body
+        and "H200" in body
+        and "15.0 % time and 7.8 % energy over 7 runs" in body
+    )
+    assert "measured by a hardware counter" in headline.answer_box(v, runs.assign(energy_measured=True)).data

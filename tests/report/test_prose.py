@@ -7,9 +7,16 @@ from companion.report import prose
 
 
 def _runs(**cols):
-    base = {"energy_measured": [False, False], "energy_source": ["codecarbon[cpu=cpu_load,ram=ram_model]"] * 2,
-            "ram_energy_share": [0.7, 0.8], "data_source": ["synthetic"] * 2, "checkpoint": [None, None],
-            "oversubscribed": [False, True], "host_cpus": [2, 2], "world_size": [1, 4]}
+    base = {
+        "energy_measured": [False, False],
+        "energy_source": ["codecarbon[cpu=cpu_load,ram=ram_model]"] * 2,
+        "ram_energy_share": [0.7, 0.8],
+        "data_source": ["synthetic"] * 2,
+        "checkpoint": [None, None],
+        "oversubscribed": [False, True],
+        "host_cpus": [2, 2],
+        "world_size": [1, 4],
+    }
     return pd.DataFrame({**base, **cols})
 
 
@@ -32,8 +39,10 @@ def test_data_text_says_synthetic_text_or_names_the_file():
 
 
 def test_oversubscription_is_said_only_where_a_run_was_oversubscribed():
-    assert "1 of the 1 parallel runs started more ranks than the machine has cores (up to 4 ranks on 2 cores)" in \
-        prose.oversubscription_text(_runs())
+    assert (
+        "1 of the 1 parallel runs started more ranks than the machine has cores (up to 4 ranks on 2 cores)"
+        in prose.oversubscription_text(_runs())
+    )
     assert prose.oversubscription_text(_runs(oversubscribed=[False, False])) == ""
 
 
@@ -45,4 +54,6 @@ def test_static_power_text_compares_p0_with_idle_only_when_it_is_below():
 
 def test_ram_shares_are_the_runs_that_have_one():
     assert prose.ram_shares(_runs(ram_energy_share=[0.7, None])).tolist() == [0.7]
-    assert prose.ram_shares(_runs().drop(columns="ram_energy_share")).empty  # a runs.csv from before the column
+    assert prose.ram_shares(
+        _runs().drop(columns="ram_energy_share")
+    ).empty  # a runs.csv from before the column

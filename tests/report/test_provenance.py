@@ -7,14 +7,22 @@ def _record(gpu=None, meters=None, sha="abc1234567890"):
     hw = {"cpu": "Xeon X", "cpu_count": 16, "memory_bytes": 64 * 2**30}
     if gpu:
         hw.update(gpu=gpu, gpu_count=8, driver="560.1", cuda="12.8")
-    return {"status": "ok", "profile": "p", "provenance": {"hardware": hw, "git": {"sha": sha, "dirty": False},
-                                                           "finished_at": "2026-11-20T10:00:00+00:00"},
-            "meters": meters or [{"measured": True, "source": "nvml"}, {"measured": False, "source": "none"}]}
+    return {
+        "status": "ok",
+        "profile": "p",
+        "provenance": {
+            "hardware": hw,
+            "git": {"sha": sha, "dirty": False},
+            "finished_at": "2026-11-20T10:00:00+00:00",
+        },
+        "meters": meters or [{"measured": True, "source": "nvml"}, {"measured": False, "source": "none"}],
+    }
 
 
 def test_one_row_per_hardware_with_model_cores_memory_gpu_and_driver():
-    t = provenance.data_sources([_record("NVIDIA H100"), _record("NVIDIA H100"), _record(None),
-                                 {"status": "failed"}])
+    t = provenance.data_sources(
+        [_record("NVIDIA H100"), _record("NVIDIA H100"), _record(None), {"status": "failed"}]
+    )
     assert len(t) == 2
     gpu = t[t.GPU != "none"].iloc[0]
     assert (gpu.runs, gpu["CPU model"], gpu["CPU cores"], gpu.memory) == (2, "Xeon X", 16, "64 GiB")

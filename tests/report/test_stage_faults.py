@@ -42,7 +42,11 @@ def test_a_missing_input_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("COMPANION_ROOT", str(tmp_path))
     assert stages.main(["run", "03_fit", "--profile", "my.yaml", "--out", str(tmp_path / "gen")]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert "stage 03_fit needs" in line and "derived/my/proxies.csv" in line and "run stage 02_proxies first" in line
+    assert (
+        "stage 03_fit needs" in line
+        and "derived/my/proxies.csv" in line
+        and "run stage 02_proxies first" in line
+    )
 
 
 @pytest.mark.parametrize("n_boot", ["0", "-5", "2.5"])
@@ -50,7 +54,10 @@ def test_n_boot_not_positive_is_refused_before_the_stage(tmp_path, monkeypatch, 
     monkeypatch.setenv("COMPANION_ROOT", str(tmp_path))
     params = tmp_path / "p.yaml"
     params.write_text(f"n_boot: {n_boot}\n")
-    assert stages.main(["run", "03_fit", "--profile", "ci", "--params", str(params), "--out", str(tmp_path)]) == 2
+    assert (
+        stages.main(["run", "03_fit", "--profile", "ci", "--params", str(params), "--out", str(tmp_path)])
+        == 2
+    )
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert f"n_boot={n_boot}" in line.replace("'", "") and "positive integer" in line
 
@@ -69,13 +76,21 @@ def test_a_failing_notebook_is_reported_as_its_exception(tmp_path, monkeypatch, 
     (tmp_path / "data" / "runs" / "ci").mkdir(parents=True)
     params = tmp_path / "p.yaml"
     params.write_text("run_sweep: false\n")
-    assert stages.main(["run", "01_runs", "--profile", "ci", "--params", str(params), "--out", str(tmp_path)]) == 1
+    assert (
+        stages.main(["run", "01_runs", "--profile", "ci", "--params", str(params), "--out", str(tmp_path)])
+        == 1
+    )
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("error: stage 01_runs failed: ConfigError: no finished runs to analyse") and "full log" in line
+    assert (
+        line.startswith("error: stage 01_runs failed: ConfigError: no finished runs to analyse")
+        and "full log" in line
+    )
 
 
 def test_last_error_is_the_notebook_exception():
-    text = ("Executing: 100%\n\x1b[0;31mConfigError\x1b[0m: wrong thing; fix it\n"
-            "papermill.exceptions.PapermillExecutionError: \n---\nException encountered at \"In [3]\":\n"
-            "companion.errors.ConfigError: wrong thing; fix it\n")
+    text = (
+        "Executing: 100%\n\x1b[0;31mConfigError\x1b[0m: wrong thing; fix it\n"
+        'papermill.exceptions.PapermillExecutionError: \n---\nException encountered at "In [3]":\n'
+        "companion.errors.ConfigError: wrong thing; fix it\n"
+    )
     assert stages._last_error(text) == "ConfigError: wrong thing; fix it"

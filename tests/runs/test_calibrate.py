@@ -13,14 +13,25 @@ import torch
 
 from companion.energy.opmodel import roofs_from_calibration
 from companion.errors import ConfigError
-from companion.runs.calibrate import (calibrate, calibration_facts, calibration_summary, combine_passes, device_tag,
-                                      fit_alpha_beta, fit_gemm_roof)
+from companion.runs.calibrate import (
+    calibrate,
+    calibration_facts,
+    calibration_summary,
+    combine_passes,
+    device_tag,
+    fit_alpha_beta,
+    fit_gemm_roof,
+)
 from conftest import companion_cmd
 
 
 def test_gemm_roof_fit_recovers_peak_and_half_dim_despite_a_disturbed_timing():
-    rows = [{"m": m, "n": n, "k": k, "flops_per_s": 2e11 / (1 + 48 * (1 / m + 1 / n + 1 / k))}
-            for m in (64, 256, 1024) for n in (32, 128, 512) for k in (16, 64, 256)]
+    rows = [
+        {"m": m, "n": n, "k": k, "flops_per_s": 2e11 / (1 + 48 * (1 / m + 1 / n + 1 / k))}
+        for m in (64, 256, 1024)
+        for n in (32, 128, 512)
+        for k in (16, 64, 256)
+    ]
     rows[3]["flops_per_s"] /= 500  # one timing hit by other load on the machine
     peak, k0 = fit_gemm_roof(rows)
     assert peak == pytest.approx(2e11, rel=0.02) and k0 == pytest.approx(48, rel=0.05)
@@ -34,18 +45,33 @@ def test_collective_fit_recovers_latency_and_bandwidth():
 
 def test_a_busy_spell_during_one_pass_of_the_collectives_does_not_set_the_latency():
     def one_pass(slow: float) -> dict:
-        rows = [{"op": op, "bytes": b, "wire_bytes": b * (2 if op == "all_reduce" else 1) / 2,
-                 "time_s": slow * (3e-5 + b * (2 if op == "all_reduce" else 1) / 2 / 2e9)}
-                for op in ("all_reduce", "all_gather") for b in (4096, 65536, 1 << 20, 1 << 22)]
+        rows = [
+            {
+                "op": op,
+                "bytes": b,
+                "wire_bytes": b * (2 if op == "all_reduce" else 1) / 2,
+                "time_s": slow * (3e-5 + b * (2 if op == "all_reduce" else 1) / 2 / 2e9),
+            }
+            for op in ("all_reduce", "all_gather")
+            for b in (4096, 65536, 1 << 20, 1 << 22)
+        ]
         layouts = [{"tp": 2, "dp": 1, "layers": L, "step_s": slow * 0.01 * L} for L in (1, 2)]
         alpha, beta = fit_alpha_beta(rows, 2)
-        return {"world_size": 2, "backend": "gloo", "rows": rows, "layouts": layouts, "alpha_s": alpha,
-                "beta_bytes_per_s": beta}
+        return {
+            "world_size": 2,
+            "backend": "gloo",
+            "rows": rows,
+            "layouts": layouts,
+            "alpha_s": alpha,
+            "beta_bytes_per_s": beta,
+        }
 
     quiet, busy = one_pass(1.0), one_pass(10.0)
     for order in ((quiet, busy), (busy, quiet)):
         got = combine_passes(list(order), 2)
-        assert got["alpha_s"] == pytest.approx(3e-5, rel=1e-3) and got["beta_bytes_per_s"] == pytest.approx(2e9, rel=1e-3)
+        assert got["alpha_s"] == pytest.approx(3e-5, rel=1e-3) and got["beta_bytes_per_s"] == pytest.approx(
+            2e9, rel=1e-3
+        )
         assert got["layouts"] == quiet["layouts"] and got["pass_spread"] == pytest.approx(10.0)
         assert [p["alpha_s"] for p in got["passes"]] == [p["alpha_s"] for p in order]  # both passes kept
     assert combine_passes([quiet, one_pass(1.0)], 2)["pass_spread"] == pytest.approx(1.0)
@@ -67,7 +93,9 @@ def test_short_cpu_calibration_is_complete_and_loads(short_calibration):
     # the layout probe: the tiny BERT with 1 and 2 layers under TP and FSDP over 2 ranks, and on one process
     # (the ranks' compute the overheads are taken against)
     probe = rec["collectives"]["2"]["layouts"]
-    assert {(r["tp"], r["dp"], r["layers"]) for r in probe} == {(t, d, L) for t, d in ((2, 1), (1, 2)) for L in (1, 2)}
+    assert {(r["tp"], r["dp"], r["layers"]) for r in probe} == {
+        (t, d, L) for t, d in ((2, 1), (1, 2)) for L in (1, 2)
+    }
     assert all(r["ranks"] == 2 for r in probe)
     assert {r["layers"] for r in rec["layout_probe_single"]} == {1, 2}
     assert all(r["step_s"] > 0 and r["threads_per_rank"] == 1 for r in probe + rec["layout_probe_single"])
@@ -91,22 +119,40 @@ def test_short_cpu_calibration_is_complete_and_loads(short_calibration):
 
 
 def test_the_calibration_facts_say_when_how_long_how_quiet_and_what_went_wrong():
-    rec = {"device_name": "H100", "provenance": {"measured_at": "2026-01-02T03:04:05+00:00", "wall_s": 71.6},
-           "collectives": {"2": {"pass_spread": 1.08}, "4": {"pass_spread": 2.5}},
-           "power": {"idle_w": 70.0, "loaded_w": 650.0, "measured": True, "method": "nvml"},
-           "warnings": ["collectives over 4 ranks: one pass 2.5x slower than the other"]}
-    assert calibration_facts(rec) == {"measured_at": "2026-01-02T03:04:05+00:00", "wall_s": "72", "spread": "2.50x",
-                                      "warnings": "Collectives over 4 ranks: one pass 2.5x slower than the other."}
+    rec = {
+        "device_name": "H100",
+        "provenance": {"measured_at": "2026-01-02T03:04:05+00:00", "wall_s": 71.6},
+        "collectives": {"2": {"pass_spread": 1.08}, "4": {"pass_spread": 2.5}},
+        "power": {"idle_w": 70.0, "loaded_w": 650.0, "measured": True, "method": "nvml"},
+        "warnings": ["collectives over 4 ranks: one pass 2.5x slower than the other"],
+    }
+    assert calibration_facts(rec) == {
+        "measured_at": "2026-01-02T03:04:05+00:00",
+        "wall_s": "72",
+        "spread": "2.50x",
+        "warnings": "Collectives over 4 ranks: one pass 2.5x slower than the other.",
+    }
     rows = calibration_summary(rec)
     assert [r["quantity"] for r in rows] == [
-        "spread between the two passes, p = 2", "spread between the two passes, p = 4",
-        "idle power, measured", "loaded power (GEMMs), measured"]
+        "spread between the two passes, p = 2",
+        "spread between the two passes, p = 4",
+        "idle power, measured",
+        "loaded power (GEMMs), measured",
+    ]
     assert rows[-1]["shown"] == "650 W"
     assert calibration_summary({"launch": {"launch_s": 2.985e-4}})[0]["shown"] == "298.5 µs"  # times as read
     assert calibration_summary({"launch": {"launch_s": 0.0123}})[0]["shown"] == "12.3 ms"
-    old = {"device_name": "cpu", "provenance": {}, "collectives": {"2": {"alpha_s": 4e-4}}}  # before two passes
-    assert calibration_facts(old) == {"measured_at": "an unrecorded date", "wall_s": "?", "spread": "- (timed in one pass)",
-                                      "warnings": "none"}
+    old = {
+        "device_name": "cpu",
+        "provenance": {},
+        "collectives": {"2": {"alpha_s": 4e-4}},
+    }  # before two passes
+    assert calibration_facts(old) == {
+        "measured_at": "an unrecorded date",
+        "wall_s": "?",
+        "spread": "- (timed in one pass)",
+        "warnings": "none",
+    }
 
 
 def test_bad_device_and_budget():
@@ -151,15 +197,35 @@ def _group_members(pgid: int) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig,code,how", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
-def test_a_calibrate_stopped_during_its_multi_rank_pass_stops_its_ranks_and_writes_nothing(tmp_path, sig, code, how):
+@pytest.mark.parametrize(
+    "sig,code,how", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_a_calibrate_stopped_during_its_multi_rank_pass_stops_its_ranks_and_writes_nothing(
+    tmp_path, sig, code, how
+):
     """The signal goes to the main process alone (not the group), while its ranks wait on their rendezvous."""
     out, tmp = tmp_path / "cal.json", tmp_path / "tmp"
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen([sys.executable, "-m", "companion.cli", "calibrate", "--device", "cpu", "--budget-s", "30",
-                             "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "companion.cli",
+            "calibrate",
+            "--device",
+            "cpu",
+            "--budget-s",
+            "30",
+            "--out",
+            str(out),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:

@@ -16,13 +16,20 @@ from companion.runs.config import Layout, LengthDist, RunConfig, build_run, pars
         ({"precision": "fp8"}, "precision=", "fp32"),
         ({"country": "United States"}, "country=", "alpha-3"),
         ({"colour": "red"}, "unknown field(s) colour", "known fields"),
-        ({"lengths": {"kind": "histogram", "bins": [[64, 1.0]]}, "seq_len": 32}, "lengths.bins", "raise seq_len"),
+        (
+            {"lengths": {"kind": "histogram", "bins": [[64, 1.0]]}, "seq_len": 32},
+            "lengths.bins",
+            "raise seq_len",
+        ),
         ({"seed": -1}, "seed=-1", "[0, 2**32)"),
         ({"seed": 2**64}, "seed=18446744073709551616", "[0, 2**32)"),
         ({"device_name": "a b/c"}, "device_name='a b/c'", "letters, digits"),
         ({"device_name": "../elsewhere"}, "device_name='../elsewhere'", "letters, digits"),
-        ({"source": "reviews.csv", "tokenizer": "/does/not/exist"}, "tokenizer='/does/not/exist'",
-         "not a local tokenizer directory"),
+        (
+            {"source": "reviews.csv", "tokenizer": "/does/not/exist"},
+            "tokenizer='/does/not/exist'",
+            "not a local tokenizer directory",
+        ),
     ],
 )
 def test_invalid_configs_name_the_field_and_the_fix(flat, field, fix):
@@ -34,8 +41,20 @@ def test_invalid_configs_name_the_field_and_the_fix(flat, field, fix):
 
 
 def test_run_id_names_layout_and_hardware_and_changes_with_any_input():
-    a = build_run({"layers": 12, "hidden": 768, "heads": 12, "seq_len": 128, "batch_size": 32, "tp": 2, "dp": 4,
-                   "device_name": "H100", "precision": "bf16", "device": "cuda"})
+    a = build_run(
+        {
+            "layers": 12,
+            "hidden": 768,
+            "heads": 12,
+            "seq_len": 128,
+            "batch_size": 32,
+            "tp": 2,
+            "dp": 4,
+            "device_name": "H100",
+            "precision": "bf16",
+            "device": "cuda",
+        }
+    )
     assert a.run_id.startswith("L12-h768-a12-s128-b32_tp2-dp4@H100-bf16.")
     same = RunConfig.from_dict(a.to_dict())
     assert same == a and same.run_id == a.run_id
@@ -75,10 +94,17 @@ def test_histogram_lengths_roundtrip_through_dict():
     assert "s64h2" in cfg.run_id
 
 
-@pytest.mark.parametrize("full, tag", [
-    ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H200", "H200"), ("NVIDIA A100-SXM4-80GB", "A100"),
-    ("Tesla V100-SXM2-16GB", "V100"), ("NVIDIA L4", "L4"), ("Quadro RTX 8000", "RTX8000"),
-])
+@pytest.mark.parametrize(
+    "full, tag",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("Tesla V100-SXM2-16GB", "V100"),
+        ("NVIDIA L4", "L4"),
+        ("Quadro RTX 8000", "RTX8000"),
+    ],
+)
 def test_gpu_tags_match_the_hardware_table(full, tag):
     from companion.energy.hardware import device_spec
     from companion.runs.provenance import short_gpu_name

@@ -3,8 +3,18 @@ import pytest
 
 from companion.errors import ConfigError
 from companion.runs.config import DataConfig, LengthDist
-from companion.runs.data import (FIRST_CONTENT_ID, MARKERS_PER_CLASS, SyntheticTask, TextFileTask, collate,
-                            expected_token_counts, read_text_file, sample_lengths, shard, token_counts)
+from companion.runs.data import (
+    FIRST_CONTENT_ID,
+    MARKERS_PER_CLASS,
+    SyntheticTask,
+    TextFileTask,
+    collate,
+    expected_token_counts,
+    read_text_file,
+    sample_lengths,
+    shard,
+    token_counts,
+)
 
 
 def test_length_distributions():
@@ -36,7 +46,9 @@ def test_dynamic_padding_counts_real_and_padded_tokens():
 def test_expected_token_counts():
     fixed = expected_token_counts(DataConfig(seq_len=128, batch_size=8))
     assert (fixed.real, fixed.padded, fixed.attention_pairs) == (1024, 1024, 8 * 128**2)
-    hist = DataConfig(seq_len=128, batch_size=8, lengths=LengthDist(kind="histogram", bins=((16, 0.9), (128, 0.1))))
+    hist = DataConfig(
+        seq_len=128, batch_size=8, lengths=LengthDist(kind="histogram", bins=((16, 0.9), (128, 0.1)))
+    )
     c = expected_token_counts(hist)
     # P(no long example in 8) = 0.9^8 = 0.43: padded length is 16 then, else 128
     assert c.padded == pytest.approx(8 * (0.43 * 16 + 0.57 * 128), rel=0.08)
@@ -57,8 +69,13 @@ def test_synthetic_task_is_deterministic_and_learnable_by_markers():
     # A bag-of-markers rule classifies every example: the label is in the data.
     correct = 0
     for e in task.global_batch(0):
-        counts = [sum(FIRST_CONTENT_ID + MARKERS_PER_CLASS * c <= t < FIRST_CONTENT_ID + MARKERS_PER_CLASS * (c + 1)
-                      for t in e.input_ids) for c in range(2)]
+        counts = [
+            sum(
+                FIRST_CONTENT_ID + MARKERS_PER_CLASS * c <= t < FIRST_CONTENT_ID + MARKERS_PER_CLASS * (c + 1)
+                for t in e.input_ids
+            )
+            for c in range(2)
+        ]
         correct += int(np.argmax(counts) == e.label)
     assert correct >= 62
 

@@ -11,16 +11,53 @@ import pytest
 from companion.errors import ConfigError
 from companion.runs import provenance
 from companion.runs.config import build_run
-from companion.runs.records import (FolderLock, check_writable, load_records, read_record, resume_status,
-                                    strict_dumps, write_json, write_record)
+from companion.runs.records import (
+    FolderLock,
+    check_writable,
+    load_records,
+    read_record,
+    resume_status,
+    strict_dumps,
+    write_json,
+    write_record,
+)
 from companion.runs.train import run_plan
 from conftest import companion_cmd
 
 FIXED = {"warmup_steps": 1, "window_steps": 2, "min_windows": 2, "max_steps": 4, "target_rel_ci": 0.0}
-TINY = {"layers": 1, "hidden": 32, "heads": 2, "vocab": 256, "max_positions": 64, "seq_len": 16, "batch_size": 4}
-TINY_ARGS = ["--layers", "1", "--hidden", "32", "--heads", "2", "--vocab", "256", "--seq-len", "16",
-             "--batch-size", "4", "--warmup-steps", "1", "--window-steps", "2", "--min-windows", "2",
-             "--max-steps", "4", "--target-rel-ci", "0"]
+TINY = {
+    "layers": 1,
+    "hidden": 32,
+    "heads": 2,
+    "vocab": 256,
+    "max_positions": 64,
+    "seq_len": 16,
+    "batch_size": 4,
+}
+TINY_ARGS = [
+    "--layers",
+    "1",
+    "--hidden",
+    "32",
+    "--heads",
+    "2",
+    "--vocab",
+    "256",
+    "--seq-len",
+    "16",
+    "--batch-size",
+    "4",
+    "--warmup-steps",
+    "1",
+    "--window-steps",
+    "2",
+    "--min-windows",
+    "2",
+    "--max-steps",
+    "4",
+    "--target-rel-ci",
+    "0",
+]
 
 
 # ---- 1. the meter's environment
@@ -39,8 +76,13 @@ def test_codecarbon_variables_are_neutralised_and_recorded(monkeypatch):
     # CodeCarbon, started now, sees none of them: PUE 1 and no forced CPU power
     from codecarbon import OfflineEmissionsTracker
 
-    tracker = OfflineEmissionsTracker(country_iso_code="USA", output_methods=[], log_level="error",
-                                      measure_power_secs=3600, allow_multiple_runs=True)
+    tracker = OfflineEmissionsTracker(
+        country_iso_code="USA",
+        output_methods=[],
+        log_level="error",
+        measure_power_secs=3600,
+        allow_multiple_runs=True,
+    )
     assert tracker._pue == 1 and tracker._force_cpu_power is None
 
 
@@ -83,7 +125,9 @@ def test_editing_a_source_file_makes_a_new_run(tmp_path, minilm_path):
     assert after.to_dict()["data"]["source_sha256"] != before.to_dict()["data"]["source_sha256"]
     # synthetic runs keep their identity (no hash of a file)
     assert "source_sha256" not in build_run(TINY).to_dict()["data"]
-    assert build_run(TINY).run_id == "L1-h32-a2-s16-b4_tp1-dp1@cpu-fp32.b286bc"  # the id it had before content hashes
+    assert (
+        build_run(TINY).run_id == "L1-h32-a2-s16-b4_tp1-dp1@cpu-fp32.b286bc"
+    )  # the id it had before content hashes
 
 
 # ---- 7. diverged runs are failed, and every record is strict JSON
@@ -135,9 +179,11 @@ def test_a_truncated_record_is_named_and_set_aside_on_resume(tmp_path):
 @pytest.mark.slow
 def test_a_sweep_resumes_over_a_corrupt_record(tmp_path):
     profile = tmp_path / "p.yaml"
-    profile.write_text("device: cpu\nbase: {layers: 1, hidden: 32, heads: 2, vocab: 256, max_positions: 64, "
-                       "seq_len: 16, batch_size: 4, meter: none, warmup_steps: 1, window_steps: 2, min_windows: 2, "
-                       "max_steps: 4, target_rel_ci: 0.0}\ngroups:\n  - vary: {seed: [0, 1]}\n")
+    profile.write_text(
+        "device: cpu\nbase: {layers: 1, hidden: 32, heads: 2, vocab: 256, max_positions: 64, "
+        "seq_len: 16, batch_size: 4, meter: none, warmup_steps: 1, window_steps: 2, min_windows: 2, "
+        "max_steps: 4, target_rel_ci: 0.0}\ngroups:\n  - vary: {seed: [0, 1]}\n"
+    )
     out = tmp_path / "runs"
     from companion.runs.profiles import load_profile
 
@@ -199,8 +245,15 @@ def test_a_launch_that_refuses_its_plan_writes_no_records(tmp_path, monkeypatch)
     from companion.runs import sweep
     from companion.runs.profiles import load_profile
 
-    monkeypatch.setattr(sweep, "worker_command", lambda plan, out, ws, device: [
-        sys.executable, "-c", "import sys; print('error: NVML is not available; use meter=codecarbon'); sys.exit(2)"])
+    monkeypatch.setattr(
+        sweep,
+        "worker_command",
+        lambda plan, out, ws, device: [
+            sys.executable,
+            "-c",
+            "import sys; print('error: NVML is not available; use meter=codecarbon'); sys.exit(2)",
+        ],
+    )
     profile = load_profile("ci")
     with pytest.raises(ConfigError, match="before finishing any run: NVML is not available"):
         sweep.run_sweep(profile, tmp_path, progress=False)

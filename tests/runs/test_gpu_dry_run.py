@@ -43,10 +43,19 @@ def _traces():
     """The synthetic trace, and every trace recorded on a GPU; with none recorded yet, a skipped case that says
     so in the test report rather than a parametrisation that silently has one case fewer."""
     recorded = [str(p) for p in sorted(FIXTURES.glob("nvml_counter_*.jsonl"))]
-    return ["synthetic-100ms"] + (recorded or [pytest.param(
-        "recorded", marks=pytest.mark.skip(reason="no NVML counter trace recorded on a GPU yet (tests/fixtures/"
-                                           "meter_logs/nvml_counter_<GPU>.jsonl: benchmarks/record_meter_log.py "
-                                           "--counter-trace 20 --device cuda)"))])
+    return ["synthetic-100ms"] + (
+        recorded
+        or [
+            pytest.param(
+                "recorded",
+                marks=pytest.mark.skip(
+                    reason="no NVML counter trace recorded on a GPU yet (tests/fixtures/"
+                    "meter_logs/nvml_counter_<GPU>.jsonl: benchmarks/record_meter_log.py "
+                    "--counter-trace 20 --device cuda)"
+                ),
+            )
+        ]
+    )
 
 
 def _replay(trace: str, seed: int) -> tuple[CounterReplay, SimClock]:
@@ -62,8 +71,10 @@ def _replay(trace: str, seed: int) -> tuple[CounterReplay, SimClock]:
     step_s = span_s + (samples[1][0] - samples[0][0])
     while samples[-1][0] - samples[0][0] < MIN_TRACE_S:
         k = len(samples) // len(replay.t_s)
-        samples += [(t + k * step_s, e + k * (gain_mj + (replay.energy_mj[1] - replay.energy_mj[0])))
-                    for t, e in zip(replay.t_s, replay.energy_mj)]
+        samples += [
+            (t + k * step_s, e + k * (gain_mj + (replay.energy_mj[1] - replay.energy_mj[0])))
+            for t, e in zip(replay.t_s, replay.energy_mj)
+        ]
     replay = CounterReplay(samples, clock)
     clock.t = replay.t_s[0] + 0.5
     return replay, clock
@@ -91,13 +102,20 @@ def test_nvml_windows_of_3s_reach_a_2pct_ci_at_a_100ms_tick(trace):
     w = measure_windows(meter, _gpu_step(clock, random.Random(2), step_s), proto, window_steps)
     assert w.stop_reason == "converged", (w.stop_reason, len(w.own))
     assert all(m.time_s >= NVML_MIN_WINDOW_S * 0.95 and not m.warnings for m in w.own)
-    ci = 1.96 * statistics.stdev(w.energy_per_step_j) / math.sqrt(len(w.own)) / statistics.mean(w.energy_per_step_j)
+    ci = (
+        1.96
+        * statistics.stdev(w.energy_per_step_j)
+        / math.sqrt(len(w.own))
+        / statistics.mean(w.energy_per_step_j)
+    )
     assert ci <= 0.02
     # the estimate is right, not only precise: within 2 % of the counter's own average over the same span
     truth_j_per_step = replay.mean_power_w(t_begin, clock.t) * w.measured_s / sum(w.steps_per_window)
     assert statistics.mean(w.energy_per_step_j) == pytest.approx(truth_j_per_step, rel=0.02)
-    print(f"{trace}: {len(w.own)} windows of {window_steps} steps ({w.measured_s / len(w.own):.2f} s), "
-          f"energy CI {ci * 100:.2f} %")
+    print(
+        f"{trace}: {len(w.own)} windows of {window_steps} steps ({w.measured_s / len(w.own):.2f} s), "
+        f"energy CI {ci * 100:.2f} %"
+    )
 
 
 def _interpolated_mj(replay: CounterReplay, t: float) -> float:
@@ -130,7 +148,9 @@ def test_nvml_windows_close_on_a_counter_update(step_s):
                 return m
 
         meter = Edges(device_index=0, counter=replay.read_mj, clock=clock, close_on_update=close_on_update)
-        proto = Protocol(min_window_s=3.0, min_windows=30, target_rel_ci=0.0, max_steps=10**9, max_time_s=95.0)
+        proto = Protocol(
+            min_window_s=3.0, min_windows=30, target_rel_ci=0.0, max_steps=10**9, max_time_s=95.0
+        )
         window_steps = window_steps_for(proto, meter.min_window_s, step_s)
         w = measure_windows(meter, _gpu_step(clock, random.Random(6), step_s), proto, window_steps)
         assert len(w.own) >= 25 and sum(w.steps_per_window) <= w.steps_total
@@ -138,13 +158,17 @@ def test_nvml_windows_close_on_a_counter_update(step_s):
         for m, (t0, t1), n in zip(w.own, edges, w.steps_per_window):
             truth_j = (_interpolated_mj(replay, t1) - _interpolated_mj(replay, t0)) / 1000.0
             rel.append(abs(m.total_energy_j - truth_j) / truth_j)
-            if close_on_update:  # ends on the step in which the counter changed: at most a tick and a step long
+            if (
+                close_on_update
+            ):  # ends on the step in which the counter changed: at most a tick and a step long
                 assert window_steps <= n <= window_steps + math.ceil(TICK_S / step_s) + 1
             else:
                 assert n == window_steps
         err[close_on_update] = statistics.mean(rel)
-    print(f"step {step_s * 1e3:.0f} ms: mean |window energy error| {err[False] * 100:.2f} % closed by step "
-          f"count, {err[True] * 100:.2f} % closed on a counter update")
+    print(
+        f"step {step_s * 1e3:.0f} ms: mean |window energy error| {err[False] * 100:.2f} % closed by step "
+        f"count, {err[True] * 100:.2f} % closed on a counter update"
+    )
     if step_s < TICK_S:
         assert err[True] < err[False] / 2
     else:  # a step longer than a tick: every window closes right after its steps either way
@@ -194,11 +218,23 @@ groups:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     src = Path(companion.__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(src), "COMPANION_ROOT": str(tmp_path), "HF_HUB_OFFLINE": "1",
-           "MASTER_ADDR": "127.0.0.1", "NODE_RANK": "0", "MASTER_PORT": str(port),
-           "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}  # torchrun beside this python
-    res = subprocess.run(["bash", str(tmp_path / "emit" / "launch-torchrun.sh")], capture_output=True, text=True,
-                         timeout=400, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(src),
+        "COMPANION_ROOT": str(tmp_path),
+        "HF_HUB_OFFLINE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "NODE_RANK": "0",
+        "MASTER_PORT": str(port),
+        "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",
+    }  # torchrun beside this python
+    res = subprocess.run(
+        ["bash", str(tmp_path / "emit" / "launch-torchrun.sh")],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     recs = {r["config"]["mode"]: r for r in load_records(out)}
     assert set(recs) == {"single", "tp", "fsdp"} and all(r["status"] == "ok" for r in recs.values())
@@ -207,7 +243,8 @@ groups:
         pol = r["precision_policy"]
         assert pol["autocast"] == "bfloat16"  # autocast in every layout, not only without FSDP
         assert (pol["fsdp_param_dtype"], pol["fsdp_reduce_dtype"]) == (
-            ("bfloat16", "float32") if mode == "fsdp" else (None, None))
+            ("bfloat16", "float32") if mode == "fsdp" else (None, None)
+        )
     # one foreach AdamW per parameter kind under TP (DTensor encoder, plain embeddings/head), one elsewhere
     assert recs["tp"]["optimizer"]["instances"] == 2 and recs["tp"]["optimizer"]["kernel"] == ["foreach"]
     assert recs["single"]["optimizer"]["instances"] == recs["fsdp"]["optimizer"]["instances"] == 1

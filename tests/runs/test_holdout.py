@@ -16,7 +16,11 @@ def test_holdout_is_off_grid_and_covers_every_layout_kind():
     assert len(runs) >= 12
     assert {r.layout.mode for r in runs} == {"single", "tp", "fsdp", "2d"}
     grid = {(r.model.layers, r.model.hidden, r.model.heads, r.data.seq_len, r.data.batch_size) for r in cpu}
-    off = [r for r in runs if (r.model.layers, r.model.hidden, r.model.heads, r.data.seq_len, r.data.batch_size) not in grid]
+    off = [
+        r
+        for r in runs
+        if (r.model.layers, r.model.hidden, r.model.heads, r.data.seq_len, r.data.batch_size) not in grid
+    ]
     assert len(off) == len(runs)
     head_dims = {r.model.hidden // r.model.heads for r in runs}
     assert min(head_dims) == 16 and max(head_dims) == 64
@@ -38,8 +42,15 @@ def test_the_test_set_is_its_own_seeded_draw_apart_from_grid_and_validation_set(
     runs = load_profile("testset").runs
 
     def key(r):
-        return (r.model.layers, r.model.hidden, r.model.heads, r.data.seq_len, r.data.batch_size, r.layout.tp,
-                r.layout.dp)
+        return (
+            r.model.layers,
+            r.model.hidden,
+            r.model.heads,
+            r.data.seq_len,
+            r.data.batch_size,
+            r.layout.tp,
+            r.layout.dp,
+        )
 
     seen = {key(r) for name in ("cpu", "holdout") for r in load_profile(name).runs}
     assert len(runs) == TEST.n and not {key(r) for r in runs} & seen

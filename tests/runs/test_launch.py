@@ -5,12 +5,15 @@ import pytest
 from companion.runs import launch, parallel
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    ([], "usage: python -m companion.runs.launch --nproc-per-node=N"),
-    (["--plan", "p.json"], "usage: python -m companion.runs.launch --nproc-per-node=N"),
-    (["--nproc-per-node=two", "--plan", "p.json"], "must name a positive number of ranks"),
-    (["--nproc-per-node=0", "--plan", "p.json"], "must name a positive number of ranks"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        ([], "usage: python -m companion.runs.launch --nproc-per-node=N"),
+        (["--plan", "p.json"], "usage: python -m companion.runs.launch --nproc-per-node=N"),
+        (["--nproc-per-node=two", "--plan", "p.json"], "must name a positive number of ranks"),
+        (["--nproc-per-node=0", "--plan", "p.json"], "must name a positive number of ranks"),
+    ],
+)
 def test_bad_launcher_arguments_are_one_line(argv, fragment, capsys):
     assert launch.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()

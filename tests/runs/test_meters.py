@@ -3,8 +3,18 @@ import json
 import pytest
 import torch
 
-from companion.runs.meters import (NVML_MIN_WINDOW_S, CodeCarbonMeter, Measurement, MeterError, NullMeter, NvmlMeter,
-                                  RecordingMeter, ReplayMeter, make_meter, match_nvml_uuid)
+from companion.runs.meters import (
+    NVML_MIN_WINDOW_S,
+    CodeCarbonMeter,
+    Measurement,
+    MeterError,
+    NullMeter,
+    NvmlMeter,
+    RecordingMeter,
+    ReplayMeter,
+    make_meter,
+    match_nvml_uuid,
+)
 
 
 class SteppedCounter:
@@ -53,9 +63,17 @@ def test_nvml_names_map_to_hardware_table_variants():
     from companion.energy.hardware import device_spec
     from companion.runs.provenance import short_gpu_name
 
-    names = {"NVIDIA H100 80GB HBM3": "H100", "NVIDIA H100 PCIe": "H100-PCIe", "NVIDIA H100 NVL": "H100-NVL",
-             "NVIDIA H200": "H200", "NVIDIA H200 NVL": "H200-NVL", "NVIDIA A100-SXM4-80GB": "A100",
-             "Tesla V100-SXM2-32GB": "V100", "Quadro RTX 8000": "RTX8000", "NVIDIA L4": "L4"}
+    names = {
+        "NVIDIA H100 80GB HBM3": "H100",
+        "NVIDIA H100 PCIe": "H100-PCIe",
+        "NVIDIA H100 NVL": "H100-NVL",
+        "NVIDIA H200": "H200",
+        "NVIDIA H200 NVL": "H200-NVL",
+        "NVIDIA A100-SXM4-80GB": "A100",
+        "Tesla V100-SXM2-32GB": "V100",
+        "Quadro RTX 8000": "RTX8000",
+        "NVIDIA L4": "L4",
+    }
     for nvml_name, tag in names.items():
         assert short_gpu_name(nvml_name) == tag
         assert device_spec(tag)["sources"]  # every variant has a table entry with its source
@@ -144,7 +162,9 @@ def test_codecarbon_meter_says_how_it_got_its_energy():
     assert set(m.components) >= {"cpu", "ram"}
     methods = meter.component_methods
     assert m.measured == all(v["measured"] for v in methods.values())
-    assert m.source == "codecarbon[" + ",".join(f"{k}={v['method']}" for k, v in sorted(methods.items())) + "]"
+    assert (
+        m.source == "codecarbon[" + ",".join(f"{k}={v['method']}" for k, v in sorted(methods.items())) + "]"
+    )
     if methods["cpu"]["method"] == "cpu_load":  # no RAPL: the CPU part is CodeCarbon's TDP x load model
         assert m.measured is False
 

@@ -8,9 +8,11 @@ LAYERS = 3
 # CommDebugMode tracks modules with backward hooks, which warn on Hugging Face's output classes. On the fake
 # process group FSDP2 also warns that a wrapped module returned a view tensor; the same model sharded over two
 # gloo ranks does not (the sweep's parallel runs), and test_sweep checks their loss curves against one process
-pytestmark = [pytest.mark.filterwarnings("ignore:For backward hooks to be called"),
-              pytest.mark.filterwarnings("ignore:Full backward hook is firing"),
-              pytest.mark.filterwarnings("ignore:FSDP2-wrapped module .* returned a view tensor")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:For backward hooks to be called"),
+    pytest.mark.filterwarnings("ignore:Full backward hook is firing"),
+    pytest.mark.filterwarnings("ignore:FSDP2-wrapped module .* returned a view tensor"),
+]
 
 
 def _sizing_mode():
@@ -27,8 +29,12 @@ def _sizing_mode():
             packet = getattr(func, "_overloadpacket", None)
             if packet is not None and (packet in self.comm_registry or packet in c10d_collective_ops):
                 flat = [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else [arg])]
-                self.sizes.append((str(packet).rsplit(".", 1)[-1],
-                                   [t.numel() * t.element_size() for t in flat if isinstance(t, torch.Tensor)]))
+                self.sizes.append(
+                    (
+                        str(packet).rsplit(".", 1)[-1],
+                        [t.numel() * t.element_size() for t in flat if isinstance(t, torch.Tensor)],
+                    )
+                )
             return super().__torch_dispatch__(func, types, args, kwargs)
 
     return Sizing
@@ -62,11 +68,19 @@ def _counts(layout, sizes: list | None = None) -> list[dict[str, int]]:
         pytest.skip("a process group is already initialised in this process")
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=layout.world_size)
     try:
-        cfg = BertConfig(hidden_size=64, num_hidden_layers=LAYERS, num_attention_heads=4, intermediate_size=256,
-                         vocab_size=512, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                         attention_probs_dropout_prob=0.0)
-        model = parallel.parallelize_bert(BertForSequenceClassification(cfg), layout,
-                                          parallel.build_mesh(layout, "cpu"), "fp32")
+        cfg = BertConfig(
+            hidden_size=64,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=4,
+            intermediate_size=256,
+            vocab_size=512,
+            max_position_embeddings=64,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        )
+        model = parallel.parallelize_bert(
+            BertForSequenceClassification(cfg), layout, parallel.build_mesh(layout, "cpu"), "fp32"
+        )
         ids, labels = torch.randint(0, 512, (4, 32)), torch.randint(0, 2, (4,))
         out, mode = [], _sizing_mode()
         for step in range(2):  # the second step as the first: nothing stays gathered between steps
@@ -74,8 +88,12 @@ def _counts(layout, sizes: list | None = None) -> list[dict[str, int]]:
                 loss = model(input_ids=ids, labels=labels).loss
             with mode() as backward:
                 loss.backward()
-            out.append([{str(op).rsplit(".", 1)[-1]: n for op, n in m.get_comm_counts().items()}
-                        for m in (forward, backward)])
+            out.append(
+                [
+                    {str(op).rsplit(".", 1)[-1]: n for op, n in m.get_comm_counts().items()}
+                    for m in (forward, backward)
+                ]
+            )
             if step == 0 and sizes is not None:
                 sizes.extend(forward.sizes + backward.sizes)
         assert out[0] == out[1]
@@ -103,7 +121,10 @@ def test_fsdp_gathers_and_scatters_as_often_as_the_operator_model_counts():
     forward, backward = _counts(Layout(tp=1, dp=2))
     assert forward == {"_allgather_base_": LAYERS + 1}
     assert backward == {"_allgather_base_": LAYERS, "_reduce_scatter_base_": LAYERS + 1}
-    assert sum(forward.values()) + sum(backward.values()) == FSDP_COLLECTIVES_PER_LAYER * LAYERS + FSDP_COLLECTIVES_ROOT
+    assert (
+        sum(forward.values()) + sum(backward.values())
+        == FSDP_COLLECTIVES_PER_LAYER * LAYERS + FSDP_COLLECTIVES_ROOT
+    )
 
 
 @pytest.mark.parametrize("tp, dp", [(2, 1), (4, 1), (1, 2), (1, 4), (2, 2)])
@@ -121,12 +142,34 @@ def test_the_operator_model_puts_as_many_bytes_on_the_wire_as_the_plan_does(tp, 
     sizes = []
     _counts(Layout(tp=tp, dp=dp), sizes)
     # every rank of the simulated group is fed the same 4 x 32 batch: 128 tokens per data-parallel rank
-    row = {"layers": LAYERS, "hidden": 64, "heads": 4, "ffn": 256, "vocab": 512, "max_positions": 64,
-           "num_labels": 2, "batch_size": 4 * dp, "padded_tokens": 128 * dp, "attention_pairs": 4 * dp * 32 * 32,
-           "tp": tp, "dp": dp, "world_size": tp * dp, "precision": "fp32", "attention_kernel": "math",
-           "metered_units": 1.0, "threads_per_rank": 1}
-    dev = opmodel.DeviceRoofs("test", gemm_peak_flops_per_s=1e11, gemm_half_dim=32, bandwidth_bytes_per_s=1e10,
-                              launch_s=5e-6, collective_alpha_s=1e-4, collective_beta_bytes_per_s=1e9)
+    row = {
+        "layers": LAYERS,
+        "hidden": 64,
+        "heads": 4,
+        "ffn": 256,
+        "vocab": 512,
+        "max_positions": 64,
+        "num_labels": 2,
+        "batch_size": 4 * dp,
+        "padded_tokens": 128 * dp,
+        "attention_pairs": 4 * dp * 32 * 32,
+        "tp": tp,
+        "dp": dp,
+        "world_size": tp * dp,
+        "precision": "fp32",
+        "attention_kernel": "math",
+        "metered_units": 1.0,
+        "threads_per_rank": 1,
+    }
+    dev = opmodel.DeviceRoofs(
+        "test",
+        gemm_peak_flops_per_s=1e11,
+        gemm_half_dim=32,
+        bandwidth_bytes_per_s=1e10,
+        launch_s=5e-6,
+        collective_alpha_s=1e-4,
+        collective_beta_bytes_per_s=1e9,
+    )
     per_rank = opmodel.operator_frame(pd.DataFrame([row]), dev).op_comm_bytes.iloc[0] / (tp * dp)
     assert per_rank == pytest.approx(_ring_wire_bytes(sizes, tp), rel=0.01)
     # the paper's law reads the same count in its memory-traffic proxy

@@ -35,26 +35,41 @@ def _bare_env(tmp_path: Path) -> dict:
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(BLOCKER)
     env = {k: v for k, v in os.environ.items() if k != "COMPANION_ROOT"}
-    return {**env, "PYTHONPATH": f"{site}{os.pathsep}{SRC}", "COMPANION_ROOT": str(tmp_path / "root"),
-            "HF_HUB_OFFLINE": "1"}
+    return {
+        **env,
+        "PYTHONPATH": f"{site}{os.pathsep}{SRC}",
+        "COMPANION_ROOT": str(tmp_path / "root"),
+        "HF_HUB_OFFLINE": "1",
+    }
 
 
 def _cli(env, *args, timeout=400):
-    return subprocess.run([sys.executable, "-m", "companion.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=env["COMPANION_ROOT"].rsplit("/", 1)[0])
+    return subprocess.run(
+        [sys.executable, "-m", "companion.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=env["COMPANION_ROOT"].rsplit("/", 1)[0],
+    )
 
 
 def test_ci_sweep_on_a_stack_without_codecarbon_or_nvml(tmp_path):
     env = _bare_env(tmp_path)
-    probe = subprocess.run([sys.executable, "-c", "import codecarbon"], capture_output=True, text=True, env=env)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import codecarbon"], capture_output=True, text=True, env=env
+    )
     assert probe.returncode != 0 and "blocked" in probe.stderr
     # the ci profile's single and TP=2 runs: one plain launch and one torchrun launch (the 4-rank launch adds
     # nothing to this path that the ci sweep of tests/runs/test_sweep.py does not cover)
     profile = tmp_path / "ci-nometer.yaml"
-    profile.write_text(load_profile("ci").path.read_text().split("groups:")[0] + """meter: none
+    profile.write_text(
+        load_profile("ci").path.read_text().split("groups:")[0]
+        + """meter: none
 groups:
   - layouts: [tp1-dp1, tp2-dp1]
-""")
+"""
+    )
     out = tmp_path / "runs"
     res = _cli(env, "sweep", "--profile", str(profile), "--out", str(out), "--quiet")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -79,7 +94,9 @@ groups:
     res = _cli(env, "sweep", "--profile", str(profile), "--out", str(out), "--quiet", timeout=200)
     assert res.returncode == 2, res.stdout + res.stderr
     errors = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(errors) == 1 and errors[0].startswith("error:") and "pip install codecarbon" in errors[0], res.stderr
+    assert len(errors) == 1 and errors[0].startswith("error:") and "pip install codecarbon" in errors[0], (
+        res.stderr
+    )
     assert "Traceback" not in res.stderr
     assert not list(out.glob("*.json"))  # no failed record per run ...
     assert (out / "logs" / "ws1.log").read_text().count("\n=== ") == 1  # ... and no relaunch per run

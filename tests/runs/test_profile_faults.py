@@ -13,8 +13,20 @@ from companion.cli import main
 from companion.errors import ConfigError
 from companion.runs.profiles import load_profile
 
-BASE = {"layers": 1, "hidden": 32, "heads": 2, "vocab": 256, "max_positions": 64, "seq_len": 16, "batch_size": 4,
-        "meter": "none", "warmup_steps": 1, "window_steps": 2, "min_windows": 2, "max_steps": 4}
+BASE = {
+    "layers": 1,
+    "hidden": 32,
+    "heads": 2,
+    "vocab": 256,
+    "max_positions": 64,
+    "seq_len": 16,
+    "batch_size": 4,
+    "meter": "none",
+    "warmup_steps": 1,
+    "window_steps": 2,
+    "min_windows": 2,
+    "max_steps": 4,
+}
 
 # (field, malformed value, what the one-line error must name)
 MALFORMED = [
@@ -76,8 +88,12 @@ def test_each_malformed_field_is_one_error_naming_it(tmp_path, capsys, field, va
 
 def test_run_level_mistakes_on_the_command_line_are_one_line(tmp_path, capsys):
     out = tmp_path / "runs"
-    for argv, named in ([["--meter", "nvml"], "meter='nvml'"], [["--country", "XYZ"], "country='XYZ'"],
-                        [["--lr", "inf"], "lr=inf"], [["--dropout", "nan"], "dropout=nan"]):
+    for argv, named in (
+        [["--meter", "nvml"], "meter='nvml'"],
+        [["--country", "XYZ"], "country='XYZ'"],
+        [["--lr", "inf"], "lr=inf"],
+        [["--dropout", "nan"], "dropout=nan"],
+    ):
         assert main(["run", "--layers", "1", "--hidden", "32", "--heads", "2", *argv, "--out", str(out)]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and named in err and "\n" not in err

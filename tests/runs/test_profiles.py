@@ -65,20 +65,28 @@ def test_invalid_profiles(tmp_path, text, match):
 
 
 def test_grid_expansion(tmp_path):
-    p = load_profile(_write(tmp_path, """
+    p = load_profile(
+        _write(
+            tmp_path,
+            """
 base: {seq_len: 32, batch_size: 4}
 groups:
   - vary: {layers: [1, 2]}
     zip: {hidden: [64, 128], heads: [2, 4]}
     layouts: [tp1-dp1, tp2-dp1]
   - set: {layers: 1, hidden: 64, heads: 2}
-"""))
+""",
+        )
+    )
     assert len(p.runs) == 2 * 2 * 2  # the second group repeats a run of the first: kept once
     assert {(r.model.hidden, r.model.heads) for r in p.runs} == {(64, 2), (128, 4)}
 
 
 def test_replicates_run_in_interleaved_passes(tmp_path):
-    p = load_profile(_write(tmp_path, """
+    p = load_profile(
+        _write(
+            tmp_path,
+            """
 base: {seq_len: 32, batch_size: 4}
 replicates: 2
 groups:
@@ -86,17 +94,27 @@ groups:
     layouts: [tp1-dp1, tp2-dp1]
   - set: {layers: 3}
     replicates: 3
-"""))
+""",
+        )
+    )
     assert len(p.runs) == 4 * 2 + 3
     first = [r for r in p.runs if r.replicate == 0]
     assert all(r.run_id == r.config_id and "-r" not in r.run_id for r in first)  # ids as before replicates
     twins = [r for r in p.runs if r.replicate == 1]
     assert {r.config_id for r in twins} <= {r.run_id for r in first}
     assert all(r.run_id.split(".")[0].endswith("-r1") and r.run_id != r.config_id for r in twins)
-    order = [(ws, [i.run.replicate for i in items]) for ws, items in launch_order([[Pending(r, p.name, tmp_path)
-                                                                                   for r in p.runs]])]
+    order = [
+        (ws, [i.run.replicate for i in items])
+        for ws, items in launch_order([[Pending(r, p.name, tmp_path) for r in p.runs]])
+    ]
     # pass 0 (every configuration once, world size 1 then 2), then pass 1, then pass 2
-    assert [ws for ws, _ in order] == [1, 2, 1, 2, 1] and [set(r) for _, r in order] == [{0}, {0}, {1}, {1}, {2}]
+    assert [ws for ws, _ in order] == [1, 2, 1, 2, 1] and [set(r) for _, r in order] == [
+        {0},
+        {0},
+        {1},
+        {1},
+        {2},
+    ]
     ids = [r.run_id for r in p.runs]
     for r in twins:  # a replicate is never next to its twin, in the sweep or in an emitted plan
         assert abs(ids.index(r.run_id) - ids.index(r.config_id)) > 1
@@ -113,15 +131,21 @@ def test_measured_with_names_other_profiles(tmp_path):
     other.write_text("groups: [{set: {layers: 3}}]\n")
     p = load_profile(_write(tmp_path, f"measured_with: [holdout, {other}]\ngroups: [{{}}]\n"))
     assert p.measured_with == ("holdout", str(other))
-    assert load_profile("cpu").measured_with == ("holdout", "testset")  # the grid and its off-grid runs share launches
+    assert load_profile("cpu").measured_with == (
+        "holdout",
+        "testset",
+    )  # the grid and its off-grid runs share launches
     assert load_profile("ci").measured_with == ()
 
 
-@pytest.mark.parametrize("value, match", [
-    ("holdout", "must be a list of profile names"),
-    ("[nowhere]", "measured_with: unknown profile 'nowhere'"),
-    ("[{self}]", "names the profile itself"),
-])
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ("holdout", "must be a list of profile names"),
+        ("[nowhere]", "measured_with: unknown profile 'nowhere'"),
+        ("[{self}]", "names the profile itself"),
+    ],
+)
 def test_measured_with_must_name_other_profiles(tmp_path, value, match):
     with pytest.raises(ConfigError, match=match):
         value = value.format(self=tmp_path / "p.yaml")

@@ -45,8 +45,9 @@ def _stops(n_configs: int, seed: int, min_windows: int, close_on_update: bool = 
         clock = SimClock(0.5)
         replay = CounterReplay.synthetic(75.0, rng.randrange(1 << 30), clock, power_w=POWER_W)
         meter = NvmlMeter(counter=replay.read_mj, clock=clock, close_on_update=close_on_update)
-        proto = Protocol(min_window_s=3.0, min_windows=min_windows, target_rel_ci=0.02, max_steps=10**9,
-                         max_time_s=60.0)
+        proto = Protocol(
+            min_window_s=3.0, min_windows=min_windows, target_rel_ci=0.02, max_steps=10**9, max_time_s=60.0
+        )
         steps = window_steps_for(proto, meter.min_window_s, step_s)
         step_rng = random.Random(rng.randrange(1 << 30))
 
@@ -58,8 +59,10 @@ def _stops(n_configs: int, seed: int, min_windows: int, close_on_update: bool = 
             continue
         true_step_s = step_s * math.exp(jitter**2 / 2)  # mean of the log-normal step time
         truth = (true_step_s, POWER_W * true_step_s)
-        cover = [abs(statistics.mean(s) - x) <= ci95_halfwidth(s)
-                 for s, x in zip((w.time_per_step_s, w.energy_per_step_j), truth)]
+        cover = [
+            abs(statistics.mean(s) - x) <= ci95_halfwidth(s)
+            for s, x in zip((w.time_per_step_s, w.energy_per_step_j), truth)
+        ]
         out.append((*cover, len(w.own)))
     return out
 
@@ -70,8 +73,10 @@ def test_the_adaptive_ci_keeps_its_coverage_at_the_stop():
     cover_time = sum(s[0] for s in stops) / len(stops)
     cover_energy = sum(s[1] for s in stops) / len(stops)
     windows = [s[2] for s in stops]
-    print(f"{len(stops)} stops after {statistics.mean(windows):.1f} windows on average (max {max(windows)}): "
-          f"coverage time {cover_time:.3f}, energy {cover_energy:.3f} (nominal 0.95)")
+    print(
+        f"{len(stops)} stops after {statistics.mean(windows):.1f} windows on average (max {max(windows)}): "
+        f"coverage time {cover_time:.3f}, energy {cover_energy:.3f} (nominal 0.95)"
+    )
     assert sum(1 for k in windows if k > 5) > len(stops) / 3  # the rule's choice of when to stop is exercised
     # one standard error of a coverage of 0.95 over 200 stops is 0.015
     assert cover_time >= 0.92 and cover_energy >= 0.92

@@ -36,14 +36,23 @@ def test_ci_sweep_every_record_ok(ci_sweep):
         assert r["provenance"]["launch"]["world_size"] == r["config"]["world_size"]
         # several ranks: torchrun's agent forks them after the imports (companion.runs.launch)
         assert r["provenance"]["launch"]["launcher"] == (
-            "python (one process)" if r["config"]["world_size"] == 1 else "torchrun, ranks forked (companion.runs.launch)")
+            "python (one process)"
+            if r["config"]["world_size"] == 1
+            else "torchrun, ranks forked (companion.runs.launch)"
+        )
 
 
 def test_parallel_layouts_match_the_single_process_loss_curve(ci_sweep):
     out, _ = ci_sweep
-    by_mode = {r["config"]["mode"]: r["loss"]["curve"] for r in load_records(out) if r["config"]["model"]["layers"] == 2}
+    by_mode = {
+        r["config"]["mode"]: r["loss"]["curve"]
+        for r in load_records(out)
+        if r["config"]["model"]["layers"] == 2
+    }
     reference = by_mode.pop("single")
-    assert len(reference) == 13 and max(reference) - min(reference) > 0.01  # 2 warm-up + 3 probe + 8 measured steps
+    assert (
+        len(reference) == 13 and max(reference) - min(reference) > 0.01
+    )  # 2 warm-up + 3 probe + 8 measured steps
     for mode, curve in by_mode.items():
         assert curve == pytest.approx(reference, abs=2e-5, rel=0), mode
 
@@ -77,7 +86,17 @@ def test_killing_a_sweep_loses_only_the_run_in_flight(tmp_path):
     # max_time_s is not reached: the sleep-free runs are short, the kill lands between or inside them
     profile.write_text(PROFILE.format(extra="max_time_s: 30.0"))
     out = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "companion.cli", "sweep", "--profile", str(profile), "--out", str(out), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "companion.cli",
+        "sweep",
+        "--profile",
+        str(profile),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.time() + 120
     while time.time() < deadline and len(list(out.glob("*.json"))) < 2:
@@ -104,7 +123,7 @@ base: {{layers: 1, hidden: 32, heads: 2, vocab: 256, max_positions: 64, seq_len:
         warmup_steps: 1, window_steps: 2, min_windows: 2, max_steps: 4, target_rel_ci: 0.0}}
 groups:
   - vary: {{seed: [0, 1]}}
-  - set: {{source: "{fixtures / 'reviews.csv'}", tokenizer: "{minilm_path}"}}
+  - set: {{source: "{fixtures / "reviews.csv"}", tokenizer: "{minilm_path}"}}
 """)
     out = tmp_path / "runs"
     res = companion_cmd("sweep", "--profile", str(profile), "--out", str(out), "--quiet", timeout=300)
@@ -113,9 +132,14 @@ groups:
     assert len(failed) == 1 and "vocab >= 30522" in failed[0]["error"]["message"]
     # a plain re-run keeps the failure and says so, rather than counting it among the runs done
     res = companion_cmd("sweep", "--profile", str(profile), "--out", str(out), "--quiet", timeout=300)
-    assert "3 already done (1 of them failed earlier and kept as failed: --retry-failed runs them again)" in res.stdout
+    assert (
+        "3 already done (1 of them failed earlier and kept as failed: --retry-failed runs them again)"
+        in res.stdout
+    )
     # --retry-failed runs it again and keeps the first failure beside it
-    res = companion_cmd("sweep", "--profile", str(profile), "--out", str(out), "--quiet", "--retry-failed", timeout=300)
+    res = companion_cmd(
+        "sweep", "--profile", str(profile), "--out", str(out), "--quiet", "--retry-failed", timeout=300
+    )
     assert res.returncode == 1 and len(list((out / "failed").glob("*.json"))) == 1
 
 
@@ -147,5 +171,7 @@ def test_emit_torchrun_and_slurm(tmp_path):
     assert "#SBATCH --array=0-2" in one_node and "NPROCS=(1 2 4)" in one_node
     res = subprocess.run(["bash", "-n", str(tmp_path / "t" / "launch-torchrun.sh")], capture_output=True)
     assert res.returncode == 0, res.stderr
-    res = subprocess.run(["bash", "-n", str(tmp_path / "s" / "slurm-gpu-node-n2.sbatch")], capture_output=True)
+    res = subprocess.run(
+        ["bash", "-n", str(tmp_path / "s" / "slurm-gpu-node-n2.sbatch")], capture_output=True
+    )
     assert res.returncode == 0, res.stderr

@@ -8,7 +8,15 @@ from companion.runs.records import load_records
 from companion.runs.train import main as train_main, run_plan
 
 FIXED = {"warmup_steps": 1, "window_steps": 2, "min_windows": 2, "max_steps": 4, "target_rel_ci": 0.0}
-TINY = {"layers": 1, "hidden": 32, "heads": 2, "vocab": 256, "max_positions": 64, "seq_len": 16, "batch_size": 4}
+TINY = {
+    "layers": 1,
+    "hidden": 32,
+    "heads": 2,
+    "vocab": 256,
+    "max_positions": 64,
+    "seq_len": 16,
+    "batch_size": 4,
+}
 
 
 def test_record_has_every_documented_field(tmp_path):
@@ -42,8 +50,15 @@ def test_record_has_every_documented_field(tmp_path):
 def test_a_failing_run_becomes_a_failed_record_and_the_plan_goes_on(tmp_path, fixtures, minilm_path):
     ok1 = build_run({**TINY, **FIXED, "meter": "none"})
     # Valid on paper, fails when the tokenizer is loaded: its 30522 tokens do not fit vocab=256.
-    bad = build_run({**TINY, **FIXED, "meter": "none", "source": str(fixtures / "reviews.jsonl"),
-                     "tokenizer": str(minilm_path)})
+    bad = build_run(
+        {
+            **TINY,
+            **FIXED,
+            "meter": "none",
+            "source": str(fixtures / "reviews.jsonl"),
+            "tokenizer": str(minilm_path),
+        }
+    )
     ok2 = build_run({**TINY, **FIXED, "meter": "none", "seed": 1})
     assert run_plan([ok1, bad, ok2], tmp_path, "unit") == 1
     status = {r["run_id"]: r for r in load_records(tmp_path)}
@@ -58,8 +73,21 @@ def test_a_failing_run_becomes_a_failed_record_and_the_plan_goes_on(tmp_path, fi
 
 
 def test_the_synthetic_task_is_learned(tmp_path):
-    cfg = build_run({**TINY, "seq_len": 32, "batch_size": 16, "dropout": 0.0, "lr": 3e-3, "meter": "none",
-                     "warmup_steps": 0, "window_steps": 10, "min_windows": 2, "max_steps": 60, "target_rel_ci": 0.0})
+    cfg = build_run(
+        {
+            **TINY,
+            "seq_len": 32,
+            "batch_size": 16,
+            "dropout": 0.0,
+            "lr": 3e-3,
+            "meter": "none",
+            "warmup_steps": 0,
+            "window_steps": 10,
+            "min_windows": 2,
+            "max_steps": 60,
+            "target_rel_ci": 0.0,
+        }
+    )
     run_plan([cfg], tmp_path, "unit")
     curve = load_records(tmp_path)[0]["loss"]["curve"]
     first, last = sum(curve[:10]) / 10, sum(curve[-10:]) / 10
@@ -67,15 +95,44 @@ def test_the_synthetic_task_is_learned(tmp_path):
 
 
 def test_world_size_must_equal_tp_times_dp(tmp_path):
-    with pytest.raises(ConfigError, match=r"world size 1 != tp\*dp = 2\*1 = 2; launch with torchrun --nproc-per-node 2"):
+    with pytest.raises(
+        ConfigError, match=r"world size 1 != tp\*dp = 2\*1 = 2; launch with torchrun --nproc-per-node 2"
+    ):
         run_plan([build_run({**TINY, "tp": 2})], tmp_path, "unit")
     assert not list(tmp_path.glob("*.json"))
 
 
 def test_command_line_single_run(tmp_path, capsys):
-    rc = train_main(["--layers", "1", "--hidden", "32", "--heads", "2", "--vocab", "256", "--seq-len", "16",
-                     "--batch-size", "4", "--lengths", "uniform:8", "--meter", "none", "--warmup-steps", "1",
-                     "--window-steps", "2", "--min-windows", "2", "--max-steps", "4", "--out", str(tmp_path)])
+    rc = train_main(
+        [
+            "--layers",
+            "1",
+            "--hidden",
+            "32",
+            "--heads",
+            "2",
+            "--vocab",
+            "256",
+            "--seq-len",
+            "16",
+            "--batch-size",
+            "4",
+            "--lengths",
+            "uniform:8",
+            "--meter",
+            "none",
+            "--warmup-steps",
+            "1",
+            "--window-steps",
+            "2",
+            "--min-windows",
+            "2",
+            "--max-steps",
+            "4",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert rc == 0
     (rec,) = load_records(tmp_path)
     assert rec["config"]["data"]["lengths"]["kind"] == "uniform" and "s16u8" in rec["run_id"]
@@ -97,7 +154,10 @@ def test_no_attention_mask_without_padding():
 
     from companion.runs.train import without_full_mask
 
-    full = {"input_ids": torch.ones(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long)}
+    full = {
+        "input_ids": torch.ones(2, 4, dtype=torch.long),
+        "attention_mask": torch.ones(2, 4, dtype=torch.long),
+    }
     assert set(without_full_mask(full)) == {"input_ids"}
     padded = {**full, "attention_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])}
     assert without_full_mask(padded) is padded

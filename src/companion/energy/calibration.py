@@ -30,7 +30,9 @@ CALIBRATION_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16
 
 # The checks' thresholds.
 ROOF_OVER_BEST = 1.25  # the fitted GEMM roof at a measured shape, at most this times the best rate measured
-PEAK_OVER_DATASHEET = 1.1  # a fitted roof or bandwidth at most this times the datasheet's, where it has the board
+PEAK_OVER_DATASHEET = (
+    1.1  # a fitted roof or bandwidth at most this times the datasheet's, where it has the board
+)
 MIN_SIZE_RANK_CORRELATION = 0.8  # Spearman correlation of GEMM time with FLOPs: timings grow with size
 PASS_SPREAD_MAX = 1.5  # two passes of one benchmark differ by at most this (median ratio of their timings)
 CPU_PEAK_PER_CORE = 400e9  # FLOP/s: 2 AVX-512 FMA units x 16 fp32 lanes x 2 FLOP x 6 GHz, above any x86 core
@@ -39,10 +41,16 @@ HALF_DIM_BOUND = 0.99e5  # the GEMM fit's upper bound on k0: a fit there is laun
 # On a GPU a benchmark must run at BERT sizes, or it times kernel launches (about 10 us each)
 GPU_MIN_GEMM_DIM = 8192  # the largest GEMM dimension
 GPU_MIN_STREAM_BYTES = 100e6  # element-wise traffic, and the optimizer's fp32 weights
-GPU_MIN_SCORES = 32 * 12 * 128 ** 2  # attention score elements: BERT-base at batch 32, sequence 128
+GPU_MIN_SCORES = 32 * 12 * 128**2  # attention score elements: BERT-base at batch 32, sequence 128
 QUANTITIES = ("gemm", "bandwidth", "elementwise", "optimizer", "attention", "op_counts", "power")
-REQUIRED = (("device_name",), ("device",), ("gemm", "peak_flops_per_s"), ("gemm", "half_dim"),
-            ("bandwidth", "bandwidth_bytes_per_s"), ("launch", "launch_s"))
+REQUIRED = (
+    ("device_name",),
+    ("device",),
+    ("gemm", "peak_flops_per_s"),
+    ("gemm", "half_dim"),
+    ("bandwidth", "bandwidth_bytes_per_s"),
+    ("launch", "launch_s"),
+)
 
 
 class CalibrationError(ConfigError):
@@ -63,14 +71,17 @@ def read_calibration(path: Path) -> dict:
     except FileNotFoundError:
         raise CalibrationError(f"no calibration file {path}; {_fix(path)}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CalibrationError(f"calibration file {path} is not valid JSON (truncated or corrupt: {exc}); "
-                               f"{_fix(path)}") from None
+        raise CalibrationError(
+            f"calibration file {path} is not valid JSON (truncated or corrupt: {exc}); {_fix(path)}"
+        ) from None
     if not isinstance(rec, dict):
         raise CalibrationError(f"calibration file {path} holds no JSON object; {_fix(path)}")
     fmt = rec.get("format", 1)
     if not isinstance(fmt, int) or fmt > CALIBRATION_FORMAT:
-        raise CalibrationError(f"calibration file {path} has format {fmt!r}, newer than this companion reads "
-                               f"({CALIBRATION_FORMAT}); update the companion or {_fix(path, rec)}")
+        raise CalibrationError(
+            f"calibration file {path} has format {fmt!r}, newer than this companion reads "
+            f"({CALIBRATION_FORMAT}); update the companion or {_fix(path, rec)}"
+        )
     for keys in REQUIRED:
         part = rec
         for k in keys:
@@ -82,14 +93,18 @@ def read_calibration(path: Path) -> dict:
 
 # ------------------------------------------------------------------------------------------------ checks
 def _positive(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    )
 
 
 def _spearman(x, y) -> float:
     import pandas as pd
 
     rx, ry = pd.Series(x).rank().to_numpy(), pd.Series(y).rank().to_numpy()  # ties share their mean rank
-    return float(np.corrcoef(rx, ry)[0, 1]) if len(x) > 2 and np.std(rx) > 0 and np.std(ry) > 0 else float("nan")
+    return (
+        float(np.corrcoef(rx, ry)[0, 1]) if len(x) > 2 and np.std(rx) > 0 and np.std(ry) > 0 else float("nan")
+    )
 
 
 def _stuck_share(flops, times) -> float:
@@ -108,8 +123,11 @@ def _datasheet(rec: dict) -> dict | None:
     try:
         spec = hardware.device_spec(rec["device_name"])
         precision = CALIBRATION_PRECISION.get(rec.get("dtype"), "bf16")
-        return {"peak": hardware.peak_flops_per_s(rec["device_name"], precision),
-                "bandwidth": hardware.bandwidth_bytes_per_s(rec["device_name"]), "tdp_w": spec.get("tdp_w")}
+        return {
+            "peak": hardware.peak_flops_per_s(rec["device_name"], precision),
+            "bandwidth": hardware.bandwidth_bytes_per_s(rec["device_name"]),
+            "tdp_w": spec.get("tdp_w"),
+        }
     except (ConfigError, KeyError, TypeError, ValueError):
         return None
 
@@ -127,18 +145,26 @@ def check_gemm(rec: dict) -> list[str]:
         x = np.array([1 / r["m"] + 1 / r["n"] + 1 / r["k"] for r in rows])
         rho, stuck = _spearman(flops, times), _stuck_share(flops, times)
         if stuck >= 0.5:
-            out.append(f"{stuck:.0%} of the GEMM timings sit near {np.median(times) * 1e3:.3g} ms whatever their "
-                       "size: a busy machine or a stuck timer")
+            out.append(
+                f"{stuck:.0%} of the GEMM timings sit near {np.median(times) * 1e3:.3g} ms whatever their "
+                "size: a busy machine or a stuck timer"
+            )
         elif rho < MIN_SIZE_RANK_CORRELATION:
-            out.append(f"GEMM timings do not grow with size (rank correlation {rho:.2f} < "
-                       f"{MIN_SIZE_RANK_CORRELATION}): a busy machine, or timings bound by kernel launches")
+            out.append(
+                f"GEMM timings do not grow with size (rank correlation {rho:.2f} < "
+                f"{MIN_SIZE_RANK_CORRELATION}): a busy machine, or timings bound by kernel launches"
+            )
         fitted = float(np.max(peak / (1 + k0 * x)))
         if fitted > ROOF_OVER_BEST * best:
-            out.append(f"fitted GEMM roof at the measured shapes {fitted:.3g} FLOP/s is {fitted / best:.1f}x the best "
-                       f"rate measured ({best:.3g})")
+            out.append(
+                f"fitted GEMM roof at the measured shapes {fitted:.3g} FLOP/s is {fitted / best:.1f}x the best "
+                f"rate measured ({best:.3g})"
+            )
         if rec.get("device") == "cuda" and max(max(r["m"], r["n"], r["k"]) for r in rows) < GPU_MIN_GEMM_DIM:
-            out.append(f"GEMMs up to {max(max(r['m'], r['n'], r['k']) for r in rows)} per dimension time kernel "
-                       f"launches on a GPU, not its roof (needs {GPU_MIN_GEMM_DIM})")
+            out.append(
+                f"GEMMs up to {max(max(r['m'], r['n'], r['k']) for r in rows)} per dimension time kernel "
+                f"launches on a GPU, not its roof (needs {GPU_MIN_GEMM_DIM})"
+            )
     elif rows:
         out.append("GEMM timings not finite and positive")
     if k0 >= HALF_DIM_BOUND:
@@ -149,8 +175,10 @@ def check_gemm(rec: dict) -> list[str]:
         prov = rec.get("provenance") or {}
         cores = int(prov.get("torch_threads") or prov.get("cpu_count") or os.cpu_count() or 1)
         if peak > CPU_PEAK_PER_CORE * cores:
-            out.append(f"fitted GEMM roof {peak:.3g} FLOP/s exceeds what {cores} CPU core(s) can do "
-                       f"({CPU_PEAK_PER_CORE * cores:.3g})")
+            out.append(
+                f"fitted GEMM roof {peak:.3g} FLOP/s exceeds what {cores} CPU core(s) can do "
+                f"({CPU_PEAK_PER_CORE * cores:.3g})"
+            )
     spread = gemm.get("pass_spread")
     if _positive(spread) and spread > PASS_SPREAD_MAX:
         out.append(f"GEMM passes disagree ({spread:.2f}x > {PASS_SPREAD_MAX}x)")
@@ -179,8 +207,10 @@ def _check_rate(rec: dict, key: str, label: str, size_bytes) -> list[str]:
     if _positive(bw) and rate > RATE_OVER_COPY * bw:
         out.append(f"{label} rate {rate:.3g} B/s exceeds {RATE_OVER_COPY}x the copy bandwidth ({bw:.3g})")
     if rec.get("device") == "cuda" and size_bytes is not None and size_bytes < GPU_MIN_STREAM_BYTES:
-        out.append(f"{label} benchmark over {size_bytes / 1e6:.0f} MB times kernel launches on a GPU "
-                   f"(needs {GPU_MIN_STREAM_BYTES / 1e6:.0f} MB)")
+        out.append(
+            f"{label} benchmark over {size_bytes / 1e6:.0f} MB times kernel launches on a GPU "
+            f"(needs {GPU_MIN_STREAM_BYTES / 1e6:.0f} MB)"
+        )
     return out
 
 
@@ -192,8 +222,10 @@ def check_attention(rec: dict) -> list[str]:
         return ["attention timings not finite and positive"]
     scores = max(r["batch"] * r["heads"] * r["seq"] ** 2 for r in rows)
     if rec.get("device") == "cuda" and scores < GPU_MIN_SCORES:
-        return [f"attention shapes up to {scores:.3g} score elements time kernel launches on a GPU "
-                f"(needs BERT-base's {GPU_MIN_SCORES:.3g})"]
+        return [
+            f"attention shapes up to {scores:.3g} score elements time kernel launches on a GPU "
+            f"(needs BERT-base's {GPU_MIN_SCORES:.3g})"
+        ]
     return []
 
 
@@ -202,8 +234,14 @@ def check_op_counts(rec: dict) -> list[str]:
     if not ops:
         return []
     out = []
-    if not (_positive(ops.get("per_layer")) and isinstance(ops.get("per_step"), (int, float)) and ops["per_step"] >= 0):
-        out.append(f"operator counts per layer {ops.get('per_layer')!r} / per step {ops.get('per_step')!r} invalid")
+    if not (
+        _positive(ops.get("per_layer"))
+        and isinstance(ops.get("per_step"), (int, float))
+        and ops["per_step"] >= 0
+    ):
+        out.append(
+            f"operator counts per layer {ops.get('per_layer')!r} / per step {ops.get('per_step')!r} invalid"
+        )
     cost = ops.get("per_op_s")
     if cost is not None and not (_positive(cost) and cost < 1e-2):
         out.append(f"cost per operator {cost!r} s not within (0, 10 ms)")
@@ -233,11 +271,15 @@ def check_calibration(rec: dict) -> dict[str, list[str]]:
     ew = rec.get("elementwise") or {}
     opt = rec.get("optimizer") or {}
     found = {
-        "gemm": check_gemm(rec), "bandwidth": check_bandwidth(rec),
+        "gemm": check_gemm(rec),
+        "bandwidth": check_bandwidth(rec),
         "elementwise": _check_rate(rec, "elementwise", "element-wise", ew.get("bytes")),
-        "optimizer": _check_rate(rec, "optimizer", "optimizer",
-                                 4 * opt["parameters"] if _positive(opt.get("parameters")) else None),
-        "attention": check_attention(rec), "op_counts": check_op_counts(rec), "power": check_power(rec),
+        "optimizer": _check_rate(
+            rec, "optimizer", "optimizer", 4 * opt["parameters"] if _positive(opt.get("parameters")) else None
+        ),
+        "attention": check_attention(rec),
+        "op_counts": check_op_counts(rec),
+        "power": check_power(rec),
     }
     return {k: v for k, v in found.items() if v}
 
@@ -256,9 +298,14 @@ def other_host(rec: dict, here: dict | None = None) -> str | None:
     or its core count differ (host names of virtual machines repeat, so they are named, not compared)."""
     prov = rec.get("provenance") or {}
     here = here or this_host()
-    theirs = {"hostname": prov.get("hostname"), "cpu_count": prov.get("cpu_count"), "cpu_model": prov.get("cpu_model")}
-    differ = (theirs["cpu_count"] not in (None, here["cpu_count"])
-              or (theirs["cpu_model"] and here["cpu_model"] and theirs["cpu_model"] != here["cpu_model"]))
+    theirs = {
+        "hostname": prov.get("hostname"),
+        "cpu_count": prov.get("cpu_count"),
+        "cpu_model": prov.get("cpu_model"),
+    }
+    differ = theirs["cpu_count"] not in (None, here["cpu_count"]) or (
+        theirs["cpu_model"] and here["cpu_model"] and theirs["cpu_model"] != here["cpu_model"]
+    )
     return f"measured on {host_words(theirs)}; this is {host_words(here)}" if differ else None
 
 
@@ -282,8 +329,11 @@ def names_a_gpu(name: str) -> bool:
     try:
         return hardware.device_spec(name).get("bandwidth_tbs") != "measure"
     except ConfigError:
-        return any(name.lower() == d.lower() for d, spec in hardware.device_table().items()
-                   if spec.get("bandwidth_tbs") != "measure")
+        return any(
+            name.lower() == d.lower()
+            for d, spec in hardware.device_table().items()
+            if spec.get("bandwidth_tbs") != "measure"
+        )
 
 
 def _fallback_values(rec: dict, quantity: str, precision: str) -> tuple[dict, str] | tuple[None, str]:
@@ -299,8 +349,11 @@ def _fallback_values(rec: dict, quantity: str, precision: str) -> tuple[dict, st
         from companion.energy.hardware import measure_cpu_roofs
 
         r = measure_cpu_roofs()
-        values = ({"gemm_peak_flops_per_s": r["peak_flops_per_s"]} if quantity == "gemm"
-                  else {"bandwidth_bytes_per_s": r["bandwidth_bytes_per_s"]})
+        values = (
+            {"gemm_peak_flops_per_s": r["peak_flops_per_s"]}
+            if quantity == "gemm"
+            else {"bandwidth_bytes_per_s": r["bandwidth_bytes_per_s"]}
+        )
         return values, "a roof measured now (analysis-time)"
     if quantity == "elementwise":
         return {"elementwise_bytes_per_s": None}, "the copy bandwidth"
@@ -311,8 +364,9 @@ def _fallback_values(rec: dict, quantity: str, precision: str) -> tuple[dict, st
     return None, "nothing: used as measured"
 
 
-def load_calibration(path: Path, device: str | None = None, precision: str = "bf16",
-                     here: dict | None = None) -> Calibration:
+def load_calibration(
+    path: Path, device: str | None = None, precision: str = "bf16", here: dict | None = None
+) -> Calibration:
     """Read, check and turn a calibration file into roofs. ``device``: the device name asked for (refused if
     the file calibrated another, or a CPU under a GPU's name). Flagged quantities take their fallback."""
     from companion.energy import opmodel
@@ -321,17 +375,23 @@ def load_calibration(path: Path, device: str | None = None, precision: str = "bf
     rec = read_calibration(path)
     name, kind = rec["device_name"], rec["device"]
     if device is not None and name != device:
-        raise CalibrationError(f"calibration file {path} calibrated {name!r}, not {device!r}; rename it "
-                               f"data/devices/{name}.json or "
-                               f"{_fix(path, {'device': 'cuda' if names_a_gpu(device) else 'cpu'})} on a {device}")
+        raise CalibrationError(
+            f"calibration file {path} calibrated {name!r}, not {device!r}; rename it "
+            f"data/devices/{name}.json or "
+            f"{_fix(path, {'device': 'cuda' if names_a_gpu(device) else 'cpu'})} on a {device}"
+        )
     if kind == "cpu" and names_a_gpu(name):
-        raise CalibrationError(f"calibration file {path} was measured on a CPU but names the GPU {name!r}; "
-                               f"delete it and re-run `companion calibrate --device cuda` on a {name}")
+        raise CalibrationError(
+            f"calibration file {path} was measured on a CPU but names the GPU {name!r}; "
+            f"delete it and re-run `companion calibrate --device cuda` on a {name}"
+        )
     try:
         roofs = opmodel.roofs_from_calibration(rec)
     except (KeyError, TypeError, ValueError) as exc:
-        raise CalibrationError(f"calibration file {path} has an unreadable field ({type(exc).__name__}: {exc}); "
-                               f"{_fix(path, rec)}") from None
+        raise CalibrationError(
+            f"calibration file {path} has an unreadable field ({type(exc).__name__}: {exc}); "
+            f"{_fix(path, rec)}"
+        ) from None
     problems = check_calibration(rec)
     warnings, fallbacks = [], {}
     for quantity, found in problems.items():
@@ -345,8 +405,10 @@ def load_calibration(path: Path, device: str | None = None, precision: str = "bf
     if kind == "cpu":
         why = other_host(rec, here)
         if why:
-            warnings.append(f"calibration {path} describes another machine ({why}); re-run `companion calibrate "
-                            "--device cpu` here for this machine's roofs")
+            warnings.append(
+                f"calibration {path} describes another machine ({why}); re-run `companion calibrate "
+                "--device cpu` here for this machine's roofs"
+            )
     return Calibration(path, rec, problems, warnings, roofs)
 
 
@@ -384,11 +446,20 @@ def load_device_roofs(device: str, precision: str, root=None):
         from companion.energy.hardware import measure_cpu_roofs
 
         r = measure_cpu_roofs()
-        return opmodel.DeviceRoofs("cpu", gemm_peak_flops_per_s=r["peak_flops_per_s"], gemm_half_dim=32.0,
-                                   bandwidth_bytes_per_s=r["bandwidth_bytes_per_s"], launch_s=5e-6,
-                                   collective_alpha_s=1e-4, collective_beta_bytes_per_s=1e9, shared_node=True,
-                                   overlap=False, node_cores=int(r.get("threads") or 1), tier="analysis-time roofs",
-                                   sources={"roofs": r["method"]})
+        return opmodel.DeviceRoofs(
+            "cpu",
+            gemm_peak_flops_per_s=r["peak_flops_per_s"],
+            gemm_half_dim=32.0,
+            bandwidth_bytes_per_s=r["bandwidth_bytes_per_s"],
+            launch_s=5e-6,
+            collective_alpha_s=1e-4,
+            collective_beta_bytes_per_s=1e9,
+            shared_node=True,
+            overlap=False,
+            node_cores=int(r.get("threads") or 1),
+            tier="analysis-time roofs",
+            sources={"roofs": r["method"]},
+        )
     return opmodel.roofs_from_spec(device, precision)
 
 
@@ -411,13 +482,17 @@ def check_calibrate_args(device: str, device_name: str | None, out: Path | None)
     if device_name is not None:
         check_device_name(device_name)
         if device == "cpu" and names_a_gpu(device_name):
-            raise ConfigError(f"--device cpu --device-name {device_name}: a CPU's calibration cannot be "
-                              f"named after the GPU {device_name}; drop --device-name, or calibrate with "
-                              "--device cuda on that GPU")
+            raise ConfigError(
+                f"--device cpu --device-name {device_name}: a CPU's calibration cannot be "
+                f"named after the GPU {device_name}; drop --device-name, or calibrate with "
+                "--device cuda on that GPU"
+            )
     if out is not None:
         out = Path(out)
         if out.is_dir():
             raise ConfigError(f"--out {out} is a folder; give a file, e.g. --out {out / 'cpu.json'}")
         parent = next((p for p in [out.parent, *out.parent.parents] if p.exists()), None)
         if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK):
-            raise ConfigError(f"--out {out}: {parent or out.parent} is not a writable folder; choose another path")
+            raise ConfigError(
+                f"--out {out}: {parent or out.parent} is not a writable folder; choose another path"
+            )

@@ -16,7 +16,17 @@ import pandas as pd
 from scipy.optimize import nnls
 
 # Columns that identify "the same fine-tune" apart from its layout.
-CONFIG_KEY = ["device_name", "precision", "layers", "hidden", "heads", "ffn", "seq_len", "lengths", "batch_size"]
+CONFIG_KEY = [
+    "device_name",
+    "precision",
+    "layers",
+    "hidden",
+    "heads",
+    "ffn",
+    "seq_len",
+    "lengths",
+    "batch_size",
+]
 
 
 def measured_eta(runs: pd.DataFrame) -> pd.DataFrame:
@@ -34,7 +44,7 @@ def measured_eta(runs: pd.DataFrame) -> pd.DataFrame:
         cfg = out.groupby(CONFIG_KEY, dropna=False, sort=False).ngroup().to_numpy()
         p, t = out.world_size.to_numpy(float), out.step_s.to_numpy(float)
         mode = out["mode"].astype(str).to_numpy()
-        threads = (out.threads_per_rank.to_numpy(float) if "threads_per_rank" in out else np.full(n, np.nan))
+        threads = out.threads_per_rank.to_numpy(float) if "threads_per_rank" in out else np.full(n, np.nan)
         order = np.argsort(cfg, kind="stable")  # each configuration's rows, in the frame's order
         for idx in np.split(order, np.flatnonzero(np.diff(cfg[order])) + 1):
             single, par = idx[p[idx] == 1], idx[p[idx] > 1]
@@ -46,7 +56,11 @@ def measured_eta(runs: pd.DataFrame) -> pd.DataFrame:
                     ref_p, ref_t, why = 1, t[ref].mean(), "p=1"
                 else:
                     first = rows[np.argmin(p[rows])]
-                    ref_p, ref_t, why = int(p[first]), t[first], f"p={int(p[first])} ({m}; no single-device run)"
+                    ref_p, ref_t, why = (
+                        int(p[first]),
+                        t[first],
+                        f"p={int(p[first])} ({m}; no single-device run)",
+                    )
                 eta[rows] = ref_p * ref_t / (p[rows] * t[rows])
                 label[rows] = why
     out["eta"] = eta
@@ -111,10 +125,14 @@ class UslFit:
         return np.quantile(draws, a, axis=0), np.quantile(draws, 1 - a, axis=0)
 
     def to_json(self) -> dict:
-        lo, hi = (np.quantile(self.boot, [0.05, 0.95], axis=0) if len(self.boot) else (None, None))
+        lo, hi = np.quantile(self.boot, [0.05, 0.95], axis=0) if len(self.boot) else (None, None)
         return {
-            "device_name": self.device_name, "mode": self.mode, "sigma": self.sigma, "kappa": self.kappa,
-            "degrees": self.degrees, "n_points": self.n_points,
+            "device_name": self.device_name,
+            "mode": self.mode,
+            "sigma": self.sigma,
+            "kappa": self.kappa,
+            "degrees": self.degrees,
+            "n_points": self.n_points,
             "sigma_ci90": None if lo is None else [float(lo[0]), float(hi[0])],
             "kappa_ci90": None if lo is None else [float(lo[1]), float(hi[1])],
             "boot": self.boot.tolist(),
@@ -122,8 +140,15 @@ class UslFit:
 
     @classmethod
     def from_json(cls, d: dict) -> "UslFit":
-        return cls(d["device_name"], d["mode"], d["sigma"], d["kappa"], d["degrees"], d["n_points"],
-                   np.asarray(d.get("boot", []), dtype=float).reshape(-1, 2))
+        return cls(
+            d["device_name"],
+            d["mode"],
+            d["sigma"],
+            d["kappa"],
+            d["degrees"],
+            d["n_points"],
+            np.asarray(d.get("boot", []), dtype=float).reshape(-1, 2),
+        )
 
 
 def fit_usl(runs: pd.DataFrame, n_boot: int = 200, seed: int = 0) -> dict[tuple[str, str], UslFit]:
@@ -136,8 +161,14 @@ def fit_usl(runs: pd.DataFrame, n_boot: int = 200, seed: int = 0) -> dict[tuple[
     if {"step_s", "mode", "world_size", *CONFIG_KEY} <= set(runs.columns):
         runs = measured_eta(runs)
     data = runs[(runs.world_size > 1) & runs.eta.notna()]
-    points = tuple(zip(data.device_name.astype(str), data["mode"].astype(str), data.world_size.to_numpy(float).tolist(),
-                       data.eta.to_numpy(float).tolist()))
+    points = tuple(
+        zip(
+            data.device_name.astype(str),
+            data["mode"].astype(str),
+            data.world_size.to_numpy(float).tolist(),
+            data.eta.to_numpy(float).tolist(),
+        )
+    )
     return dict(_fit_usl_points_cached(points, int(n_boot), seed))
 
 
@@ -149,8 +180,12 @@ def _fit_usl_points_cached(points: tuple, n_boot: int, seed: int) -> tuple:
     for (device, mode), rows in data.groupby(["device_name", "mode"]):
         p, eta = rows.world_size.to_numpy(float), rows.eta.to_numpy(float)
         sigma, kappa = _fit_usl_points(p, eta)
-        boot = np.array([_fit_usl_points(p[i], eta[i]) for i in (rng.integers(0, len(p), len(p)) for _ in range(n_boot))])
-        fits[(device, mode)] = UslFit(device, mode, sigma, kappa, sorted(int(x) for x in np.unique(p)), len(p), boot)
+        boot = np.array(
+            [_fit_usl_points(p[i], eta[i]) for i in (rng.integers(0, len(p), len(p)) for _ in range(n_boot))]
+        )
+        fits[(device, mode)] = UslFit(
+            device, mode, sigma, kappa, sorted(int(x) for x in np.unique(p)), len(p), boot
+        )
     return tuple(fits.items())
 
 

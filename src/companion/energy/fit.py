@@ -23,8 +23,10 @@ def energy_kind(df: pd.DataFrame) -> str:
     """'measured' or 'estimated' for a frame that holds one kind only; an error for a mixed frame."""
     kinds = set(df.energy_measured)
     if len(kinds) != 1:
-        raise ConfigError("these runs mix measured and estimated energy; fit each kind separately "
-                          "(filter on the energy_measured column)")
+        raise ConfigError(
+            "these runs mix measured and estimated energy; fit each kind separately "
+            "(filter on the energy_measured column)"
+        )
     return "measured" if kinds.pop() else "estimated"
 
 
@@ -32,7 +34,10 @@ def design_matrix(df: pd.DataFrame, usl: dict) -> pd.DataFrame:
     """Law inputs: proxies, eta from the USL fits, and each device's power envelope."""
     X = df.copy()
     keys = list(zip(X.device_name, X["mode"], X.tp, X.dp))
-    eta = {k: (float(predict_eta(usl, k[0], k[1], k[2], k[3])), has_eta_model(usl, k[0], k[1])) for k in set(keys)}
+    eta = {
+        k: (float(predict_eta(usl, k[0], k[1], k[2], k[3])), has_eta_model(usl, k[0], k[1]))
+        for k in set(keys)
+    }
     X["eta"] = [eta[k][0] for k in keys]
     X["eta_modelled"] = [eta[k][1] for k in keys]
     # Energy = metered units x power x T_p, with T_p = T_1 / (p eta). One unit per GPU (device scope: the
@@ -49,8 +54,10 @@ def design_matrix(df: pd.DataFrame, usl: dict) -> pd.DataFrame:
 
 def check_n_boot(n_boot) -> None:
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
-        raise ConfigError(f"n_boot={n_boot!r} must be a positive integer (bootstrap replicates for the intervals); "
-                          "set n_boot to e.g. 200 in params/03_fit.yaml (50 in params/04_validation.yaml)")
+        raise ConfigError(
+            f"n_boot={n_boot!r} must be a positive integer (bootstrap replicates for the intervals); "
+            "set n_boot to e.g. 200 in params/03_fit.yaml (50 in params/04_validation.yaml)"
+        )
 
 
 # Each law's inputs that must vary independently for its coefficients to be identified (None: distinct rows).
@@ -60,7 +67,18 @@ _IDENTIFYING = {
     "tokens_linear": lambda X: [np.ones(len(X)), X.padded_tokens.to_numpy(float)],
 }
 # Inputs reported with their fitted range, so that `predict` warns when a request lies outside it.
-INPUT_COLUMNS = ("layers", "hidden", "heads", "ffn", "vocab", "seq_len", "batch_size", "tp", "dp", "world_size")
+INPUT_COLUMNS = (
+    "layers",
+    "hidden",
+    "heads",
+    "ffn",
+    "vocab",
+    "seq_len",
+    "batch_size",
+    "tp",
+    "dp",
+    "world_size",
+)
 
 
 def check_design(df: pd.DataFrame, laws=None) -> list[str]:
@@ -72,10 +90,14 @@ def check_design(df: pd.DataFrame, laws=None) -> list[str]:
     nothing: flagged, not refused.
     """
     if len(df) == 0:
-        raise ConfigError("there are no finished runs to fit; run the sweep (companion sweep --profile <name>) first")
+        raise ConfigError(
+            "there are no finished runs to fit; run the sweep (companion sweep --profile <name>) first"
+        )
     for col in ("energy_per_step_j", "step_s"):
         if col in df and not np.isfinite(pd.to_numeric(df[col], errors="coerce")).all():
-            raise ConfigError(f"some runs have no finite {col}; they cannot be fitted: re-run them or drop them")
+            raise ConfigError(
+                f"some runs have no finite {col}; they cannot be fitted: re-run them or drop them"
+            )
     cols = [c for c in ("flops_per_step", "bytes_per_step", "world_size", "padded_tokens") if c in df]
     distinct = len(df[cols].round(6).drop_duplicates()) if cols else len(df)
     warnings = []
@@ -86,14 +108,20 @@ def check_design(df: pd.DataFrame, laws=None) -> list[str]:
             A = np.column_stack(_IDENTIFYING[name](df)).astype(float)
             rank = min(distinct, int(np.linalg.matrix_rank(A)))
         if rank < k:
-            msg = (f"the runs hold {distinct} distinct configuration(s) but law {name} has {k} coefficients "
-                   f"({', '.join(LAWS[name].params)}) and they vary in only {rank} independent direction(s)")
+            msg = (
+                f"the runs hold {distinct} distinct configuration(s) but law {name} has {k} coefficients "
+                f"({', '.join(LAWS[name].params)}) and they vary in only {rank} independent direction(s)"
+            )
             if name == TIME_LAW or name == "roofline_power_law":  # the law predictions rest on: refused
-                raise ConfigError(f"{msg}; add configurations of other sizes (layers, hidden, seq_len) to the profile")
+                raise ConfigError(
+                    f"{msg}; add configurations of other sizes (layers, hidden, seq_len) to the profile"
+                )
             warnings.append(f"{msg}: its coefficients are not identified (a baseline, kept for comparison)")
         elif distinct == k:
-            warnings.append(f"law {name} has as many coefficients as distinct configurations ({k}): it interpolates "
-                            "them exactly and its intervals are not informative; add configurations")
+            warnings.append(
+                f"law {name} has as many coefficients as distinct configurations ({k}): it interpolates "
+                "them exactly and its intervals are not informative; add configurations"
+            )
     return warnings
 
 
@@ -107,10 +135,12 @@ def _check_signs(name: str, fit: Fit, target: str, warnings: list[str]) -> None:
         return
     alpha = float(fit.theta[1])
     if alpha < 0:
-        warnings.append(f"the fitted compute exponent of {name} for {target} is alpha = {alpha:.3g} < 0 (it falls "
-                        "as FLOPs grow, which is unphysical): the runs do not pin the law down and its predictions "
-                        "shrink as the model grows; add configurations of other sizes (layers, hidden, seq_len) "
-                        "to the profile")
+        warnings.append(
+            f"the fitted compute exponent of {name} for {target} is alpha = {alpha:.3g} < 0 (it falls "
+            "as FLOPs grow, which is unphysical): the runs do not pin the law down and its predictions "
+            "shrink as the model grows; add configurations of other sizes (layers, hidden, seq_len) "
+            "to the profile"
+        )
 
 
 def fit_all(df: pd.DataFrame, laws=None, n_boot: int = 200, seed: int = 0) -> dict:
@@ -165,8 +195,14 @@ class FittedModel:
 
     def __init__(self, artifact: dict, path: Path | None = None):
         self.artifact, self.path = artifact, path
-        for key in ("device_name", "energy_kind", "energy_scope", "precision", "peak_flops_per_s",
-                    "bandwidth_bytes_per_s"):
+        for key in (
+            "device_name",
+            "energy_kind",
+            "energy_scope",
+            "precision",
+            "peak_flops_per_s",
+            "bandwidth_bytes_per_s",
+        ):
             artifact[key]  # noqa: B018  (a KeyError names the missing key)
         self.usl = {(u["device_name"], u["mode"]): UslFit.from_json(u) for u in artifact["usl"]}
         self.energy = {k: Fit.from_json(v) for k, v in artifact["energy_laws"].items()}
@@ -177,7 +213,9 @@ class FittedModel:
         """Read a fit artifact; a missing, corrupt or malformed file is a ConfigError naming it."""
         path = Path(path)
         if not path.is_file():
-            raise ConfigError(f"fit artifact {str(path)!r} does not exist; run `make fit PROFILE=<profile>` first")
+            raise ConfigError(
+                f"fit artifact {str(path)!r} does not exist; run `make fit PROFILE=<profile>` first"
+            )
         fix = "re-make it with `make fit PROFILE=<profile>` (stage 03), or pass another --fit"
         try:
             artifact = json.loads(path.read_text(encoding="utf-8"))
@@ -189,4 +227,6 @@ class FittedModel:
             raise ConfigError(f"fit artifact {path} is not a fit (missing or bad {exc}); {fix}") from None
 
     def coefficient_table(self) -> pd.DataFrame:
-        return pd.concat([f.coefficient_table() for f in [*self.energy.values(), self.time]], ignore_index=True)
+        return pd.concat(
+            [f.coefficient_table() for f in [*self.energy.values(), self.time]], ignore_index=True
+        )

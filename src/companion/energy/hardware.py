@@ -78,8 +78,12 @@ def measure_cpu_roofs(seconds: float = 1.0) -> dict:
         t0 = time.perf_counter()
         dst.copy_(src)
         best_bw = max(best_bw, 2 * src.numel() * 4 / (time.perf_counter() - t0))
-    return {"peak_flops_per_s": best_flops, "bandwidth_bytes_per_s": best_bw,
-            "method": "best of repeated 1024^3 fp32 matmuls and 64 MiB copies", "threads": torch.get_num_threads()}
+    return {
+        "peak_flops_per_s": best_flops,
+        "bandwidth_bytes_per_s": best_bw,
+        "method": "best of repeated 1024^3 fp32 matmuls and 64 MiB copies",
+        "threads": torch.get_num_threads(),
+    }
 
 
 def memory_bytes(device: str) -> float:
@@ -93,8 +97,10 @@ def memory_bytes(device: str) -> float:
         physical = float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
         return min(physical, _cgroup_limit_bytes() or physical)
     if value is None:
-        raise ConfigError(f"device {device!r} has no memory_gb in the hardware table; add its size to "
-                          "energy/resources/hardware.yaml")
+        raise ConfigError(
+            f"device {device!r} has no memory_gb in the hardware table; add its size to "
+            "energy/resources/hardware.yaml"
+        )
     return float(value) * 1e9
 
 

@@ -66,7 +66,12 @@ class RooflinePowerLaw(Law):
         return _ols(A, np.log(y) - _log_units(X))
 
     def predict(self, X, theta):
-        return np.exp(theta[0] + theta[1] * np.log(X.flops_per_step) + theta[2] * np.log(X.bytes_per_step) + _log_units(X))
+        return np.exp(
+            theta[0]
+            + theta[1] * np.log(X.flops_per_step)
+            + theta[2] * np.log(X.bytes_per_step)
+            + _log_units(X)
+        )
 
 
 class EnergyRoofline(Law):
@@ -80,7 +85,13 @@ class EnergyRoofline(Law):
     relative errors. A prediction reads only the proxies.
     """
 
-    _TIME_COLUMNS = ("flops_per_step", "peak_flops_per_s", "bytes_per_step", "bandwidth_bytes_per_s", "time_factor")
+    _TIME_COLUMNS = (
+        "flops_per_step",
+        "peak_flops_per_s",
+        "bytes_per_step",
+        "bandwidth_bytes_per_s",
+        "time_factor",
+    )
 
     @staticmethod
     def _time_of(cols, u, v) -> np.ndarray:
@@ -99,25 +110,39 @@ class EnergyRoofline(Law):
         log_t = np.log(X.step_s.to_numpy(float))
         uv0 = np.asarray(start[3:], float) if start is not None else np.array([0.3, 0.3])
         cols = self._time_columns(X)  # once, not at every residual evaluation
-        sol = least_squares(lambda z: np.log(self._time_of(cols, z[0], z[1])) - log_t, np.clip(uv0, 1e-6, 1.0),
-                            bounds=([1e-6, 1e-6], [1.0, 1.0]))
+        sol = least_squares(
+            lambda z: np.log(self._time_of(cols, z[0], z[1])) - log_t,
+            np.clip(uv0, 1e-6, 1.0),
+            bounds=([1e-6, 1e-6], [1.0, 1.0]),
+        )
         u, v = sol.x
         low = float(np.nanmax(X.idle_w)) if X.idle_w.notna().any() else 0.0
         high = float(np.nanmin(X.tdp_w)) if X.tdp_w.notna().any() else np.inf
         static = self._time(X, u, v) * X.metered_units.to_numpy(float)
-        A = np.column_stack([X.flops_per_step.to_numpy(float), X.bytes_per_step.to_numpy(float), static]) / y[:, None]
+        A = (
+            np.column_stack([X.flops_per_step.to_numpy(float), X.bytes_per_step.to_numpy(float), static])
+            / y[:, None]
+        )
         scale = np.abs(A).max(axis=0)
         scale[scale == 0] = 1.0
-        res = lsq_linear(A / scale, np.ones(len(y)), bounds=(np.array([0, 0, low]) * scale, np.array([np.inf, np.inf, high]) * scale))
+        res = lsq_linear(
+            A / scale,
+            np.ones(len(y)),
+            bounds=(np.array([0, 0, low]) * scale, np.array([np.inf, np.inf, high]) * scale),
+        )
         eps_f, eps_q, p0 = res.x / scale
         return np.array([eps_f, eps_q, p0, u, v])
 
     def decompose(self, X, theta) -> pd.DataFrame:
         """The three parts of predicted energy per step (J): compute, memory, static."""
-        return pd.DataFrame({"compute_j": theta[0] * X.flops_per_step.to_numpy(float),
-                             "memory_j": theta[1] * X.bytes_per_step.to_numpy(float),
-                             "static_j": theta[2] * self._time(X, theta[3], theta[4]) * X.metered_units.to_numpy(float)},
-                            index=X.index)
+        return pd.DataFrame(
+            {
+                "compute_j": theta[0] * X.flops_per_step.to_numpy(float),
+                "memory_j": theta[1] * X.bytes_per_step.to_numpy(float),
+                "static_j": theta[2] * self._time(X, theta[3], theta[4]) * X.metered_units.to_numpy(float),
+            },
+            index=X.index,
+        )
 
     def predict(self, X, theta):
         return self.decompose(X, theta).sum(axis=1).to_numpy(float)
@@ -167,16 +192,36 @@ class TdpTime(Law):
 LAWS: dict[str, Law] = {
     law.name: law
     for law in (
-        RooflinePowerLaw("roofline_power_law", "roofline power law (paper)",
-                         "E = c F^alpha Q^beta / eta(p)", ("log_c", "alpha", "beta")),
-        EnergyRoofline("energy_roofline", "energy roofline",
-                       "E = eps_F F + eps_Q Q + P0 units T_p, T_p = max(F/(u peak), Q/(v bw))/(p eta)",
-                       ("eps_F_j_per_flop", "eps_Q_j_per_byte", "P0_w", "u_compute", "v_memory")),
-        TokensLinear("tokens_linear", "tokens-linear (Wang et al. 2023)", "E = a tokens + b",
-                     ("a_j_per_token", "b_j"), baseline=True),
-        FlopsPowerLaw("flops_power_law", "FLOPs-only power law", "E = c F^alpha", ("log_c", "alpha"), baseline=True),
-        TdpTime("tdp_time", "fitted power × measured time", "E = k units TDP T_measured", ("k",), uses_measured_time=True,
-                baseline=True),
+        RooflinePowerLaw(
+            "roofline_power_law",
+            "roofline power law (paper)",
+            "E = c F^alpha Q^beta / eta(p)",
+            ("log_c", "alpha", "beta"),
+        ),
+        EnergyRoofline(
+            "energy_roofline",
+            "energy roofline",
+            "E = eps_F F + eps_Q Q + P0 units T_p, T_p = max(F/(u peak), Q/(v bw))/(p eta)",
+            ("eps_F_j_per_flop", "eps_Q_j_per_byte", "P0_w", "u_compute", "v_memory"),
+        ),
+        TokensLinear(
+            "tokens_linear",
+            "tokens-linear (Wang et al. 2023)",
+            "E = a tokens + b",
+            ("a_j_per_token", "b_j"),
+            baseline=True,
+        ),
+        FlopsPowerLaw(
+            "flops_power_law", "FLOPs-only power law", "E = c F^alpha", ("log_c", "alpha"), baseline=True
+        ),
+        TdpTime(
+            "tdp_time",
+            "fitted power × measured time",
+            "E = k units TDP T_measured",
+            ("k",),
+            uses_measured_time=True,
+            baseline=True,
+        ),
     )
 }
 
@@ -209,7 +254,9 @@ class Fit:
         """Bootstrap prediction interval: refitted predictions times a resampled training residual."""
         rng = np.random.default_rng(seed)
         law = LAWS[self.law]
-        preds = np.stack([law.predict(X, th) for th in self.boot]) if len(self.boot) else self.predict(X)[None]
+        preds = (
+            np.stack([law.predict(X, th) for th in self.boot]) if len(self.boot) else self.predict(X)[None]
+        )
         noise = rng.choice(self.log_residuals, size=preds.shape) if len(self.log_residuals) else 0.0
         draws = np.log(np.clip(preds, 1e-300, None)) + noise
         a = (1 - level) / 2
@@ -219,23 +266,47 @@ class Fit:
         a = (1 - level) / 2
         lo = np.quantile(self.boot, a, axis=0) if len(self.boot) else self.theta
         hi = np.quantile(self.boot, 1 - a, axis=0) if len(self.boot) else self.theta
-        return pd.DataFrame({"law": self.law, "target": self.target, "param": LAWS[self.law].params,
-                             "value": self.theta, "lo": lo, "hi": hi})
+        return pd.DataFrame(
+            {
+                "law": self.law,
+                "target": self.target,
+                "param": LAWS[self.law].params,
+                "value": self.theta,
+                "lo": lo,
+                "hi": hi,
+            }
+        )
 
     def to_json(self) -> dict:
-        return {"law": self.law, "target": self.target, "theta": self.theta.tolist(), "boot": self.boot.tolist(),
-                "log_residuals": self.log_residuals.tolist(), "n_train": self.n_train, "ranges": self.ranges}
+        return {
+            "law": self.law,
+            "target": self.target,
+            "theta": self.theta.tolist(),
+            "boot": self.boot.tolist(),
+            "log_residuals": self.log_residuals.tolist(),
+            "n_train": self.n_train,
+            "ranges": self.ranges,
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> "Fit":
-        return cls(d["law"], d["target"], np.asarray(d["theta"], float), np.asarray(d["boot"], float),
-                   np.asarray(d["log_residuals"], float), d["n_train"], d.get("ranges", {}))
+        return cls(
+            d["law"],
+            d["target"],
+            np.asarray(d["theta"], float),
+            np.asarray(d["boot"], float),
+            np.asarray(d["log_residuals"], float),
+            d["n_train"],
+            d.get("ranges", {}),
+        )
 
 
 RANGE_COLUMNS = ("flops_per_step", "bytes_per_step", "world_size", "padded_tokens")
 
 
-def fit_law(name: str, X: pd.DataFrame, target: str = "energy_per_step_j", n_boot: int = 200, seed: int = 0) -> Fit:
+def fit_law(
+    name: str, X: pd.DataFrame, target: str = "energy_per_step_j", n_boot: int = 200, seed: int = 0
+) -> Fit:
     law = get_law(name)
     y = X[target].to_numpy(float)
     theta = law.fit_point(X, y)
@@ -252,5 +323,12 @@ def fit_law(name: str, X: pd.DataFrame, target: str = "energy_per_step_j", n_boo
         except (ValueError, np.linalg.LinAlgError):
             continue
     ranges = {c: [float(X[c].min()), float(X[c].max())] for c in RANGE_COLUMNS if c in X}
-    return Fit(name, target, np.asarray(theta, float), np.asarray(boot, float).reshape(-1, len(theta)), resid,
-               len(X), ranges)
+    return Fit(
+        name,
+        target,
+        np.asarray(theta, float),
+        np.asarray(boot, float).reshape(-1, len(theta)),
+        resid,
+        len(X),
+        ranges,
+    )

@@ -85,8 +85,7 @@ def fp32_softmax(s: StepShape, on_cuda: bool) -> bool:
     """Whether BERT's eager attention takes its softmax in fp32 under bf16 autocast: always on CUDA (autocast casts
     softmax), and on CPU where an fp32 padding mask (the model's dtype, fp32 unless FSDP's bf16 parameters) is
     added to the bf16 scores and promotes them."""
-    return (s.precision == "bf16" and s.eager_attention
-            and (on_cuda or (s.padding_mask and s.dp == 1)))
+    return s.precision == "bf16" and s.eager_attention and (on_cuda or (s.padding_mask and s.dp == 1))
 
 
 def score_bytes(s: StepShape, on_cuda: bool) -> float:
@@ -128,9 +127,13 @@ def saved_activation_bytes(s: StepShape, on_cuda: bool) -> float:
     replicated = (copies * b["linear"] + b["linear"] + 2 * b["residual"] + 2 * b["mask_hidden"]) * h
     split = (3 * b["attention"] + b["linear"]) * h + 2 * b["linear"] * f
     per_layer = tokens * (replicated + split / t)
-    if s.fused_attention:  # its output (the output projection's input, unless autocast copies it) and log-sum-exp
+    if (
+        s.fused_attention
+    ):  # its output (the output projection's input, unless autocast copies it) and log-sum-exp
         per_layer += tokens * ((b["attention"] * h if b["attention"] != b["linear"] else 0) + 4 * s.heads) / t
-        if s.padding_mask:  # and the padding mask, expanded to every query in the query's dtype, in every layer
+        if (
+            s.padding_mask
+        ):  # and the padding mask, expanded to every query in the query's dtype, in every layer
             per_layer += pairs * b["attention"]
     else:
         per_layer += pairs * s.heads * score_bytes(s, on_cuda) / t
@@ -179,15 +182,25 @@ def peak_bytes_per_rank(s: StepShape, on_cuda: bool) -> dict:
     # and, under bf16, its fp32 copy for the reduce-scatter (FSDP reduces in fp32)
     root_params = parameter_count(s) - s.layers * enc_layer
     root_grad = root_params * (param_bytes + (4 if param_bytes != 4 else 0)) if s.dp > 1 else 0.0
-    moments = {"forward end": 12 * p + root + layers + activations + backward_buffers,
-               "root gather": 12 * p + 2 * root + layers,
-               "FSDP backward": 12 * p + reduced + root + layers + layer_grad,
-               "root backward": 12 * p + reduced + 4 * enc_layer / s.tp / s.dp + root_grad,
-               "optimizer step": 16 * p + temporaries}
+    moments = {
+        "forward end": 12 * p + root + layers + activations + backward_buffers,
+        "root gather": 12 * p + 2 * root + layers,
+        "FSDP backward": 12 * p + reduced + root + layers + layer_grad,
+        "root backward": 12 * p + reduced + 4 * enc_layer / s.tp / s.dp + root_grad,
+        "optimizer step": 16 * p + temporaries,
+    }
     at = max(moments, key=moments.get)
-    return {"weights": 4 * p, "optimizer_states": 8 * p, "gradients": 4 * p,
-            "optimizer_temporaries": temporaries, "fsdp_gathered": root + layers,
-            "activations": activations, "backward_buffers": backward_buffers, "peak": moments[at], "peak_at": at}
+    return {
+        "weights": 4 * p,
+        "optimizer_states": 8 * p,
+        "gradients": 4 * p,
+        "optimizer_temporaries": temporaries,
+        "fsdp_gathered": root + layers,
+        "activations": activations,
+        "backward_buffers": backward_buffers,
+        "peak": moments[at],
+        "peak_at": at,
+    }
 
 
 def memory_check(s: StepShape, device_name: str) -> dict:
@@ -200,9 +213,16 @@ def memory_check(s: StepShape, device_name: str) -> dict:
     est = peak_bytes_per_rank(s, on_cuda)
     capacity = memory_bytes(device_name)
     need = est["peak"] if on_cuda else s.world_size * (CPU_PROCESS_BASE_BYTES + est["peak"])
-    return {"kind": "estimated", "peak_bytes_per_rank": est["peak"], "peak_at": est["peak_at"],
-            "scope": "device" if on_cuda else "node", "need_bytes": need, "capacity_bytes": capacity,
-            "usable_share": USABLE_SHARE, "fits": need <= USABLE_SHARE * capacity}
+    return {
+        "kind": "estimated",
+        "peak_bytes_per_rank": est["peak"],
+        "peak_at": est["peak_at"],
+        "scope": "device" if on_cuda else "node",
+        "need_bytes": need,
+        "capacity_bytes": capacity,
+        "usable_share": USABLE_SHARE,
+        "fits": need <= USABLE_SHARE * capacity,
+    }
 
 
 def gb(n_bytes: float) -> str:
@@ -212,22 +232,35 @@ def gb(n_bytes: float) -> str:
 
 
 # what to change, by where the check is made: the flags of `companion predict`, of `companion plan`, a run's
-FIXES = {"predict": ("lower --batch-size or --seq-len, or shard over more devices (--dp for FSDP, --tp for TP)",
-                     "lower --batch-size or --seq-len, or use a node with more memory (its ranks share this one's)"),
-         "plan": ("lower --batch-sizes or --seq-len, or plan on more --devices",
-                  "lower --batch-sizes or --seq-len, or use a node with more memory (its ranks share this one's)"),
-         "run": ("lower the batch size or the sequence length, or shard over more devices (FSDP dp, TP tp)",
-                 "lower the batch size or the sequence length, or use a node with more memory (its ranks share "
-                 "this one's)")}
+FIXES = {
+    "predict": (
+        "lower --batch-size or --seq-len, or shard over more devices (--dp for FSDP, --tp for TP)",
+        "lower --batch-size or --seq-len, or use a node with more memory (its ranks share this one's)",
+    ),
+    "plan": (
+        "lower --batch-sizes or --seq-len, or plan on more --devices",
+        "lower --batch-sizes or --seq-len, or use a node with more memory (its ranks share this one's)",
+    ),
+    "run": (
+        "lower the batch size or the sequence length, or shard over more devices (FSDP dp, TP tp)",
+        "lower the batch size or the sequence length, or use a node with more memory (its ranks share "
+        "this one's)",
+    ),
+}
 
 
 def misfit_message(check: dict, device_name: str, fixes: str = "predict") -> str:
     """One sentence naming the estimate, the memory and the fixes (``FIXES[fixes]``), for a check that does not fit."""
-    where = (f"{gb(check['need_bytes'])} per {device_name} GPU" if check["scope"] == "device" else
-             f"{gb(check['need_bytes'])} on the node for its ranks' processes together")
+    where = (
+        f"{gb(check['need_bytes'])} per {device_name} GPU"
+        if check["scope"] == "device"
+        else f"{gb(check['need_bytes'])} on the node for its ranks' processes together"
+    )
     fix = FIXES[fixes][0 if check["scope"] == "device" else 1]
-    return (f"the estimated peak memory, {where} at the {check['peak_at']}, exceeds {check['usable_share']:.0%} of "
-            f"its {gb(check['capacity_bytes'])}: it would run out of memory; {fix}")
+    return (
+        f"the estimated peak memory, {where} at the {check['peak_at']}, exceeds {check['usable_share']:.0%} of "
+        f"its {gb(check['capacity_bytes'])}: it would run out of memory; {fix}"
+    )
 
 
 def longest_padded_length(data) -> int:
@@ -235,7 +268,9 @@ def longest_padded_length(data) -> int:
     (``seq_len``, or a histogram's longest bin; any example of a text file), rounded up as batches are."""
     from companion.runs.data import padded_length
 
-    longest = data.seq_len if data.source != "synthetic" else min(data.lengths.max_len(data.seq_len), data.seq_len)
+    longest = (
+        data.seq_len if data.source != "synthetic" else min(data.lengths.max_len(data.seq_len), data.seq_len)
+    )
     return padded_length(longest, data.pad_multiple, data.seq_len)
 
 
@@ -258,7 +293,7 @@ def with_longest_batch(s: StepShape, length: int) -> StepShape:
     """``s`` with every sequence of its batch padded to ``length``: the step that needs the most memory."""
     from dataclasses import replace
 
-    return replace(s, padded_tokens=s.sequences * length, attention_pairs=s.sequences * length ** 2)
+    return replace(s, padded_tokens=s.sequences * length, attention_pairs=s.sequences * length**2)
 
 
 def longest_step_shape(cfg) -> StepShape:
@@ -267,9 +302,25 @@ def longest_step_shape(cfg) -> StepShape:
     attention, and on CPU when training with dropout, as ``runs.train.attention_kernel`` records it)."""
     m, d, lay = cfg.model, cfg.data, cfg.layout
     fused = m.attn != "eager" and not (cfg.device == "cpu" and m.dropout > 0)
-    shape = StepShape(m.layers, m.hidden, m.heads, m.ffn_size, m.vocab, m.max_positions, m.num_labels, d.batch_size,
-                      0, 0, lay.tp, lay.dp, cfg.precision, fused_attention=fused, dropout=m.dropout > 0,
-                      eager_attention=m.attn == "eager", padding_mask=varies_in_length(d, lay.dp))
+    shape = StepShape(
+        m.layers,
+        m.hidden,
+        m.heads,
+        m.ffn_size,
+        m.vocab,
+        m.max_positions,
+        m.num_labels,
+        d.batch_size,
+        0,
+        0,
+        lay.tp,
+        lay.dp,
+        cfg.precision,
+        fused_attention=fused,
+        dropout=m.dropout > 0,
+        eager_attention=m.attn == "eager",
+        padding_mask=varies_in_length(d, lay.dp),
+    )
     return with_longest_batch(shape, longest_padded_length(d))
 
 

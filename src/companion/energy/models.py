@@ -58,7 +58,9 @@ class OperatorPoint:
     dev: opmodel.DeviceRoofs
     time: dict
     energy: dict
-    layout_scale: dict = field(default_factory=dict)  # fitted tier: {layout: factor} (opmodel.fit_layout_scales)
+    layout_scale: dict = field(
+        default_factory=dict
+    )  # fitted tier: {layout: factor} (opmodel.fit_layout_scales)
 
     def predict(self, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         return self._predict(df, opmodel.operator_frame(df, self.dev), opmodel.layout_names(df))
@@ -71,8 +73,9 @@ class OperatorPoint:
 
     def _predict(self, df: pd.DataFrame, terms: pd.DataFrame, layouts) -> tuple[np.ndarray, np.ndarray]:
         t = opmodel.predict_time_s(terms, self.time, self.layout_scale, layouts)
-        return t, opmodel.predict_energy_j(terms, t, opmodel.metered_units(df), self.energy,
-                                         self.dev.power_ceiling_w, self.time)
+        return t, opmodel.predict_energy_j(
+            terms, t, opmodel.metered_units(df), self.energy, self.dev.power_ceiling_w, self.time
+        )
 
     def interval_scale(self, df: pd.DataFrame) -> np.ndarray:
         """Per run, the factor on its interval's width (``opmodel.interval_scale``): wider where more of the
@@ -82,8 +85,9 @@ class OperatorPoint:
     def overhead_share(self, df: pd.DataFrame) -> np.ndarray:
         """Per run, the share of its predicted step in fixed costs, layout overheads and collectives
         (``opmodel.overhead_share``): what its interval scale rises with."""
-        return opmodel.overhead_share(opmodel.operator_frame(df, self.dev), self.time, self.layout_scale,
-                                      opmodel.layout_names(df))
+        return opmodel.overhead_share(
+            opmodel.operator_frame(df, self.dev), self.time, self.layout_scale, opmodel.layout_names(df)
+        )
 
     def eta(self, df: pd.DataFrame) -> np.ndarray:
         """The model's efficiency factor T_1 / (p T_p) for each row's layout."""
@@ -92,8 +96,14 @@ class OperatorPoint:
         return t_1 / (df.world_size.to_numpy(float) * t_p)
 
     def describe(self) -> pd.DataFrame:
-        return pd.DataFrame(opmodel.coefficient_rows(self.time, self.energy, self.layout_scale,
-                                                     self.dev.thread_exponent if self.dev.shared_node else None))
+        return pd.DataFrame(
+            opmodel.coefficient_rows(
+                self.time,
+                self.energy,
+                self.layout_scale,
+                self.dev.thread_exponent if self.dev.shared_node else None,
+            )
+        )
 
 
 @dataclass
@@ -109,8 +119,13 @@ class OperatorRoofline(Model):
         if not self.fitted:
             return OperatorPoint(self.dev, coef["time"], coef["energy"])
         dev, terms, time = opmodel.fit_time_model(df, self.dev)
-        energy = opmodel.fit_energy_coefficients(terms, df.step_s.to_numpy(float), opmodel.metered_units(df),
-                                                 df.energy_per_step_j.to_numpy(float), time)
+        energy = opmodel.fit_energy_coefficients(
+            terms,
+            df.step_s.to_numpy(float),
+            opmodel.metered_units(df),
+            df.energy_per_step_j.to_numpy(float),
+            time,
+        )
         scale = opmodel.fit_layout_scales(terms, time, df.step_s.to_numpy(float), opmodel.layout_names(df))
         return OperatorPoint(dev, time, energy, scale)
 
@@ -122,8 +137,9 @@ class GivenTimePoint(OperatorPoint):
 
     def _predict(self, df: pd.DataFrame, terms: pd.DataFrame, layouts) -> tuple[np.ndarray, np.ndarray]:
         t = df.step_s.to_numpy(float)
-        return t, opmodel.predict_energy_j(terms, t, opmodel.metered_units(df), self.energy, self.dev.power_ceiling_w,
-                                           self.time)
+        return t, opmodel.predict_energy_j(
+            terms, t, opmodel.metered_units(df), self.energy, self.dev.power_ceiling_w, self.time
+        )
 
 
 @dataclass
@@ -155,16 +171,27 @@ class LawPoint:
         return np.asarray(t, float), np.asarray(e, float)
 
     def describe(self) -> pd.DataFrame:
-        tables = [self.energy.coefficient_table()] + ([self.time.coefficient_table()] if self.time is not None else [])
+        tables = [self.energy.coefficient_table()] + (
+            [self.time.coefficient_table()] if self.time is not None else []
+        )
         out = pd.concat(tables, ignore_index=True).rename(columns={"law": "model"})
         out["unit"] = [UNITS.get(p, "") for p in out.param]
         return out
 
 
-UNITS = {"log_c": "log J (or log s)", "alpha": "per log FLOP", "beta": "per log byte", "a_j_per_token": "J/token",
-         "b_j": "J", "k": "fraction of TDP (W where the TDP is unknown)", "eps_F_j_per_flop": "J/FLOP",
-         "eps_Q_j_per_byte": "J/byte", "P0_w": "W per metered unit", "u_compute": "fraction of the compute roof",
-         "v_memory": "fraction of the memory roof"}
+UNITS = {
+    "log_c": "log J (or log s)",
+    "alpha": "per log FLOP",
+    "beta": "per log byte",
+    "a_j_per_token": "J/token",
+    "b_j": "J",
+    "k": "fraction of TDP (W where the TDP is unknown)",
+    "eps_F_j_per_flop": "J/FLOP",
+    "eps_Q_j_per_byte": "J/byte",
+    "P0_w": "W per metered unit",
+    "u_compute": "fraction of the compute roof",
+    "v_memory": "fraction of the memory roof",
+}
 
 
 @dataclass
@@ -178,36 +205,59 @@ class LawModel(Model):
         X = point.design(df)
         point.energy = fit_law(self.law, X, "energy_per_step_j", self.n_boot)
         if self.predicts_time:
-            point.time = fit_law(TIME_LAW if self.law == "roofline_power_law" else self.law, X, "step_s", self.n_boot)
+            point.time = fit_law(
+                TIME_LAW if self.law == "roofline_power_law" else self.law, X, "step_s", self.n_boot
+            )
         return point
 
 
 def paper_law(n_boot: int = 50) -> LawModel:
-    return LawModel("roofline_power_law", LAWS["roofline_power_law"].label, law="roofline_power_law", n_boot=n_boot)
+    return LawModel(
+        "roofline_power_law", LAWS["roofline_power_law"].label, law="roofline_power_law", n_boot=n_boot
+    )
 
 
 BASELINES = {
-    "tokens_linear": lambda: LawModel("tokens_linear", LAWS["tokens_linear"].label, baseline=True, law="tokens_linear"),
-    "flops_power_law": lambda: LawModel("flops_power_law", LAWS["flops_power_law"].label, baseline=True,
-                                        law="flops_power_law"),
-    "tdp_time": lambda: LawModel("tdp_time", LAWS["tdp_time"].label, baseline=True, uses_measured_time=True,
-                                 predicts_time=False, law="tdp_time"),
+    "tokens_linear": lambda: LawModel(
+        "tokens_linear", LAWS["tokens_linear"].label, baseline=True, law="tokens_linear"
+    ),
+    "flops_power_law": lambda: LawModel(
+        "flops_power_law", LAWS["flops_power_law"].label, baseline=True, law="flops_power_law"
+    ),
+    "tdp_time": lambda: LawModel(
+        "tdp_time",
+        LAWS["tdp_time"].label,
+        baseline=True,
+        uses_measured_time=True,
+        predicts_time=False,
+        law="tdp_time",
+    ),
 }
 
 
 def all_models(dev: opmodel.DeviceRoofs) -> dict[str, Model]:
     """The primary model, the paper's law and the baselines, by name."""
-    return {"operator_roofline": OperatorRoofline("operator_roofline", "operator roofline", dev=dev),
-            "roofline_power_law": paper_law(), **{k: f() for k, f in BASELINES.items()}}
+    return {
+        "operator_roofline": OperatorRoofline("operator_roofline", "operator roofline", dev=dev),
+        "roofline_power_law": paper_law(),
+        **{k: f() for k, f in BASELINES.items()},
+    }
 
 
 def validated_models(dev: opmodel.DeviceRoofs) -> dict[str, Model]:
     """Every model the validation page scores: ``all_models``, the operator roofline's calibrated tier, which
     learns nothing from runs, and its power model given the measured time (energy's error without time's)."""
-    return {**all_models(dev),
-            "calibrated_tier": OperatorRoofline("calibrated_tier", "calibrated tier", dev=dev, fitted=False),
-            "power_given_time": PowerGivenTime("power_given_time", "operator roofline's power × measured time",
-                                               dev=dev, uses_measured_time=True, predicts_time=False)}
+    return {
+        **all_models(dev),
+        "calibrated_tier": OperatorRoofline("calibrated_tier", "calibrated tier", dev=dev, fitted=False),
+        "power_given_time": PowerGivenTime(
+            "power_given_time",
+            "operator roofline's power × measured time",
+            dev=dev,
+            uses_measured_time=True,
+            predicts_time=False,
+        ),
+    }
 
 
 # ------------------------------------------------------------------------------------------ fitting
@@ -222,8 +272,21 @@ def point_only(model: Model) -> Model:
     return replace(model, n_boot=0) if getattr(model, "n_boot", 0) else model
 
 
-GROUP_KINDS = ("size", "layout", "degree", "mode", "head_dim", "range", "scale")  # what a run is new in (``novelty``)
-RANGE_AXES = ("layers", "hidden", "seq_len", "batch_size")  # a run outside the fitted range of one is extrapolated
+GROUP_KINDS = (
+    "size",
+    "layout",
+    "degree",
+    "mode",
+    "head_dim",
+    "range",
+    "scale",
+)  # what a run is new in (``novelty``)
+RANGE_AXES = (
+    "layers",
+    "hidden",
+    "seq_len",
+    "batch_size",
+)  # a run outside the fitted range of one is extrapolated
 SCALE_COLUMN = "flops_per_step"  # a run above the fitted FLOPs per step is new in scale
 SCALE_QUANTILES = (0.5, 0.625, 0.75, 0.875)  # the scale kind's folds: the runs above each quantile left out
 
@@ -246,12 +309,18 @@ def group_keys(df: pd.DataFrame) -> dict[str, pd.Series]:
     mode and head dimension. Single-device runs have no layout, degree or mode key (""): they anchor every term
     and are never held out as one."""
     par = df.world_size > 1
-    return {"size": size_key(df), "layout": layout_key(df).where(par, ""),
-            "degree": df.world_size.astype(int).astype(str).where(par, ""), "mode": df["mode"].astype(str).where(par, ""),
-            "head_dim": (df.hidden // df.heads).astype(int).astype(str)}
+    return {
+        "size": size_key(df),
+        "layout": layout_key(df).where(par, ""),
+        "degree": df.world_size.astype(int).astype(str).where(par, ""),
+        "mode": df["mode"].astype(str).where(par, ""),
+        "head_dim": (df.hidden // df.heads).astype(int).astype(str),
+    }
 
 
-def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4) -> dict[str, dict[str, np.ndarray]]:
+def heldout_residuals_by_kind(
+    model: Model, df: pd.DataFrame, min_train: int = 4
+) -> dict[str, dict[str, np.ndarray]]:
     """log(measured / predicted) of each run when its model size, then its parallel layout, its parallel degree,
     its whole parallel mode and its head dimension was left out of the fit: {kind: {target: residuals}}. Each kind
     measures the error of one kind of extrapolation, so an interval for a new run can be as wide as the novelty
@@ -275,15 +344,22 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
         folds[kind] = [(key == g).to_numpy() for g in groups]
     # extrapolation along one axis, either way (``novelty`` flags a value below the fitted range as well as one
     # above it): the runs at the largest value of each varied axis, then those at its smallest, fitted on the rest
-    folds["range"] = [(df[a] == getattr(df[a], end)()).to_numpy() for a in RANGE_AXES
-                      if a in df and df[a].nunique() > 2 for end in ("max", "min")]
+    folds["range"] = [
+        (df[a] == getattr(df[a], end)()).to_numpy()
+        for a in RANGE_AXES
+        if a in df and df[a].nunique() > 2
+        for end in ("max", "min")
+    ]
     # extrapolation in scale: the runs above a quantile of FLOPs per step, fitted on the rest (the validation's
     # largest split, asked of the training runs), at each of SCALE_QUANTILES. Such runs may lie inside every
     # axis's range (the largest size at a middling length), so without this kind they took the pooled width of
     # sizes and layouts left out, a harder question. Several quantiles, so that the width does not rest on one
     # fit's errors, which share that fit's bias (the quantiles' choice: docs/decisions.md)
-    folds["scale"] = ([(df[SCALE_COLUMN] > df[SCALE_COLUMN].quantile(q)).to_numpy() for q in SCALE_QUANTILES]
-                      if SCALE_COLUMN in df and df[SCALE_COLUMN].nunique() > 2 else [])
+    folds["scale"] = (
+        [(df[SCALE_COLUMN] > df[SCALE_COLUMN].quantile(q)).to_numpy() for q in SCALE_QUANTILES]
+        if SCALE_COLUMN in df and df[SCALE_COLUMN].nunique() > 2
+        else []
+    )
     for kind, tests in folds.items():
         res = {"step_s": [], "energy_per_step_j": []}
         for test in tests:
@@ -293,10 +369,15 @@ def heldout_residuals_by_kind(model: Model, df: pd.DataFrame, min_train: int = 4
                 point = fit_point(model, df[~test])
             except (ValueError, np.linalg.LinAlgError):
                 continue
-            t, e, scale = predict_with_scale(point, df[test])  # the scale of the fit that never saw these runs
-            res["step_s"] += list(np.log(df.step_s[test].to_numpy(float) / np.clip(t, LOG_FLOOR, None)) / scale)
-            res["energy_per_step_j"] += list(np.log(df.energy_per_step_j[test].to_numpy(float)
-                                                    / np.clip(e, LOG_FLOOR, None)) / scale)
+            t, e, scale = predict_with_scale(
+                point, df[test]
+            )  # the scale of the fit that never saw these runs
+            res["step_s"] += list(
+                np.log(df.step_s[test].to_numpy(float) / np.clip(t, LOG_FLOOR, None)) / scale
+            )
+            res["energy_per_step_j"] += list(
+                np.log(df.energy_per_step_j[test].to_numpy(float) / np.clip(e, LOG_FLOOR, None)) / scale
+            )
         out[kind] = {k: np.asarray([x for x in v if np.isfinite(x)], float) for k, v in res.items()}
     return out
 
@@ -319,15 +400,19 @@ def heldout_log_residuals(model: Model, df: pd.DataFrame, min_train: int = 4) ->
 
 def _pooled(by_kind: dict) -> dict[str, np.ndarray]:
     """The residuals of sizes and layouts left out, pooled per target: the width of a run whose novelty is not known."""
-    return {t: np.concatenate([by_kind[k][t] for k in ("size", "layout") if k in by_kind])
-            for t in ("step_s", "energy_per_step_j")}
+    return {
+        t: np.concatenate([by_kind[k][t] for k in ("size", "layout") if k in by_kind])
+        for t in ("step_s", "energy_per_step_j")
+    }
 
 
 @dataclass
 class Fitted:
     model: Model
     point: object
-    residuals: dict = field(default_factory=dict)  # held-out log residuals per target (sizes and layouts pooled)
+    residuals: dict = field(
+        default_factory=dict
+    )  # held-out log residuals per target (sizes and layouts pooled)
     n_train: int = 0
     extra_halfwidth: dict = field(default_factory=dict)  # prior tier: a stated log half-width per target
     residuals_by_kind: dict = field(default_factory=dict)  # {kind: {target: residuals}}
@@ -361,8 +446,11 @@ class Fitted:
         values = range_values(df)
         out = []
         for i in range(len(df)):
-            kinds = [k for k, key in keys.items()
-                     if k in self.train_keys and key.iloc[i] and key.iloc[i] not in self.train_keys[k]]
+            kinds = [
+                k
+                for k, key in keys.items()
+                if k in self.train_keys and key.iloc[i] and key.iloc[i] not in self.train_keys[k]
+            ]
             row = df.iloc[i]
             if any(a in lo and not lo[a] <= values[a].iloc[i] <= hi[a] for a in values):
                 kinds.append("range")
@@ -370,8 +458,10 @@ class Fitted:
                 flops = float(row[SCALE_COLUMN]) if SCALE_COLUMN in df else float("nan")
                 if not np.isfinite(flops):
                     # a frame without the FLOPs its fit was keyed on would be narrowed silently
-                    raise ValueError(f"run {i} has no finite {SCALE_COLUMN}: the fit's intervals need it to tell "
-                                     "a run above the fitted FLOPs per step (tables.proxies_frame computes it)")
+                    raise ValueError(
+                        f"run {i} has no finite {SCALE_COLUMN}: the fit's intervals need it to tell "
+                        "a run above the fitted FLOPs per step (tables.proxies_frame computes it)"
+                    )
                 if flops > self.train_keys["scale"]:
                     kinds.append("scale")
             out.append(tuple(kinds))
@@ -393,8 +483,12 @@ class Fitted:
         # each kind of novelty the run has takes the errors of groups of that kind left out in training; a kind
         # none were left out of (one parallel degree in training) takes the pooled width; the widest applies.
         # The pooled width is no floor: a new mode's errors can be smaller than a new size's (docs/decisions.md)
-        widths = [_kind_halfwidth(r, level) if (r := self.residuals_by_kind.get(k, {}).get(target)) is not None
-                  and len(r) else pooled for k in kinds]
+        widths = [
+            _kind_halfwidth(r, level)
+            if (r := self.residuals_by_kind.get(k, {}).get(target)) is not None and len(r)
+            else pooled
+            for k in kinds
+        ]
         return max(widths)
 
     def describe(self) -> pd.DataFrame:
@@ -414,24 +508,35 @@ def _kind_halfwidth(residuals, level: float) -> float:
 
 def keys_to_json(keys: dict) -> dict:
     lo, hi = keys.get("range", ({}, {}))
-    return {**{k: sorted(v) for k, v in keys.items() if k not in ("range", "scale")},
-            "range": [{a: float(v) for a, v in lo.items()}, {a: float(v) for a, v in hi.items()}],
-            **({"scale": float(keys["scale"])} if "scale" in keys else {})}
+    return {
+        **{k: sorted(v) for k, v in keys.items() if k not in ("range", "scale")},
+        "range": [{a: float(v) for a, v in lo.items()}, {a: float(v) for a, v in hi.items()}],
+        **({"scale": float(keys["scale"])} if "scale" in keys else {}),
+    }
 
 
 def keys_from_json(d: dict) -> dict:
     # a fit artifact written before the scale kind has no "scale" key: its runs are never new in scale
-    return {**{k: set(v) for k, v in d.items() if k not in ("range", "scale")},
-            "range": tuple(d.get("range") or ({}, {})), **({"scale": float(d["scale"])} if "scale" in d else {})}
+    return {
+        **{k: set(v) for k, v in d.items() if k not in ("range", "scale")},
+        "range": tuple(d.get("range") or ({}, {})),
+        **({"scale": float(d["scale"])} if "scale" in d else {}),
+    }
 
 
 def interval_model(residuals: dict, residuals_by_kind: dict | None, train_keys: dict | None) -> Fitted:
     """A stand-in with only what intervals need (stored residuals and training keys): ``halfwidth`` and
     ``novelty`` of a fit read back from its artifact."""
-    return Fitted(Model(), None, {k: np.asarray(v, float) for k, v in residuals.items()},
-                  residuals_by_kind={kind: {k: np.asarray(v, float) for k, v in r.items()}
-                                     for kind, r in (residuals_by_kind or {}).items()},
-                  train_keys=keys_from_json(train_keys) if train_keys else {})
+    return Fitted(
+        Model(),
+        None,
+        {k: np.asarray(v, float) for k, v in residuals.items()},
+        residuals_by_kind={
+            kind: {k: np.asarray(v, float) for k, v in r.items()}
+            for kind, r in (residuals_by_kind or {}).items()
+        },
+        train_keys=keys_from_json(train_keys) if train_keys else {},
+    )
 
 
 def fit_model(model: Model, df: pd.DataFrame, intervals: bool = True) -> Fitted:
@@ -453,11 +558,15 @@ def fit_model(model: Model, df: pd.DataFrame, intervals: bool = True) -> Fitted:
 def intervals_to_json(fitted: Fitted) -> dict:
     """What a prediction's interval needs of a fit, as JSON: its held-out residuals (pooled and by kind of
     novelty) and the keys it was trained on (read back by ``interval_model``)."""
-    return {"residuals": {k: v.tolist() for k, v in fitted.residuals.items()},
-            "residuals_by_kind": {kind: {k: v.tolist() for k, v in r.items()} for kind, r in fitted.residuals_by_kind.items()},
-            "train_keys": keys_to_json(fitted.train_keys),
-            # residuals divided by each run's interval scale: a prediction's width is multiplied by its own
-            "residuals_scaled": hasattr(fitted.point, "predict_with_scale")}
+    return {
+        "residuals": {k: v.tolist() for k, v in fitted.residuals.items()},
+        "residuals_by_kind": {
+            kind: {k: v.tolist() for k, v in r.items()} for kind, r in fitted.residuals_by_kind.items()
+        },
+        "train_keys": keys_to_json(fitted.train_keys),
+        # residuals divided by each run's interval scale: a prediction's width is multiplied by its own
+        "residuals_scaled": hasattr(fitted.point, "predict_with_scale"),
+    }
 
 
 def law_intervals(df: pd.DataFrame, laws) -> dict:
@@ -487,15 +596,35 @@ def fit_operator(df: pd.DataFrame, dev) -> dict:
     return {
         # the device the coefficients were fitted under: on a shared CPU node the fit chooses the thread
         # exponent too, so the calibration's exponent with these multipliers would be a model nothing scored
-        "operator_model": {"dev": point.dev.to_json(), "time": point.time, "energy": point.energy,
-                           "layout_scale": point.layout_scale,
-                           **intervals_to_json(fitted),
-                           "n_train": len(df)},
-        "calibrated_tier_residuals": None if dev.tier != "calibrated" else {
-            "step_s": np.log(df.step_s / t_cal).tolist(), "energy_per_step_j": np.log(df.energy_per_step_j / e_cal).tolist()},
-        "eta_model": [{"run_id": r.run_id, "mode": r.mode, "world_size": int(r.world_size), "layers": int(r.layers),
-                       "hidden": int(r.hidden), "eta_measured": float(r.eta), "eta_model": float(m)}
-                      for r, m in zip(par.itertuples(), eta_model)],
-        "usl_per_size": [dict(u.to_json(), size=f"L{s[0]}-h{s[1]}-a{s[2]}") for s, rows in df.groupby(["layers", "hidden", "heads"])
-                         for u in fit_usl(rows, n_boot=50).values()],
+        "operator_model": {
+            "dev": point.dev.to_json(),
+            "time": point.time,
+            "energy": point.energy,
+            "layout_scale": point.layout_scale,
+            **intervals_to_json(fitted),
+            "n_train": len(df),
+        },
+        "calibrated_tier_residuals": None
+        if dev.tier != "calibrated"
+        else {
+            "step_s": np.log(df.step_s / t_cal).tolist(),
+            "energy_per_step_j": np.log(df.energy_per_step_j / e_cal).tolist(),
+        },
+        "eta_model": [
+            {
+                "run_id": r.run_id,
+                "mode": r.mode,
+                "world_size": int(r.world_size),
+                "layers": int(r.layers),
+                "hidden": int(r.hidden),
+                "eta_measured": float(r.eta),
+                "eta_model": float(m),
+            }
+            for r, m in zip(par.itertuples(), eta_model)
+        ],
+        "usl_per_size": [
+            dict(u.to_json(), size=f"L{s[0]}-h{s[1]}-a{s[2]}")
+            for s, rows in df.groupby(["layers", "hidden", "heads"])
+            for u in fit_usl(rows, n_boot=50).values()
+        ],
     }

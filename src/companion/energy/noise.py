@@ -28,11 +28,14 @@ def replicate_noise(frame: pd.DataFrame) -> dict:
     ``n_runs``, ``exact_model`` (``exact_model_floor``: the error of a model that knew every configuration).
     Also the fraction of all runs that reached their CI target (``converged_fraction``).
     """
-    out: dict = {"definition": "relative deviation of each run from the mean of its configuration's replicates",
-                 "n_runs": int(len(frame)),
-                 "n_configs": int(frame.get("config_id", frame.get("run_id", pd.Series())).nunique()),
-                 "converged_fraction": _float(frame.converged.mean()) if len(frame) else None,
-                 "metrics": {}, "runs": []}
+    out: dict = {
+        "definition": "relative deviation of each run from the mean of its configuration's replicates",
+        "n_runs": int(len(frame)),
+        "n_configs": int(frame.get("config_id", frame.get("run_id", pd.Series())).nunique()),
+        "converged_fraction": _float(frame.converged.mean()) if len(frame) else None,
+        "metrics": {},
+        "runs": [],
+    }
     frame = frame.copy()
     if "config_id" not in frame:  # a frame from before replicates: every run its own configuration
         frame["config_id"] = frame.run_id
@@ -55,8 +58,10 @@ def replicate_noise(frame: pd.DataFrame) -> dict:
             for _, row in group.iterrows():
                 dev = (float(row[column]) - mean) / mean
                 devs.append(abs(dev))
-                per_run.setdefault(row.run_id, {"run_id": row.run_id, "config_id": config_id,
-                                                "replicate": int(row.replicate)})[f"{metric}_rel_dev"] = dev
+                per_run.setdefault(
+                    row.run_id,
+                    {"run_id": row.run_id, "config_id": config_id, "replicate": int(row.replicate)},
+                )[f"{metric}_rel_dev"] = dev
         out["metrics"][metric] = {
             "column": column,
             "mape": statistics.fmean(devs) if devs else None,
@@ -119,8 +124,13 @@ def exact_model_floor(values: pd.DataFrame, column: str) -> dict | None:
     nodes, weights = np.polynomial.hermite_e.hermegauss(40)  # probabilists' Hermite: weight exp(-x^2 / 2)
     weights = weights / weights.sum()
     ape = float(np.mean([np.sum(weights * np.abs(np.exp(-(s + sd * nodes)) - 1.0)) for s in shift]))
-    return {"mape": ape, "scatter_sd_log": sd, "pass_shift_log": [float(s) for s in shift],
-            "n_configs": int(n_configs), "passes": int(passes)}
+    return {
+        "mape": ape,
+        "scatter_sd_log": sd,
+        "pass_shift_log": [float(s) for s in shift],
+        "n_configs": int(n_configs),
+        "passes": int(passes),
+    }
 
 
 def _float(x) -> float | None:

@@ -66,17 +66,41 @@ def proxy_check(configs: list[list[int]], seed: int = 0):
         model = build_model(cfg)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         ids = torch.randint(3, cfg.vocab, (batch, seq))
-        batch_t = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.zeros(batch, dtype=torch.long)}
-        shape = StepShape(layers, hidden, heads, 4 * hidden, cfg.vocab, cfg.max_positions, 2, batch, batch * seq,
-                          batch * seq * seq)
+        batch_t = {
+            "input_ids": ids,
+            "attention_mask": torch.ones_like(ids),
+            "labels": torch.zeros(batch, dtype=torch.long),
+        }
+        shape = StepShape(
+            layers,
+            hidden,
+            heads,
+            4 * hidden,
+            cfg.vocab,
+            cfg.max_positions,
+            2,
+            batch,
+            batch * seq,
+            batch * seq * seq,
+        )
         torch.manual_seed(seed)
-        eager = build_model(replace(cfg, dropout=0.0, attn="eager"))  # the score matmuls as matmuls, no dropout
+        eager = build_model(
+            replace(cfg, dropout=0.0, attn="eager")
+        )  # the score matmuls as matmuls, no dropout
         flops = count_step_flops(eager, batch_t)
         count_step_bytes(model, batch_t, opt)  # first step allocates the AdamW state: not a steady step
         counted = count_step_bytes(model, batch_t, opt)
         analytic = bytes_per_step(shape)
-        rows.append({"config": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch}",
-                     "flops_analytic": flops_per_step(shape), "flops_counted": flops,
-                     "parameters_analytic": parameter_count(shape), "parameters_counted": counted_parameters(model),
-                     "analytic_bytes": analytic, "op_level_bytes": counted, "ratio": counted / analytic})
+        rows.append(
+            {
+                "config": f"L{layers}-h{hidden}-a{heads}-s{seq}-b{batch}",
+                "flops_analytic": flops_per_step(shape),
+                "flops_counted": flops,
+                "parameters_analytic": parameter_count(shape),
+                "parameters_counted": counted_parameters(model),
+                "analytic_bytes": analytic,
+                "op_level_bytes": counted,
+                "ratio": counted / analytic,
+            }
+        )
     return pd.DataFrame(rows)

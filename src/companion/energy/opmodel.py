@@ -61,6 +61,7 @@ import pandas as pd
 
 from companion.energy import proxies
 
+
 # ----------------------------------------------------------------------------------------- the device
 @dataclass(frozen=True)
 class DeviceRoofs:
@@ -74,15 +75,21 @@ class DeviceRoofs:
     ops_per_layer: float = 80.0  # operators one encoder layer launches, forward + backward + optimizer
     ops_per_step: float = 60.0  # operators outside the layers (embeddings, head, loss, optimizer, zero_grad)
     collective_alpha_s: float = 50e-6  # latency per collective per ring hop
-    collective_alpha_by_world_s: dict = field(default_factory=dict)  # measured per group size {"2": s, "4": s}
+    collective_alpha_by_world_s: dict = field(
+        default_factory=dict
+    )  # measured per group size {"2": s, "4": s}
     collective_beta_bytes_per_s: float = 1e9  # ring bandwidth per rank
     shared_node: bool = False  # ranks share one device's cores (CPU ranks on one node)
-    node_cores: int = 1  # cores the ranks of a shared node run on (launch and latency costs overlap up to this)
+    node_cores: int = (
+        1  # cores the ranks of a shared node run on (launch and latency costs overlap up to this)
+    )
     thread_exponent: float = 1.0  # node_cores threads compute node_cores ** exponent times one thread (CPU)
     # measured attention forward + backward per score element (one head, one query-key pair), by kernel:
     # {"fused": [s, s per head_dim], "math": [...]}; empty: the attention GEMMs' roofline instead
     attention_s_per_score: dict = field(default_factory=dict)
-    elementwise_bytes_per_s: float | None = None  # achieved by norms, dropout, GELU, residuals (None: bandwidth)
+    elementwise_bytes_per_s: float | None = (
+        None  # achieved by norms, dropout, GELU, residuals (None: bandwidth)
+    )
     optimizer_bytes_per_s: float | None = None  # achieved by the AdamW step (None: bandwidth)
     # measured overhead of each parallel layout beyond one process's own costs, collectives' latency excluded
     # (``layout_overheads``): {"tp2-dp1": s per unit (``layout_units``), ...}; empty: the eager-launch model
@@ -134,8 +141,19 @@ class DeviceRoofs:
 
 
 # ------------------------------------------------------------------------------------- operator counts
-TIME_TERMS = ("gemm_s", "attention_s", "elementwise_s", "state_s", "kernel_s", "step_fixed_s", "layer_fixed_s",
-              "tp_dispatch_s", "fsdp_hooks_s", "comm_latency_s", "comm_bytes_s")
+TIME_TERMS = (
+    "gemm_s",
+    "attention_s",
+    "elementwise_s",
+    "state_s",
+    "kernel_s",
+    "step_fixed_s",
+    "layer_fixed_s",
+    "tp_dispatch_s",
+    "fsdp_hooks_s",
+    "comm_latency_s",
+    "comm_bytes_s",
+)
 # where host and device overlap (``DeviceRoofs.host_device_overlap_p``): what the host does, what the device
 # does, and what neither hides (collectives)
 HOST_TERMS = ("step_fixed_s", "layer_fixed_s", "tp_dispatch_s", "fsdp_hooks_s")
@@ -153,12 +171,19 @@ AUTOCAST_OPS_PER_LAYER, AUTOCAST_OPS_PER_STEP = 32, 12
 # attention, the optimizer and views removed, CPU dropout's four operators replaced by CUDA's fused one) gave
 # 240 bytes per token x hidden x layer, against the model's 3 x (8 h + 2 f) = 48 elements: 5 bytes each.
 ELEMENTWISE_BYTES = {"fp32": 4.0, "bf16": 5.0}
-TIME_UNITS = {"gemm_s": "x roofline", "kernel_s": "x tiny kernels' floor", "attention_s": "x measured cost per score (else its GEMMs' roofline)",
-              "elementwise_s": "x measured element-wise bandwidth (else the memory roof)",
-              "state_s": "x measured AdamW bandwidth (else the memory roof)", "step_fixed_s": "x launch model", "layer_fixed_s": "x launch model",
-              "tp_dispatch_s": "x TP overhead (calibration's probe; else eager launches per TP operator)",
-              "fsdp_hooks_s": "x FSDP overhead (calibration's probe; else eager launches per hook)",
-              "comm_latency_s": "x alpha", "comm_bytes_s": "x 1/beta"}
+TIME_UNITS = {
+    "gemm_s": "x roofline",
+    "kernel_s": "x tiny kernels' floor",
+    "attention_s": "x measured cost per score (else its GEMMs' roofline)",
+    "elementwise_s": "x measured element-wise bandwidth (else the memory roof)",
+    "state_s": "x measured AdamW bandwidth (else the memory roof)",
+    "step_fixed_s": "x launch model",
+    "layer_fixed_s": "x launch model",
+    "tp_dispatch_s": "x TP overhead (calibration's probe; else eager launches per TP operator)",
+    "fsdp_hooks_s": "x FSDP overhead (calibration's probe; else eager launches per hook)",
+    "comm_latency_s": "x alpha",
+    "comm_bytes_s": "x 1/beta",
+}
 HELD_TIME_TERMS = ("comm_latency_s",)  # taken as calibrated, never fitted (fit_time_coefficients)
 # fitted, but pulled towards the calibration (multiplier 1): a multiplier off by x costs as much as a run off by
 # 0.5 x. A layout's overhead is identified only by runs of that layout; with none of them (a mode the sweep never
@@ -185,16 +210,38 @@ TP_ALL_REDUCES_PER_LAYER = 4
 
 
 # the columns of a run that its operator terms read (``operator_frame``); the last four have defaults
-OPERATOR_COLUMNS = ("layers", "hidden", "ffn", "heads", "tp", "dp", "vocab", "max_positions", "padded_tokens",
-                    "attention_pairs", "batch_size", "num_labels", "precision", "attention_kernel", "threads_per_rank")
-COLUMN_DEFAULTS = {"num_labels": 2, "precision": "fp32", "attention_kernel": "math", "threads_per_rank": np.nan}
+OPERATOR_COLUMNS = (
+    "layers",
+    "hidden",
+    "ffn",
+    "heads",
+    "tp",
+    "dp",
+    "vocab",
+    "max_positions",
+    "padded_tokens",
+    "attention_pairs",
+    "batch_size",
+    "num_labels",
+    "precision",
+    "attention_kernel",
+    "threads_per_rank",
+)
+COLUMN_DEFAULTS = {
+    "num_labels": 2,
+    "precision": "fp32",
+    "attention_kernel": "math",
+    "threads_per_rank": np.nan,
+}
 
 
 def operator_columns(df: pd.DataFrame) -> dict[str, np.ndarray]:
     """The columns ``operator_frame`` reads, as arrays (a default where the frame has none): read once for a
     fit that builds the terms of the same runs for every thread-exponent candidate."""
-    return {name: df[name].to_numpy() if name in df else np.full(len(df), COLUMN_DEFAULTS.get(name))
-            for name in OPERATOR_COLUMNS}
+    return {
+        name: df[name].to_numpy() if name in df else np.full(len(df), COLUMN_DEFAULTS.get(name))
+        for name in OPERATOR_COLUMNS
+    }
 
 
 def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = None) -> pd.DataFrame:
@@ -242,8 +289,11 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     proj_b = 3 * L * 4 * (T_r * h + h * h / t + T_r * h / t) * w
     ffn_b = 3 * L * 2 * (T_r * h + h * f / t + T_r * f / t) * w
     head_f = 3 * (2 * B_r * h * h + 2 * B_r * h * labels)
-    gemm = (op(proj_f, proj_b, dev.gemm_roof(T_r, h / t, h)) + op(ffn_f, ffn_b, dev.gemm_roof(T_r, f / t, h))
-            + head_f / dev.gemm_roof(np.maximum(B_r, 1), h, h))
+    gemm = (
+        op(proj_f, proj_b, dev.gemm_roof(T_r, h / t, h))
+        + op(ffn_f, ffn_b, dev.gemm_roof(T_r, f / t, h))
+        + head_f / dev.gemm_roof(np.maximum(B_r, 1), h, h)
+    )
     # attention scores: QK^T and PV per head (M = N = seq, K = head_dim); the math kernel writes the scores
     att_f = 3 * L * 4 * h * S2_r / t
     att_b = np.where(fused, 0.0, 3 * L * 4 * (a / t) * S2_r * w)
@@ -259,7 +309,9 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     elementwise = elem_b / (dev.elementwise_bytes_per_s or bw)
     # weights read (fwd + bwd), gradients written and read, AdamW on the local shard
     enc = L * proxies.encoder_layer_parameters(h, f)
-    p = (vocab + max_pos + 2) * h + 2 * h + enc + (h * h + h) + (h * labels + labels)  # proxies.parameter_count
+    p = (
+        (vocab + max_pos + 2) * h + 2 * h + enc + (h * h + h) + (h * labels + labels)
+    )  # proxies.parameter_count
     p_tp = enc / t + (p - enc)
     state_b = (2 * w + 8) * p_tp + 36 * p_tp / d
     state = state_b / (dev.optimizer_bytes_per_s or bw)
@@ -318,16 +370,30 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     bytes_total = (proj_b + ffn_b + att_b + elem_b + state_b) * t * d
     comm_total = (tp_wire + fsdp_wire) * t * d
     own_device = 0.0 if dev.shared_node else 1.0
-    return pd.DataFrame({
-        "gemm_s": share * gemm, "attention_s": share * attention, "elementwise_s": share * elementwise,
-        "state_s": share * state, "kernel_s": kernels, "step_fixed_s": step_fixed, "layer_fixed_s": layer_fixed,
-        "tp_dispatch_s": tp_dispatch, "fsdp_hooks_s": fsdp_hooks,
-        "comm_latency_s": tp_lat + exposed * fsdp_lat, "comm_bytes_s": tp_bytes + exposed * fsdp_bytes,
-        "op_flops": flops_total, "op_bytes": bytes_total, "op_comm_bytes": comm_total, "busy_cores": busy,
-        # devices of their own, whose throughput time draws power above idle (``predict_energy_j``), and the
-        # exponent that overlaps host and device (0: the terms add)
-        "owned_devices": own_device * t * d, "overlap_p": np.full(len(df), float(dev.host_device_overlap_p)),
-    }, index=df.index)
+    return pd.DataFrame(
+        {
+            "gemm_s": share * gemm,
+            "attention_s": share * attention,
+            "elementwise_s": share * elementwise,
+            "state_s": share * state,
+            "kernel_s": kernels,
+            "step_fixed_s": step_fixed,
+            "layer_fixed_s": layer_fixed,
+            "tp_dispatch_s": tp_dispatch,
+            "fsdp_hooks_s": fsdp_hooks,
+            "comm_latency_s": tp_lat + exposed * fsdp_lat,
+            "comm_bytes_s": tp_bytes + exposed * fsdp_bytes,
+            "op_flops": flops_total,
+            "op_bytes": bytes_total,
+            "op_comm_bytes": comm_total,
+            "busy_cores": busy,
+            # devices of their own, whose throughput time draws power above idle (``predict_energy_j``), and the
+            # exponent that overlaps host and device (0: the terms add)
+            "owned_devices": own_device * t * d,
+            "overlap_p": np.full(len(df), float(dev.host_device_overlap_p)),
+        },
+        index=df.index,
+    )
 
 
 def _compute_share(cores_of_rank: np.ndarray, cores: int, exponent: float) -> np.ndarray:
@@ -343,7 +409,7 @@ def _compute_share(cores_of_rank: np.ndarray, cores: int, exponent: float) -> np
     14.2 %)."""
     x = np.asarray(cores_of_rank, float)
     rank = np.where(x >= 1, np.maximum(x, 1.0) ** exponent, x)
-    return cores ** exponent / rank
+    return cores**exponent / rank
 
 
 def _threads_per_rank(recorded: np.ndarray, cores: int, ranks: np.ndarray) -> np.ndarray:
@@ -362,9 +428,14 @@ def metered_units(df: pd.DataFrame) -> np.ndarray:
 
 # --------------------------------------------------------------------------------------- coefficients
 ENERGY_PARAMS = ("P_static_w", "P_core_w", "P_busy_w", "e_flop_j", "e_byte_j", "e_comm_j")
-ENERGY_UNITS = {"P_static_w": "W per metered unit", "P_core_w": "W per busy core (shared CPU node)",
-                "P_busy_w": "W above idle while a device runs its throughput kernels (GPU)",
-                "e_flop_j": "J/FLOP", "e_byte_j": "J/byte", "e_comm_j": "J/byte communicated"}
+ENERGY_UNITS = {
+    "P_static_w": "W per metered unit",
+    "P_core_w": "W per busy core (shared CPU node)",
+    "P_busy_w": "W above idle while a device runs its throughput kernels (GPU)",
+    "e_flop_j": "J/FLOP",
+    "e_byte_j": "J/byte",
+    "e_comm_j": "J/byte communicated",
+}
 GPU_ONLY_PARAMS = ("P_busy_w",)
 
 
@@ -386,14 +457,26 @@ def prior_coefficients(dev: DeviceRoofs) -> dict:
     (its loaded power is measured with every core running GEMMs), whatever those cores compute or wait on."""
     time = {k: 1.0 for k in TIME_TERMS}
     if dev.shared_node:
-        energy = {"P_static_w": dev.idle_w, "P_core_w": max(dev.loaded_w - dev.idle_w, 0.0) / max(dev.node_cores, 1),
-                  "P_busy_w": 0.0, "e_flop_j": 0.0, "e_byte_j": 0.0, "e_comm_j": 0.0}
+        energy = {
+            "P_static_w": dev.idle_w,
+            "P_core_w": max(dev.loaded_w - dev.idle_w, 0.0) / max(dev.node_cores, 1),
+            "P_busy_w": 0.0,
+            "e_flop_j": 0.0,
+            "e_byte_j": 0.0,
+            "e_comm_j": 0.0,
+        }
     else:
         # a GPU draws its idle power throughout and its loaded power while its throughput kernels run: a board
         # whose SMs are all busy sits near its limit even at modest MFU, and the tiny kernels of a host-bound
         # step, on few SMs, draw little above idle
-        energy = {"P_static_w": dev.idle_w, "P_core_w": 0.0, "P_busy_w": max(dev.loaded_w - dev.idle_w, 0.0),
-                  "e_flop_j": 0.0, "e_byte_j": 0.0, "e_comm_j": 0.0}
+        energy = {
+            "P_static_w": dev.idle_w,
+            "P_core_w": 0.0,
+            "P_busy_w": max(dev.loaded_w - dev.idle_w, 0.0),
+            "e_flop_j": 0.0,
+            "e_byte_j": 0.0,
+            "e_comm_j": 0.0,
+        }
     return {"time": time, "energy": energy}
 
 
@@ -410,21 +493,36 @@ LAYOUT_SCALE_UNIT = "x this layout's overhead and collective terms (fitted; 1: t
 THREAD_EXPONENT_UNIT = "speedup = threads ** exponent (fitted on a shared node's sweep)"
 
 
-def coefficient_rows(time: dict, energy: dict, layout_scale: dict | None = None,
-                     thread_exponent: float | None = None) -> list[dict]:
+def coefficient_rows(
+    time: dict, energy: dict, layout_scale: dict | None = None, thread_exponent: float | None = None
+) -> list[dict]:
     """The operator model's coefficients as rows (param, value, unit, target: 'step_s' or 'energy_per_step_j'):
     the time multipliers, the energy coefficients, the thread exponent (a shared node's fit chooses it; None
     elsewhere) and each parallel layout's factor. A name this module does not define gets no unit."""
     shared = thread_exponent is not None  # a shared CPU node: the GPU-only terms are not in its model
-    rows = [{"param": k, "value": v, "unit": TIME_UNITS.get(k, ""), "target": "step_s"} for k, v in time.items()
-            if not (shared and k in GPU_ONLY_TERMS)]
-    rows += [{"param": k, "value": v, "unit": ENERGY_UNITS.get(k, ""), "target": "energy_per_step_j"}
-             for k, v in energy.items() if not (shared and k in GPU_ONLY_PARAMS)]
+    rows = [
+        {"param": k, "value": v, "unit": TIME_UNITS.get(k, ""), "target": "step_s"}
+        for k, v in time.items()
+        if not (shared and k in GPU_ONLY_TERMS)
+    ]
+    rows += [
+        {"param": k, "value": v, "unit": ENERGY_UNITS.get(k, ""), "target": "energy_per_step_j"}
+        for k, v in energy.items()
+        if not (shared and k in GPU_ONLY_PARAMS)
+    ]
     if thread_exponent is not None:
-        rows.append({"param": "thread_exponent", "value": thread_exponent, "unit": THREAD_EXPONENT_UNIT,
-                     "target": "step_s"})
-    rows += [{"param": f"layout_scale[{k}]", "value": v, "unit": LAYOUT_SCALE_UNIT, "target": "step_s"}
-             for k, v in (layout_scale or {}).items()]
+        rows.append(
+            {
+                "param": "thread_exponent",
+                "value": thread_exponent,
+                "unit": THREAD_EXPONENT_UNIT,
+                "target": "step_s",
+            }
+        )
+    rows += [
+        {"param": f"layout_scale[{k}]", "value": v, "unit": LAYOUT_SCALE_UNIT, "target": "step_s"}
+        for k, v in (layout_scale or {}).items()
+    ]
     return rows
 
 
@@ -448,20 +546,28 @@ def _layout_factor(layout_scale: dict | None, layouts):
 
 def _rest_and_layout_s(terms: pd.DataFrame, time_coef: dict) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the seconds of the multiplied time terms outside ``LAYOUT_TERMS`` and of those in it."""
+
     def seconds(keys):
         return sum(time_coef.get(k, 1.0) * terms[k].to_numpy(float) for k in keys if k in terms)
 
     return seconds(k for k in TIME_TERMS if k not in LAYOUT_TERMS), seconds(LAYOUT_TERMS)
 
 
-def scaled_terms(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
-                 layouts=None) -> pd.DataFrame:
+def scaled_terms(
+    terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None, layouts=None
+) -> pd.DataFrame:
     """Each time term's seconds as the model counts them: the term times its multiplier, and a layout's
     overhead and collective terms (``LAYOUT_TERMS``) times that layout's own factor where the fit has one
     (``fit_layout_scales``; ``layouts``: ``layout_names`` of the rows). Their sum is the step time."""
     factor = _layout_factor(layout_scale, layouts)
-    return pd.DataFrame({k: time_coef.get(k, 1.0) * terms[k].to_numpy(float) * (factor if k in LAYOUT_TERMS else 1.0)
-                         for k in TIME_TERMS if k in terms}, index=terms.index)
+    return pd.DataFrame(
+        {
+            k: time_coef.get(k, 1.0) * terms[k].to_numpy(float) * (factor if k in LAYOUT_TERMS else 1.0)
+            for k in TIME_TERMS
+            if k in terms
+        },
+        index=terms.index,
+    )
 
 
 def overlapped(terms: pd.DataFrame) -> np.ndarray | None:
@@ -474,6 +580,7 @@ def overlapped(terms: pd.DataFrame) -> np.ndarray | None:
 
 def host_device_s(scaled: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row, from ``scaled_terms``: the host's seconds, the device's and the rest (collectives)."""
+
     def total(keys):
         return scaled[[k for k in keys if k in scaled]].sum(axis=1).to_numpy(float)
 
@@ -489,8 +596,9 @@ def soft_max(host, device, p) -> np.ndarray:
     return top * ((host / top) ** p + (device / top) ** p) ** (1.0 / p)
 
 
-def predict_time_s(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
-                   layouts=None) -> np.ndarray:
+def predict_time_s(
+    terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None, layouts=None
+) -> np.ndarray:
     """Step time (s): ``scaled_terms`` summed, without building the frame (a fit calls this for every
     thread-exponent candidate of every held-out fold)."""
     rest, over = _rest_and_layout_s(terms, time_coef)
@@ -502,12 +610,16 @@ def predict_time_s(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | No
     return np.where(p > 0, soft_max(host, device, np.where(p > 0, p, 1.0)) + other, plain)
 
 
-def fit_layout_scales(terms: pd.DataFrame, time_coef: dict, step_s, layouts, weight: float = LAYOUT_SCALE_PRIOR) -> dict:
+def fit_layout_scales(
+    terms: pd.DataFrame, time_coef: dict, step_s, layouts, weight: float = LAYOUT_SCALE_PRIOR
+) -> dict:
     """{layout: factor} for every parallel layout among the runs: the factor s on the layout's overhead and
     collective seconds o_i that minimises sum_i ((b_i + s o_i) / y_i - 1)^2 + weight^2 (s - 1)^2 over its runs
     (b_i: the rest of the step; closed form, s >= 0)."""
     y = np.asarray(step_s, float)
-    if overlapped(terms) is not None:  # GPUs: the layouts keep the calibration's ratio (no factors fitted yet)
+    if (
+        overlapped(terms) is not None
+    ):  # GPUs: the layouts keep the calibration's ratio (no factors fitted yet)
         return {}
     rest, over = _rest_and_layout_s(terms, time_coef)
     layouts = np.asarray(layouts)
@@ -517,7 +629,7 @@ def fit_layout_scales(terms: pd.DataFrame, time_coef: dict, step_s, layouts, wei
         if not rows.any():
             continue
         a, r = over[rows] / y[rows], 1.0 - rest[rows] / y[rows]
-        out[name] = float(max((np.sum(a * r) + weight ** 2) / (np.sum(a * a) + weight ** 2), 0.0))
+        out[name] = float(max((np.sum(a * r) + weight**2) / (np.sum(a * a) + weight**2), 0.0))
     return out
 
 
@@ -531,21 +643,26 @@ def fit_layout_scales(terms: pd.DataFrame, time_coef: dict, step_s, layouts, wei
 INTERVAL_OVERHEAD_WEIGHT = 0.5
 
 
-def overhead_share(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
-                   layouts=None) -> np.ndarray:
+def overhead_share(
+    terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None, layouts=None
+) -> np.ndarray:
     """Per run, the share of its predicted step outside ``COMPUTE_TERMS`` (fixed costs, layout overheads,
     collectives), the step's terms counted as ``scaled_terms`` counts them; 0 for an empty step."""
     scaled = scaled_terms(terms, time_coef, layout_scale, layouts)
     total = scaled[list(TIME_TERMS)].sum(axis=1).to_numpy(float)
     if overlapped(terms) is not None:  # where host and device overlap, only the host's exposed part counts
-        total = np.where(terms.overlap_p.to_numpy(float) > 0,
-                         predict_time_s(terms, time_coef, layout_scale, layouts), total)
+        total = np.where(
+            terms.overlap_p.to_numpy(float) > 0,
+            predict_time_s(terms, time_coef, layout_scale, layouts),
+            total,
+        )
     compute = scaled[list(COMPUTE_TERMS)].sum(axis=1).to_numpy(float)
     return np.where(total > 0, np.clip(1.0 - compute / np.where(total > 0, total, 1.0), 0.0, 1.0), 0.0)
 
 
-def interval_scale(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None,
-                   layouts=None) -> np.ndarray:
+def interval_scale(
+    terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None, layouts=None
+) -> np.ndarray:
     """Per run, the factor on its interval's log half-width (``INTERVAL_OVERHEAD_WEIGHT``): 1 + weight x
     min(``overhead_share``, 0.5) / 0.5."""
     return interval_scale_of_share(overhead_share(terms, time_coef, layout_scale, layouts))
@@ -556,20 +673,28 @@ def interval_scale_of_share(share) -> np.ndarray:
     return 1.0 + INTERVAL_OVERHEAD_WEIGHT * np.clip(np.asarray(share, float), 0.0, 0.5) / 0.5
 
 
-def predict_energy_j(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_coef: dict,
-                     ceiling_w: float | None = None, time_coef: dict | None = None) -> np.ndarray:
+def predict_energy_j(
+    terms: pd.DataFrame,
+    step_s: np.ndarray,
+    units: np.ndarray,
+    energy_coef: dict,
+    ceiling_w: float | None = None,
+    time_coef: dict | None = None,
+) -> np.ndarray:
     """Energy per step; with ``ceiling_w`` (``DeviceRoofs.power_ceiling_w``) no unit draws more than that on
     average: the power side of the roofline. The linear terms add FLOP and byte rates that a short step can
     push past the loaded power, which the device never draws."""
     step_s = np.asarray(step_s, float)
     units = np.asarray(units, float)
     # a fit artifact written before the busy-core term has no P_core_w: it predicts without it
-    e = (energy_coef["P_static_w"] * units * step_s
-         + energy_coef.get("P_core_w", 0.0) * terms.busy_cores.to_numpy(float) * step_s
-         + energy_coef.get("P_busy_w", 0.0) * busy_device_s(terms, time_coef)
-         + energy_coef["e_flop_j"] * terms.op_flops.to_numpy(float)
-         + energy_coef["e_byte_j"] * terms.op_bytes.to_numpy(float)
-         + energy_coef["e_comm_j"] * terms.op_comm_bytes.to_numpy(float))
+    e = (
+        energy_coef["P_static_w"] * units * step_s
+        + energy_coef.get("P_core_w", 0.0) * terms.busy_cores.to_numpy(float) * step_s
+        + energy_coef.get("P_busy_w", 0.0) * busy_device_s(terms, time_coef)
+        + energy_coef["e_flop_j"] * terms.op_flops.to_numpy(float)
+        + energy_coef["e_byte_j"] * terms.op_bytes.to_numpy(float)
+        + energy_coef["e_comm_j"] * terms.op_comm_bytes.to_numpy(float)
+    )
     return e if ceiling_w is None else np.minimum(e, ceiling_w * units * step_s)
 
 
@@ -671,8 +796,10 @@ def fit_overlap_coefficients(terms: pd.DataFrame, step_s) -> dict:
     y = np.asarray(step_s, float)
 
     def coef(z):
-        return {k: float(np.exp(z[0]) if k in HOST_TERMS else np.exp(z[1]) if k in DEVICE_TERMS else 1.0)
-                for k in TIME_TERMS}
+        return {
+            k: float(np.exp(z[0]) if k in HOST_TERMS else np.exp(z[1]) if k in DEVICE_TERMS else 1.0)
+            for k in TIME_TERMS
+        }
 
     def resid(z):
         return np.concatenate([np.log(predict_time_s(terms, coef(z)) / y), OVERLAP_PRIOR_WEIGHT * z])
@@ -680,14 +807,27 @@ def fit_overlap_coefficients(terms: pd.DataFrame, step_s) -> dict:
     return coef(least_squares(resid, np.zeros(2)).x)
 
 
-def fit_energy_coefficients(terms: pd.DataFrame, step_s: np.ndarray, units: np.ndarray, energy_j: np.ndarray,
-                            time_coef: dict | None = None) -> dict:
+def fit_energy_coefficients(
+    terms: pd.DataFrame,
+    step_s: np.ndarray,
+    units: np.ndarray,
+    energy_j: np.ndarray,
+    time_coef: dict | None = None,
+) -> dict:
     """Static power, the power of each busy core (a shared CPU node: zero elsewhere), the power of a busy
     device (GPUs: zero elsewhere; its busy time from the terms under ``time_coef``) and dynamic energies
     (non-negative), on the runs' measured step times."""
     step_s = np.asarray(step_s, float)
-    A = np.column_stack([units * step_s, terms.busy_cores * step_s, busy_device_s(terms, time_coef), terms.op_flops,
-                         terms.op_bytes, terms.op_comm_bytes])
+    A = np.column_stack(
+        [
+            units * step_s,
+            terms.busy_cores * step_s,
+            busy_device_s(terms, time_coef),
+            terms.op_flops,
+            terms.op_bytes,
+            terms.op_comm_bytes,
+        ]
+    )
     used = np.abs(A).max(axis=0) > 0
     c = np.zeros(A.shape[1])
     c[used] = _relative_nnls(A[:, used], np.asarray(energy_j, float))
@@ -792,16 +932,20 @@ def layout_overheads(single: list[dict], layouts: list[dict], dev: DeviceRoofs) 
     probe = pd.DataFrame([r for r in layouts if int(r["tp"]) * int(r["dp"]) > 1 and int(r["layers"]) in ref])
     if probe.empty:
         return {}
-    probe = probe.assign(padded_tokens=probe.batch_size * probe.seq_len,
-                         attention_pairs=probe.batch_size * probe.seq_len ** 2)
+    probe = probe.assign(
+        padded_tokens=probe.batch_size * probe.seq_len, attention_pairs=probe.batch_size * probe.seq_len**2
+    )
     latency = operator_frame(probe, dev).comm_latency_s.to_numpy()
     ranks = (probe.tp * probe.dp).to_numpy(float)
     oversub = np.maximum(1.0, ranks / max(dev.node_cores, 1)) if dev.shared_node else np.ones(len(probe))
     compute = oversub * probe.layers.map(lambda n: ref[int(n)]).to_numpy(float)
     excess = probe.step_s.to_numpy(float) - compute - latency
     units = layout_units(probe.layers.to_numpy(float), probe.dp.to_numpy(float))
-    per = pd.DataFrame({"name": layout_names(probe), "excess": excess,
-                        "units": units}).groupby("name")[["excess", "units"]].sum()
+    per = (
+        pd.DataFrame({"name": layout_names(probe), "excess": excess, "units": units})
+        .groupby("name")[["excess", "units"]]
+        .sum()
+    )
     return {name: float(max(row.excess / row.units, 0.0)) for name, row in per.iterrows()}
 
 
@@ -817,21 +961,35 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
     power = rec.get("power") or {}
     idle, loaded = power.get("idle_w"), power.get("loaded_w")
     dev = DeviceRoofs(
-        name=rec["device_name"], gemm_peak_flops_per_s=float(rec["gemm"]["peak_flops_per_s"]),
-        gemm_half_dim=float(rec["gemm"]["half_dim"]), bandwidth_bytes_per_s=float(rec["bandwidth"]["bandwidth_bytes_per_s"]),
-        launch_s=float((rec.get("op_counts") or {}).get("per_op_s") or rec["launch"]["launch_s"]), collective_alpha_s=alpha, collective_alpha_by_world_s=alpha_by_world,
+        name=rec["device_name"],
+        gemm_peak_flops_per_s=float(rec["gemm"]["peak_flops_per_s"]),
+        gemm_half_dim=float(rec["gemm"]["half_dim"]),
+        bandwidth_bytes_per_s=float(rec["bandwidth"]["bandwidth_bytes_per_s"]),
+        launch_s=float((rec.get("op_counts") or {}).get("per_op_s") or rec["launch"]["launch_s"]),
+        collective_alpha_s=alpha,
+        collective_alpha_by_world_s=alpha_by_world,
         collective_beta_bytes_per_s=beta,
-        **({"ops_per_layer": float(rec["op_counts"]["per_layer"]), "ops_per_step": float(rec["op_counts"]["per_step"])}
-           if rec.get("op_counts") else {}),
-        shared_node=bool(rec.get("shared_node", rec.get("device") == "cpu")), overlap=bool(rec.get("overlap", False)),
+        **(
+            {
+                "ops_per_layer": float(rec["op_counts"]["per_layer"]),
+                "ops_per_step": float(rec["op_counts"]["per_step"]),
+            }
+            if rec.get("op_counts")
+            else {}
+        ),
+        shared_node=bool(rec.get("shared_node", rec.get("device") == "cpu")),
+        overlap=bool(rec.get("overlap", False)),
         node_cores=int(rec.get("provenance", {}).get("torch_threads") or 1),
         thread_exponent=float((rec.get("thread_scaling") or {}).get("exponent", 1.0)),
         attention_s_per_score=attention_cost_per_score(rec.get("attention") or []),
         elementwise_bytes_per_s=(rec.get("elementwise") or {}).get("bytes_per_s"),
         optimizer_bytes_per_s=(rec.get("optimizer") or {}).get("bytes_per_s"),
-        idle_w=float(idle or 0.0), loaded_w=float(loaded if loaded is not None else idle or 0.0),
-        power_measured=bool(power.get("measured", False)), tier="calibrated",
-        sources={"calibration": rec.get("provenance", {}).get("measured_at"), "power": power.get("method")})
+        idle_w=float(idle or 0.0),
+        loaded_w=float(loaded if loaded is not None else idle or 0.0),
+        power_measured=bool(power.get("measured", False)),
+        tier="calibrated",
+        sources={"calibration": rec.get("provenance", {}).get("measured_at"), "power": power.get("method")},
+    )
     if not dev.shared_node:
         dev = replace(dev, **_gpu_host_model(rec))
     probe = [r for c in colls.values() for r in (c.get("layouts") or [])]
@@ -850,11 +1008,18 @@ def _gpu_host_model(rec: dict) -> dict:
     ops = rec.get("op_counts") or {}
     step_1 = (ops.get("step_s") or {}).get("1")
     per_op, count_1 = ops.get("per_op_s"), (ops.get("counts") or {}).get("1")
-    host_step = max(float(step_1) - float(per_op) * float(count_1), 0.0) if step_1 and per_op and count_1 else \
-        float(pri["host_step_s"])
-    return {"host_device_overlap_p": float(pri["host_device_overlap_p"]), "host_step_s": host_step,
-            "kernels_per_op": float(pri["kernels_per_op"]), "kernel_floor_s": float(pri["kernel_floor_s"]),
-            "ops_counted_autocast": bool(ops.get("autocast", False))}
+    host_step = (
+        max(float(step_1) - float(per_op) * float(count_1), 0.0)
+        if step_1 and per_op and count_1
+        else float(pri["host_step_s"])
+    )
+    return {
+        "host_device_overlap_p": float(pri["host_device_overlap_p"]),
+        "host_step_s": host_step,
+        "kernels_per_op": float(pri["kernels_per_op"]),
+        "kernel_floor_s": float(pri["kernel_floor_s"]),
+        "ops_counted_autocast": bool(ops.get("autocast", False)),
+    }
 
 
 def roofs_from_spec(device: str, precision: str) -> DeviceRoofs:
@@ -866,40 +1031,68 @@ def roofs_from_spec(device: str, precision: str) -> DeviceRoofs:
     spec = hardware.device_spec(device)
     pri = {**hardware.priors().get("gpu", {}), **(spec.get("priors") or {})}
     if spec.get("bandwidth_tbs") == "measure":
-        raise ConfigError(f"device {device!r} has no spec-sheet roofs; run `companion calibrate --device cpu` "
-                          "for the calibrated tier")
+        raise ConfigError(
+            f"device {device!r} has no spec-sheet roofs; run `companion calibrate --device cpu` "
+            "for the calibrated tier"
+        )
     peak = hardware.peak_flops_per_s(device, precision)
     tdp = float(spec.get("tdp_w") or 0.0)
     idle = float(spec.get("hot_idle_w") or spec.get("idle_w") or pri["idle_fraction_of_tdp"] * tdp)
     return DeviceRoofs(
-        name=device, gemm_peak_flops_per_s=pri["gemm_efficiency"] * peak, gemm_half_dim=pri["gemm_half_dim"],
+        name=device,
+        gemm_peak_flops_per_s=pri["gemm_efficiency"] * peak,
+        gemm_half_dim=pri["gemm_half_dim"],
         bandwidth_bytes_per_s=pri["bandwidth_efficiency"] * hardware.bandwidth_bytes_per_s(device),
-        launch_s=pri["host_s_per_op"], ops_per_layer=float(pri["ops_per_layer"]),
-        ops_per_step=float(pri["ops_per_step"]), host_step_s=pri["host_step_s"],
-        kernels_per_op=pri["kernels_per_op"], kernel_floor_s=pri["kernel_floor_s"],
-        host_device_overlap_p=float(pri["host_device_overlap_p"]), collective_alpha_s=pri["collective_alpha_s"],
-        collective_beta_bytes_per_s=pri["collective_beta_gbs"] * 1e9, shared_node=False, overlap=True,
-        idle_w=idle, loaded_w=pri["loaded_fraction_of_tdp"] * tdp, power_measured=False, tier="prior",
-        sources={"spec": spec.get("sources"), "priors": pri.get("sources")})
+        launch_s=pri["host_s_per_op"],
+        ops_per_layer=float(pri["ops_per_layer"]),
+        ops_per_step=float(pri["ops_per_step"]),
+        host_step_s=pri["host_step_s"],
+        kernels_per_op=pri["kernels_per_op"],
+        kernel_floor_s=pri["kernel_floor_s"],
+        host_device_overlap_p=float(pri["host_device_overlap_p"]),
+        collective_alpha_s=pri["collective_alpha_s"],
+        collective_beta_bytes_per_s=pri["collective_beta_gbs"] * 1e9,
+        shared_node=False,
+        overlap=True,
+        idle_w=idle,
+        loaded_w=pri["loaded_fraction_of_tdp"] * tdp,
+        power_measured=False,
+        tier="prior",
+        sources={"spec": spec.get("sources"), "priors": pri.get("sources")},
+    )
 
 
 def gpu_prior_values(device: str, precision: str) -> dict:
     """The prior tier's value of each quantity a GPU calibration measures: what a quantity of the calibration
     that failed its checks falls back to (``companion.energy.calibration``)."""
     dev = roofs_from_spec(device, precision)
-    return {"gemm": {"gemm_peak_flops_per_s": dev.gemm_peak_flops_per_s, "gemm_half_dim": dev.gemm_half_dim},
-            "bandwidth": {"bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s},
-            "elementwise": {"elementwise_bytes_per_s": None}, "optimizer": {"optimizer_bytes_per_s": None},
-            "attention": {"attention_s_per_score": {}},
-            "op_counts": {"launch_s": dev.launch_s, "host_step_s": dev.host_step_s, "ops_per_layer": dev.ops_per_layer,
-                          "ops_per_step": dev.ops_per_step, "ops_counted_autocast": False},
-            "power": {"idle_w": dev.idle_w, "loaded_w": dev.loaded_w, "power_measured": False}}
+    return {
+        "gemm": {"gemm_peak_flops_per_s": dev.gemm_peak_flops_per_s, "gemm_half_dim": dev.gemm_half_dim},
+        "bandwidth": {"bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s},
+        "elementwise": {"elementwise_bytes_per_s": None},
+        "optimizer": {"optimizer_bytes_per_s": None},
+        "attention": {"attention_s_per_score": {}},
+        "op_counts": {
+            "launch_s": dev.launch_s,
+            "host_step_s": dev.host_step_s,
+            "ops_per_layer": dev.ops_per_layer,
+            "ops_per_step": dev.ops_per_step,
+            "ops_counted_autocast": False,
+        },
+        "power": {"idle_w": dev.idle_w, "loaded_w": dev.loaded_w, "power_measured": False},
+    }
 
 
 def proxy_roofs(dev: DeviceRoofs) -> dict:
     """``dev``'s compute and memory roofs as the proxies take them (``tables.proxies_frame``), with where they
     come from."""
-    how = (f"calibration data/devices/{dev.name}.json ({dev.sources.get('calibration')})" if dev.tier == "calibrated"
-           else str(dev.sources.get("roofs", dev.tier)))
-    return {"peak_flops_per_s": dev.gemm_peak_flops_per_s, "bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s,
-            "method": how}
+    how = (
+        f"calibration data/devices/{dev.name}.json ({dev.sources.get('calibration')})"
+        if dev.tier == "calibrated"
+        else str(dev.sources.get("roofs", dev.tier))
+    )
+    return {
+        "peak_flops_per_s": dev.gemm_peak_flops_per_s,
+        "bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s,
+        "method": how,
+    }

@@ -23,7 +23,12 @@ import numpy as np
 import pandas as pd
 
 from companion.energy import hardware, proxies
-from companion.energy.calibration import CALIBRATION_PRECISION, CalibrationError, calibration_path, load_calibration
+from companion.energy.calibration import (
+    CALIBRATION_PRECISION,
+    CalibrationError,
+    calibration_path,
+    load_calibration,
+)
 from companion.runs.carbon import J_PER_KWH, carbon_intensity
 from companion.errors import ConfigError
 from companion.runs.config import DataConfig, Layout, LengthDist, build_run
@@ -65,24 +70,51 @@ class Plan:
     country: str = "USA"
 
 
-def make_plan(model: str | None = None, layers=None, hidden=None, heads=None, ffn=0, vocab=30522, max_positions=512,
-              seq_len=128, lengths: str | LengthDist | None = None, batch_size=32, tokens=None, examples=None,
-              epochs=1.0, tp=1, dp=1, device="cpu", devices=None, precision=None, country="USA") -> Plan:
+def make_plan(
+    model: str | None = None,
+    layers=None,
+    hidden=None,
+    heads=None,
+    ffn=0,
+    vocab=30522,
+    max_positions=512,
+    seq_len=128,
+    lengths: str | LengthDist | None = None,
+    batch_size=32,
+    tokens=None,
+    examples=None,
+    epochs=1.0,
+    tp=1,
+    dp=1,
+    device="cpu",
+    devices=None,
+    precision=None,
+    country="USA",
+) -> Plan:
     """Validate a request and turn tokens or examples x epochs into optimizer steps."""
     from companion.runs.config import parse_lengths
 
     for flag, value in (("--tokens", tokens), ("--examples", examples), ("--epochs", epochs)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value) or value <= 0):
-            raise ConfigError(f"{flag} {value!r} must be a finite number above 0, e.g. {flag} 100000"
-                              if flag != "--epochs" else f"--epochs {value!r} must be a finite number above 0, e.g. --epochs 3")
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise ConfigError(
+                f"{flag} {value!r} must be a finite number above 0, e.g. {flag} 100000"
+                if flag != "--epochs"
+                else f"--epochs {value!r} must be a finite number above 0, e.g. --epochs 3"
+            )
     if precision is not None and precision not in ("fp32", "bf16"):
         raise ConfigError(f"--precision {precision!r} is unknown; use fp32 or bf16")
 
     if model is not None:
         if model not in NAMED_SIZES:
-            raise ConfigError(f"model {model!r} is not a named size; use one of {', '.join(NAMED_SIZES)} "
-                              "or give --layers/--hidden/--heads")
+            raise ConfigError(
+                f"model {model!r} is not a named size; use one of {', '.join(NAMED_SIZES)} "
+                "or give --layers/--hidden/--heads"
+            )
         layers, hidden, heads = NAMED_SIZES[model]
     if None in (layers, hidden, heads):
         raise ConfigError("give a named --model (e.g. bert-base) or all of --layers, --hidden, --heads")
@@ -91,15 +123,30 @@ def make_plan(model: str | None = None, layers=None, hidden=None, heads=None, ff
     device = canonical_device_name(device)  # 'h100' -> 'H100', as the table and the files name it
     hardware.device_spec(device)  # unknown device -> clear error
     if devices is not None and devices != tp * dp:
-        raise ConfigError(f"--devices {devices} != tp*dp = {tp}*{dp} = {tp * dp}; "
-                          "a layout uses exactly tp*dp devices: change --devices, --tp or --dp")
+        raise ConfigError(
+            f"--devices {devices} != tp*dp = {tp}*{dp} = {tp * dp}; "
+            "a layout uses exactly tp*dp devices: change --devices, --tp or --dp"
+        )
     if isinstance(lengths, str):
         lengths = parse_lengths(lengths)
     lengths = lengths or LengthDist()
     # The run configuration validates the shape and layout exactly as a real run would.
-    build_run({"layers": layers, "hidden": hidden, "heads": heads, "ffn": ffn, "vocab": vocab,
-               "max_positions": max_positions, "seq_len": seq_len, "lengths": lengths, "batch_size": batch_size,
-               "tp": tp, "dp": dp, "country": country})
+    build_run(
+        {
+            "layers": layers,
+            "hidden": hidden,
+            "heads": heads,
+            "ffn": ffn,
+            "vocab": vocab,
+            "max_positions": max_positions,
+            "seq_len": seq_len,
+            "lengths": lengths,
+            "batch_size": batch_size,
+            "tp": tp,
+            "dp": dp,
+            "country": country,
+        }
+    )
     data = DataConfig(seq_len=seq_len, batch_size=batch_size, lengths=lengths)
     if tokens is not None and examples is not None:
         raise ConfigError("--tokens and --examples both give the training amount; give one of them")
@@ -112,8 +159,23 @@ def make_plan(model: str | None = None, layers=None, hidden=None, heads=None, ff
         steps = math.ceil(examples * epochs / batch_size)
     if steps < 1:
         raise ConfigError("the training amount gives no optimizer step; raise --tokens or --examples")
-    return Plan(layers, hidden, heads, seq_len, batch_size, steps, tp, dp, device, lengths, ffn or 4 * hidden, vocab,
-                max_positions, precision, country)
+    return Plan(
+        layers,
+        hidden,
+        heads,
+        seq_len,
+        batch_size,
+        steps,
+        tp,
+        dp,
+        device,
+        lengths,
+        ffn or 4 * hidden,
+        vocab,
+        max_positions,
+        precision,
+        country,
+    )
 
 
 def _fit_artifacts(root: Path | None = None):
@@ -125,8 +187,11 @@ def _fit_artifacts(root: Path | None = None):
             art = json.loads(path.read_text(encoding="utf-8"))
             art["device_name"], int(art["n_runs"])
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
-            print(f"warning: skipping the corrupt fit artifact {path} ({type(exc).__name__}); re-make it with "
-                  "stage 03", file=sys.stderr)
+            print(
+                f"warning: skipping the corrupt fit artifact {path} ({type(exc).__name__}); re-make it with "
+                "stage 03",
+                file=sys.stderr,
+            )
             continue
         yield path, art
 
@@ -158,22 +223,49 @@ def plan_memory(plan: Plan, precision: str) -> dict:
     (``energy.memory.memory_check``): the check ``companion run`` makes, on the run configuration the plan is."""
     from companion.energy.memory import longest_step_shape, memory_check
 
-    cfg = build_run({"layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "ffn": plan.ffn,
-                     "vocab": plan.vocab, "max_positions": plan.max_positions, "seq_len": plan.seq_len,
-                     "lengths": plan.lengths, "batch_size": plan.batch_size, "tp": plan.tp, "dp": plan.dp,
-                     "precision": precision, "device": "cpu" if plan.device_name == "cpu" else "cuda",
-                     "device_name": plan.device_name})
+    cfg = build_run(
+        {
+            "layers": plan.layers,
+            "hidden": plan.hidden,
+            "heads": plan.heads,
+            "ffn": plan.ffn,
+            "vocab": plan.vocab,
+            "max_positions": plan.max_positions,
+            "seq_len": plan.seq_len,
+            "lengths": plan.lengths,
+            "batch_size": plan.batch_size,
+            "tp": plan.tp,
+            "dp": plan.dp,
+            "precision": precision,
+            "device": "cpu" if plan.device_name == "cpu" else "cuda",
+            "device_name": plan.device_name,
+        }
+    )
     return memory_check(longest_step_shape(cfg), plan.device_name)
 
 
 def planned_step(plan: Plan, precision: str):
     """The planned fine-tune's mean step as the proxies count a sweep's run (``tables.proxies_frame``), and its
     expected token counts: (``proxies.StepShape``, ``runs.data.TokenCounts``)."""
-    tokens = expected_token_counts(DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths),
-                                   plan.dp)
-    shape = proxies.StepShape(plan.layers, plan.hidden, plan.heads, plan.ffn or 4 * plan.hidden, plan.vocab,
-                              plan.max_positions, 2, plan.batch_size, tokens.padded, tokens.attention_pairs, plan.tp,
-                              plan.dp, precision, fused_attention=planned_attention_kernel(plan.device_name) == "fused")
+    tokens = expected_token_counts(
+        DataConfig(seq_len=plan.seq_len, batch_size=plan.batch_size, lengths=plan.lengths), plan.dp
+    )
+    shape = proxies.StepShape(
+        plan.layers,
+        plan.hidden,
+        plan.heads,
+        plan.ffn or 4 * plan.hidden,
+        plan.vocab,
+        plan.max_positions,
+        2,
+        plan.batch_size,
+        tokens.padded,
+        tokens.attention_pairs,
+        plan.tp,
+        plan.dp,
+        precision,
+        fused_attention=planned_attention_kernel(plan.device_name) == "fused",
+    )
     return shape, tokens
 
 
@@ -181,18 +273,29 @@ def plan_frame(plan: Plan, fitted) -> pd.DataFrame:
     """The one-row frame of proxies a law reads, for the planned fine-tune."""
     art = fitted.artifact
     if plan.device_name != art["device_name"]:
-        raise ConfigError(f"the fit {fitted.path} was measured on {art['device_name']!r}, not {plan.device_name!r}; "
-                          "use a fit from the same device type")
+        raise ConfigError(
+            f"the fit {fitted.path} was measured on {art['device_name']!r}, not {plan.device_name!r}; "
+            "use a fit from the same device type"
+        )
     precision = plan.precision or art["precision"][0]
     shape, tokens = planned_step(plan, precision)
     row = {
         **proxies.step_proxies(shape),
         # the run's shape, which says what in the plan is new to the fit (its interval's width)
-        "layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "seq_len": plan.seq_len,
+        "layers": plan.layers,
+        "hidden": plan.hidden,
+        "heads": plan.heads,
+        "seq_len": plan.seq_len,
         "batch_size": plan.batch_size,
-        "device_name": plan.device_name, "precision": precision, "mode": Layout(plan.tp, plan.dp).mode,
-        "tp": plan.tp, "dp": plan.dp, "world_size": plan.tp * plan.dp, "padded_tokens": tokens.padded,
-        "real_tokens": tokens.real, "peak_flops_per_s": art["peak_flops_per_s"],
+        "device_name": plan.device_name,
+        "precision": precision,
+        "mode": Layout(plan.tp, plan.dp).mode,
+        "tp": plan.tp,
+        "dp": plan.dp,
+        "world_size": plan.tp * plan.dp,
+        "padded_tokens": tokens.padded,
+        "real_tokens": tokens.real,
+        "peak_flops_per_s": art["peak_flops_per_s"],
         "bandwidth_bytes_per_s": art["bandwidth_bytes_per_s"],
         # as the fitted runs were metered: one unit per GPU, or one per node shared by its ranks
         "metered_units": plan.tp * plan.dp if art["energy_scope"] == "device" else 1,
@@ -204,7 +307,9 @@ def plan_frame(plan: Plan, fitted) -> pd.DataFrame:
 
 def check_level(level) -> None:
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise ConfigError(f"--level {level!r} must lie strictly between 0 and 1, e.g. --level 0.9 for a 90 % interval")
+        raise ConfigError(
+            f"--level {level!r} must lie strictly between 0 and 1, e.g. --level 0.9 for a 90 % interval"
+        )
 
 
 def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", level: float = 0.9) -> dict:
@@ -212,8 +317,10 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
     if law not in fitted.energy:
         raise ConfigError(f"law {law!r} is not in the fit artifact; use one of {', '.join(fitted.energy)}")
     if LAWS[law].uses_measured_time:
-        raise ConfigError(f"law {law!r} needs the run's measured time, which a prediction does not have; "
-                          "use roofline_power_law or energy_roofline")
+        raise ConfigError(
+            f"law {law!r} needs the run's measured time, which a prediction does not have; "
+            "use roofline_power_law or energy_roofline"
+        )
     X = plan_frame(plan, fitted)
     fit = fitted.energy[law]
     e_step = float(fit.predict(X)[0])
@@ -222,13 +329,22 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
     if law in held and TIME_LAW in held:
         e_q = _halfwidths_per_plan(held[law], X, level)[0]["energy_per_step_j"]
         t_q = _halfwidths_per_plan(held[TIME_LAW], X, level)[0]["step_s"]
-        e_lo, e_hi, t_lo, t_hi = e_step * math.exp(-e_q), e_step * math.exp(e_q), t_step * math.exp(-t_q), t_step * math.exp(t_q)
-        interval_source = "held-out groups: the law's errors on model sizes, layouts and degrees left out of its fit"
+        e_lo, e_hi, t_lo, t_hi = (
+            e_step * math.exp(-e_q),
+            e_step * math.exp(e_q),
+            t_step * math.exp(-t_q),
+            t_step * math.exp(t_q),
+        )
+        interval_source = (
+            "held-out groups: the law's errors on model sizes, layouts and degrees left out of its fit"
+        )
     else:
         e_lo, e_hi = (float(v[0]) for v in fit.interval(X, level))
         t_lo, t_hi = (float(v[0]) for v in fitted.time.interval(X, level))
-        interval_source = ("bootstrap with in-sample residuals, narrower than the law's held-out errors: this fit "
-                           "artifact holds none; re-make it with `make fit PROFILE=<profile>` (stage 03)")
+        interval_source = (
+            "bootstrap with in-sample residuals, narrower than the law's held-out errors: this fit "
+            "artifact holds none; re-make it with `make fit PROFILE=<profile>` (stage 03)"
+        )
     intensity = carbon_intensity(plan.country)
     kwh = lambda j: j * plan.steps / J_PER_KWH  # noqa: E731
     co2 = lambda j: kwh(j) * intensity["g_per_kwh"] / 1000  # noqa: E731
@@ -236,12 +352,16 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
     for col, (lo, hi) in fit.ranges.items():
         v = float(X[col].iloc[0])
         if not lo <= v <= hi:
-            warnings.append(f"{col} = {v:.3g} lies outside the fitted range [{lo:.3g}, {hi:.3g}]: extrapolation")
+            warnings.append(
+                f"{col} = {v:.3g} lies outside the fitted range [{lo:.3g}, {hi:.3g}]: extrapolation"
+            )
     warnings += _outside_ranges(plan, fitted.artifact.get("input_ranges", {}))
     fitted_precisions = fitted.artifact["precision"]
     if plan.precision is not None and plan.precision not in fitted_precisions:
-        warnings.append(f"precision {plan.precision} was not measured: the fit holds {', '.join(fitted_precisions)} "
-                        "runs only, so the prediction extrapolates across precisions")
+        warnings.append(
+            f"precision {plan.precision} was not measured: the fit holds {', '.join(fitted_precisions)} "
+            "runs only, so the prediction extrapolates across precisions"
+        )
     for w in fitted.artifact.get("warnings", []):  # the fit's flags on the laws this prediction uses
         if any(f"{name} " in w for name in (law, TIME_LAW)) or not any(f"{name} " in w for name in LAWS):
             warnings.append(f"fit: {w}")
@@ -250,16 +370,29 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
     mem = plan_memory(plan, plan.precision or fitted.artifact["precision"][0])
     warnings += _memory_warnings(mem, plan.device_name)
     return {
-        "plan": {**{k: v for k, v in plan.__dict__.items() if k != "lengths"}, "lengths": plan.lengths.__dict__},
-        "law": law, "interval_level": level, "interval_source": interval_source,
+        "plan": {
+            **{k: v for k, v in plan.__dict__.items() if k != "lengths"},
+            "lengths": plan.lengths.__dict__,
+        },
+        "law": law,
+        "interval_level": level,
+        "interval_source": interval_source,
         "fit": str(fitted.path) if fitted.path else None,
-        "fit_energy_kind": fitted.artifact["energy_kind"], "fit_device": fitted.artifact["device_name"],
-        "steps": plan.steps, "flops_per_step": float(X.flops_per_step.iloc[0]), "eta": float(X.eta.iloc[0]),
-        "energy_kwh": kwh(e_step), "energy_kwh_interval": [kwh(e_lo), kwh(e_hi)],
-        "time_h": t_step * plan.steps / 3600, "time_h_interval": [t_lo * plan.steps / 3600, t_hi * plan.steps / 3600],
-        "co2_kg": co2(e_step), "co2_kg_interval": [co2(e_lo), co2(e_hi)],
-        "carbon_intensity_g_per_kwh": intensity["g_per_kwh"], "country": intensity["country"],
-        "memory": mem, "warnings": warnings,
+        "fit_energy_kind": fitted.artifact["energy_kind"],
+        "fit_device": fitted.artifact["device_name"],
+        "steps": plan.steps,
+        "flops_per_step": float(X.flops_per_step.iloc[0]),
+        "eta": float(X.eta.iloc[0]),
+        "energy_kwh": kwh(e_step),
+        "energy_kwh_interval": [kwh(e_lo), kwh(e_hi)],
+        "time_h": t_step * plan.steps / 3600,
+        "time_h_interval": [t_lo * plan.steps / 3600, t_hi * plan.steps / 3600],
+        "co2_kg": co2(e_step),
+        "co2_kg_interval": [co2(e_lo), co2(e_hi)],
+        "carbon_intensity_g_per_kwh": intensity["g_per_kwh"],
+        "country": intensity["country"],
+        "memory": mem,
+        "warnings": warnings,
     }
 
 
@@ -273,10 +406,15 @@ def format_memory(mem: dict) -> str:
     """The estimated peak memory as one line of text."""
     from companion.energy.memory import gb
 
-    where = (f"{gb(mem['need_bytes'])} per GPU, of its {gb(mem['capacity_bytes'])}" if mem["scope"] == "device" else
-             f"{gb(mem['need_bytes'])} for all ranks, of the node's {gb(mem['capacity_bytes'])}")
-    return (f"memory: {where} (estimated peak of the longest step, at the {mem['peak_at']})"
-            f"{'' if mem['fits'] else ': does not fit'}")
+    where = (
+        f"{gb(mem['need_bytes'])} per GPU, of its {gb(mem['capacity_bytes'])}"
+        if mem["scope"] == "device"
+        else f"{gb(mem['need_bytes'])} for all ranks, of the node's {gb(mem['capacity_bytes'])}"
+    )
+    return (
+        f"memory: {where} (estimated peak of the longest step, at the {mem['peak_at']})"
+        f"{'' if mem['fits'] else ': does not fit'}"
+    )
 
 
 def interval_cells(values, lows, highs) -> list[str]:
@@ -326,9 +464,16 @@ def find_operator_fit(device: str, root: Path | None = None) -> dict | None:
     for path, art in _fit_artifacts(root):
         op = art.get("operator_model")
         if art["device_name"] == device and op and (best is None or art["n_runs"] > best[0]):
-            best = (art["n_runs"], {**op, "path": str(path), "input_ranges": art.get("input_ranges", {}),
-                                    "precision": list(art.get("precision") or []),
-                                    "energy_kind": art.get("energy_kind")})
+            best = (
+                art["n_runs"],
+                {
+                    **op,
+                    "path": str(path),
+                    "input_ranges": art.get("input_ranges", {}),
+                    "precision": list(art.get("precision") or []),
+                    "energy_kind": art.get("energy_kind"),
+                },
+            )
     return best[1] if best else None
 
 
@@ -345,9 +490,11 @@ def _calibrated_residuals(device: str, root: Path | None = None) -> tuple[dict, 
     nothing is fitted, so these are held out)."""
     # a CPU node's errors say nothing of a GPU's (host and device overlap there; they share cores here)
     kind = lambda name: name == "cpu"  # noqa: E731
-    found = [(art["device_name"] != device, art["device_name"], art["calibrated_tier_residuals"])
-             for _, art in _fit_artifacts(root) if art.get("calibrated_tier_residuals")
-             and kind(art["device_name"]) == kind(device)]
+    found = [
+        (art["device_name"] != device, art["device_name"], art["calibrated_tier_residuals"])
+        for _, art in _fit_artifacts(root)
+        if art.get("calibrated_tier_residuals") and kind(art["device_name"]) == kind(device)
+    ]
     if not found:
         return None, None
     _, name, residuals = min(found, key=lambda f: f[0])
@@ -370,8 +517,13 @@ def _stated_width() -> tuple[float, dict]:
     return factor, {"step_s": math.log(factor), "energy_per_step_j": math.log(factor)}
 
 
-def resolve_tier(device: str, precision: str, tier: str | None = None, derived_root: Path | None = None,
-                 devices_root: Path | None = None) -> dict:
+def resolve_tier(
+    device: str,
+    precision: str,
+    tier: str | None = None,
+    derived_root: Path | None = None,
+    devices_root: Path | None = None,
+) -> dict:
     """The tier a prediction uses, with its roofs, coefficients and interval half-widths (log).
 
     ``tier=None`` takes the best tier this device has at this precision (fitted > calibrated > prior) and says
@@ -386,19 +538,32 @@ def resolve_tier(device: str, precision: str, tier: str | None = None, derived_r
         why = op and _precision_mismatch("fitted", device, precision, op["precision"], op["path"])
         if op and not why:
             dev = opmodel.DeviceRoofs.from_json(op["dev"])
-            return {"tier": "fitted", "dev": dev, "time": op["time"], "energy": op["energy"],
-                    "layout_scale": op.get("layout_scale") or {},
-                    "source": op["path"], "residuals": op["residuals"], "input_ranges": op["input_ranges"],
-                    "residuals_by_kind": op.get("residuals_by_kind"), "train_keys": op.get("train_keys"),
-                    "residuals_scaled": bool(op.get("residuals_scaled")),
-                    # the coefficients were fitted to the sweep's energies: their kind, not the calibration's
-                    "energy_measured": op.get("energy_kind") == "measured", "notes": []}
+            return {
+                "tier": "fitted",
+                "dev": dev,
+                "time": op["time"],
+                "energy": op["energy"],
+                "layout_scale": op.get("layout_scale") or {},
+                "source": op["path"],
+                "residuals": op["residuals"],
+                "input_ranges": op["input_ranges"],
+                "residuals_by_kind": op.get("residuals_by_kind"),
+                "train_keys": op.get("train_keys"),
+                "residuals_scaled": bool(op.get("residuals_scaled")),
+                # the coefficients were fitted to the sweep's energies: their kind, not the calibration's
+                "energy_measured": op.get("energy_kind") == "measured",
+                "notes": [],
+            }
         if tier == "fitted":
             if why:
-                raise ConfigError(f"tier='fitted': {why}; use --precision {op['precision'][0]}, or --tier "
-                                  "calibrated or prior")
-            raise ConfigError(f"tier='fitted' needs a sweep fitted on {device!r} (data/derived/<profile>/fit.json); "
-                              f"run `make reproduce` with a {device} profile, or use --tier calibrated or prior")
+                raise ConfigError(
+                    f"tier='fitted': {why}; use --precision {op['precision'][0]}, or --tier "
+                    "calibrated or prior"
+                )
+            raise ConfigError(
+                f"tier='fitted' needs a sweep fitted on {device!r} (data/derived/<profile>/fit.json); "
+                f"run `make reproduce` with a {device} profile, or use --tier calibrated or prior"
+            )
         if why:
             passed.append(f"fitted tier not used: {why}")
     if tier in (None, "calibrated"):
@@ -417,27 +582,53 @@ def resolve_tier(device: str, precision: str, tier: str | None = None, derived_r
             coef = opmodel.prior_coefficients(dev)
             residuals, swept = _calibrated_residuals(device, derived_root)
             factor, hw = _stated_width()
-            note = (f"interval from the calibrated tier's errors on the {swept} sweep's runs"
-                    + ("" if swept == device else f" (another device: how far they carry over to {device} is untested)")
-                    if residuals else f"calibrated tier not yet scored on a sweep: a factor-{factor:g} interval at "
-                    f"{PRIOR_LEVEL:.0%} (other levels scaled as for a log-normal error)")
-            return {"tier": "calibrated", "dev": dev, **coef, "halfwidth": hw, "residuals": residuals,
-                    "source": str(cal.path), "energy_measured": bool(dev.power_measured), "notes": [*passed, note],
-                    "calibration_warnings": list(cal.warnings)}
+            note = (
+                f"interval from the calibrated tier's errors on the {swept} sweep's runs"
+                + (
+                    ""
+                    if swept == device
+                    else f" (another device: how far they carry over to {device} is untested)"
+                )
+                if residuals
+                else f"calibrated tier not yet scored on a sweep: a factor-{factor:g} interval at "
+                f"{PRIOR_LEVEL:.0%} (other levels scaled as for a log-normal error)"
+            )
+            return {
+                "tier": "calibrated",
+                "dev": dev,
+                **coef,
+                "halfwidth": hw,
+                "residuals": residuals,
+                "source": str(cal.path),
+                "energy_measured": bool(dev.power_measured),
+                "notes": [*passed, note],
+                "calibration_warnings": list(cal.warnings),
+            }
         if tier == "calibrated":
             if why:
                 raise ConfigError(f"tier='calibrated': {why}; calibrate at {precision} or use --tier prior")
-            raise ConfigError(f"tier='calibrated' needs data/devices/{device}.json; run "
-                              f"`companion calibrate --device {'cpu' if device == 'cpu' else 'cuda'}` on a {device}, "
-                              "or use --tier prior")
+            raise ConfigError(
+                f"tier='calibrated' needs data/devices/{device}.json; run "
+                f"`companion calibrate --device {'cpu' if device == 'cpu' else 'cuda'}` on a {device}, "
+                "or use --tier prior"
+            )
         if why:
             passed.append(f"calibrated tier not used: {why}")
     dev = opmodel.roofs_from_spec(device, precision)
     factor, hw = _stated_width()
-    return {"tier": "prior", "dev": dev, **opmodel.prior_coefficients(dev), "halfwidth": hw,
-            "source": "energy/resources/hardware.yaml", "energy_measured": bool(dev.power_measured),
-            "notes": [*passed, f"spec-sheet priors: a factor-{factor:g} interval at {PRIOR_LEVEL:.0%} (other levels "
-                                 "scaled as for a log-normal error)"]}
+    return {
+        "tier": "prior",
+        "dev": dev,
+        **opmodel.prior_coefficients(dev),
+        "halfwidth": hw,
+        "source": "energy/resources/hardware.yaml",
+        "energy_measured": bool(dev.power_measured),
+        "notes": [
+            *passed,
+            f"spec-sheet priors: a factor-{factor:g} interval at {PRIOR_LEVEL:.0%} (other levels "
+            "scaled as for a log-normal error)",
+        ],
+    }
 
 
 def default_precision(device: str) -> str:
@@ -453,18 +644,31 @@ def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
     rows = []
     for plan in plans:
         shape, tokens = planned_step(plan, precision)
-        rows.append({
-            "layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "ffn": shape.ffn,
-            "vocab": plan.vocab, "max_positions": plan.max_positions, "num_labels": 2, "batch_size": plan.batch_size,
-            "padded_tokens": tokens.padded, "attention_pairs": tokens.attention_pairs, "real_tokens": tokens.real,
-            "seq_len": plan.seq_len, "tp": plan.tp, "dp": plan.dp, "world_size": plan.tp * plan.dp,
-            "mode": Layout(plan.tp, plan.dp).mode,
-            "precision": precision,
-            "attention_kernel": planned_attention_kernel(plan.device_name),
-            "metered_units": plan.tp * plan.dp if scope == "device" else 1,
-            # the FLOPs a run of the sweep is counted with (tables.proxies_frame): whether the plan is new in scale
-            "flops_per_step": proxies.flops_per_step(shape),
-        })
+        rows.append(
+            {
+                "layers": plan.layers,
+                "hidden": plan.hidden,
+                "heads": plan.heads,
+                "ffn": shape.ffn,
+                "vocab": plan.vocab,
+                "max_positions": plan.max_positions,
+                "num_labels": 2,
+                "batch_size": plan.batch_size,
+                "padded_tokens": tokens.padded,
+                "attention_pairs": tokens.attention_pairs,
+                "real_tokens": tokens.real,
+                "seq_len": plan.seq_len,
+                "tp": plan.tp,
+                "dp": plan.dp,
+                "world_size": plan.tp * plan.dp,
+                "mode": Layout(plan.tp, plan.dp).mode,
+                "precision": precision,
+                "attention_kernel": planned_attention_kernel(plan.device_name),
+                "metered_units": plan.tp * plan.dp if scope == "device" else 1,
+                # the FLOPs a run of the sweep is counted with (tables.proxies_frame): whether the plan is new in scale
+                "flops_per_step": proxies.flops_per_step(shape),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -476,8 +680,13 @@ def tier_point(res: dict):
     return OperatorPoint(res["dev"], res["time"], res["energy"], res.get("layout_scale") or {})
 
 
-def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: float = 0.9,
-                   derived_root: Path | None = None, devices_root: Path | None = None) -> list[dict] | dict:
+def predict_tiered(
+    plans: list[Plan] | Plan,
+    tier: str | None = None,
+    level: float = 0.9,
+    derived_root: Path | None = None,
+    devices_root: Path | None = None,
+) -> list[dict] | dict:
     """Energy, time and CO2 of planned fine-tunes on one device type with the operator roofline, in a tier."""
     single = isinstance(plans, Plan)
     plans = [plans] if single else list(plans)
@@ -485,7 +694,9 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
     device = plans[0].device_name
     precision = plans[0].precision or default_precision(device)
     if device == "cpu" and precision != "fp32":
-        raise ConfigError(f"precision={precision!r} on cpu: the CPU sweeps and calibration run fp32; use --precision fp32")
+        raise ConfigError(
+            f"precision={precision!r} on cpu: the CPU sweeps and calibration run fp32; use --precision fp32"
+        )
     res = resolve_tier(device, precision, tier, derived_root, devices_root)
     dev = res["dev"]
     X = plan_rows(plans, precision, "node" if dev.shared_node else "device")
@@ -505,34 +716,65 @@ def predict_tiered(plans: list[Plan] | Plan, tier: str | None = None, level: flo
         hours = t[i] * plan.steps / 3600
         ke, kt = math.exp(hw["energy_per_step_j"]), math.exp(hw["step_s"])
         g = intensity["g_per_kwh"] / 1000
-        out.append({
-            "plan": {**{k: v for k, v in plan.__dict__.items() if k != "lengths"}, "lengths": plan.lengths.__dict__,
-                     "precision": precision},
-            "tier": res["tier"], "tier_means": TIER_TEXT[res["tier"]], "source": res["source"],
-            "interval_level": level, "steps": plan.steps,
-            "energy_kwh": kwh, "energy_kwh_interval": [kwh / ke, kwh * ke],
-            "time_h": hours, "time_h_interval": [hours / kt, hours * kt],
-            "co2_kg": kwh * g, "co2_kg_interval": [kwh / ke * g, kwh * ke * g],
-            "step_s": float(t[i]), "energy_per_step_j": float(e[i]),
-            "mean_power_w": float(e[i] / t[i]), "eta": float(single_t[i] / (X.world_size[i] * t[i])),
-            "energy_measured_basis": res["energy_measured"],
-            "carbon_intensity_g_per_kwh": intensity["g_per_kwh"], "country": intensity["country"],
-            "memory": mems[i], "notes": list(res["notes"]) + (
-                [f"{device} has no bf16: priced at {precision} (pass --precision to choose)"]
-                if plans[0].precision is None and device != "cpu" and precision == "fp32" else []),
-            "warnings": list(res.get("calibration_warnings") or []) + _outside_ranges(plan, res.get("input_ranges", {}))
-            + _memory_warnings(mems[i], device),
-        })
+        out.append(
+            {
+                "plan": {
+                    **{k: v for k, v in plan.__dict__.items() if k != "lengths"},
+                    "lengths": plan.lengths.__dict__,
+                    "precision": precision,
+                },
+                "tier": res["tier"],
+                "tier_means": TIER_TEXT[res["tier"]],
+                "source": res["source"],
+                "interval_level": level,
+                "steps": plan.steps,
+                "energy_kwh": kwh,
+                "energy_kwh_interval": [kwh / ke, kwh * ke],
+                "time_h": hours,
+                "time_h_interval": [hours / kt, hours * kt],
+                "co2_kg": kwh * g,
+                "co2_kg_interval": [kwh / ke * g, kwh * ke * g],
+                "step_s": float(t[i]),
+                "energy_per_step_j": float(e[i]),
+                "mean_power_w": float(e[i] / t[i]),
+                "eta": float(single_t[i] / (X.world_size[i] * t[i])),
+                "energy_measured_basis": res["energy_measured"],
+                "carbon_intensity_g_per_kwh": intensity["g_per_kwh"],
+                "country": intensity["country"],
+                "memory": mems[i],
+                "notes": list(res["notes"])
+                + (
+                    [f"{device} has no bf16: priced at {precision} (pass --precision to choose)"]
+                    if plans[0].precision is None and device != "cpu" and precision == "fp32"
+                    else []
+                ),
+                "warnings": list(res.get("calibration_warnings") or [])
+                + _outside_ranges(plan, res.get("input_ranges", {}))
+                + _memory_warnings(mems[i], device),
+            }
+        )
     return out[0] if single else out
 
 
 def _outside_ranges(plan: Plan, ranges: dict) -> list[str]:
     """One warning per planned input (vocab included) outside the range the fitted tier was fitted on."""
-    asked = {"layers": plan.layers, "hidden": plan.hidden, "heads": plan.heads, "ffn": plan.ffn or 4 * plan.hidden,
-             "vocab": plan.vocab, "seq_len": plan.seq_len, "batch_size": plan.batch_size, "tp": plan.tp,
-             "dp": plan.dp, "world_size": plan.tp * plan.dp}
-    return [f"{col} = {asked[col]:g} lies outside the fitted range [{lo:g}, {hi:g}]: extrapolation"
-            for col, (lo, hi) in ranges.items() if col in asked and not lo <= asked[col] <= hi]
+    asked = {
+        "layers": plan.layers,
+        "hidden": plan.hidden,
+        "heads": plan.heads,
+        "ffn": plan.ffn or 4 * plan.hidden,
+        "vocab": plan.vocab,
+        "seq_len": plan.seq_len,
+        "batch_size": plan.batch_size,
+        "tp": plan.tp,
+        "dp": plan.dp,
+        "world_size": plan.tp * plan.dp,
+    }
+    return [
+        f"{col} = {asked[col]:g} lies outside the fitted range [{lo:g}, {hi:g}]: extrapolation"
+        for col, (lo, hi) in ranges.items()
+        if col in asked and not lo <= asked[col] <= hi
+    ]
 
 
 def _halfwidths_per_plan(res: dict, X, level: float) -> list[dict]:
@@ -544,8 +786,10 @@ def _halfwidths_per_plan(res: dict, X, level: float) -> list[dict]:
         from companion.energy.models import interval_model
 
         stub = interval_model(res["residuals"], res["residuals_by_kind"], res["train_keys"])
-        return [{t: stub.halfwidth(t, level, kinds) for t in ("step_s", "energy_per_step_j")}
-                for kinds in stub.novelty(X)]
+        return [
+            {t: stub.halfwidth(t, level, kinds) for t in ("step_s", "energy_per_step_j")}
+            for kinds in stub.novelty(X)
+        ]
     return [_halfwidths_at(res, level)] * len(X)
 
 
@@ -585,12 +829,16 @@ def format_tiered(p: dict) -> str:
 # ----------------------------------------------------------------------------------------------- plan
 def model_degrees(devices: int, heads: int, hidden: int) -> list[tuple[int, int]]:
     """(tp, dp) with tp * dp = devices and tp dividing heads and hidden: the layouts the model allows."""
-    return [(tp, devices // tp) for tp in range(1, devices + 1) if not (devices % tp or heads % tp or hidden % tp)]
+    return [
+        (tp, devices // tp) for tp in range(1, devices + 1) if not (devices % tp or heads % tp or hidden % tp)
+    ]
 
 
 def candidate_layouts(devices: int, heads: int, hidden: int, batch_sizes) -> list[tuple[int, int, int]]:
     """(tp, dp, batch) of ``model_degrees`` with dp dividing the batch."""
-    return [(tp, dp, b) for tp, dp in model_degrees(devices, heads, hidden) for b in batch_sizes if b % dp == 0]
+    return [
+        (tp, dp, b) for tp, dp in model_degrees(devices, heads, hidden) for b in batch_sizes if b % dp == 0
+    ]
 
 
 def pareto_front(energy, time) -> list[int]:
@@ -602,26 +850,43 @@ def pareto_front(energy, time) -> list[int]:
     return sorted(idx, key=lambda i: energy[i])
 
 
-def plan_layouts(devices: int, batch_sizes=(8, 16, 32, 64, 128), tier: str | None = None, level: float = 0.9,
-                 derived_root: Path | None = None, devices_root: Path | None = None, **request) -> dict:
+def plan_layouts(
+    devices: int,
+    batch_sizes=(8, 16, 32, 64, 128),
+    tier: str | None = None,
+    level: float = 0.9,
+    derived_root: Path | None = None,
+    devices_root: Path | None = None,
+    **request,
+) -> dict:
     """Rank every valid layout (TP x FSDP degrees, batch size) of a fine-tune on ``devices`` devices by
     predicted energy and time; the Pareto front and the tier used."""
     if not isinstance(devices, int) or devices < 1:
         raise ConfigError(f"devices={devices!r} must be a positive integer, e.g. --devices 8")
     if not batch_sizes or any(int(b) < 1 for b in batch_sizes):
-        raise ConfigError(f"batch_sizes={list(batch_sizes)!r} must be positive integers, e.g. --batch-sizes 16,32,64")
+        raise ConfigError(
+            f"batch_sizes={list(batch_sizes)!r} must be positive integers, e.g. --batch-sizes 16,32,64"
+        )
     probe = make_plan(**{**request, "tp": 1, "dp": 1, "devices": None, "batch_size": int(batch_sizes[0])})
     sizes = list(dict.fromkeys(int(b) for b in batch_sizes))  # each batch size once, in the order given
     layouts = candidate_layouts(devices, probe.heads, probe.hidden, sizes)
     if not layouts:
-        raise ConfigError(f"devices={devices}: no TP x FSDP layout divides the heads ({probe.heads}) and the batch "
-                          "sizes; change --devices or --batch-sizes")
+        raise ConfigError(
+            f"devices={devices}: no TP x FSDP layout divides the heads ({probe.heads}) and the batch "
+            "sizes; change --devices or --batch-sizes"
+        )
     # a layout whose TP degree divides the model but whose FSDP degree divides none of the batch sizes is said, not
     # dropped silently (3 or 6 devices with the default powers of two)
-    skipped = [f"tp{tp}-dp{dp} left out: no batch size of {sizes} splits over {dp} FSDP ranks; "
-               f"add multiples of {dp} with --batch-sizes"
-               for tp, dp in model_degrees(devices, probe.heads, probe.hidden) if not any(b % dp == 0 for b in sizes)]
-    plans = [make_plan(**{**request, "tp": tp, "dp": dp, "devices": devices, "batch_size": b}) for tp, dp, b in layouts]
+    skipped = [
+        f"tp{tp}-dp{dp} left out: no batch size of {sizes} splits over {dp} FSDP ranks; "
+        f"add multiples of {dp} with --batch-sizes"
+        for tp, dp in model_degrees(devices, probe.heads, probe.hidden)
+        if not any(b % dp == 0 for b in sizes)
+    ]
+    plans = [
+        make_plan(**{**request, "tp": tp, "dp": dp, "devices": devices, "batch_size": b})
+        for tp, dp, b in layouts
+    ]
     preds = predict_tiered(plans, tier, level, derived_root, devices_root)
     # a layout whose step does not fit its devices' memory is no option: said, not ranked
     misfits = [p for p in preds if not p["memory"]["fits"]]
@@ -630,45 +895,83 @@ def plan_layouts(devices: int, batch_sizes=(8, 16, 32, 64, 128), tier: str | Non
         from companion.energy.memory import misfit_message
 
         least = min(misfits, key=lambda p: p["memory"]["need_bytes"])
-        raise ConfigError(f"no layout of {devices} x {plans[0].device_name} fits in memory: even "
-                          f"tp{least['plan']['tp']}-dp{least['plan']['dp']} at batch {least['plan']['batch_size']}: "
-                          + misfit_message(least["memory"], plans[0].device_name, fixes="plan"))
+        raise ConfigError(
+            f"no layout of {devices} x {plans[0].device_name} fits in memory: even "
+            f"tp{least['plan']['tp']}-dp{least['plan']['dp']} at batch {least['plan']['batch_size']}: "
+            + misfit_message(least["memory"], plans[0].device_name, fixes="plan")
+        )
     if misfits:
         from companion.energy.memory import gb
 
         m = misfits[0]["memory"]
-        skipped.append(f"{len(misfits)} layout{'s' if len(misfits) > 1 else ''} left out as they do not fit in memory "
-                       f"(estimated peak over {m['usable_share']:.0%} of {gb(m['capacity_bytes'])}): "
-                       + ", ".join(f"tp{p['plan']['tp']}-dp{p['plan']['dp']} b{p['plan']['batch_size']} "
-                                   f"({gb(p['memory']['need_bytes'])})" for p in misfits))
-    rows = [{"tp": p["plan"]["tp"], "dp": p["plan"]["dp"], "batch_size": p["plan"]["batch_size"], "steps": p["steps"],
-             "energy_kwh": p["energy_kwh"], "energy_kwh_interval": p["energy_kwh_interval"], "time_h": p["time_h"],
-             "time_h_interval": p["time_h_interval"], "co2_kg": p["co2_kg"], "co2_kg_interval": p["co2_kg_interval"],
-             "eta": p["eta"], "mean_power_w": p["mean_power_w"], "memory_gb": p["memory"]["need_bytes"] / 1e9}
-            for p in preds]
+        skipped.append(
+            f"{len(misfits)} layout{'s' if len(misfits) > 1 else ''} left out as they do not fit in memory "
+            f"(estimated peak over {m['usable_share']:.0%} of {gb(m['capacity_bytes'])}): "
+            + ", ".join(
+                f"tp{p['plan']['tp']}-dp{p['plan']['dp']} b{p['plan']['batch_size']} "
+                f"({gb(p['memory']['need_bytes'])})"
+                for p in misfits
+            )
+        )
+    rows = [
+        {
+            "tp": p["plan"]["tp"],
+            "dp": p["plan"]["dp"],
+            "batch_size": p["plan"]["batch_size"],
+            "steps": p["steps"],
+            "energy_kwh": p["energy_kwh"],
+            "energy_kwh_interval": p["energy_kwh_interval"],
+            "time_h": p["time_h"],
+            "time_h_interval": p["time_h_interval"],
+            "co2_kg": p["co2_kg"],
+            "co2_kg_interval": p["co2_kg_interval"],
+            "eta": p["eta"],
+            "mean_power_w": p["mean_power_w"],
+            "memory_gb": p["memory"]["need_bytes"] / 1e9,
+        }
+        for p in preds
+    ]
     front = pareto_front([r["energy_kwh"] for r in rows], [r["time_h"] for r in rows])
     for i, r in enumerate(rows):
         r["pareto"] = i in front
     ranked = sorted(rows, key=lambda r: (r["energy_kwh"], r["time_h"]))
-    return {"tier": preds[0]["tier"], "tier_means": preds[0]["tier_means"], "source": preds[0]["source"],
-            "device_name": plans[0].device_name, "devices": devices, "interval_level": level,
-            "seq_len": plans[0].seq_len, "precision": preds[0]["plan"]["precision"],
-            "layouts": ranked, "pareto_front": [rows[i] for i in front], "notes": [*preds[0]["notes"], *skipped]}
+    return {
+        "tier": preds[0]["tier"],
+        "tier_means": preds[0]["tier_means"],
+        "source": preds[0]["source"],
+        "device_name": plans[0].device_name,
+        "devices": devices,
+        "interval_level": level,
+        "seq_len": plans[0].seq_len,
+        "precision": preds[0]["plan"]["precision"],
+        "layouts": ranked,
+        "pareto_front": [rows[i] for i in front],
+        "notes": [*preds[0]["notes"], *skipped],
+    }
 
 
 def format_plan(p: dict) -> str:
     lvl = f"{p['interval_level']:.0%}"
     mem = "memory GB" + (" node" if p["device_name"] == "cpu" else "/GPU")
-    lines = [f"{len(p['layouts'])} layouts on {p['devices']} x {p['device_name']}; tier: {p['tier']} - {p['tier_means']}",
-             f"{'':2s}{'tp':>3s} {'dp':>3s} {'batch':>6s} {'steps':>8s} {'energy kWh [' + lvl + ']':>28s} "
-             f"{'time h [' + lvl + ']':>28s} {'CO2 kg':>9s} {'eta':>6s} {mem:>15s}"]
+    lines = [
+        f"{len(p['layouts'])} layouts on {p['devices']} x {p['device_name']}; tier: {p['tier']} - {p['tier_means']}",
+        f"{'':2s}{'tp':>3s} {'dp':>3s} {'batch':>6s} {'steps':>8s} {'energy kWh [' + lvl + ']':>28s} "
+        f"{'time h [' + lvl + ']':>28s} {'CO2 kg':>9s} {'eta':>6s} {mem:>15s}",
+    ]
     cell = lambda v, iv: f"{v:.4g} [{iv[0]:.3g}, {iv[1]:.3g}]"  # noqa: E731
     for r in p["layouts"]:
-        lines.append(f"{'*' if r['pareto'] else ' ':2s}{r['tp']:3d} {r['dp']:3d} {r['batch_size']:6d} {r['steps']:8d} "
-                     f"{cell(r['energy_kwh'], r['energy_kwh_interval']):>28s} {cell(r['time_h'], r['time_h_interval']):>28s} "
-                     f"{r['co2_kg']:9.4g} {r['eta']:6.3f} {r['memory_gb']:15.3g}")
-    lines.append("eta: the layout's speedup over one device divided by its device count; memory: the estimated peak "
-                 "of the longest step")
-    lines.append("* on the Pareto front of energy and time (" + ", ".join(
-        f"tp{r['tp']}-dp{r['dp']} b{r['batch_size']}" for r in p["pareto_front"]) + ")")
+        lines.append(
+            f"{'*' if r['pareto'] else ' ':2s}{r['tp']:3d} {r['dp']:3d} {r['batch_size']:6d} {r['steps']:8d} "
+            f"{cell(r['energy_kwh'], r['energy_kwh_interval']):>28s} {cell(r['time_h'], r['time_h_interval']):>28s} "
+            f"{r['co2_kg']:9.4g} {r['eta']:6.3f} {r['memory_gb']:15.3g}"
+        )
+    lines.append(
+        "eta: the layout's speedup over one device divided by its device count; memory: the estimated peak "
+        "of the longest step"
+    )
+    lines.append(
+        "* on the Pareto front of energy and time ("
+        + ", ".join(f"tp{r['tp']}-dp{r['dp']} b{r['batch_size']}" for r in p["pareto_front"])
+        + ")"
+    )
     return "\n".join(lines + [f"note: {n}" for n in p["notes"]])

@@ -51,7 +51,9 @@ class StepShape:
     fused_attention: bool = True  # SDPA does not materialise the attention scores
     dropout: bool = True  # dropout active (p > 0): its masks are kept for backward (energy.memory)
     eager_attention: bool = False  # BERT's eager attention (not SDPA): its dtypes differ (energy.memory)
-    padding_mask: bool = False  # some sequences shorter than the batch's longest: an attention mask (energy.memory)
+    padding_mask: bool = (
+        False  # some sequences shorter than the batch's longest: an attention mask (energy.memory)
+    )
 
     @property
     def world_size(self) -> int:
@@ -62,7 +64,12 @@ def parameter_count(s: StepShape) -> int:
     """Parameters of BertForSequenceClassification (embeddings, encoder, pooler, classifier)."""
     h, f = s.hidden, s.ffn
     embeddings = (s.vocab + s.max_positions + 2) * h + 2 * h
-    return embeddings + s.layers * encoder_layer_parameters(h, f) + (h * h + h) + (h * s.num_labels + s.num_labels)
+    return (
+        embeddings
+        + s.layers * encoder_layer_parameters(h, f)
+        + (h * h + h)
+        + (h * s.num_labels + s.num_labels)
+    )
 
 
 def encoder_layer_parameters(hidden: int, ffn: int) -> int:
@@ -152,7 +159,9 @@ def arithmetic_intensity(flops: float, bytes_: float) -> float:
     return flops / bytes_
 
 
-def roofline_time_s(flops: float, bytes_: float, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
+def roofline_time_s(
+    flops: float, bytes_: float, peak_flops_per_s: float, bandwidth_bytes_per_s: float
+) -> float:
     """Lower bound on a step's time on one device: max(compute time, memory time)."""
     return max(flops / peak_flops_per_s, bytes_ / bandwidth_bytes_per_s)
 

@@ -47,11 +47,30 @@ def profile_rows(device: str, root: Path | None = None) -> pd.DataFrame:
         if r.get("compile"):
             continue
         L, h, s, b = int(r["L"]), int(r["h"]), int(r["s"]), int(r["b"])
-        rows.append({"run_id": r["name"], "layers": L, "hidden": h, "ffn": 4 * h, "heads": h // 64, "tp": 1, "dp": 1,
-                     "vocab": 30522, "max_positions": 512, "num_labels": 2, "padded_tokens": float(b * s),
-                     "attention_pairs": float(b * s * s), "batch_size": b, "seq_len": s, "precision": "bf16",
-                     "attention_kernel": "fused", "world_size": 1, "metered_units": 1,
-                     "step_s": r["step_ms"] / 1e3, "energy_per_step_j": np.nan})
+        rows.append(
+            {
+                "run_id": r["name"],
+                "layers": L,
+                "hidden": h,
+                "ffn": 4 * h,
+                "heads": h // 64,
+                "tp": 1,
+                "dp": 1,
+                "vocab": 30522,
+                "max_positions": 512,
+                "num_labels": 2,
+                "padded_tokens": float(b * s),
+                "attention_pairs": float(b * s * s),
+                "batch_size": b,
+                "seq_len": s,
+                "precision": "bf16",
+                "attention_kernel": "fused",
+                "world_size": 1,
+                "metered_units": 1,
+                "step_s": r["step_ms"] / 1e3,
+                "energy_per_step_j": np.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -69,8 +88,13 @@ def _point(dev: opmodel.DeviceRoofs) -> OperatorPoint:
 
 def _fit_point(dev: opmodel.DeviceRoofs, df: pd.DataFrame) -> OperatorPoint:
     _, terms, time = opmodel.fit_time_model(df, dev)
-    energy = opmodel.fit_energy_coefficients(terms, df.step_s.to_numpy(float), opmodel.metered_units(df),
-                                             df.energy_per_step_j.to_numpy(float), time)
+    energy = opmodel.fit_energy_coefficients(
+        terms,
+        df.step_s.to_numpy(float),
+        opmodel.metered_units(df),
+        df.energy_per_step_j.to_numpy(float),
+        time,
+    )
     return OperatorPoint(dev, time, energy)
 
 
@@ -97,9 +121,16 @@ def score_reference(device: str, root: Path | None = None, level: float = 0.9) -
         else:
             t, e = _point(devs[tier]).predict(df)
         for k, r in df.iterrows():
-            row = {"tier": tier, "run_id": r.run_id, "layers": r.layers, "hidden": r.hidden, "seq_len": r.seq_len,
-                   "batch_size": r.batch_size, "flops_per_step": float(r.get("flops_per_step", np.nan)),
-                   "step_ci95_rel": float(r.get("step_ci95_rel", np.nan))}
+            row = {
+                "tier": tier,
+                "run_id": r.run_id,
+                "layers": r.layers,
+                "hidden": r.hidden,
+                "seq_len": r.seq_len,
+                "batch_size": r.batch_size,
+                "flops_per_step": float(r.get("flops_per_step", np.nan)),
+                "step_ci95_rel": float(r.get("step_ci95_rel", np.nan)),
+            }
             for target, pred in (("step_s", t[k]), ("energy_per_step_j", e[k])):
                 meas = float(r[target])
                 row[f"{target}_measured"], row[f"{target}_predicted"] = meas, float(pred)
@@ -117,20 +148,28 @@ def score_profile(device: str, root: Path | None = None) -> pd.DataFrame:
     out = []
     for tier, dev in tier_devices(device, root).items():
         t, _ = _point(dev).predict(rows)
-        out.append(rows[["run_id", "step_s"]].assign(tier=tier, step_s_predicted=t,
-                                                     step_s_ape=np.abs(t / rows.step_s - 1) * 100))
+        out.append(
+            rows[["run_id", "step_s"]].assign(
+                tier=tier, step_s_predicted=t, step_s_ape=np.abs(t / rows.step_s - 1) * 100
+            )
+        )
     return pd.concat(out, ignore_index=True)
 
 
 def summary(scores: pd.DataFrame) -> pd.DataFrame:
     """Per tier: MAPE of time and energy, and how many runs each stated interval covers."""
     g = scores.groupby("tier", sort=False)
-    return pd.DataFrame({
-        "runs": g.size(),
-        "time_mape_pct": g.step_s_ape.mean(), "energy_mape_pct": g.energy_per_step_j_ape.mean(),
-        "time_covered": g.step_s_covered.apply(lambda c: int(c.sum()) if c.notna().all() else None),
-        "energy_covered": g.energy_per_step_j_covered.apply(lambda c: int(c.sum()) if c.notna().all() else None),
-    }).reindex([t for t in TIERS if t in set(scores.tier)])
+    return pd.DataFrame(
+        {
+            "runs": g.size(),
+            "time_mape_pct": g.step_s_ape.mean(),
+            "energy_mape_pct": g.energy_per_step_j_ape.mean(),
+            "time_covered": g.step_s_covered.apply(lambda c: int(c.sum()) if c.notna().all() else None),
+            "energy_covered": g.energy_per_step_j_covered.apply(
+                lambda c: int(c.sum()) if c.notna().all() else None
+            ),
+        }
+    ).reindex([t for t in TIERS if t in set(scores.tier)])
 
 
 def regime_points(device: str, root: Path | None = None, tier: str = "calibrated") -> pd.DataFrame:
@@ -141,9 +180,24 @@ def regime_points(device: str, root: Path | None = None, tier: str = "calibrated
     frames = [runs]
     if len(prof):
         prof = prof.assign(source="step profile")
-        prof["flops_per_step"] = [proxies.flops_per_step(proxies.StepShape(
-            r.layers, r.hidden, r.heads, r.ffn, r.vocab, r.max_positions, r.num_labels, r.batch_size,
-            r.padded_tokens, r.attention_pairs, precision=r.precision)) for r in prof.itertuples()]
+        prof["flops_per_step"] = [
+            proxies.flops_per_step(
+                proxies.StepShape(
+                    r.layers,
+                    r.hidden,
+                    r.heads,
+                    r.ffn,
+                    r.vocab,
+                    r.max_positions,
+                    r.num_labels,
+                    r.batch_size,
+                    r.padded_tokens,
+                    r.attention_pairs,
+                    precision=r.precision,
+                )
+            )
+            for r in prof.itertuples()
+        ]
         frames.append(prof)
     df = pd.concat(frames, ignore_index=True)
     dev = tier_devices(device, root)[tier]
@@ -151,17 +205,36 @@ def regime_points(device: str, root: Path | None = None, tier: str = "calibrated
     host, busy, _ = opmodel.host_device_s(opmodel.scaled_terms(opmodel.operator_frame(df, dev), coef))
     from companion.energy import hardware
 
-    peak = hardware.peak_flops_per_s(device, "bf16")  # MFU against the datasheet's dense peak, as usually quoted
-    name = [f"L{int(r.layers)} h{int(r.hidden)} s{int(r.seq_len)} b{int(r.batch_size)}" for r in df.itertuples()]
-    return pd.DataFrame({"name": name, "source": df.source, "layers": df.layers.astype(int),
-                         "flops_per_step": df.flops_per_step.astype(float), "step_s": df.step_s.astype(float),
-                         "host_s": host, "device_s": busy,
-                         "mfu_pct": 100 * df.flops_per_step.astype(float) / df.step_s.astype(float) / peak})
+    peak = hardware.peak_flops_per_s(
+        device, "bf16"
+    )  # MFU against the datasheet's dense peak, as usually quoted
+    name = [
+        f"L{int(r.layers)} h{int(r.hidden)} s{int(r.seq_len)} b{int(r.batch_size)}" for r in df.itertuples()
+    ]
+    return pd.DataFrame(
+        {
+            "name": name,
+            "source": df.source,
+            "layers": df.layers.astype(int),
+            "flops_per_step": df.flops_per_step.astype(float),
+            "step_s": df.step_s.astype(float),
+            "host_s": host,
+            "device_s": busy,
+            "mfu_pct": 100 * df.flops_per_step.astype(float) / df.step_s.astype(float) / peak,
+        }
+    )
 
 
-QUANTITY_WORDS = {"gemm": "matrix-multiply roof", "attention": "attention cost", "bandwidth": "copy bandwidth",
-                  "elementwise": "element-wise rate", "optimizer": "optimizer rate", "op_counts": "operator counts",
-                  "power": "power", "launch": "launch cost"}
+QUANTITY_WORDS = {
+    "gemm": "matrix-multiply roof",
+    "attention": "attention cost",
+    "bandwidth": "copy bandwidth",
+    "elementwise": "element-wise rate",
+    "optimizer": "optimizer rate",
+    "op_counts": "operator counts",
+    "power": "power",
+    "launch": "launch cost",
+}
 
 
 def reference_numbers(device: str, root: Path | None = None, level: float = 0.9) -> dict:
@@ -180,7 +253,11 @@ def reference_numbers(device: str, root: Path | None = None, level: float = 0.9)
     pts = regime_points(device, root)
     host_bound = set(pts[(pts.source == "fine-tune runs") & (pts.host_s > pts.device_s)].name)
     cal = scores[scores.tier == "calibrated"].assign(
-        name=lambda f: [f"L{int(r.layers)} h{int(r.hidden)} s{int(r.seq_len)} b{int(r.batch_size)}" for r in f.itertuples()])
+        name=lambda f: [
+            f"L{int(r.layers)} h{int(r.hidden)} s{int(r.seq_len)} b{int(r.batch_size)}"
+            for r in f.itertuples()
+        ]
+    )
     bound = cal[cal.name.isin(host_bound)]
     spread = []
     for path in sorted(((folder / "runs").glob("*.json"))):
@@ -189,27 +266,54 @@ def reference_numbers(device: str, root: Path | None = None, level: float = 0.9)
         if rec.get("run_id") in set(bound.run_id) and len(w) > 1:
             spread.append(max(w) / min(w) - 1)
     return {
-        "device": device, "energy": "measured (NVML energy counter)", "interval_level": level,
+        "device": device,
+        "energy": "measured (NVML energy counter)",
+        "interval_level": level,
         "runs": int(scores.run_id.nunique()),
-        "tiers": {t: {k: (None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v))
-                      for k, v in row.items()} for t, row in tiers.iterrows()},
-        "profile_time_mape_pct": {t: float(g.step_s_ape.mean()) for t, g in prof.groupby("tier")} if len(prof) else {},
+        "tiers": {
+            t: {
+                k: (None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v))
+                for k, v in row.items()
+            }
+            for t, row in tiers.iterrows()
+        },
+        "profile_time_mape_pct": {t: float(g.step_s_ape.mean()) for t, g in prof.groupby("tier")}
+        if len(prof)
+        else {},
         "profile_rows": int(len(prof) // max(prof.tier.nunique(), 1)) if len(prof) else 0,
-        "host_bound": {"runs": int(len(bound)),
-                       "calibrated_signed_error_pct": float((bound.step_s_predicted / bound.step_s_measured - 1).mean() * 100)
-                       if len(bound) else None,
-                       "calibrated_all_low": bool((bound.step_s_predicted < bound.step_s_measured).all()),
-                       "window_spread_pct": [float(min(spread) * 100), float(max(spread) * 100)] if spread else None},
-        "flagged": {q: {"quantity": QUANTITY_WORDS.get(q, q), "problems": list(p)} for q, p in calibration.problems.items()},
-        "power_w": {"idle": ref.get("idle", {}).get("mean_power_w"), "hot_idle": ref.get("hot_idle", {}).get("mean_power_w"),
-                    "runs_min": float((runs.energy_per_step_j / runs.step_s).min()),
-                    "runs_max": float((runs.energy_per_step_j / runs.step_s).max())},
-        "bert_base_s512": {"step_ms": base.get("step_s", math.nan) * 1e3, "mfu_pct": base.get("mfu", math.nan) * 100,
-                           "gflop_per_j": base.get("gflop_per_j"), "peak_gflop_per_j": base.get("peak_gflop_per_j"),
-                           "codecarbon_gpu_over_nvml": base.get("codecarbon_gpu_over_nvml"),
-                           "memory_estimate_over_measured": (base.get("memory", {}).get("estimated_peak_bytes", math.nan)
-                                                             / base.get("memory", {}).get("max_allocated_bytes", math.nan))
-                           if base.get("memory") else None},
+        "host_bound": {
+            "runs": int(len(bound)),
+            "calibrated_signed_error_pct": float(
+                (bound.step_s_predicted / bound.step_s_measured - 1).mean() * 100
+            )
+            if len(bound)
+            else None,
+            "calibrated_all_low": bool((bound.step_s_predicted < bound.step_s_measured).all()),
+            "window_spread_pct": [float(min(spread) * 100), float(max(spread) * 100)] if spread else None,
+        },
+        "flagged": {
+            q: {"quantity": QUANTITY_WORDS.get(q, q), "problems": list(p)}
+            for q, p in calibration.problems.items()
+        },
+        "power_w": {
+            "idle": ref.get("idle", {}).get("mean_power_w"),
+            "hot_idle": ref.get("hot_idle", {}).get("mean_power_w"),
+            "runs_min": float((runs.energy_per_step_j / runs.step_s).min()),
+            "runs_max": float((runs.energy_per_step_j / runs.step_s).max()),
+        },
+        "bert_base_s512": {
+            "step_ms": base.get("step_s", math.nan) * 1e3,
+            "mfu_pct": base.get("mfu", math.nan) * 100,
+            "gflop_per_j": base.get("gflop_per_j"),
+            "peak_gflop_per_j": base.get("peak_gflop_per_j"),
+            "codecarbon_gpu_over_nvml": base.get("codecarbon_gpu_over_nvml"),
+            "memory_estimate_over_measured": (
+                base.get("memory", {}).get("estimated_peak_bytes", math.nan)
+                / base.get("memory", {}).get("max_allocated_bytes", math.nan)
+            )
+            if base.get("memory")
+            else None,
+        },
         "scores": scores.to_dict(orient="records"),
     }
 
@@ -217,6 +321,9 @@ def reference_numbers(device: str, root: Path | None = None, level: float = 0.9)
 def host_floors(points: pd.DataFrame, margin: float = 1.6) -> pd.DataFrame:
     """Per model depth in ``regime_points``: the host's seconds per step (the floor a host-bound step sits on)
     and the FLOPs range its steps span, widened by ``margin`` each way (where the figure draws the floor)."""
-    f = points.groupby("layers").agg(host_s=("host_s", "median"), x0=("flops_per_step", "min"),
-                                     x1=("flops_per_step", "max")).reset_index()
+    f = (
+        points.groupby("layers")
+        .agg(host_s=("host_s", "median"), x0=("flops_per_step", "min"), x1=("flops_per_step", "max"))
+        .reset_index()
+    )
     return f.assign(x0=f.x0 / margin, x1=f.x1 * margin, depth=[f"{n} layers" for n in f.layers])

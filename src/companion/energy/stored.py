@@ -36,8 +36,10 @@ def _sweep_files(data: Path) -> list[Path]:
     files = [f for p in (PROFILE, HOLDOUT, TEST) for f in sorted((data / "runs" / p).glob("*.json"))]
     calibration = data / "devices" / f"{DEVICE}.json"
     if not calibration.is_file() or not files:
-        raise ConfigError(f"{data} holds no sweep: it needs runs/{PROFILE}/*.json and devices/{DEVICE}.json "
-                          "(run `make reproduce` first)")
+        raise ConfigError(
+            f"{data} holds no sweep: it needs runs/{PROFILE}/*.json and devices/{DEVICE}.json "
+            "(run `make reproduce` first)"
+        )
     return [*files, calibration]
 
 
@@ -45,7 +47,9 @@ def archive_name(data: Path) -> str:
     """The name ``pack`` gives ``data``'s sweep: its calibration's time (UTC) and a hash of its files' content."""
     files = _sweep_files(data)
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:8]
-    when = json.loads(files[-1].read_text())["provenance"]["measured_at"][:16].replace(":", "")  # 2026-11-24T2207
+    when = json.loads(files[-1].read_text())["provenance"]["measured_at"][:16].replace(
+        ":", ""
+    )  # 2026-11-24T2207
     return f"{when}-{digest}"
 
 
@@ -61,7 +65,13 @@ def pack(data: Path, out_dir: Path) -> Path:
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for f in files:
             info = tar.gettarinfo(str(f), arcname=str(f.relative_to(data)))
-            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""  # same bytes for the same sweep
+            info.mtime, info.uid, info.gid, info.uname, info.gname = (
+                0,
+                0,
+                0,
+                "",
+                "",
+            )  # same bytes for the same sweep
             with f.open("rb") as fh:
                 tar.addfile(info, fh)
     out.write_bytes(buf.getvalue())
@@ -78,8 +88,10 @@ def unpacked(source: Path, tmp: Path) -> Path:
     else:
         dest = source
     if not (dest / "runs" / PROFILE).is_dir() or not (dest / "devices" / f"{DEVICE}.json").is_file():
-        raise ConfigError(f"{source} is not a stored sweep: it needs runs/{PROFILE}/ and devices/{DEVICE}.json "
-                          "(an archive of `pack`, or a data/ folder after `make reproduce`)")
+        raise ConfigError(
+            f"{source} is not a stored sweep: it needs runs/{PROFILE}/ and devices/{DEVICE}.json "
+            "(an archive of `pack`, or a data/ folder after `make reproduce`)"
+        )
     return dest
 
 
@@ -135,20 +147,39 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
         test, _ = usable_runs(proxies_frame(load_runs(test_dir), roofs), max_step_ci95_rel)
         pred = pd.concat([pred, val.score_holdout(df, test, models, level, split="test")], ignore_index=True)
         test_noise = replicate_noise(test)
-    by_split, pooled = val.score_splits(pred, replicate_noise(df), holdout_noise, level, test_noise=test_noise)
+    by_split, pooled = val.score_splits(
+        pred, replicate_noise(df), holdout_noise, level, test_noise=test_noise
+    )
     return pd.concat([pooled.assign(split="pooled"), by_split], ignore_index=True).assign(**_how_obtained(df))
 
 
 def _how_obtained(runs: pd.DataFrame) -> dict:
     """On which device a sweep's runs ran and how their energy was obtained, as a score row's columns."""
     hosts = runs.host.astype(str) if "host" in runs else pd.Series(["unknown-cpu"])
-    return {"device_name": ", ".join(sorted(set(runs.device_name.astype(str)))), "host": ", ".join(sorted(set(hosts))),
-            "energy_measured": bool(runs.energy_measured.astype(bool).all()),
-            "energy_source": "; ".join(sorted(set(runs.energy_source.astype(str))))}
+    return {
+        "device_name": ", ".join(sorted(set(runs.device_name.astype(str)))),
+        "host": ", ".join(sorted(set(hosts))),
+        "energy_measured": bool(runs.energy_measured.astype(bool).all()),
+        "energy_source": "; ".join(sorted(set(runs.energy_source.astype(str)))),
+    }
 
 
-SCORE_COLUMNS = ["sweep", "commit", "split", "model", "target", "n", "n_unbounded", "coverage_pct", "mape_pct",
-                 "exact_floor_pct", "device_name", "host", "energy_measured", "energy_source"]
+SCORE_COLUMNS = [
+    "sweep",
+    "commit",
+    "split",
+    "model",
+    "target",
+    "n",
+    "n_unbounded",
+    "coverage_pct",
+    "mape_pct",
+    "exact_floor_pct",
+    "device_name",
+    "host",
+    "energy_measured",
+    "energy_source",
+]
 THIS_BUILD = "this build"
 
 
@@ -165,7 +196,11 @@ def this_build_scores(validation: dict, runs: pd.DataFrame, commit: str | None, 
         t["split"] = "pooled"
     t["split"] = t.split.fillna("pooled")
     t = t[t.model.isin(check_models(model_names))]
-    return t.assign(sweep=THIS_BUILD, commit=commit, **_how_obtained(runs)).reindex(columns=SCORE_COLUMNS).reset_index(drop=True)
+    return (
+        t.assign(sweep=THIS_BUILD, commit=commit, **_how_obtained(runs))
+        .reindex(columns=SCORE_COLUMNS)
+        .reset_index(drop=True)
+    )
 
 
 def check_models(model_names) -> list[str]:
@@ -185,13 +220,27 @@ def _score_one(source: str, model_names: list[str], level: float, max_step_ci95_
         data = unpacked(Path(source), Path(tmp))
         scores = score_sweep(data, model_names, level, max_step_ci95_rel)
         return scores.assign(sweep=sweep_name(Path(source)), commit=measured_commit(data)).reindex(
-            columns=SCORE_COLUMNS)
+            columns=SCORE_COLUMNS
+        )
 
 
 # The code a stored sweep's scores depend on (besides the archive and the arguments): a change to any of these
 # files re-scores every stored sweep; a change elsewhere reads the cached scores.
-SCORED_BY = ("calibration.py", "efficiency.py", "fit.py", "hardware.py", "laws.py", "models.py", "noise.py",
-             "opmodel.py", "proxies.py", "stored.py", "tables.py", "validation.py", "resources/hardware.yaml")
+SCORED_BY = (
+    "calibration.py",
+    "efficiency.py",
+    "fit.py",
+    "hardware.py",
+    "laws.py",
+    "models.py",
+    "noise.py",
+    "opmodel.py",
+    "proxies.py",
+    "stored.py",
+    "tables.py",
+    "validation.py",
+    "resources/hardware.yaml",
+)
 
 
 def model_digest() -> str:
@@ -203,17 +252,34 @@ def model_digest() -> str:
     return h.hexdigest()[:12]
 
 
-def score_key(source: Path, model_names, level: float, max_step_ci95_rel: float, digest: str | None = None) -> str:
+def score_key(
+    source: Path, model_names, level: float, max_step_ci95_rel: float, digest: str | None = None
+) -> str:
     """The cache key of one stored sweep's scores: the archive's content, the scoring code and the arguments."""
     h = hashlib.sha256(Path(source).read_bytes() if Path(source).is_file() else str(source).encode())
-    h.update(json.dumps([sorted(model_names), float(level), float(max_step_ci95_rel), digest or model_digest()]).encode())
+    h.update(
+        json.dumps(
+            [sorted(model_names), float(level), float(max_step_ci95_rel), digest or model_digest()]
+        ).encode()
+    )
     return h.hexdigest()[:16]
 
 
 def _read_cached(path: Path) -> pd.DataFrame | None:
     try:
-        t = pd.read_csv(path, dtype={"sweep": str, "commit": str, "split": str, "model": str, "target": str,
-                                     "device_name": str, "host": str, "energy_source": str})
+        t = pd.read_csv(
+            path,
+            dtype={
+                "sweep": str,
+                "commit": str,
+                "split": str,
+                "model": str,
+                "target": str,
+                "device_name": str,
+                "host": str,
+                "energy_source": str,
+            },
+        )
     except (OSError, ValueError):
         return None
     return t.reindex(columns=SCORE_COLUMNS) if set(SCORE_COLUMNS) <= set(t.columns) else None
@@ -231,8 +297,9 @@ def _write_cached(cache: Path, name: str, key: str, scores: pd.DataFrame) -> Non
             old.unlink(missing_ok=True)
 
 
-def score_stored(sources, model_names, level: float, max_step_ci95_rel: float, workers: int = 1,
-                 cache: Path | None = None) -> pd.DataFrame:
+def score_stored(
+    sources, model_names, level: float, max_step_ci95_rel: float, workers: int = 1, cache: Path | None = None
+) -> pd.DataFrame:
     """``score_sweep`` of every stored sweep (archives or data/ folders), ``workers`` at a time (separate
     processes: a sweep's folds take a few seconds of one core each): one frame, with each row's ``sweep`` and the
     ``commit`` that measured it. Empty without sources.
@@ -245,7 +312,9 @@ def score_stored(sources, model_names, level: float, max_step_ci95_rel: float, w
     if not sources:
         return pd.DataFrame(columns=SCORE_COLUMNS)
     digest = model_digest()
-    keys = {s: score_key(Path(s), names, level, max_step_ci95_rel, digest) for s in sources if Path(s).is_file()}
+    keys = {
+        s: score_key(Path(s), names, level, max_step_ci95_rel, digest) for s in sources if Path(s).is_file()
+    }
     found = {}
     if cache is not None:
         for s, key in keys.items():
@@ -261,7 +330,9 @@ def score_stored(sources, model_names, level: float, max_step_ci95_rel: float, w
         from functools import partial
 
         one = partial(_score_one, model_names=names, level=level, max_step_ci95_rel=max_step_ci95_rel)
-        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=mp.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(
+            max_workers=min(workers, len(todo)), mp_context=mp.get_context("spawn")
+        ) as pool:
             parts = list(pool.map(one, todo))
     computed = dict(zip(todo, parts))
     if cache is not None:
@@ -272,8 +343,14 @@ def score_stored(sources, model_names, level: float, max_step_ci95_rel: float, w
 
 
 # ------------------------------------------------------------------------------------- over all sweeps
-def pooled_coverage(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT, n_boot: int = 2000, seed: int = 0,
-                    interval: float = 0.9) -> pd.DataFrame:
+def pooled_coverage(
+    table: pd.DataFrame,
+    level: float = 0.9,
+    band=BAND_PCT,
+    n_boot: int = 2000,
+    seed: int = 0,
+    interval: float = 0.9,
+) -> pd.DataFrame:
     """Per model x target x group, over every sweep of ``table`` (``score_stored``'s rows; sweeps with no
     bounded interval in a group left out of it): the held-out predictions with a bounded interval (``n``), how
     many of them their interval covered, that share (%) with its ``interval`` range from resampling whole sweeps
@@ -287,7 +364,9 @@ def pooled_coverage(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT, n_bo
     rng = np.random.default_rng(seed)
     rows = []
     for (model, target, split), g in table.groupby(["model", "target", "split"], sort=False):
-        g = g[(g.n - g.n_unbounded > 0) & g.coverage_pct.notna()]  # a sweep with no bounded interval says nothing
+        g = g[
+            (g.n - g.n_unbounded > 0) & g.coverage_pct.notna()
+        ]  # a sweep with no bounded interval says nothing
         if g.empty:
             continue
         n = (g.n - g.n_unbounded).to_numpy(int)
@@ -299,43 +378,86 @@ def pooled_coverage(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT, n_bo
         boot = 100 * rng.binomial(n[pick], covered[pick] / n[pick]).sum(axis=1) / n[pick].sum(axis=1)
         a = (1 - interval) / 2
         own = g.coverage_pct.to_numpy(float)
-        rows.append({"model": model, "target": target, "split": split, "sweeps": len(g), "n": int(n.sum()),
-                     "n_min": int(n.min()), "n_max": int(n.max()), "covered": int(covered.sum()),
-                     "coverage_pct": share,
-                     "coverage_lo_pct": float(np.quantile(boot, a)), "coverage_hi_pct": float(np.quantile(boot, 1 - a)),
-                     "range_pct": 100 * interval, "in_band": bool(coverage_consistent(share, *band)),
-                     "sweeps_in_band": int(coverage_consistent(own, *band).sum()),
-                     "sweeps_below": int(np.sum(own < band[0] - 1e-9)), "sweeps_above": int(np.sum(own > band[1] + 1e-9)),
-                     "sweeps_in_band_exact": expected_in_range(n, level, band),
-                     "sweeps_below_exact": expected_in_range(n, level, (-1.0, band[0] - 1e-6)),
-                     "sweeps_above_exact": expected_in_range(n, level, (band[1] + 1e-6, 101.0)),
-                     "mape_pct": float(g.mape_pct.mean()), "mape_min_pct": float(g.mape_pct.min()),
-                     "mape_max_pct": float(g.mape_pct.max()), "exact_floor_pct": float(g.exact_floor_pct.mean())})
+        rows.append(
+            {
+                "model": model,
+                "target": target,
+                "split": split,
+                "sweeps": len(g),
+                "n": int(n.sum()),
+                "n_min": int(n.min()),
+                "n_max": int(n.max()),
+                "covered": int(covered.sum()),
+                "coverage_pct": share,
+                "coverage_lo_pct": float(np.quantile(boot, a)),
+                "coverage_hi_pct": float(np.quantile(boot, 1 - a)),
+                "range_pct": 100 * interval,
+                "in_band": bool(coverage_consistent(share, *band)),
+                "sweeps_in_band": int(coverage_consistent(own, *band).sum()),
+                "sweeps_below": int(np.sum(own < band[0] - 1e-9)),
+                "sweeps_above": int(np.sum(own > band[1] + 1e-9)),
+                "sweeps_in_band_exact": expected_in_range(n, level, band),
+                "sweeps_below_exact": expected_in_range(n, level, (-1.0, band[0] - 1e-6)),
+                "sweeps_above_exact": expected_in_range(n, level, (band[1] + 1e-6, 101.0)),
+                "mape_pct": float(g.mape_pct.mean()),
+                "mape_min_pct": float(g.mape_pct.min()),
+                "mape_max_pct": float(g.mape_pct.max()),
+                "exact_floor_pct": float(g.exact_floor_pct.mean()),
+            }
+        )
     return pd.DataFrame(rows, columns=POOLED_COLUMNS)
 
 
-POOLED_COLUMNS = ["model", "target", "split", "sweeps", "n", "n_min", "n_max", "covered", "coverage_pct",
-                  "coverage_lo_pct", "coverage_hi_pct", "range_pct", "in_band", "sweeps_in_band", "sweeps_below",
-                  "sweeps_above", "sweeps_in_band_exact", "sweeps_below_exact", "sweeps_above_exact", "mape_pct",
-                  "mape_min_pct", "mape_max_pct", "exact_floor_pct"]
+POOLED_COLUMNS = [
+    "model",
+    "target",
+    "split",
+    "sweeps",
+    "n",
+    "n_min",
+    "n_max",
+    "covered",
+    "coverage_pct",
+    "coverage_lo_pct",
+    "coverage_hi_pct",
+    "range_pct",
+    "in_band",
+    "sweeps_in_band",
+    "sweeps_below",
+    "sweeps_above",
+    "sweeps_in_band_exact",
+    "sweeps_below_exact",
+    "sweeps_above_exact",
+    "mape_pct",
+    "mape_min_pct",
+    "mape_max_pct",
+    "exact_floor_pct",
+]
 
 
-def builds_meeting_band(table: pd.DataFrame, level: float = 0.9, band=BAND_PCT,
-                        model: str = "operator_roofline") -> pd.DataFrame:
+def builds_meeting_band(
+    table: pd.DataFrame, level: float = 0.9, band=BAND_PCT, model: str = "operator_roofline"
+) -> pd.DataFrame:
     """Per target: how many sweeps have every group's coverage within ``band`` at once (the splits and the
     off-grid runs, the pool of the splits left out), beside how many would with exact ``level`` intervals on
     groups of their sizes (groups taken as independent: they share runs, so a rough figure)."""
     from companion.energy.validation import chance_in_range, coverage_consistent
 
     rows = []
-    t = table[(table.model == model) & (table.split != "pooled") & (table.n - table.n_unbounded > 0)
-              & table.coverage_pct.notna()]  # a group with no bounded interval counts in neither figure
+    t = table[
+        (table.model == model)
+        & (table.split != "pooled")
+        & (table.n - table.n_unbounded > 0)
+        & table.coverage_pct.notna()
+    ]  # a group with no bounded interval counts in neither figure
     for target, g in t.groupby("target", sort=False):
         meets, expected = 0, 0.0
         for _, s in g.groupby("sweep"):
             meets += int(coverage_consistent(s.coverage_pct.to_numpy(float), *band).all())
             expected += chance_in_range((s.n - s.n_unbounded).astype(int), level, band) or 0.0
-        rows.append({"target": target, "sweeps": int(g.sweep.nunique()), "meeting": meets, "meeting_exact": expected})
+        rows.append(
+            {"target": target, "sweeps": int(g.sweep.nunique()), "meeting": meets, "meeting_exact": expected}
+        )
     return pd.DataFrame(rows, columns=["target", "sweeps", "meeting", "meeting_exact"])
 
 
@@ -347,5 +469,7 @@ def coverage_cells(t: pd.DataFrame, level: float = 0.9, band=BAND_PCT) -> str:
 
     n = (t.n - t.n_unbounded).astype(int)
     inside = int(coverage_consistent(t.coverage_pct, *band).sum())
-    return (f"coverage within {band[0]:.0f}-{band[1]:.0f} %: {inside} of {len(t)} cells; exact {level:.0%} "
-            f"intervals on groups of these sizes: {expected_in_range(n, level, band):.1f} expected")
+    return (
+        f"coverage within {band[0]:.0f}-{band[1]:.0f} %: {inside} of {len(t)} cells; exact {level:.0%} "
+        f"intervals on groups of these sizes: {expected_in_range(n, level, band):.1f} expected"
+    )

@@ -32,36 +32,66 @@ def run_row(rec: dict) -> dict:
     c, t, tok, e = rec["config"], rec["time"], rec["tokens"], rec["energy"]
     m, d, lay = c["model"], c["data"], c["layout"]
     lengths = d["lengths"]
-    tag = {"fixed": "fixed", "uniform": f"uniform>={lengths['min_len']}",
-           "histogram": "hist:" + ",".join(f"{int(n)}" for n, _ in lengths["bins"])}[lengths["kind"]]
+    tag = {
+        "fixed": "fixed",
+        "uniform": f"uniform>={lengths['min_len']}",
+        "histogram": "hist:" + ",".join(f"{int(n)}" for n, _ in lengths["bins"]),
+    }[lengths["kind"]]
     kernel, inferred = attention_kernel(rec)
     return {
-        "run_id": rec["run_id"], "profile": rec["profile"], "device": c["device"], "device_name": c["device_name"],
-        "precision": c["precision"], "mode": c["mode"], "tp": lay["tp"], "dp": lay["dp"],
-        "world_size": c["world_size"], "layers": m["layers"], "hidden": m["hidden"], "heads": m["heads"],
-        "ffn": m["ffn"] or 4 * m["hidden"], "vocab": m["vocab"], "max_positions": m["max_positions"],
-        "num_labels": m["num_labels"], "attn": m["attn"],
-        "attention_kernel": kernel, "attention_kernel_inferred": inferred, "dropout": m.get("dropout", 0.1),
-        "head_dim": m["hidden"] // m["heads"], "seq_len": d["seq_len"], "lengths": tag, "batch_size": d["batch_size"],
+        "run_id": rec["run_id"],
+        "profile": rec["profile"],
+        "device": c["device"],
+        "device_name": c["device_name"],
+        "precision": c["precision"],
+        "mode": c["mode"],
+        "tp": lay["tp"],
+        "dp": lay["dp"],
+        "world_size": c["world_size"],
+        "layers": m["layers"],
+        "hidden": m["hidden"],
+        "heads": m["heads"],
+        "ffn": m["ffn"] or 4 * m["hidden"],
+        "vocab": m["vocab"],
+        "max_positions": m["max_positions"],
+        "num_labels": m["num_labels"],
+        "attn": m["attn"],
+        "attention_kernel": kernel,
+        "attention_kernel_inferred": inferred,
+        "dropout": m.get("dropout", 0.1),
+        "head_dim": m["hidden"] // m["heads"],
+        "seq_len": d["seq_len"],
+        "lengths": tag,
+        "batch_size": d["batch_size"],
         "parameters": rec["model"]["parameters"],
-        "real_tokens": tok["real_per_step"], "padded_tokens": tok["padded_per_step"],
+        "real_tokens": tok["real_per_step"],
+        "padded_tokens": tok["padded_per_step"],
         "attention_pairs": tok.get("attention_pairs_per_step"),
-        "step_s": t["step_mean_s"], "step_ci95_rel": t["step_ci95_rel"], "steps_measured": t["steps_measured"],
+        "step_s": t["step_mean_s"],
+        "step_ci95_rel": t["step_ci95_rel"],
+        "steps_measured": t["steps_measured"],
         "target_rel_ci": t.get("target_rel_ci"),
         "converged": t["converged"],
-        "energy_per_step_j": e.get("per_step_mean_j"), "energy_ci95_rel": e.get("per_step_ci95_rel"),
-        "energy_measured": bool(e["measured"]), "energy_source": e["source"] if isinstance(e["source"], str)
-        else "+".join(e["source"]), "energy_scope": e["scope"],
-        "metered_units": len(e.get("per_unit_j") or {}) or None, "mean_power_w": e.get("mean_power_w"),
+        "energy_per_step_j": e.get("per_step_mean_j"),
+        "energy_ci95_rel": e.get("per_step_ci95_rel"),
+        "energy_measured": bool(e["measured"]),
+        "energy_source": e["source"] if isinstance(e["source"], str) else "+".join(e["source"]),
+        "energy_scope": e["scope"],
+        "metered_units": len(e.get("per_unit_j") or {}) or None,
+        "mean_power_w": e.get("mean_power_w"),
         **_carbon(e.get("per_step_mean_j"), c.get("country", "USA")),
-        "samples_per_s": tok["samples_per_s"], "peak_memory_bytes": rec["memory"]["peak_bytes_max_rank"],
-        "loss_first": rec["loss"]["first"], "loss_last": rec["loss"]["last"],
+        "samples_per_s": tok["samples_per_s"],
+        "peak_memory_bytes": rec["memory"]["peak_bytes_max_rank"],
+        "loss_first": rec["loss"]["first"],
+        "loss_last": rec["loss"]["last"],
         # replicates of one configuration share config_id (records before replicates: config_id = run_id)
-        "replicate": c.get("replicate", 0), "config_id": rec.get("config_id", rec["run_id"]),
+        "replicate": c.get("replicate", 0),
+        "config_id": rec.get("config_id", rec["run_id"]),
         "threads_per_rank": (rec.get("threads") or {}).get("per_rank"),
         "host_cpus": (rec.get("threads") or {}).get("host_cpus"),
         "oversubscribed": bool((rec.get("threads") or {}).get("oversubscribed", False)),
-        "data_source": d.get("source", "synthetic"), "checkpoint": m.get("checkpoint"),
+        "data_source": d.get("source", "synthetic"),
+        "checkpoint": m.get("checkpoint"),
         "ram_energy_share": _component_share(e, "ram"),
         # the machine, by its CPU model: results group by host (one device name, 'cpu', covers many machines)
         "host": host_slug(((rec.get("provenance") or {}).get("hardware") or {}).get("cpu")),
@@ -100,8 +130,10 @@ def runs_frame(records: list[dict]) -> pd.DataFrame:
         if failed:
             err = failed[0].get("error") or {}
             why = f" ({len(failed)} failed; e.g. {failed[0].get('run_id')}: {err.get('type')}: {err.get('message')})"
-        raise ConfigError(f"no finished runs to analyse among {len(records)} record(s){why}; run the sweep "
-                          "(companion sweep --profile <name>), fix what failed and re-run with --retry-failed")
+        raise ConfigError(
+            f"no finished runs to analyse among {len(records)} record(s){why}; run the sweep "
+            "(companion sweep --profile <name>), fix what failed and re-run with --retry-failed"
+        )
     return pd.DataFrame(rows).sort_values("run_id").reset_index(drop=True)
 
 
@@ -118,10 +150,21 @@ def proxies_frame(runs: pd.DataFrame, measured_roofs: dict | None = None) -> pd.
     records = []
     for _, row in out.iterrows():
         shape = proxies.StepShape(
-            layers=row.layers, hidden=row.hidden, heads=row.heads, ffn=row.ffn, vocab=row.vocab,
-            max_positions=row.max_positions, num_labels=row.num_labels, sequences=row.batch_size,
-            padded_tokens=row.padded_tokens, attention_pairs=row.attention_pairs, tp=row.tp, dp=row.dp,
-            precision=row.precision, fused_attention=row.attention_kernel == "fused")
+            layers=row.layers,
+            hidden=row.hidden,
+            heads=row.heads,
+            ffn=row.ffn,
+            vocab=row.vocab,
+            max_positions=row.max_positions,
+            num_labels=row.num_labels,
+            sequences=row.batch_size,
+            padded_tokens=row.padded_tokens,
+            attention_pairs=row.attention_pairs,
+            tp=row.tp,
+            dp=row.dp,
+            precision=row.precision,
+            fused_attention=row.attention_kernel == "fused",
+        )
         p = proxies.step_proxies(shape)
         if p.pop("parameters") != row.parameters:
             raise AssertionError(f"{row.run_id}: the proxies' parameter count disagrees with the model's")
@@ -157,5 +200,9 @@ def filter_counts(df: pd.DataFrame, left_out) -> dict:
     out = set(left_out)
     gone = df.run_id.isin(out) if "run_id" in df else pd.Series(False, index=df.index)
     par = df.world_size > 1 if "world_size" in df else pd.Series(False, index=df.index)
-    return {"runs": int(len(df)), "kept": int((~gone).sum()),
-            "parallel_runs": int(par.sum()), "parallel_kept": int((par & ~gone).sum())}
+    return {
+        "runs": int(len(df)),
+        "kept": int((~gone).sum()),
+        "parallel_runs": int(par.sum()),
+        "parallel_kept": int((par & ~gone).sum()),
+    }

@@ -21,9 +21,15 @@ SPLITS = {
     "leave_one_degree_out": "hold out every run of one parallel degree p > 1 (all modes)",
     "extrapolate_largest": "fit on runs below the 75th percentile of FLOPs/step, test on the rest",
 }
-SPLIT_WORDS = {"leave_one_size_out": "size held out", "leave_one_degree_out": "degree held out",
-               "leave_one_mode_out": "mode held out", "leave_one_head_dim_out": "head dim. held out",
-               "extrapolate_largest": "largest held out", "holdout": "off-grid runs", "test": "test set"}
+SPLIT_WORDS = {
+    "leave_one_size_out": "size held out",
+    "leave_one_degree_out": "degree held out",
+    "leave_one_mode_out": "mode held out",
+    "leave_one_head_dim_out": "head dim. held out",
+    "extrapolate_largest": "largest held out",
+    "holdout": "off-grid runs",
+    "test": "test set",
+}
 # groups of runs the sweep never fits, scored apart from its cross-validation splits and never pooled with them:
 # the off-grid validation set (design constants were chosen looking at it) and the test set (reporting only)
 OFF_GRID = ("holdout", "test")
@@ -39,15 +45,23 @@ def folds(df: pd.DataFrame, split: str) -> list[tuple[str, np.ndarray, np.ndarra
     idx = df.index.to_numpy()
     if split == "leave_one_size_out":
         keys = df.layers.astype(str) + "x" + df.hidden.astype(str)
-        return [(f"L{k.split('x')[0]}-h{k.split('x')[1]}", idx[keys != k], idx[keys == k]) for k in sorted(set(keys))]
+        return [
+            (f"L{k.split('x')[0]}-h{k.split('x')[1]}", idx[keys != k], idx[keys == k])
+            for k in sorted(set(keys))
+        ]
     if split == "leave_one_degree_out":
-        return [(f"p={p}", idx[df.world_size != p], idx[df.world_size == p])
-                for p in sorted(set(df.world_size)) if p > 1]
+        return [
+            (f"p={p}", idx[df.world_size != p], idx[df.world_size == p])
+            for p in sorted(set(df.world_size))
+            if p > 1
+        ]
     if split == "extrapolate_largest":
         cut = df.flops_per_step.quantile(0.75)
         return [(f"F>{cut:.3g}", idx[df.flops_per_step <= cut], idx[df.flops_per_step > cut])]
     if split == "leave_one_mode_out":
-        return [(m, idx[df["mode"] != m], idx[df["mode"] == m]) for m in sorted(set(df["mode"])) if m != "single"]
+        return [
+            (m, idx[df["mode"] != m], idx[df["mode"] == m]) for m in sorted(set(df["mode"])) if m != "single"
+        ]
     if split == "leave_one_head_dim_out":
         hd = df.hidden // df.heads
         usual = hd.mode().iloc[0]
@@ -69,8 +83,9 @@ def metrics(measured: np.ndarray, predicted: np.ndarray, lo: np.ndarray, hi: np.
     }
 
 
-def validate(df: pd.DataFrame, laws=None, splits=None, n_boot: int = 100, level: float = 0.9,
-             seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def validate(
+    df: pd.DataFrame, laws=None, splits=None, n_boot: int = 100, level: float = 0.9, seed: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(summary: one row per split x law, predictions: one row per held-out run x law).
 
     The splits default to those every model is scored on (``MODEL_SPLITS``), so a law's pooled MAPE here is
@@ -92,20 +107,41 @@ def validate(df: pd.DataFrame, laws=None, splits=None, n_boot: int = 100, level:
                 pred = fit.predict(Xte)
                 lo, hi = fit.interval(Xte, level, seed)
                 for r, p, a, b, modelled in zip(test.itertuples(), pred, lo, hi, Xte.eta_modelled):
-                    rows.append({"split": split, "fold": fold, "law": name, "run_id": r.run_id,
-                                 "mode": r.mode, "world_size": r.world_size, "layers": r.layers,
-                                 "hidden": r.hidden, "flops_per_step": r.flops_per_step,
-                                 "measured_j": r.energy_per_step_j, "predicted_j": p, "lo_j": a, "hi_j": b,
-                                 "eta_modelled": bool(modelled)})
+                    rows.append(
+                        {
+                            "split": split,
+                            "fold": fold,
+                            "law": name,
+                            "run_id": r.run_id,
+                            "mode": r.mode,
+                            "world_size": r.world_size,
+                            "layers": r.layers,
+                            "hidden": r.hidden,
+                            "flops_per_step": r.flops_per_step,
+                            "measured_j": r.energy_per_step_j,
+                            "predicted_j": p,
+                            "lo_j": a,
+                            "hi_j": b,
+                            "eta_modelled": bool(modelled),
+                        }
+                    )
     pred = pd.DataFrame(rows)
     pred["ape_pct"] = (pred.predicted_j - pred.measured_j).abs() / pred.measured_j * 100
     summary = []
     for (split, name), g in pred.groupby(["split", "law"], sort=False):
         law = LAWS[name]
-        summary.append({"split": split, "law": name, "label": law.label, "baseline": law.baseline,
-                        "uses_measured_time": law.uses_measured_time,
-                        **metrics(g.measured_j.to_numpy(), g.predicted_j.to_numpy(), g.lo_j.to_numpy(),
-                                  g.hi_j.to_numpy())})
+        summary.append(
+            {
+                "split": split,
+                "law": name,
+                "label": law.label,
+                "baseline": law.baseline,
+                "uses_measured_time": law.uses_measured_time,
+                **metrics(
+                    g.measured_j.to_numpy(), g.predicted_j.to_numpy(), g.lo_j.to_numpy(), g.hi_j.to_numpy()
+                ),
+            }
+        )
     return pd.DataFrame(summary), pred
 
 
@@ -119,11 +155,17 @@ def verdict(summary: pd.DataFrame, law: str = "roofline_power_law", target_mape:
     pre_run = [n for n in pooled.index if LAWS[n].baseline and not LAWS[n].uses_measured_time]
     best = min(pre_run, key=lambda n: pooled[n])
     mape = float(pooled[law])
-    return {"law": law, "splits": list(dict.fromkeys(summary.split)), "target_mape_pct": float(target_mape),
-            "mape_pct": mape, "best_baseline": best,
-            "best_baseline_mape_pct": float(pooled[best]),
-            "meets_target": mape <= target_mape, "beats_half_best_baseline": mape <= 0.5 * float(pooled[best]),
-            "pooled_mape_pct": {k: float(v) for k, v in pooled.items()}}
+    return {
+        "law": law,
+        "splits": list(dict.fromkeys(summary.split)),
+        "target_mape_pct": float(target_mape),
+        "mape_pct": mape,
+        "best_baseline": best,
+        "best_baseline_mape_pct": float(pooled[best]),
+        "meets_target": mape <= target_mape,
+        "beats_half_best_baseline": mape <= 0.5 * float(pooled[best]),
+        "pooled_mape_pct": {k: float(v) for k, v in pooled.items()},
+    }
 
 
 def explain(v: dict, df: pd.DataFrame) -> str:
@@ -131,46 +173,77 @@ def explain(v: dict, df: pd.DataFrame) -> str:
     best = LAWS[v["best_baseline"]].label
     splits = v.get("splits") or list(MODEL_SPLITS)
     names = ", ".join(SPLIT_WORDS.get(k, k) for k in splits)
-    head = (f"Pooled over this table's {len(splits)} splits ({names}), the paper's law reaches a held-out energy MAPE of "
-            f"{v['mape_pct']:.1f} %, and the best baseline that predicts before running ({best}) reaches "
-            f"{v['best_baseline_mape_pct']:.1f} %. The criteria the validation page sets for the paper's law, the bar "
-            f"of a law said to predict energy before the run (its parameter target_mape_pct): a MAPE of at most "
-            f"{v.get('target_mape_pct', 5.0):g} %, and at most half the best baseline's. The primary model is held "
-            "to its own verdict's criteria on the summary page (10 % pooled, 15 % in every split). ")
+    head = (
+        f"Pooled over this table's {len(splits)} splits ({names}), the paper's law reaches a held-out energy MAPE of "
+        f"{v['mape_pct']:.1f} %, and the best baseline that predicts before running ({best}) reaches "
+        f"{v['best_baseline_mape_pct']:.1f} %. The criteria the validation page sets for the paper's law, the bar "
+        f"of a law said to predict energy before the run (its parameter target_mape_pct): a MAPE of at most "
+        f"{v.get('target_mape_pct', 5.0):g} %, and at most half the best baseline's. The primary model is held "
+        "to its own verdict's criteria on the summary page (10 % pooled, 15 % in every split). "
+    )
     met = int(v["meets_target"]) + int(v["beats_half_best_baseline"])
     if met == 2:
         return head + "The law meets both on these runs."
     facts = []
     if energy_kind(df) == "estimated":
         after = v["pooled_mape_pct"].get("tdp_time")
-        facts.append("The energy here is estimated by a power model, not measured, and is close to a constant "
-                     "power times wall time" + (f" (a fitted power times each run's measured time has a held-out "
-                                                f"MAPE of {after:.1f} %)" if after is not None else "")
-                     + ": predicting it is predicting time.")
+        facts.append(
+            "The energy here is estimated by a power model, not measured, and is close to a constant "
+            "power times wall time"
+            + (
+                f" (a fitted power times each run's measured time has a held-out MAPE of {after:.1f} %)"
+                if after is not None
+                else ""
+            )
+            + ": predicting it is predicting time."
+        )
     mfu = df.mfu[df.world_size == 1]
     if len(mfu) and mfu.max() / max(mfu.min(), 1e-12) > 2:
-        facts.append(f"Time per FLOP is not a function of FLOPs and bytes alone on this device: single-process "
-                     f"model FLOP utilisation ranges from {mfu.min() * 100:.1f} % to {mfu.max() * 100:.1f} %, "
-                     f"while log FLOPs and log bytes are {np.corrcoef(np.log(df.flops_per_step), np.log(df.bytes_per_step))[0, 1]:.2f} correlated.")
+        facts.append(
+            f"Time per FLOP is not a function of FLOPs and bytes alone on this device: single-process "
+            f"model FLOP utilisation ranges from {mfu.min() * 100:.1f} % to {mfu.max() * 100:.1f} %, "
+            f"while log FLOPs and log bytes are {np.corrcoef(np.log(df.flops_per_step), np.log(df.bytes_per_step))[0, 1]:.2f} correlated."
+        )
     par = df[df.world_size > 1]
     if len(par) and par.eta.min() < 0.5:
         others = par.world_size.nunique() - 1
-        facts.append(f"Parallel runs lose most of their speed (measured η from {par.eta.min():.2f} to "
-                     f"{par.eta.max():.2f} over the runs fitted), so a held-out degree rests on extrapolating a USL "
-                     f"curve fitted on {others} other degree{'s' if others != 1 else ''}.")
+        facts.append(
+            f"Parallel runs lose most of their speed (measured η from {par.eta.min():.2f} to "
+            f"{par.eta.max():.2f} over the runs fitted), so a held-out degree rests on extrapolating a USL "
+            f"curve fitted on {others} other degree{'s' if others != 1 else ''}."
+        )
     if len(df) < 30:
         facts.append(f"There are only {len(df)} runs.")
-    return head + f"The paper's law meets {'neither' if met == 0 else 'only one'} on these runs. " + " ".join(facts)
+    return (
+        head
+        + f"The paper's law meets {'neither' if met == 0 else 'only one'} on these runs. "
+        + " ".join(facts)
+    )
 
 
 # ------------------------------------------------------------------------------ every model, one interface
 TARGETS = {"step_s": "time", "energy_per_step_j": "energy"}
-PRED_COLUMNS = ["split", "fold", "model", "target", "run_id", "size", "mode", "world_size", "measured", "predicted",
-                "lo", "hi", "ape_pct", "covered"]
+PRED_COLUMNS = [
+    "split",
+    "fold",
+    "model",
+    "target",
+    "run_id",
+    "size",
+    "mode",
+    "world_size",
+    "measured",
+    "predicted",
+    "lo",
+    "hi",
+    "ape_pct",
+    "covered",
+]
 
 
-def validate_models(df: pd.DataFrame, models: dict, splits=None, level: float = 0.9,
-                    min_train: int = 6) -> pd.DataFrame:
+def validate_models(
+    df: pd.DataFrame, models: dict, splits=None, level: float = 0.9, min_train: int = 6
+) -> pd.DataFrame:
     """One row per held-out run x model x target: measured, predicted and the ``level`` interval.
 
     Each fold fits every model (and, inside ``fit_model``, its interval residuals) on the training rows only.
@@ -188,13 +261,27 @@ def validate_models(df: pd.DataFrame, models: dict, splits=None, level: float = 
             for name, model in models.items():
                 pred = fit_model(model, train).predict(test, level)
                 for target, what in TARGETS.items():
-                    for r, p, lo, hi in zip(test.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]):
+                    for r, p, lo, hi in zip(
+                        test.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]
+                    ):
                         if not np.isfinite(p):
                             continue
-                        rows.append({"split": split, "fold": fold, "model": name, "target": what, "run_id": r.run_id,
-                                     "size": f"L{r.layers}-h{r.hidden}-a{r.heads}", "mode": r.mode,
-                                     "world_size": r.world_size, "measured": getattr(r, target), "predicted": p,
-                                     "lo": lo, "hi": hi})
+                        rows.append(
+                            {
+                                "split": split,
+                                "fold": fold,
+                                "model": name,
+                                "target": what,
+                                "run_id": r.run_id,
+                                "size": f"L{r.layers}-h{r.hidden}-a{r.heads}",
+                                "mode": r.mode,
+                                "world_size": r.world_size,
+                                "measured": getattr(r, target),
+                                "predicted": p,
+                                "lo": lo,
+                                "hi": hi,
+                            }
+                        )
     return _scored(rows)
 
 
@@ -216,7 +303,9 @@ def _scored(rows: list[dict]) -> pd.DataFrame:
 MIN_BOOTSTRAP_GROUPS = 4  # fewer model sizes give no interval: resampling two or three says nothing
 
 
-def group_bootstrap_mape(g: pd.DataFrame, n_boot: int = 500, seed: int = 0, level: float = 0.9) -> tuple[float, float]:
+def group_bootstrap_mape(
+    g: pd.DataFrame, n_boot: int = 500, seed: int = 0, level: float = 0.9
+) -> tuple[float, float]:
     """Interval of the MAPE when whole model sizes (not single runs) are resampled; NaN with fewer than
     ``MIN_BOOTSTRAP_GROUPS`` sizes (the parallel runs of a grid often come from two, whose resampling gives an
     interval that looks precise and is not)."""
@@ -224,7 +313,10 @@ def group_bootstrap_mape(g: pd.DataFrame, n_boot: int = 500, seed: int = 0, leve
     groups = [x.ape_pct.to_numpy() for _, x in g.groupby("size")]
     if len(groups) < MIN_BOOTSTRAP_GROUPS:
         return float("nan"), float("nan")
-    stats = [np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))]).mean() for _ in range(n_boot)]
+    stats = [
+        np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))]).mean()
+        for _ in range(n_boot)
+    ]
     a = (1 - level) / 2
     return float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))
 
@@ -267,11 +359,22 @@ def _chance_one_in_range(n: int, level: float, coverage) -> float:
     return float(binom.pmf(k[inside], n, level).sum())
 
 
-OVERHEAD_BANDS = (0.0, 0.1, 0.25, 0.5, 1.0)  # shares of the predicted step outside compute (opmodel.overhead_share)
+OVERHEAD_BANDS = (
+    0.0,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+)  # shares of the predicted step outside compute (opmodel.overhead_share)
 
 
-def coverage_by_overhead(pred: pd.DataFrame, share_by_run: dict, model: str = "operator_roofline",
-                         level: float = 0.9, bands=OVERHEAD_BANDS) -> pd.DataFrame:
+def coverage_by_overhead(
+    pred: pd.DataFrame,
+    share_by_run: dict,
+    model: str = "operator_roofline",
+    level: float = 0.9,
+    bands=OVERHEAD_BANDS,
+) -> pd.DataFrame:
     """Coverage of ``model``'s held-out intervals (``validate_models`` rows, every split and the off-grid runs)
     by the share of each run's predicted step in fixed costs, layout overheads and collectives (``share_by_run``:
     {run_id: share}, from one fit on every run, so that a run sits in one band whatever split held it out): one
@@ -292,9 +395,16 @@ def coverage_by_overhead(pred: pd.DataFrame, share_by_run: dict, model: str = "o
         for band in labels:
             g = p[(p.target == target) & (p.band == band)]
             lo, hi = coverage_range_pct(len(g), level)
-            rows.append({"target": target, "overhead_share": band, "n": len(g),
-                         "coverage_pct": float(g.covered.astype(bool).mean() * 100) if len(g) else float("nan"),
-                         "range_lo_pct": lo, "range_hi_pct": hi})
+            rows.append(
+                {
+                    "target": target,
+                    "overhead_share": band,
+                    "n": len(g),
+                    "coverage_pct": float(g.covered.astype(bool).mean() * 100) if len(g) else float("nan"),
+                    "range_lo_pct": lo,
+                    "range_hi_pct": hi,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -304,8 +414,13 @@ def coverage_consistent(coverage_pct, lo_pct, hi_pct):
     return (coverage_pct >= lo_pct - 1e-9) & (coverage_pct <= hi_pct + 1e-9)
 
 
-def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: float = 0.9,
-          split_noise: dict | None = None) -> pd.DataFrame:
+def score(
+    pred: pd.DataFrame,
+    noise: dict | None = None,
+    by=("split",),
+    level: float = 0.9,
+    split_noise: dict | None = None,
+) -> pd.DataFrame:
     """MAPE (with a group-bootstrap interval), coverage and the replicate noise floor per model x target x group.
 
     ``by=()`` pools every split. ``noise`` is ``companion.energy.noise.replicate_noise``'s output (or None);
@@ -319,9 +434,25 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: f
     out = []
     keys = [*by, "model", "target"]
     if pred.empty:
-        return pd.DataFrame(columns=[*keys, "n", "mape_pct", "mape_lo_pct", "mape_hi_pct", "median_ape_pct",
-                                     "max_ape_pct", "coverage_pct", "n_unbounded", "coverage_lo_pct", "coverage_hi_pct",
-                                     "noise_floor_pct", "runs_floor_pct", "runs_floor_n", "exact_floor_pct"])
+        return pd.DataFrame(
+            columns=[
+                *keys,
+                "n",
+                "mape_pct",
+                "mape_lo_pct",
+                "mape_hi_pct",
+                "median_ape_pct",
+                "max_ape_pct",
+                "coverage_pct",
+                "n_unbounded",
+                "coverage_lo_pct",
+                "coverage_hi_pct",
+                "noise_floor_pct",
+                "runs_floor_pct",
+                "runs_floor_n",
+                "exact_floor_pct",
+            ]
+        )
     for key, g in pred.groupby(keys, sort=False):
         lo, hi = group_bootstrap_mape(g)
         own = (split_noise or {}).get(dict(zip(keys, key)).get("split"))
@@ -329,20 +460,40 @@ def score(pred: pd.DataFrame, noise: dict | None = None, by=("split",), level: f
         floor = _noise_floor(replicates, g.target.iloc[0])
         runs_floor, runs_n = runs_noise_floor(replicates, g.target.iloc[0], g.run_id if "run_id" in g else ())
         bounded = g.covered.notna()
-        out.append({**dict(zip(keys, key)), "n": len(g), "mape_pct": float(g.ape_pct.mean()), "mape_lo_pct": lo,
-                    "mape_hi_pct": hi, "median_ape_pct": float(g.ape_pct.median()),
-                    "max_ape_pct": float(g.ape_pct.max()),
-                    "coverage_pct": float(g.covered[bounded].astype(bool).mean() * 100) if bounded.any() else float("nan"),
-                    "n_unbounded": int((~bounded).sum()),
-                    **dict(zip(("coverage_lo_pct", "coverage_hi_pct"), coverage_range_pct(int(bounded.sum()), level))),
-                    "noise_floor_pct": floor, "runs_floor_pct": runs_floor, "runs_floor_n": runs_n,
-                    "exact_floor_pct": runs_exact_floor(replicates, g.target.iloc[0],
-                                                        g.run_id if "run_id" in g else ())})
+        out.append(
+            {
+                **dict(zip(keys, key)),
+                "n": len(g),
+                "mape_pct": float(g.ape_pct.mean()),
+                "mape_lo_pct": lo,
+                "mape_hi_pct": hi,
+                "median_ape_pct": float(g.ape_pct.median()),
+                "max_ape_pct": float(g.ape_pct.max()),
+                "coverage_pct": float(g.covered[bounded].astype(bool).mean() * 100)
+                if bounded.any()
+                else float("nan"),
+                "n_unbounded": int((~bounded).sum()),
+                **dict(
+                    zip(("coverage_lo_pct", "coverage_hi_pct"), coverage_range_pct(int(bounded.sum()), level))
+                ),
+                "noise_floor_pct": floor,
+                "runs_floor_pct": runs_floor,
+                "runs_floor_n": runs_n,
+                "exact_floor_pct": runs_exact_floor(
+                    replicates, g.target.iloc[0], g.run_id if "run_id" in g else ()
+                ),
+            }
+        )
     return pd.DataFrame(out)
 
 
-def score_splits(pred: pd.DataFrame, noise: dict | None, holdout_noise: dict | None = None,
-                 level: float = 0.9, test_noise: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def score_splits(
+    pred: pd.DataFrame,
+    noise: dict | None,
+    holdout_noise: dict | None = None,
+    level: float = 0.9,
+    test_noise: dict | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The validation page's two score tables: per split, the off-grid holdout against its own replicates'
     floor (``holdout_noise``; the test set's, ``test_noise``, where it has replicates); and pooled over the splits
     of the sweep's own runs (the off-grid groups, ``OFF_GRID``, apart)."""
@@ -367,8 +518,11 @@ def _scored_deviations(noise: dict | None, target: str, run_ids) -> list[tuple[d
     """(noise.json's per-run entry, its relative deviation from its configuration's mean) of each of ``run_ids``
     measured more than once, once per run."""
     ids, key = set(run_ids), f"{target}_per_step_rel_dev"
-    return [(r, float(r[key])) for r in (noise or {}).get("runs") or []
-            if r.get("run_id") in ids and isinstance(r.get(key), (int, float)) and np.isfinite(r[key])]
+    return [
+        (r, float(r[key]))
+        for r in (noise or {}).get("runs") or []
+        if r.get("run_id") in ids and isinstance(r.get(key), (int, float)) and np.isfinite(r[key])
+    ]
 
 
 def _noise_floor(noise: dict | None, target: str):
@@ -385,16 +539,22 @@ def runs_exact_floor(noise: dict | None, target: str, run_ids) -> float | None:
     over the configurations whose every replicate is among them; None where fewer configurations are."""
     from companion.energy.noise import exact_model_floor
 
-    rows = [{"config_id": r["config_id"], "replicate": r["replicate"], "value": 1.0 + dev}
-            for r, dev in _scored_deviations(noise, target, run_ids) if "config_id" in r and "replicate" in r]
+    rows = [
+        {"config_id": r["config_id"], "replicate": r["replicate"], "value": 1.0 + dev}
+        for r, dev in _scored_deviations(noise, target, run_ids)
+        if "config_id" in r and "replicate" in r
+    ]
     if not rows:
         return None
-    out = exact_model_floor(pd.DataFrame(rows), "value")  # a run's distance from its configuration's mean is enough
+    out = exact_model_floor(
+        pd.DataFrame(rows), "value"
+    )  # a run's distance from its configuration's mean is enough
     return None if out is None else 100 * out["mape"]
 
 
-def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, level: float = 0.9,
-                  split: str = "holdout") -> pd.DataFrame:
+def score_holdout(
+    train: pd.DataFrame, holdout: pd.DataFrame, models: dict, level: float = 0.9, split: str = "holdout"
+) -> pd.DataFrame:
     """Fit every model on ``train`` (e.g. the cpu sweep) and predict the off-grid ``holdout`` runs, which are
     read only to score: the same rows as ``validate_models`` with split ``split`` ('holdout', the validation set,
     or 'test', the test set)."""
@@ -406,12 +566,26 @@ def score_holdout(train: pd.DataFrame, holdout: pd.DataFrame, models: dict, leve
     for name, model in models.items():
         pred = fit_model(model, train).predict(holdout, level)
         for target, what in TARGETS.items():
-            for r, p, lo, hi in zip(holdout.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]):
+            for r, p, lo, hi in zip(
+                holdout.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]
+            ):
                 if np.isfinite(p):
-                    rows.append({"split": split, "fold": "off-grid", "model": name, "target": what,
-                                 "run_id": r.run_id, "size": f"L{r.layers}-h{r.hidden}-a{r.heads}", "mode": r.mode,
-                                 "world_size": r.world_size, "measured": getattr(r, target), "predicted": p,
-                                 "lo": lo, "hi": hi})
+                    rows.append(
+                        {
+                            "split": split,
+                            "fold": "off-grid",
+                            "model": name,
+                            "target": what,
+                            "run_id": r.run_id,
+                            "size": f"L{r.layers}-h{r.hidden}-a{r.heads}",
+                            "mode": r.mode,
+                            "world_size": r.world_size,
+                            "measured": getattr(r, target),
+                            "predicted": p,
+                            "lo": lo,
+                            "hi": hi,
+                        }
+                    )
     return _scored(rows)
 
 
@@ -431,30 +605,45 @@ def headline_figures(by_split: pd.DataFrame, pooled: pd.DataFrame, model: str = 
             g = s[s.split == name]
             return float(g.mape_pct.iloc[0]) if len(g) else None
 
-        out[target] = {"pooled_mape_pct": float(p.mape_pct.iloc[0]), "pooled_coverage_pct": float(p.coverage_pct.iloc[0]),
-                       "worst_split": None if worst is None else worst.split,
-                       "worst_split_mape_pct": None if worst is None else float(worst.mape_pct),
-                       "worst_split_coverage_pct": None if worst is None else float(worst.coverage_pct),
-                       "holdout_mape_pct": group("holdout"), "test_mape_pct": group("test")}
+        out[target] = {
+            "pooled_mape_pct": float(p.mape_pct.iloc[0]),
+            "pooled_coverage_pct": float(p.coverage_pct.iloc[0]),
+            "worst_split": None if worst is None else worst.split,
+            "worst_split_mape_pct": None if worst is None else float(worst.mape_pct),
+            "worst_split_coverage_pct": None if worst is None else float(worst.coverage_pct),
+            "holdout_mape_pct": group("holdout"),
+            "test_mape_pct": group("test"),
+        }
     return out
 
 
-def filter_sensitivity(runs: pd.DataFrame, off_grid: dict, model_name: str, model, level: float = 0.9) -> dict:
+def filter_sensitivity(
+    runs: pd.DataFrame, off_grid: dict, model_name: str, model, level: float = 0.9
+) -> dict:
     """The headline figures of one model (``headline_figures``) scored on every run, the step-time filter
     switched off: ``runs`` the sweep's runs and ``off_grid`` {split: runs} the off-grid groups, all unfiltered."""
     pred = validate_models(runs, {model_name: model}, level=level)
     for split, frame in off_grid.items():
         if len(frame):
-            pred = pd.concat([pred, score_holdout(runs, frame, {model_name: model}, level, split=split)],
-                             ignore_index=True)
+            pred = pd.concat(
+                [pred, score_holdout(runs, frame, {model_name: model}, level, split=split)], ignore_index=True
+            )
     by_split, pooled = score_splits(pred, None, None, level)
     return headline_figures(by_split, pooled, model_name)
 
 
-def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "operator_roofline",
-                  target_pct: float = 10.0, split_pct: float = 15.0, coverage=(85.0, 95.0),
-                  stretch: float = 1.5, level: float = 0.9, calibrated_ratio: float = 0.7,
-                  calibrated: str = "calibrated_tier") -> dict:
+def model_verdict(
+    pooled: pd.DataFrame,
+    by_split: pd.DataFrame,
+    model: str = "operator_roofline",
+    target_pct: float = 10.0,
+    split_pct: float = 15.0,
+    coverage=(85.0, 95.0),
+    stretch: float = 1.5,
+    level: float = 0.9,
+    calibrated_ratio: float = 0.7,
+    calibrated: str = "calibrated_tier",
+) -> dict:
     """The primary model's criteria for one model, from ``score`` tables (pooled: by=(); by_split: by=('split',)).
 
     Held-out pooled MAPE <= target for time and energy, every split <= split_pct, at most half the best
@@ -482,48 +671,68 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
         test = float(tested.mape_pct.iloc[0]) if len(tested) else None
         held_floor = held.noise_floor_pct.iloc[0] if len(held) else None
         # the stretch: every MAPE (pooled, each split, off-grid) within stretch x the floor of the runs it scores
-        scored = pd.concat([s, pooled[(pooled.model == model) & (pooled.target == target)].assign(split="pooled")])
+        scored = pd.concat(
+            [s, pooled[(pooled.model == model) & (pooled.target == target)].assign(split="pooled")]
+        )
         ratio = _ratios(scored, "runs_floor_pct")
         # beside it, no criterion: each MAPE over the error of an exact model, estimated from the sweep's passes
         exact = _ratios(scored, "exact_floor_pct")
-        cal = by_split[(by_split.model == calibrated) & (by_split.target == target)].set_index("split").mape_pct
+        cal = (
+            by_split[(by_split.model == calibrated) & (by_split.target == target)].set_index("split").mape_pct
+        )
         cal_pooled = float(p.loc[calibrated, "mape_pct"]) if calibrated in p.index else None
         out["targets"][target] = {
             "calibrated_tier_mape_pct": cal_pooled,
             "over_calibrated_tier": None if not cal_pooled else mape / cal_pooled,
-            "over_calibrated_tier_by_split": {k: (float(m) / float(cal[k]) if k in cal.index and cal[k] > 0 else None)
-                                              for k, m in zip(s.split, s.mape_pct)},
+            "over_calibrated_tier_by_split": {
+                k: (float(m) / float(cal[k]) if k in cal.index and cal[k] > 0 else None)
+                for k, m in zip(s.split, s.mape_pct)
+            },
             "beats_calibrated_tier": None if not cal_pooled else mape <= calibrated_ratio * cal_pooled,
-            "pooled_mape_pct": mape, "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],
+            "pooled_mape_pct": mape,
+            "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],
             "worst_split_mape_pct": None if cv.empty else float(cv.mape_pct.max()),
-            "best_baseline": best, "best_baseline_mape_pct": None if best is None else float(p.loc[best, "mape_pct"]),
+            "best_baseline": best,
+            "best_baseline_mape_pct": None if best is None else float(p.loc[best, "mape_pct"]),
             "holdout_mape_pct": holdout,
-            "holdout_noise_floor_pct": None if held_floor is None or pd.isna(held_floor) else float(held_floor),
+            "holdout_noise_floor_pct": None
+            if held_floor is None or pd.isna(held_floor)
+            else float(held_floor),
             "meets_holdout": None if holdout is None else holdout <= target_pct,
             # the test set: scored for reporting, never looked at to choose anything
-            "test_mape_pct": test, "test_runs": int(tested.n.iloc[0]) if len(tested) else 0,
+            "test_mape_pct": test,
+            "test_runs": int(tested.n.iloc[0]) if len(tested) else 0,
             "meets_test": None if test is None else test <= target_pct,
             "test_coverage_pct": float(tested.coverage_pct.iloc[0]) if len(tested) else None,
-            "test_over_calibrated_tier": (None if test is None or "test" not in cal.index or not cal["test"] > 0
-                                          else test / float(cal["test"])),
+            "test_over_calibrated_tier": (
+                None
+                if test is None or "test" not in cal.index or not cal["test"] > 0
+                else test / float(cal["test"])
+            ),
             "coverage_pct_by_split": dict(zip(s.split, s.coverage_pct.astype(float))),
             "meets_pooled": mape <= target_pct,
             "meets_every_split": bool((cv.mape_pct <= split_pct).all()),
             "beats_half_best_baseline": best is not None and mape <= 0.5 * float(p.loc[best, "mape_pct"]),
             "unbounded_intervals": int(s.n_unbounded.sum()),
             # an unbounded interval is not an interval that holds: any one fails both coverage criteria
-            "coverage_in_range": bool(((s.coverage_pct >= coverage[0]) & (s.coverage_pct <= coverage[1])).all()
-                                      and (s.n_unbounded == 0).all()),
+            "coverage_in_range": bool(
+                ((s.coverage_pct >= coverage[0]) & (s.coverage_pct <= coverage[1])).all()
+                and (s.n_unbounded == 0).all()
+            ),
             # the same question asked of the sample size: is each split's coverage one that exact intervals show?
-            "coverage_consistent": bool(coverage_consistent(s.coverage_pct, s.coverage_lo_pct, s.coverage_hi_pct).all()
-                                        and (s.n_unbounded == 0).all()),
+            "coverage_consistent": bool(
+                coverage_consistent(s.coverage_pct, s.coverage_lo_pct, s.coverage_hi_pct).all()
+                and (s.n_unbounded == 0).all()
+            ),
             # how often exact intervals would meet the coverage criterion on splits of these sizes (no criterion)
             "coverage_in_range_chance": chance_in_range(s.n - s.n_unbounded, level, coverage),
-            "coverage_range_pct_by_split": {k: [float(a), float(b)]
-                                            for k, a, b in zip(s.split, s.coverage_lo_pct, s.coverage_hi_pct)},
+            "coverage_range_pct_by_split": {
+                k: [float(a), float(b)] for k, a, b in zip(s.split, s.coverage_lo_pct, s.coverage_hi_pct)
+            },
             "floor_ratio_by_split": ratio,
             "exact_floor_ratio_by_split": exact,
-            "meets_stretch": None if any(r is None for r in ratio.values()) or not ratio
+            "meets_stretch": None
+            if any(r is None for r in ratio.values()) or not ratio
             else all(r <= stretch for r in ratio.values()),
         }
     return out
@@ -532,13 +741,19 @@ def model_verdict(pooled: pd.DataFrame, by_split: pd.DataFrame, model: str = "op
 def _ratios(scored: pd.DataFrame, floor: str) -> dict:
     """{split: its MAPE over its ``floor`` column}, None where the floor is missing or zero."""
     floors = scored[floor] if floor in scored else [None] * len(scored)
-    return {k: (float(m) / float(f) if pd.notna(f) and f > 0 else None)
-            for k, m, f in zip(scored.split, scored.mape_pct, floors)}
+    return {
+        k: (float(m) / float(f) if pd.notna(f) and f > 0 else None)
+        for k, m, f in zip(scored.split, scored.mape_pct, floors)
+    }
 
 
-CRITERIA_WORDS = {"meets_pooled": "pooled", "meets_every_split": "every split",
-                  "beats_half_best_baseline": "half the best baseline", "coverage_in_range": "coverage",
-                  "meets_holdout": "off-grid"}
+CRITERIA_WORDS = {
+    "meets_pooled": "pooled",
+    "meets_every_split": "every split",
+    "beats_half_best_baseline": "half the best baseline",
+    "coverage_in_range": "coverage",
+    "meets_holdout": "off-grid",
+}
 
 
 def describe_verdict(v: dict) -> str:
@@ -555,18 +770,30 @@ def describe_verdict(v: dict) -> str:
             f"({SPLIT_WORDS.get(worst, worst)}) {t['worst_split_mape_pct'] or float('nan'):.1f} % (target 15 %), "
             f"best pre-run baseline ({LAWS[best].label if best in LAWS else best}) "
             f"{t['best_baseline_mape_pct'] or float('nan'):.1f} %"
-            + (f", off-grid holdout {t['holdout_mape_pct']:.1f} %" if t["holdout_mape_pct"] is not None else "")
-            + (f" (its replicate floor {t['holdout_noise_floor_pct']:.1f} %)"
-               if t["holdout_mape_pct"] is not None and t.get("holdout_noise_floor_pct") is not None else "")
+            + (
+                f", off-grid holdout {t['holdout_mape_pct']:.1f} %"
+                if t["holdout_mape_pct"] is not None
+                else ""
+            )
+            + (
+                f" (its replicate floor {t['holdout_noise_floor_pct']:.1f} %)"
+                if t["holdout_mape_pct"] is not None and t.get("holdout_noise_floor_pct") is not None
+                else ""
+            )
             + f"; {len(ok)} of {len(keys)} criteria met ({', '.join(ok) or 'none'})"
-            + (f", not met: {', '.join(missed)}" if missed else ""))
+            + (f", not met: {', '.join(missed)}" if missed else "")
+        )
     if not parts:
         return f"The {v['model'].replace('_', ' ')}: too few runs in this build to hold out whole groups."
     return f"The {v['model'].replace('_', ' ')}: " + "; ".join(parts) + "."
 
 
-def signed_errors(pred: pd.DataFrame, model: str = "operator_roofline", split: str = "leave_one_degree_out",
-                  by=("world_size", "mode")) -> pd.DataFrame:
+def signed_errors(
+    pred: pd.DataFrame,
+    model: str = "operator_roofline",
+    split: str = "leave_one_degree_out",
+    by=("world_size", "mode"),
+) -> pd.DataFrame:
     """The mean signed error of ``model``'s held-out predictions in ``split``, per group of ``by`` and target:
     (predicted / measured - 1) in %, positive where the model over-predicts. MAPE says how far a split's
     predictions are off; this says whether they are off one way, which an interval from exchangeable errors
@@ -576,4 +803,8 @@ def signed_errors(pred: pd.DataFrame, model: str = "operator_roofline", split: s
     if g.empty:
         return pd.DataFrame(columns=[*keys, "n", "mean_error_pct"])
     g = g.assign(error_pct=(g.predicted / g.measured - 1) * 100)
-    return g.groupby(keys, sort=True).agg(n=("error_pct", "size"), mean_error_pct=("error_pct", "mean")).reset_index()
+    return (
+        g.groupby(keys, sort=True)
+        .agg(n=("error_pct", "size"), mean_error_pct=("error_pct", "mean"))
+        .reset_index()
+    )

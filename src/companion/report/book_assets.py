@@ -25,16 +25,23 @@ def write_vega_bundle(dest: Path) -> Path:
     import vl_convert as vlc
 
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text("/* vega + vega-lite + vega-embed, bundled by vl-convert-python */\n(function(){\n"
-                    + vlc.javascript_bundle() + "\n})();\n")
+    dest.write_text(
+        "/* vega + vega-lite + vega-embed, bundled by vl-convert-python */\n(function(){\n"
+        + vlc.javascript_bundle()
+        + "\n})();\n"
+    )
     return dest
 
 
 def write_mathjax(dest: Path) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        out = subprocess.run(["npm", "pack", f"mathjax@{MATHJAX_VERSION}", "--pack-destination", tmp, "--silent"],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            ["npm", "pack", f"mathjax@{MATHJAX_VERSION}", "--pack-destination", tmp, "--silent"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         tgz = Path(tmp) / out.stdout.strip().splitlines()[-1]
         with tarfile.open(tgz) as tar:
             member = tar.extractfile("package/es5/tex-svg-full.js")

@@ -43,12 +43,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 WIDTH_PX = 1400  # a desktop reader's window
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--hide-scrollbars", "--remote-debugging-pipe"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--hide-scrollbars",
+    "--remote-debugging-pipe",
+]
 VIRTUAL_TIME_MS = 20_000  # what a page gets to load, draw its charts and typeset its math (virtual time)
 PAGE_TIMEOUT_S = 120.0  # real time for that budget to run out
-REMOTE_ASSET = re.compile(r'<(?:script|link|img|iframe|source)\b[^>]*\b(?:src|href)="(?:https?:)?//[^"]+"', re.I)
+REMOTE_ASSET = re.compile(
+    r'<(?:script|link|img|iframe|source)\b[^>]*\b(?:src|href)="(?:https?:)?//[^"]+"', re.I
+)
 ERROR_WORDS = ("uncaught", "error", "failed to load", "net::err", "chart unavailable", "refused")
 
 # What an output must never show. Absolute paths: a slash-rooted path of two or more parts that is not part
@@ -57,10 +69,12 @@ ABS_PATH = re.compile(r"(?<![\w.:/~<>-])/(?:[\w.@+-]+/)+[\w.@+-]+|\b[A-Za-z]:\\[
 # Anywhere on a page (prose included): paths into a checkout, a home, a temporary folder or an environment.
 LEAK_PATH = re.compile(r"/(?:home|Users|root|tmp|work|var/folders|private)/[\w.-]+|site-packages|\.venv/")
 PROGRESS = re.compile(r"\d{1,3}%\|.*?\||[█▉▊▋▌▍▎▏]{2,}|\d+/\d+ \[\d+:\d+<|\d+(?:\.\d+)?\s?it/s\]")
-OUTPUT_RULES = (("Traceback", re.compile(r"Traceback")),
-                ("Warning", re.compile(r"Warning\b")),
-                ("progress bar", PROGRESS),
-                ("absolute path", ABS_PATH))
+OUTPUT_RULES = (
+    ("Traceback", re.compile(r"Traceback")),
+    ("Warning", re.compile(r"Warning\b")),
+    ("progress bar", PROGRESS),
+    ("absolute path", ABS_PATH),
+)
 
 # Evaluated in the page once its virtual time ran out: measures layout, inspects every chart, collects output
 # text, and says what drew (chart SVGs, typeset math); a JSON string.
@@ -215,13 +229,18 @@ def output_leaks(outputs: list[dict], page_text: str) -> list[str]:
 
 def legendless(charts: list[dict]) -> list[str]:
     """Charts that draw two or more colours and have no legend, or whose legends do not key every colour."""
-    return [c.get("title") or c.get("id", "?") for c in charts
-            if c.get("colours", 0) >= 2 and (not c.get("legend") or c.get("unkeyed", 0) > 0)]
+    return [
+        c.get("title") or c.get("id", "?")
+        for c in charts
+        if c.get("colours", 0) >= 2 and (not c.get("legend") or c.get("unkeyed", 0) > 0)
+    ]
 
 
 def shared_colours(charts: list[dict]) -> list[str]:
     """'title: a / b' for every legend colour that keys two or more entries of one chart's legend."""
-    return [f"{c.get('title') or c.get('id', '?')}: {names}" for c in charts for names in c.get("shared") or []]
+    return [
+        f"{c.get('title') or c.get('id', '?')}: {names}" for c in charts for names in c.get("shared") or []
+    ]
 
 
 class BrowserError(RuntimeError):
@@ -284,9 +303,15 @@ class Browser:
             os.dup2(a, 3)
             os.dup2(b, 4)
 
-        self._proc = subprocess.Popen([self.exe, *FLAGS, f"--user-data-dir={self._profile.name}", "about:blank"],
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                      pass_fds=(3, 4), preexec_fn=pipes_at_3_and_4, start_new_session=True)
+        self._proc = subprocess.Popen(
+            [self.exe, *FLAGS, f"--user-data-dir={self._profile.name}", "about:blank"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            pass_fds=(3, 4),
+            preexec_fn=pipes_at_3_and_4,
+            start_new_session=True,
+        )
         os.close(to_browser)
         os.close(from_browser)
         self._writer = os.fdopen(to_browser_w, "wb")  # flush() writes a long message whole
@@ -296,7 +321,9 @@ class Browser:
         self.events: queue.Queue = queue.Queue()
         self._stderr: deque[str] = deque(maxlen=20)
         # each reader holds its own browser's descriptor and queues: a restart never mixes two browsers
-        threading.Thread(target=_read_messages, args=(self._out, self._replies, self.events), daemon=True).start()
+        threading.Thread(
+            target=_read_messages, args=(self._out, self._replies, self.events), daemon=True
+        ).start()
         threading.Thread(target=_read_lines, args=(self._proc.stderr, self._stderr), daemon=True).start()
 
     def close(self) -> None:
@@ -325,10 +352,12 @@ class Browser:
         code = self._proc.poll() if self._proc else None
         tail = " | ".join(x for x in self._stderr if x.strip())[-300:]
         return f"Chromium {'exited with code ' + str(code) if code is not None else 'did not answer'}" + (
-            f" ({tail})" if tail else "")
+            f" ({tail})" if tail else ""
+        )
 
-    def send(self, method: str, params: dict | None = None, session: str | None = None,
-             timeout: float = 60.0) -> dict:
+    def send(
+        self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 60.0
+    ) -> dict:
         if self._proc is None:
             self.start()
         with self._lock:
@@ -366,8 +395,11 @@ class Browser:
             tab.resize(height_px)
             self.send("Emulation.setVirtualTimePolicy", {"policy": "pause"}, session=session)
             self.send("Page.navigate", {"url": Path(html).resolve().as_uri()}, session=session)
-            self.send("Emulation.setVirtualTimePolicy",
-                      {"policy": "pauseIfNetworkFetchesPending", "budget": VIRTUAL_TIME_MS}, session=session)
+            self.send(
+                "Emulation.setVirtualTimePolicy",
+                {"policy": "pauseIfNetworkFetchesPending", "budget": VIRTUAL_TIME_MS},
+                session=session,
+            )
             tab.wait_for_budget(self.page_timeout_s)
         except BaseException:
             tab.close()
@@ -388,8 +420,10 @@ class Tab:
             try:
                 event = self.browser.events.get(timeout=max(deadline - time.monotonic(), 0.01))
             except queue.Empty:
-                raise PageTimeout(f"the page did not finish within {timeout_s:.0f} s of real time "
-                                  "(a script that never ends?)") from None
+                raise PageTimeout(
+                    f"the page did not finish within {timeout_s:.0f} s of real time "
+                    "(a script that never ends?)"
+                ) from None
             if event is None:
                 raise BrowserError(self.browser._why())
             if event.get("sessionId") != self.session:
@@ -398,24 +432,31 @@ class Tab:
             if method == "Emulation.virtualTimeBudgetExpired":
                 return
             if method == "Runtime.consoleAPICalled":
-                self.console.append(" ".join(str(a.get("value", a.get("description", ""))) for a in params["args"]))
+                self.console.append(
+                    " ".join(str(a.get("value", a.get("description", ""))) for a in params["args"])
+                )
             elif method == "Runtime.exceptionThrown":
                 details = params["exceptionDetails"]
-                self.console.append(details.get("exception", {}).get("description") or details.get("text", ""))
+                self.console.append(
+                    details.get("exception", {}).get("description") or details.get("text", "")
+                )
             elif method == "Log.entryAdded":
                 self.console.append(params["entry"].get("text", ""))
 
     def evaluate(self, expression: str):
-        result = self.browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True},
-                                   session=self.session)
+        result = self.browser.send(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=self.session
+        )
         if "exceptionDetails" in result:
             raise BrowserError(f"the page probe failed: {result['exceptionDetails'].get('text', '')}")
         return result["result"].get("value")
 
     def resize(self, height_px: int) -> None:
-        self.browser.send("Emulation.setDeviceMetricsOverride", {"width": WIDTH_PX, "height": int(height_px),
-                                                                 "deviceScaleFactor": 1, "mobile": False},
-                          session=self.session)
+        self.browser.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": WIDTH_PX, "height": int(height_px), "deviceScaleFactor": 1, "mobile": False},
+            session=self.session,
+        )
 
     def screenshot(self, png: Path, height_px: int) -> Path:
         """A PNG of the page's top ``height_px`` (``shot_height_px``) at the reader's width."""
@@ -500,27 +541,40 @@ def take_screenshot(html: Path, png: Path, height_px: int, browser: Browser | No
 
 def book_pages(html_dir: Path) -> list[Path]:
     """Every page a reader can open (not the index and search pages, nor the root's redirect)."""
-    return sorted(p for p in Path(html_dir).rglob("*.html")
-                  if p.name not in ("genindex.html", "search.html") and not p.name.startswith(".")
-                  and "_static" not in p.parts and 'http-equiv="Refresh"' not in p.read_text()[:2000])
+    return sorted(
+        p
+        for p in Path(html_dir).rglob("*.html")
+        if p.name not in ("genindex.html", "search.html")
+        and not p.name.startswith(".")
+        and "_static" not in p.parts
+        and 'http-equiv="Refresh"' not in p.read_text()[:2000]
+    )
 
 
 def check_book(html_dir: Path, screenshots: Path | None = None) -> list[PageReport]:
     with Browser() as browser:
-        return [check_page(p, browser, screenshots / f"{p.stem}.png" if screenshots else None)
-                for p in book_pages(html_dir)]
+        return [
+            check_page(p, browser, screenshots / f"{p.stem}.png" if screenshots else None)
+            for p in book_pages(html_dir)
+        ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m companion.report.book_check", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m companion.report.book_check", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("html_dir", nargs="?", type=Path, default=Path("_build/html"))
-    ap.add_argument("--screenshots", type=Path, help=f"write a full-page PNG of every page ({WIDTH_PX} px wide)")
+    ap.add_argument(
+        "--screenshots", type=Path, help=f"write a full-page PNG of every page ({WIDTH_PX} px wide)"
+    )
     args = ap.parse_args(argv)
     reports = check_book(args.html_dir, args.screenshots)
     for r in reports:
         status = "ok " if r.ok else "BAD"
-        print(f"{status} {r.page:24s} charts {r.charts_drawn}/{r.charts_expected}  math "
-              f"{'yes' if r.math_typeset else 'no '}{'' if r.math_expected else ' (none)'}  problems {len(r.problems)}")
+        print(
+            f"{status} {r.page:24s} charts {r.charts_drawn}/{r.charts_expected}  math "
+            f"{'yes' if r.math_typeset else 'no '}{'' if r.math_expected else ' (none)'}  problems {len(r.problems)}"
+        )
         for p in r.problems:
             print(f"      {p}")
     if args.screenshots:

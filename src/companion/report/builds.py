@@ -10,6 +10,7 @@ import pandas as pd
 
 from companion.energy.stored import BAND_PCT, THIS_BUILD
 from companion.energy.validation import SPLIT_WORDS
+
 POOLED = "pooled"  # as headline.POOLED: that module imports figures, which imports this one
 GROUP_WORDS = {POOLED: "every split pooled", **SPLIT_WORDS}
 TARGETS = ("time", "energy")
@@ -19,7 +20,9 @@ def group_order(groups) -> list[str]:
     """The groups in the validation page's order: pooled first, then the splits, the off-grid validation runs and
     the test set last."""
     present = set(groups)
-    middle = [g for g in GROUP_WORDS if g in present and g not in (POOLED, "holdout", "test")] + sorted(present - set(GROUP_WORDS))
+    middle = [g for g in GROUP_WORDS if g in present and g not in (POOLED, "holdout", "test")] + sorted(
+        present - set(GROUP_WORDS)
+    )
     return ([POOLED] if POOLED in present else []) + middle + [g for g in ("holdout", "test") if g in present]
 
 
@@ -41,14 +44,20 @@ def coverage_table(pooled: pd.DataFrame, model: str = "operator_roofline", band=
     for group in group_order(pooled[pooled.model == model].split):
         got = {target: cells.get((group, target)) for target in TARGETS}
         first = next((r for r in got.values() if r is not None), None)
-        row = {"held-out group": GROUP_WORDS.get(group, group),
-               "predictions": "-" if first is None else f"{first.n:,}"}
+        row = {
+            "held-out group": GROUP_WORDS.get(group, group),
+            "predictions": "-" if first is None else f"{first.n:,}",
+        }
         for target, r in got.items():
             row[f"{target} %"] = (
-                "-" if r is None else f"{r.coverage_pct:.1f} [{r.coverage_lo_pct:.1f}, {r.coverage_hi_pct:.1f}]")
+                "-"
+                if r is None
+                else f"{r.coverage_pct:.1f} [{r.coverage_lo_pct:.1f}, {r.coverage_hi_pct:.1f}]"
+            )
         row[f"builds in {band[0]:.0f}–{band[1]:.0f} %"] = ", ".join(
             "-" if r is None else f"{r.sweeps_in_band} of {r.sweeps} (exact: {r.sweeps_in_band_exact:.1f})"
-            for r in got.values())
+            for r in got.values()
+        )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -62,8 +71,11 @@ def mape_table(pooled: pd.DataFrame, model: str = "operator_roofline") -> pd.Dat
         for target in TARGETS:
             r = cells.get((group, target))
             row[f"{target} MAPE %"] = (
-                "-" if r is None else f"{r.mape_pct:.1f} ({_range(r.mape_min_pct, r.mape_max_pct)})")
-            row[f"{target} floor %"] = "-" if r is None or pd.isna(r.exact_floor_pct) else f"{r.exact_floor_pct:.1f}"
+                "-" if r is None else f"{r.mape_pct:.1f} ({_range(r.mape_min_pct, r.mape_max_pct)})"
+            )
+            row[f"{target} floor %"] = (
+                "-" if r is None or pd.isna(r.exact_floor_pct) else f"{r.exact_floor_pct:.1f}"
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -75,7 +87,9 @@ def per_host_table(table: pd.DataFrame, model: str = "operator_roofline") -> pd.
     t = table[table.model == model]
     if t.empty:
         return pd.DataFrame()
-    hosts = t.host.fillna("unknown-cpu").astype(str) if "host" in t else pd.Series("unknown-cpu", index=t.index)
+    hosts = (
+        t.host.fillna("unknown-cpu").astype(str) if "host" in t else pd.Series("unknown-cpu", index=t.index)
+    )
     t = t.assign(host=hosts.where(t.sweep != THIS_BUILD, hosts + " (this build)"))
     rows = []
     for host, g in t.groupby("host", sort=True):
@@ -83,8 +97,13 @@ def per_host_table(table: pd.DataFrame, model: str = "operator_roofline") -> pd.
         for group, word in ((POOLED, "pooled"), ("holdout", "off-grid")):
             for target in TARGETS:
                 m = g[(g.split == group) & (g.target == target)].mape_pct.dropna()
-                row[f"{word} {target} MAPE %"] = ("-" if m.empty else f"{m.mean():.1f}" if len(m) == 1
-                                                  else f"{m.mean():.1f} ({_range(m.min(), m.max())})")
+                row[f"{word} {target} MAPE %"] = (
+                    "-"
+                    if m.empty
+                    else f"{m.mean():.1f}"
+                    if len(m) == 1
+                    else f"{m.mean():.1f} ({_range(m.min(), m.max())})"
+                )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -102,8 +121,9 @@ def sweeps_text(table: pd.DataFrame) -> str:
     first, last = names[0][:15], names[-1][:15]  # 2026-11-24T2207: the calibration's time (UTC)
     when = f"from {_time(first)} to {_time(last)} (UTC)" if len(names) > 1 else f"at {_time(first)} (UTC)"
     made = f" by {len(commits)} different commits of this project" if len(commits) > 1 else ""
-    return (f"{len(names)} stored builds, made {when}{made} on one machine"
-            + (", and this build's own sweep (marked in the figure)" if here else ""))
+    return f"{len(names)} stored builds, made {when}{made} on one machine" + (
+        ", and this build's own sweep (marked in the figure)" if here else ""
+    )
 
 
 def _time(stamp: str) -> str:
@@ -125,9 +145,11 @@ def split_sizes_text(table: pd.DataFrame, level: float, model: str = "operator_r
     small = n[~t.split.isin(["leave_one_size_out"])]
     typical = int((small if len(small) else n).median())
     lo, hi = coverage_range_pct(typical, level)
-    return (f"from {int(n.min())} held-out runs ({GROUP_WORDS.get(low.split, low.split)}) to {int(n.max())} "
-            f"({GROUP_WORDS.get(high.split, high.split)}), most splits about {typical}; on {typical} runs even "
-            f"exact {level * 100:.0f} % intervals cover anywhere from {lo:.0f} to {hi:.0f} % of them nine times in ten")
+    return (
+        f"from {int(n.min())} held-out runs ({GROUP_WORDS.get(low.split, low.split)}) to {int(n.max())} "
+        f"({GROUP_WORDS.get(high.split, high.split)}), most splits about {typical}; on {typical} runs even "
+        f"exact {level * 100:.0f} % intervals cover anywhere from {lo:.0f} to {hi:.0f} % of them nine times in ten"
+    )
 
 
 def coverage_short(pooled: pd.DataFrame, model: str = "operator_roofline", band=BAND_PCT) -> str:
@@ -136,22 +158,30 @@ def coverage_short(pooled: pd.DataFrame, model: str = "operator_roofline", band=
     p = pooled[(pooled.model == model) & (pooled.split != POOLED)]
     if p.empty:
         return "not available (no stored build was scored)"
-    ranges = [f"{_range(p[p.target == t].coverage_pct.min(), p[p.target == t].coverage_pct.max())} % for {t}"
-              for t in TARGETS if t in set(p.target)]
+    ranges = [
+        f"{_range(p[p.target == t].coverage_pct.min(), p[p.target == t].coverage_pct.max())} % for {t}"
+        for t in TARGETS
+        if t in set(p.target)
+    ]
     inside = bool(p.in_band.all())
-    return (f"{' and '.join(ranges)} per split over {int(p.sweeps.max())} builds, "
-            + (f"every split within {band[0]:.0f}–{band[1]:.0f} %" if inside else
-               f"not every split within {band[0]:.0f}–{band[1]:.0f} %"))
+    return f"{' and '.join(ranges)} per split over {int(p.sweeps.max())} builds, " + (
+        f"every split within {band[0]:.0f}–{band[1]:.0f} %"
+        if inside
+        else f"not every split within {band[0]:.0f}–{band[1]:.0f} %"
+    )
 
 
 def _lean(seen_below: int, seen_above: int, exp_below: float, exp_above: float, cells: int) -> str:
     """Which way a count of misses leans against exact intervals', each beyond twice its binomial spread."""
+
     def beyond(seen, exp):
         return abs(seen - exp) > 2 * (exp * (1 - exp / max(cells, 1))) ** 0.5
 
     over, under = seen_above - exp_above, seen_below - exp_below
     if beyond(seen_above, exp_above) and over > 0 and not (beyond(seen_below, exp_below) and under > 0):
-        return "more often above the band than exact intervals would be: the intervals lean wide (conservative)"
+        return (
+            "more often above the band than exact intervals would be: the intervals lean wide (conservative)"
+        )
     if beyond(seen_below, exp_below) and under > 0 and not (beyond(seen_above, exp_above) and over > 0):
         return "more often below the band than exact intervals would be: the intervals lean narrow"
     if beyond(seen_below, exp_below) or beyond(seen_above, exp_above):
@@ -172,29 +202,55 @@ def coverage_text(pooled: pd.DataFrame, level: float, model: str = "operator_roo
     for target in [t for t in TARGETS if t in set(groups.target)]:
         t = groups[groups.target == target]
         lead = "" if parts else "of a group's held-out predictions "
-        parts.append(f"between {t.coverage_pct.min():.1f} and {t.coverage_pct.max():.1f} % {lead}for {target}")
-        outside += [f"{GROUP_WORDS.get(r.split, r.split)}, {target} ({r.coverage_pct:.1f} %)"
-                    for r in t[~t.in_band].itertuples()]
-        reach += [f"{GROUP_WORDS.get(r.split, r.split)}, {target} ({_range(r.coverage_lo_pct, r.coverage_hi_pct)} %)"
-                  for r in t[t.in_band & ((t.coverage_lo_pct < band[0]) | (t.coverage_hi_pct > band[1]))].itertuples()]
+        parts.append(
+            f"between {t.coverage_pct.min():.1f} and {t.coverage_pct.max():.1f} % {lead}for {target}"
+        )
+        outside += [
+            f"{GROUP_WORDS.get(r.split, r.split)}, {target} ({r.coverage_pct:.1f} %)"
+            for r in t[~t.in_band].itertuples()
+        ]
+        reach += [
+            f"{GROUP_WORDS.get(r.split, r.split)}, {target} ({_range(r.coverage_lo_pct, r.coverage_hi_pct)} %)"
+            for r in t[
+                t.in_band & ((t.coverage_lo_pct < band[0]) | (t.coverage_hi_pct > band[1]))
+            ].itertuples()
+        ]
         cells = int(t.sweeps.sum())
-        b, a, eb, ea = (int(t.sweeps_below.sum()), int(t.sweeps_above.sum()), float(t.sweeps_below_exact.sum()),
-                        float(t.sweeps_above_exact.sum()))
-        misses.append(f"of {cells} groups for {target}, {b} fall below {lo} % and {a} above {hi} (exact intervals: "
-                      f"{eb:.1f} and {ea:.1f}): {_lean(b, a, eb, ea, cells)}")
-    verdict = (f"every group's pooled coverage lies within {lo}–{hi}" if not outside
-               else f"outside {lo}–{hi}: " + "; ".join(outside))
+        b, a, eb, ea = (
+            int(t.sweeps_below.sum()),
+            int(t.sweeps_above.sum()),
+            float(t.sweeps_below_exact.sum()),
+            float(t.sweeps_above_exact.sum()),
+        )
+        misses.append(
+            f"of {cells} groups for {target}, {b} fall below {lo} % and {a} above {hi} (exact intervals: "
+            f"{eb:.1f} and {ea:.1f}): {_lean(b, a, eb, ea, cells)}"
+        )
+    verdict = (
+        f"every group's pooled coverage lies within {lo}–{hi}"
+        if not outside
+        else f"outside {lo}–{hi}: " + "; ".join(outside)
+    )
     if reach:
         verdict += f", though the {p.range_pct.iloc[0]:.0f} % ranges of {'; '.join(reach)} reach past it"
     whole = []
     for r in p[p.split == POOLED].itertuples():
-        side = ("above" if r.coverage_lo_pct > level * 100 else "below" if r.coverage_hi_pct < level * 100
-                else "consistent with")
-        whole.append(f"{r.coverage_pct:.1f} % for {r.target} ({_range(r.coverage_lo_pct, r.coverage_hi_pct)} %, "
-                     f"{side} {pct})")
-    return (f"Pooled over the {int(p.sweeps.max())} builds, the nominal {pct} intervals cover {', '.join(parts)}: "
-            f"{verdict}. All splits pooled, they cover {' and '.join(whole)}. Build by build (a group: one build's "
-            f"split or its off-grid runs), {'; '.join(misses)}")
+        side = (
+            "above"
+            if r.coverage_lo_pct > level * 100
+            else "below"
+            if r.coverage_hi_pct < level * 100
+            else "consistent with"
+        )
+        whole.append(
+            f"{r.coverage_pct:.1f} % for {r.target} ({_range(r.coverage_lo_pct, r.coverage_hi_pct)} %, "
+            f"{side} {pct})"
+        )
+    return (
+        f"Pooled over the {int(p.sweeps.max())} builds, the nominal {pct} intervals cover {', '.join(parts)}: "
+        f"{verdict}. All splits pooled, they cover {' and '.join(whole)}. Build by build (a group: one build's "
+        f"split or its off-grid runs), {'; '.join(misses)}"
+    )
 
 
 def one_build_text(meeting: pd.DataFrame, band=BAND_PCT) -> str:
@@ -204,9 +260,11 @@ def one_build_text(meeting: pd.DataFrame, band=BAND_PCT) -> str:
         return "No stored build was scored"
     parts = [f"{r.meeting} of {r.sweeps} for {r.target}" for r in meeting.itertuples()]
     exact = " and ".join(f"{r.meeting_exact:.1f}" for r in meeting.itertuples())
-    return (f"The criterion as written asks more of one build: every group within {band[0]:.0f}–{band[1]:.0f} % at "
-            f"once. Builds that meet it: {' and '.join(parts)}; exact intervals would meet it in about {exact} builds "
-            "(a rough figure: it takes a build's groups as independent, and they share runs)")
+    return (
+        f"The criterion as written asks more of one build: every group within {band[0]:.0f}–{band[1]:.0f} % at "
+        f"once. Builds that meet it: {' and '.join(parts)}; exact intervals would meet it in about {exact} builds "
+        "(a rough figure: it takes a build's groups as independent, and they share runs)"
+    )
 
 
 def energy_text(table: pd.DataFrame) -> str:
@@ -217,8 +275,10 @@ def energy_text(table: pd.DataFrame) -> str:
         return ""
     measured = set(t.energy_measured.astype(bool))
     if measured == {False}:
-        return ("The energy of these builds is estimated, not measured (a power model over the measured time and "
-                "load), so its scores largely follow the time's.")
+        return (
+            "The energy of these builds is estimated, not measured (a power model over the measured time and "
+            "load), so its scores largely follow the time's."
+        )
     if measured == {True}:
         return "The energy of these builds is measured, so its scores are a second result beside the time's."
     return "Some builds' energy is measured and some estimated; the two kinds are pooled here."
@@ -227,8 +287,11 @@ def energy_text(table: pd.DataFrame) -> str:
 def floor_text(table: pd.DataFrame, model: str = "operator_roofline", target: str = "time") -> str:
     """How a build's pooled held-out MAPE follows the exact-model floor of its runs: their correlation over the
     builds, and the MAPE above the floor in the quieter half of the builds beside the noisier half."""
-    t = table[(table.model == model) & (table.target == target) & (table.split == POOLED)].dropna(
-        subset=["mape_pct", "exact_floor_pct"]).sort_values("exact_floor_pct")
+    t = (
+        table[(table.model == model) & (table.target == target) & (table.split == POOLED)]
+        .dropna(subset=["mape_pct", "exact_floor_pct"])
+        .sort_values("exact_floor_pct")
+    )
     if len(t) < 4:
         return f"Too few stored builds ({len(t)}) to say how a build's error follows its floor"
     r = float(t.mape_pct.corr(t.exact_floor_pct))
@@ -239,9 +302,11 @@ def floor_text(table: pd.DataFrame, model: str = "operator_roofline", target: st
     def above(x):
         return f"{(x.mape_pct - x.exact_floor_pct).mean():.1f}"
 
-    return (f"Over the {len(t)} builds, a build's pooled {target} MAPE {follows} its floor (Pearson r = {r:.2f}; "
-            f"both are computed on the same runs, so noisier runs raise both): the {half} builds of lowest floor "
-            f"({_range(quiet.exact_floor_pct.min(), quiet.exact_floor_pct.max())} %) score "
-            f"{quiet.mape_pct.mean():.1f} % on average, {above(quiet)} points above their floor, the {half} of highest "
-            f"({_range(busy.exact_floor_pct.min(), busy.exact_floor_pct.max())} %) {busy.mape_pct.mean():.1f} %, "
-            f"{above(busy)} points above theirs")
+    return (
+        f"Over the {len(t)} builds, a build's pooled {target} MAPE {follows} its floor (Pearson r = {r:.2f}; "
+        f"both are computed on the same runs, so noisier runs raise both): the {half} builds of lowest floor "
+        f"({_range(quiet.exact_floor_pct.min(), quiet.exact_floor_pct.max())} %) score "
+        f"{quiet.mape_pct.mean():.1f} % on average, {above(quiet)} points above their floor, the {half} of highest "
+        f"({_range(busy.exact_floor_pct.min(), busy.exact_floor_pct.max())} %) {busy.mape_pct.mean():.1f} %, "
+        f"{above(busy)} points above theirs"
+    )

@@ -1,6 +1,6 @@
 """Export every figure of a profile as SVG and PNG, rebuilt from the stage artifacts.
 
-    python -m companion.report.export_figures --profile cpu --out build/figures/cpu
+python -m companion.report.export_figures --profile cpu --out build/figures/cpu
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ def all_figures(profile: str) -> dict:
     val = json.loads((d / "validation.json").read_text())
     summary, pred = pd.DataFrame(val["summary"]), pd.DataFrame(val["predictions"])
     coef = fitted.coefficient_table()
-    parts = LAWS["energy_roofline"].decompose(design_matrix(df, fitted.usl), fitted.energy["energy_roofline"].theta)
+    parts = LAWS["energy_roofline"].decompose(
+        design_matrix(df, fitted.usl), fitted.energy["energy_roofline"].theta
+    )
     split = pd.concat([df[["run_id", "mode", "flops_per_step"]], parts], axis=1)
     return {
         "energy_vs_flops": figures.energy_vs_flops(df),

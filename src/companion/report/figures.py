@@ -24,7 +24,12 @@ from companion.errors import ConfigError
 WIDTH, HEIGHT = "container", 320  # single and layered charts take the text column's width
 FACET_WIDTH = 380  # each panel of a faceted chart (Vega-Lite cannot size facets to a container)
 MODE_ORDER = ["single", "tp", "fsdp", "2d"]
-MODE_WORDS = {"single": "single-device", "tp": "TP", "fsdp": "FSDP", "2d": "2-D"}  # a layout mode in a table or sentence
+MODE_WORDS = {
+    "single": "single-device",
+    "tp": "TP",
+    "fsdp": "FSDP",
+    "2d": "2-D",
+}  # a layout mode in a table or sentence
 MODE_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#b279a2"]
 MODE_SCALE = alt.Scale(domain=MODE_ORDER, range=MODE_COLORS)  # the same colour per layout everywhere
 # One colour per concept across the book: layouts (above), energy parts, kinds of model. No colour is reused.
@@ -35,19 +40,48 @@ KIND_SCALE = alt.Scale(domain=KIND_ORDER, range=["#ff9da6", "#bab0ac", "#eeca3b"
 # the validation's models by kind: the law's and baselines' colours above, one more for the operator roofline
 MODEL_KIND_ORDER = ["operator roofline", "law", "baseline", "after the fact (measured time)"]
 MODEL_KIND_SCALE = alt.Scale(domain=MODEL_KIND_ORDER, range=["#1b7f79", "#ff9da6", "#bab0ac", "#eeca3b"])
-COMPARISON_WIDTH = 270  # each of the two panels of model_comparison: both fit the text column with their labels
+COMPARISON_WIDTH = (
+    270  # each of the two panels of model_comparison: both fit the text column with their labels
+)
 # The operator roofline's time terms: words, and colours of their own (ten, none used by another concept).
-OPERATOR_WORDS = {"gemm_s": "GEMMs", "kernel_s": "tiny kernels", "attention_s": "attention", "elementwise_s": "element-wise",
-                  "state_s": "weights, gradients, AdamW", "step_fixed_s": "launches per step",
-                  "layer_fixed_s": "launches per layer", "tp_dispatch_s": "TP dispatch", "fsdp_hooks_s": "FSDP hooks",
-                  "comm_latency_s": "collectives: latency", "comm_bytes_s": "collectives: bytes"}
-OPERATOR_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                   "#bcbd22", "#17becf", "#393b79", "#637939"]
+OPERATOR_WORDS = {
+    "gemm_s": "GEMMs",
+    "kernel_s": "tiny kernels",
+    "attention_s": "attention",
+    "elementwise_s": "element-wise",
+    "state_s": "weights, gradients, AdamW",
+    "step_fixed_s": "launches per step",
+    "layer_fixed_s": "launches per layer",
+    "tp_dispatch_s": "TP dispatch",
+    "fsdp_hooks_s": "FSDP hooks",
+    "comm_latency_s": "collectives: latency",
+    "comm_bytes_s": "collectives: bytes",
+}
+OPERATOR_COLORS = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#393b79",
+    "#637939",
+]
 # The models of the validation, in words and in one order (the primary model first).
-MODEL_WORDS = {"operator_roofline": "operator roofline", "calibrated_tier": "calibrated tier",
-               "roofline_power_law": "paper's law", "energy_roofline": "energy roofline",
-               "flops_power_law": "FLOPs power law", "tokens_linear": "tokens-linear", "tdp_time": "power × time",
-               "power_given_time": "roofline power × time"}
+MODEL_WORDS = {
+    "operator_roofline": "operator roofline",
+    "calibrated_tier": "calibrated tier",
+    "roofline_power_law": "paper's law",
+    "energy_roofline": "energy roofline",
+    "flops_power_law": "FLOPs power law",
+    "tokens_linear": "tokens-linear",
+    "tdp_time": "power × time",
+    "power_given_time": "roofline power × time",
+}
 SI = "~s"  # axis labels with SI prefixes: 100G, 2.5m
 NUM = ".3~g"  # three significant digits, no padding: 0.9, 1.6e-10
 
@@ -114,6 +148,7 @@ def static_spec(chart: alt.Chart | dict, width_px: int = 640) -> dict:
         elif isinstance(node, list):
             for v in node:
                 fix(v)
+
     fix(spec)
     return spec
 
@@ -138,10 +173,16 @@ def export(chart: alt.Chart, folder: Path, name: str) -> list[Path]:
 
 
 # How each meter method obtains a component's power, in words (companion.runs.meters records the method).
-METHOD_WORDS = {"cpu_load": "CPU power modelled from load and TDP", "constant": "CPU at a constant share of TDP",
-                "intel_rapl": "CPU from its RAPL counter", "intel_power_gadget": "CPU from Intel Power Gadget",
-                "windows_emi": "CPU from its EMI counter", "apple_powermetrics": "CPU from powermetrics",
-                "ram_model": "RAM power from the installed memory", "nvml": "GPU from its NVML counter"}
+METHOD_WORDS = {
+    "cpu_load": "CPU power modelled from load and TDP",
+    "constant": "CPU at a constant share of TDP",
+    "intel_rapl": "CPU from its RAPL counter",
+    "intel_power_gadget": "CPU from Intel Power Gadget",
+    "windows_emi": "CPU from its EMI counter",
+    "apple_powermetrics": "CPU from powermetrics",
+    "ram_model": "RAM power from the installed memory",
+    "nvml": "GPU from its NVML counter",
+}
 
 
 def describe_source(source: str) -> str:
@@ -153,8 +194,12 @@ def describe_source(source: str) -> str:
     if name == "nvml":
         text = "NVML energy counter"
     elif name.startswith("codecarbon[") and name.endswith("]"):
-        parts = [p.split("=", 1) for p in name[len("codecarbon["):-1].split(",") if "=" in p]
-        text = "CodeCarbon: " + ", ".join(METHOD_WORDS.get(m, f"{c} from {m}") for c, m in parts) if parts else name
+        parts = [p.split("=", 1) for p in name[len("codecarbon[") : -1].split(",") if "=" in p]
+        text = (
+            "CodeCarbon: " + ", ".join(METHOD_WORDS.get(m, f"{c} from {m}") for c, m in parts)
+            if parts
+            else name
+        )
     else:
         text = name
     return f"replayed log of {text}" if replay else text
@@ -169,8 +214,11 @@ def degree_bias_text(bias: pd.DataFrame) -> str:
     parts = []
     for target in [t for t in ("time", "energy") if t in set(bias.target)]:
         rows = bias[bias.target == target].sort_values(["mode", "world_size"])
-        words = [f"{MODE_WORDS.get(r.mode, r.mode)} of {int(r.world_size)} ranks {abs(r.mean_error_pct):.1f} % "
-                 f"{'over' if r.mean_error_pct >= 0 else 'under'}" for r in rows.itertuples()]
+        words = [
+            f"{MODE_WORDS.get(r.mode, r.mode)} of {int(r.world_size)} ranks {abs(r.mean_error_pct):.1f} % "
+            f"{'over' if r.mean_error_pct >= 0 else 'under'}"
+            for r in rows.itertuples()
+        ]
         parts.append(f"{target}: {', '.join(words)}")
     return "Held out, the mean signed error of each layout's runs, " + "; ".join(parts)
 
@@ -181,7 +229,9 @@ def energy_label(df: pd.DataFrame) -> str:
     parts = []
     for (device, measured), g in df.groupby(["device_name", "energy_measured"]):
         kind = "measured" if measured else "estimated"
-        parts.append(f"{kind} energy ({'; '.join(describe_source(x) for x in sorted(set(g.energy_source)))}) on {device}")
+        parts.append(
+            f"{kind} energy ({'; '.join(describe_source(x) for x in sorted(set(g.energy_source)))}) on {device}"
+        )
     return "; ".join(parts)
 
 
@@ -198,13 +248,16 @@ def _title(text: str, df: pd.DataFrame, time_only: bool = False) -> alt.TitlePar
     alone (FLOP/s, eta, step time) that they come from measured wall-clock time."""
     if time_only:
         devices = ", ".join(sorted(set(df.device_name.astype(str)))) if "device_name" in df else "the device"
-        return alt.TitleParams(text, subtitle=[f"from measured step times (wall clock) on {devices}; no energy shown"])
+        return alt.TitleParams(
+            text, subtitle=[f"from measured step times (wall clock) on {devices}; no energy shown"]
+        )
     return alt.TitleParams(text, subtitle=[energy_label(df)])
 
 
 def _mode_color(legend_sel):
-    return alt.condition(legend_sel, alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout"),
-                         alt.value("#ddd"))
+    return alt.condition(
+        legend_sel, alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout"), alt.value("#ddd")
+    )
 
 
 def _with_split_words(frame: pd.DataFrame) -> pd.DataFrame:
@@ -221,18 +274,31 @@ def energy_vs_flops(df: pd.DataFrame) -> alt.Chart:
     """Energy per step (J) against FLOPs per step, log-log, coloured by layout (click the legend)."""
     sel = alt.selection_point(fields=["mode"], bind="legend")
     return (
-        alt.Chart(df, width=WIDTH, height=HEIGHT, title=_title("Energy per step vs compute", df),
-                  description="Energy per step against the FLOPs of a step, one colour per layout; at equal FLOPs, "
-                              "the vertical gap between layouts is the energy that parallelism adds or saves.")
+        alt.Chart(
+            df,
+            width=WIDTH,
+            height=HEIGHT,
+            title=_title("Energy per step vs compute", df),
+            description="Energy per step against the FLOPs of a step, one colour per layout; at equal FLOPs, "
+            "the vertical gap between layouts is the energy that parallelism adds or saves.",
+        )
         .mark_circle(size=70, opacity=0.85)
         .encode(
             x=alt.X("flops_per_step:Q", **_log("FLOPs per step")),
             y=alt.Y("energy_per_step_j:Q", **_log("energy per step (J)")),
             color=_mode_color(sel),
-            tooltip=["run_id", "mode", "world_size", "layers", "hidden", "seq_len", "batch_size",
-                     alt.Tooltip("energy_per_step_j:Q", format=NUM, title="energy per step (J)"),
-                     alt.Tooltip("flops_per_step:Q", format=SI, title="FLOPs per step"),
-                     alt.Tooltip("step_s:Q", format=NUM, title="step (s)")],
+            tooltip=[
+                "run_id",
+                "mode",
+                "world_size",
+                "layers",
+                "hidden",
+                "seq_len",
+                "batch_size",
+                alt.Tooltip("energy_per_step_j:Q", format=NUM, title="energy per step (J)"),
+                alt.Tooltip("flops_per_step:Q", format=SI, title="FLOPs per step"),
+                alt.Tooltip("step_s:Q", format=NUM, title="step (s)"),
+            ],
         )
         .add_params(sel)
         .interactive()
@@ -249,34 +315,82 @@ def roofline(df: pd.DataFrame) -> alt.Chart:
     ridge = peak / bw
     lo = min(df.intensity_flops_per_byte.min() / 2, ridge / 8)
     hi = max(df.intensity_flops_per_byte.max() * 2, ridge * 8)
-    mem = pd.DataFrame({"intensity_flops_per_byte": [lo, ridge], "attainable": [lo * bw, peak],
-                        "roof": f"memory roof ({bw:.3g} B/s)"})
-    comp = pd.DataFrame({"intensity_flops_per_byte": [ridge, hi], "attainable": [peak, peak],
-                         "roof": f"compute roof ({peak:.3g} FLOP/s)"})
+    mem = pd.DataFrame(
+        {
+            "intensity_flops_per_byte": [lo, ridge],
+            "attainable": [lo * bw, peak],
+            "roof": f"memory roof ({bw:.3g} B/s)",
+        }
+    )
+    comp = pd.DataFrame(
+        {
+            "intensity_flops_per_byte": [ridge, hi],
+            "attainable": [peak, peak],
+            "roof": f"compute roof ({peak:.3g} FLOP/s)",
+        }
+    )
     roofs = pd.concat([mem, comp])
     points = df.assign(achieved_per_rank=df.flops_per_rank / df.step_s)
     sel = alt.selection_point(fields=["mode"], bind="legend")
     x = alt.X("intensity_flops_per_byte:Q", **_log("arithmetic intensity (FLOP/byte)"))
     y = alt.Y("attainable:Q", **_log("FLOP/s per rank"))
-    line = alt.Chart(roofs).mark_line(color="#333", strokeWidth=2).encode(
-        x=x, y=y, strokeDash=alt.StrokeDash("roof:N", title="roofs", scale=alt.Scale(range=[[6, 3], [1, 0]])),
-        tooltip=["roof", alt.Tooltip("attainable:Q", format=SI, title="attainable (FLOP/s)")])
-    ridge_rule = alt.Chart(pd.DataFrame({"x": [ridge], "label": [f"ridge {ridge:.3g} FLOP/byte"]})).mark_rule(
-        color="#999", strokeDash=[2, 2]).encode(x="x:Q", tooltip=["label"])
-    dots = alt.Chart(points).mark_circle(size=70).encode(
-        x=x, y=alt.Y("achieved_per_rank:Q", scale=alt.Scale(type="log")), color=_mode_color(sel),
-        tooltip=["run_id", alt.Tooltip("mfu:Q", format=".1%", title="MFU"),
-                 alt.Tooltip("intensity_flops_per_byte:Q", format=NUM, title="intensity (FLOP/byte)"),
-                 alt.Tooltip("achieved_per_rank:Q", format=SI, title="achieved FLOP/s per rank")]).add_params(sel)
+    line = (
+        alt.Chart(roofs)
+        .mark_line(color="#333", strokeWidth=2)
+        .encode(
+            x=x,
+            y=y,
+            strokeDash=alt.StrokeDash("roof:N", title="roofs", scale=alt.Scale(range=[[6, 3], [1, 0]])),
+            tooltip=["roof", alt.Tooltip("attainable:Q", format=SI, title="attainable (FLOP/s)")],
+        )
+    )
+    ridge_rule = (
+        alt.Chart(pd.DataFrame({"x": [ridge], "label": [f"ridge {ridge:.3g} FLOP/byte"]}))
+        .mark_rule(color="#999", strokeDash=[2, 2])
+        .encode(x="x:Q", tooltip=["label"])
+    )
+    dots = (
+        alt.Chart(points)
+        .mark_circle(size=70)
+        .encode(
+            x=x,
+            y=alt.Y("achieved_per_rank:Q", scale=alt.Scale(type="log")),
+            color=_mode_color(sel),
+            tooltip=[
+                "run_id",
+                alt.Tooltip("mfu:Q", format=".1%", title="MFU"),
+                alt.Tooltip("intensity_flops_per_byte:Q", format=NUM, title="intensity (FLOP/byte)"),
+                alt.Tooltip("achieved_per_rank:Q", format=SI, title="achieved FLOP/s per rank"),
+            ],
+        )
+        .add_params(sel)
+    )
     ai = df.intensity_flops_per_byte
-    where = ("right of the ridge (compute-bound)" if ai.min() > ridge else
-             "left of the ridge (memory-bound)" if ai.max() < ridge else "on both sides of the ridge")
-    return alt.layer(line, ridge_rule, dots, width=WIDTH, height=HEIGHT,
-                     title=_title("Roofline: achieved FLOP/s per rank under the device's two roofs", df, time_only=True),
-                     description=f"By the analytic byte count (the paper's Q, the x axis), the runs lie {where} "
-                                 "(the operator-level count, with more bytes, moves them left); a run's distance below "
-                                 "the roof is the "
-                                 "utilisation it reached (hover for MFU).").resolve_scale(strokeDash="independent").interactive()
+    where = (
+        "right of the ridge (compute-bound)"
+        if ai.min() > ridge
+        else "left of the ridge (memory-bound)"
+        if ai.max() < ridge
+        else "on both sides of the ridge"
+    )
+    return (
+        alt.layer(
+            line,
+            ridge_rule,
+            dots,
+            width=WIDTH,
+            height=HEIGHT,
+            title=_title(
+                "Roofline: achieved FLOP/s per rank under the device's two roofs", df, time_only=True
+            ),
+            description=f"By the analytic byte count (the paper's Q, the x axis), the runs lie {where} "
+            "(the operator-level count, with more bytes, moves them left); a run's distance below "
+            "the roof is the "
+            "utilisation it reached (hover for MFU).",
+        )
+        .resolve_scale(strokeDash="independent")
+        .interactive()
+    )
 
 
 def eta_curves(df: pd.DataFrame, usl: list[dict]) -> alt.Chart:
@@ -297,66 +411,168 @@ def eta_curves(df: pd.DataFrame, usl: list[dict]) -> alt.Chart:
                 continue
             p = np.linspace(a, b, 30)
             lo, hi = fit.eta_interval(p)
-            curves.append(pd.DataFrame({"p": p, "eta": fit.eta(p), "lo": lo, "hi": hi, "mode": u["mode"],
-                                        "segment": segment, "series": f"{u['mode']} {segment}"}))
-    curves = pd.concat(curves) if curves else pd.DataFrame(columns=["p", "eta", "lo", "hi", "mode", "segment", "series"])
+            curves.append(
+                pd.DataFrame(
+                    {
+                        "p": p,
+                        "eta": fit.eta(p),
+                        "lo": lo,
+                        "hi": hi,
+                        "mode": u["mode"],
+                        "segment": segment,
+                        "series": f"{u['mode']} {segment}",
+                    }
+                )
+            )
+    curves = (
+        pd.concat(curves)
+        if curves
+        else pd.DataFrame(columns=["p", "eta", "lo", "hi", "mode", "segment", "series"])
+    )
     color = alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout")
     sel = alt.selection_point(fields=["mode"], bind="legend")
     opacity = alt.condition(sel, alt.value(1.0), alt.value(0.15))
-    band = alt.Chart(curves).transform_filter(alt.datum.segment == "fitted").mark_area(opacity=0.15).encode(
-        x="p:Q", y="lo:Q", y2="hi:Q", color=color, detail="series:N")
-    line = alt.Chart(curves).mark_line().encode(
-        x=alt.X("p:Q", title="degree p (ranks)", axis=alt.Axis(tickMinStep=1, format="d")),
-        y=alt.Y("eta:Q", title="η(p) = T₁ / (p·T_p)", axis=alt.Axis(format=".2~f")), color=color, opacity=opacity,
-        detail="series:N",
-        strokeDash=alt.StrokeDash("segment:N", title="USL curve", scale=alt.Scale(domain=["fitted", "extrapolated"],
-                                                                                  range=[[1, 0], [5, 4]])),
-        tooltip=["mode", "segment", alt.Tooltip("p:Q", format=".1f"), alt.Tooltip("eta:Q", format=".3f")])
-    pts = alt.Chart(meas).mark_point(size=80, filled=True).encode(
-        x="world_size:Q", y="eta:Q", color=color, opacity=opacity,
-        tooltip=["run_id", alt.Tooltip("eta:Q", format=".3f"), "eta_reference"]).add_params(sel)
-    return alt.layer(band, line, pts, width=WIDTH, height=HEIGHT,
-                     title=_title("Efficiency factor η(p): measured points and fitted USL curves", df, time_only=True),
-                     description="Each layout's measured η(p) with its fitted USL curve (band: 90 % interval); "
-                                 "a dashed curve is extrapolated beyond the degrees that layout was measured at.")
+    band = (
+        alt.Chart(curves)
+        .transform_filter(alt.datum.segment == "fitted")
+        .mark_area(opacity=0.15)
+        .encode(x="p:Q", y="lo:Q", y2="hi:Q", color=color, detail="series:N")
+    )
+    line = (
+        alt.Chart(curves)
+        .mark_line()
+        .encode(
+            x=alt.X("p:Q", title="degree p (ranks)", axis=alt.Axis(tickMinStep=1, format="d")),
+            y=alt.Y("eta:Q", title="η(p) = T₁ / (p·T_p)", axis=alt.Axis(format=".2~f")),
+            color=color,
+            opacity=opacity,
+            detail="series:N",
+            strokeDash=alt.StrokeDash(
+                "segment:N",
+                title="USL curve",
+                scale=alt.Scale(domain=["fitted", "extrapolated"], range=[[1, 0], [5, 4]]),
+            ),
+            tooltip=["mode", "segment", alt.Tooltip("p:Q", format=".1f"), alt.Tooltip("eta:Q", format=".3f")],
+        )
+    )
+    pts = (
+        alt.Chart(meas)
+        .mark_point(size=80, filled=True)
+        .encode(
+            x="world_size:Q",
+            y="eta:Q",
+            color=color,
+            opacity=opacity,
+            tooltip=["run_id", alt.Tooltip("eta:Q", format=".3f"), "eta_reference"],
+        )
+        .add_params(sel)
+    )
+    return alt.layer(
+        band,
+        line,
+        pts,
+        width=WIDTH,
+        height=HEIGHT,
+        title=_title("Efficiency factor η(p): measured points and fitted USL curves", df, time_only=True),
+        description="Each layout's measured η(p) with its fitted USL curve (band: 90 % interval); "
+        "a dashed curve is extrapolated beyond the degrees that layout was measured at.",
+    )
 
 
 def predicted_vs_measured(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt.Chart:
     """Held-out predictions against measurements for one law: colour = layout, shape = split; y = x is perfect."""
     p = _with_split_words(pred[pred.law == law])
-    lim = [float(min(p.measured_j.min(), p.predicted_j.min()) * 0.8), float(max(p.measured_j.max(), p.predicted_j.max()) * 1.25)]
-    diag = alt.Chart(pd.DataFrame({"x": lim, "y": lim})).mark_line(color="#999", strokeDash=[4, 4]).encode(x="x:Q", y="y:Q")
+    lim = [
+        float(min(p.measured_j.min(), p.predicted_j.min()) * 0.8),
+        float(max(p.measured_j.max(), p.predicted_j.max()) * 1.25),
+    ]
+    diag = (
+        alt.Chart(pd.DataFrame({"x": lim, "y": lim}))
+        .mark_line(color="#999", strokeDash=[4, 4])
+        .encode(x="x:Q", y="y:Q")
+    )
     sel = alt.selection_point(fields=["split_label"], bind="legend")
     scale = alt.Scale(type="log", domain=lim)
-    color = alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout", legend=alt.Legend(symbolOpacity=1))
-    errs = alt.Chart(p).mark_rule().encode(x=alt.X("measured_j:Q", scale=scale), y="lo_j:Q", y2="hi_j:Q",
-                                           color=color, opacity=alt.condition(sel, alt.value(0.35), alt.value(0.03)))
-    dots = alt.Chart(p).mark_point(filled=True, size=60).encode(
-        x=alt.X("measured_j:Q", scale=scale, title=f"{energy_word(df)} energy per step (J)", axis=alt.Axis(format=SI)),
-        y=alt.Y("predicted_j:Q", scale=scale, title="predicted on held-out runs (J)", axis=alt.Axis(format=SI)),
-        color=color, shape=alt.Shape("split_label:N", title="held out"),
-        opacity=alt.condition(sel, alt.value(0.9), alt.value(0.08)),
-        tooltip=["run_id", alt.Tooltip("split_label:N", title="split"), "fold", alt.Tooltip("ape_pct:Q", format=".1f", title="error (%)"),
-                 alt.Tooltip("lo_j:Q", format=NUM, title="interval low (J)"),
-                 alt.Tooltip("hi_j:Q", format=NUM, title="interval high (J)")]).add_params(sel)
-    return alt.layer(diag, errs, dots, width=WIDTH, height=HEIGHT,
-                     title=_title(f"Held-out predictions: {MODEL_WORDS.get(law, law)} (bars: 90 % intervals)", df),
-                     description="Points on the dashed diagonal are predicted exactly; a bar that misses the "
-                                 "diagonal is an interval that did not cover the run's observed energy.")
+    color = alt.Color(
+        "mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout", legend=alt.Legend(symbolOpacity=1)
+    )
+    errs = (
+        alt.Chart(p)
+        .mark_rule()
+        .encode(
+            x=alt.X("measured_j:Q", scale=scale),
+            y="lo_j:Q",
+            y2="hi_j:Q",
+            color=color,
+            opacity=alt.condition(sel, alt.value(0.35), alt.value(0.03)),
+        )
+    )
+    dots = (
+        alt.Chart(p)
+        .mark_point(filled=True, size=60)
+        .encode(
+            x=alt.X(
+                "measured_j:Q",
+                scale=scale,
+                title=f"{energy_word(df)} energy per step (J)",
+                axis=alt.Axis(format=SI),
+            ),
+            y=alt.Y(
+                "predicted_j:Q", scale=scale, title="predicted on held-out runs (J)", axis=alt.Axis(format=SI)
+            ),
+            color=color,
+            shape=alt.Shape("split_label:N", title="held out"),
+            opacity=alt.condition(sel, alt.value(0.9), alt.value(0.08)),
+            tooltip=[
+                "run_id",
+                alt.Tooltip("split_label:N", title="split"),
+                "fold",
+                alt.Tooltip("ape_pct:Q", format=".1f", title="error (%)"),
+                alt.Tooltip("lo_j:Q", format=NUM, title="interval low (J)"),
+                alt.Tooltip("hi_j:Q", format=NUM, title="interval high (J)"),
+            ],
+        )
+        .add_params(sel)
+    )
+    return alt.layer(
+        diag,
+        errs,
+        dots,
+        width=WIDTH,
+        height=HEIGHT,
+        title=_title(f"Held-out predictions: {MODEL_WORDS.get(law, law)} (bars: 90 % intervals)", df),
+        description="Points on the dashed diagonal are predicted exactly; a bar that misses the "
+        "diagonal is an interval that did not cover the run's observed energy.",
+    )
 
 
 def residuals_by_group(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt.Chart:
     """Signed held-out error (%) per fold (the group held out), one panel per split."""
-    p = _with_split_words(pred[pred.law == law]).assign(error_pct=lambda d: (d.predicted_j / d.measured_j - 1) * 100)
-    return alt.Chart(p, title=_title(f"Held-out error by group: {MODEL_WORDS.get(law, law)}", df),
-                     description="Each tick is one held-out run; ticks right of zero are over-predicted. "
-                                 "A group whose ticks sit together on one side is a bias, not noise.").mark_tick(
-        thickness=2, size=14).encode(
-        x=alt.X("error_pct:Q", title="prediction error (%)", axis=alt.Axis(format="~s")), y=alt.Y("fold:N", title=None),
-        color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout"),
-        row=alt.Row("split_label:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
-        tooltip=["run_id", alt.Tooltip("error_pct:Q", format=".1f", title="error (%)")]).properties(
-        width=FACET_WIDTH + 60).resolve_scale(y="independent")
+    p = _with_split_words(pred[pred.law == law]).assign(
+        error_pct=lambda d: (d.predicted_j / d.measured_j - 1) * 100
+    )
+    return (
+        alt.Chart(
+            p,
+            title=_title(f"Held-out error by group: {MODEL_WORDS.get(law, law)}", df),
+            description="Each tick is one held-out run; ticks right of zero are over-predicted. "
+            "A group whose ticks sit together on one side is a bias, not noise.",
+        )
+        .mark_tick(thickness=2, size=14)
+        .encode(
+            x=alt.X("error_pct:Q", title="prediction error (%)", axis=alt.Axis(format="~s")),
+            y=alt.Y("fold:N", title=None),
+            color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout"),
+            row=alt.Row(
+                "split_label:N",
+                title=None,
+                header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold"),
+            ),
+            tooltip=["run_id", alt.Tooltip("error_pct:Q", format=".1f", title="error (%)")],
+        )
+        .properties(width=FACET_WIDTH + 60)
+        .resolve_scale(y="independent")
+    )
 
 
 def coefficients(coef: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
@@ -365,42 +581,89 @@ def coefficients(coef: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
 
     what = {"energy_per_step_j": "", "step_s": " (step time)"}
     unit = coef.param.map(lambda p: f", {UNITS[p]}" if p in UNITS else "")
-    c = coef.assign(key=coef.law + ": " + coef.param + unit + (coef.target.map(lambda t: what.get(t, f" ({t})"))
-                                                              if "target" in coef else ""))
+    c = coef.assign(
+        key=coef.law
+        + ": "
+        + coef.param
+        + unit
+        + (coef.target.map(lambda t: what.get(t, f" ({t})")) if "target" in coef else "")
+    )
     base = alt.Chart(c).encode(y=alt.Y("param:N", title=None))
-    rules = base.mark_rule().encode(x=alt.X("lo:Q", title="value, in the unit its panel names (90 % bootstrap interval)",
-                                            scale=alt.Scale(zero=False),
-                                            axis=alt.Axis(format=".4~g", tickCount=5)), x2="hi:Q")
-    dots = base.mark_point(filled=True, size=60).encode(x="value:Q", tooltip=["law", "target", "param",
-                                                                             alt.Tooltip("value:Q", format=".4g"),
-                                                                             alt.Tooltip("lo:Q", format=".4g"),
-                                                                             alt.Tooltip("hi:Q", format=".4g")])
-    return alt.layer(rules, dots).properties(width=FACET_WIDTH + 100, height=40).facet(
-        row=alt.Row("key:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start")),
-    ).resolve_scale(x="independent", y="independent").properties(
-        title=_title("Fitted coefficients", df),
-        description="Each coefficient with its 90 % bootstrap interval, in the unit its panel names; an interval "
-                    "that spans orders of "
-                    "magnitude, or crosses zero, is a coefficient these runs cannot identify.")
+    rules = base.mark_rule().encode(
+        x=alt.X(
+            "lo:Q",
+            title="value, in the unit its panel names (90 % bootstrap interval)",
+            scale=alt.Scale(zero=False),
+            axis=alt.Axis(format=".4~g", tickCount=5),
+        ),
+        x2="hi:Q",
+    )
+    dots = base.mark_point(filled=True, size=60).encode(
+        x="value:Q",
+        tooltip=[
+            "law",
+            "target",
+            "param",
+            alt.Tooltip("value:Q", format=".4g"),
+            alt.Tooltip("lo:Q", format=".4g"),
+            alt.Tooltip("hi:Q", format=".4g"),
+        ],
+    )
+    return (
+        alt.layer(rules, dots)
+        .properties(width=FACET_WIDTH + 100, height=40)
+        .facet(
+            row=alt.Row("key:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start")),
+        )
+        .resolve_scale(x="independent", y="independent")
+        .properties(
+            title=_title("Fitted coefficients", df),
+            description="Each coefficient with its 90 % bootstrap interval, in the unit its panel names; an interval "
+            "that spans orders of "
+            "magnitude, or crosses zero, is a coefficient these runs cannot identify.",
+        )
+    )
 
 
 def baseline_comparison(summary: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     """Held-out MAPE (%) of every law and baseline on every split (hover for all metrics)."""
-    s = _with_split_words(summary).assign(kind=np.where(summary.uses_measured_time, KIND_ORDER[2],
-                                     np.where(summary.baseline, KIND_ORDER[1], KIND_ORDER[0])))
-    return alt.Chart(s, title=_title("Held-out MAPE: laws and baselines", df),
-                     description="Shorter bars predict held-out runs better; compare the laws with the "
-                                 "baselines split by split, not only pooled.").mark_bar().encode(
-        x=alt.X("mape_pct:Q", title="MAPE on held-out runs (%)"),
-        y=alt.Y("label:N", title=None, sort="x", axis=alt.Axis(labelLimit=200)),
-        color=alt.Color("kind:N", title="model", scale=KIND_SCALE, legend=alt.Legend(orient="bottom")),
-        row=alt.Row("split_label:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
-        tooltip=["label", alt.Tooltip("split_label:N", title="split"), "n", alt.Tooltip("mape_pct:Q", format=".1f", title="MAPE (%)"),
-                 alt.Tooltip("median_ape_pct:Q", format=".1f", title="median APE (%)"),
-                 alt.Tooltip("max_ape_pct:Q", format=".1f", title="max APE (%)"),
-                 alt.Tooltip("r2_log:Q", format=".3f", title="R² (log)"),
-                 alt.Tooltip("coverage_pct:Q", format=".0f", title="interval coverage (%)")],
-    ).properties(width=FACET_WIDTH)
+    s = _with_split_words(summary).assign(
+        kind=np.where(
+            summary.uses_measured_time,
+            KIND_ORDER[2],
+            np.where(summary.baseline, KIND_ORDER[1], KIND_ORDER[0]),
+        )
+    )
+    return (
+        alt.Chart(
+            s,
+            title=_title("Held-out MAPE: laws and baselines", df),
+            description="Shorter bars predict held-out runs better; compare the laws with the "
+            "baselines split by split, not only pooled.",
+        )
+        .mark_bar()
+        .encode(
+            x=alt.X("mape_pct:Q", title="MAPE on held-out runs (%)"),
+            y=alt.Y("label:N", title=None, sort="x", axis=alt.Axis(labelLimit=200)),
+            color=alt.Color("kind:N", title="model", scale=KIND_SCALE, legend=alt.Legend(orient="bottom")),
+            row=alt.Row(
+                "split_label:N",
+                title=None,
+                header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold"),
+            ),
+            tooltip=[
+                "label",
+                alt.Tooltip("split_label:N", title="split"),
+                "n",
+                alt.Tooltip("mape_pct:Q", format=".1f", title="MAPE (%)"),
+                alt.Tooltip("median_ape_pct:Q", format=".1f", title="median APE (%)"),
+                alt.Tooltip("max_ape_pct:Q", format=".1f", title="max APE (%)"),
+                alt.Tooltip("r2_log:Q", format=".3f", title="R² (log)"),
+                alt.Tooltip("coverage_pct:Q", format=".0f", title="interval coverage (%)"),
+            ],
+        )
+        .properties(width=FACET_WIDTH)
+    )
 
 
 def run_labels(run_ids: pd.Series) -> pd.Series:
@@ -414,20 +677,37 @@ def run_labels(run_ids: pd.Series) -> pd.Series:
 
 def static_vs_dynamic(split: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     """Energy per step split by the energy roofline into compute, memory and static (P0 x time) parts."""
-    long = split.melt(id_vars=["run_id", "mode", "flops_per_step"], value_vars=["compute_j", "memory_j", "static_j"],
-                      var_name="part", value_name="energy_j")
+    long = split.melt(
+        id_vars=["run_id", "mode", "flops_per_step"],
+        value_vars=["compute_j", "memory_j", "static_j"],
+        var_name="part",
+        value_name="energy_j",
+    )
     long["part"] = long.part.str.removesuffix("_j")
     long["run"] = run_labels(long.run_id)
     order = alt.EncodingSortField(field="flops_per_step", order="ascending")
-    return alt.Chart(long, title=_title("Static vs dynamic energy (energy roofline decomposition)", df),
-                     description="The share of each run's modelled energy that the fitted energy roofline "
-                                 "assigns to compute (ε_F·F), memory traffic (ε_Q·Q) and static power (P₀·T); "
-                                 "runs ordered by FLOPs per step.").mark_bar().encode(
-        y=alt.Y("run:N", sort=order, title=None, axis=alt.Axis(labelLimit=240, labelFontSize=9)),
-        x=alt.X("energy_j:Q", stack="normalize", title="share of modelled energy per step", axis=alt.Axis(format="%")),
-        color=alt.Color("part:N", title="part", scale=PART_SCALE, sort=PART_ORDER),
-        tooltip=["run_id", "mode", "part", alt.Tooltip("energy_j:Q", format=NUM, title="energy (J)")],
-    ).properties(width=WIDTH)
+    return (
+        alt.Chart(
+            long,
+            title=_title("Static vs dynamic energy (energy roofline decomposition)", df),
+            description="The share of each run's modelled energy that the fitted energy roofline "
+            "assigns to compute (ε_F·F), memory traffic (ε_Q·Q) and static power (P₀·T); "
+            "runs ordered by FLOPs per step.",
+        )
+        .mark_bar()
+        .encode(
+            y=alt.Y("run:N", sort=order, title=None, axis=alt.Axis(labelLimit=240, labelFontSize=9)),
+            x=alt.X(
+                "energy_j:Q",
+                stack="normalize",
+                title="share of modelled energy per step",
+                axis=alt.Axis(format="%"),
+            ),
+            color=alt.Color("part:N", title="part", scale=PART_SCALE, sort=PART_ORDER),
+            tooltip=["run_id", "mode", "part", alt.Tooltip("energy_j:Q", format=NUM, title="energy (J)")],
+        )
+        .properties(width=WIDTH)
+    )
 
 
 def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
@@ -436,37 +716,68 @@ def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     ``terms``: run_id, mode, flops_per_step and one column per time term (s), already multiplied by its
     fitted coefficient."""
     parts = [c for c in terms.columns if c.endswith("_s") and c != "step_s"]
-    long = terms.melt(id_vars=["run_id", "mode", "flops_per_step"], value_vars=parts, var_name="term",
-                      value_name="time_s")
+    long = terms.melt(
+        id_vars=["run_id", "mode", "flops_per_step"], value_vars=parts, var_name="term", value_name="time_s"
+    )
     long["operator"] = long.term.map(lambda t: OPERATOR_WORDS.get(t, t.removesuffix("_s").replace("_", " ")))
     long["term_index"] = long.term.map({t: i for i, t in enumerate(parts)})
     long["run"] = run_labels(long.run_id)
     names = list(dict.fromkeys(long.sort_values("term_index").operator))
-    colors = (OPERATOR_COLORS * (len(names) // len(OPERATOR_COLORS) + 1))[:len(names)]
+    colors = (OPERATOR_COLORS * (len(names) // len(OPERATOR_COLORS) + 1))[: len(names)]
     order = alt.EncodingSortField(field="flops_per_step", order="ascending")
-    return alt.Chart(long, title=_title("Where the step time goes (operator roofline)", df, time_only=True)).mark_bar().encode(
-        y=alt.Y("run:N", sort=order, title=None, axis=alt.Axis(labelLimit=260, labelFontSize=9)),
-        x=alt.X("time_s:Q", stack="normalize", title="share of modelled step time", axis=alt.Axis(format="%")),
-        color=alt.Color("operator:N", title="operator class", sort=names, scale=alt.Scale(domain=names, range=colors)),
-        order=alt.Order("term_index:Q"),
-        tooltip=["run_id", "mode", "operator", alt.Tooltip("time_s:Q", format=NUM, title="time (s)")],
-    ).properties(width=WIDTH, description="Each bar is one run, split into the shares of its modelled step time "
-                 "that each operator class takes; runs are ordered by FLOPs per step, smallest at the top.")
+    return (
+        alt.Chart(long, title=_title("Where the step time goes (operator roofline)", df, time_only=True))
+        .mark_bar()
+        .encode(
+            y=alt.Y("run:N", sort=order, title=None, axis=alt.Axis(labelLimit=260, labelFontSize=9)),
+            x=alt.X(
+                "time_s:Q", stack="normalize", title="share of modelled step time", axis=alt.Axis(format="%")
+            ),
+            color=alt.Color(
+                "operator:N", title="operator class", sort=names, scale=alt.Scale(domain=names, range=colors)
+            ),
+            order=alt.Order("term_index:Q"),
+            tooltip=["run_id", "mode", "operator", alt.Tooltip("time_s:Q", format=NUM, title="time (s)")],
+        )
+        .properties(
+            width=WIDTH,
+            description="Each bar is one run, split into the shares of its modelled step time "
+            "that each operator class takes; runs are ordered by FLOPs per step, smallest at the top.",
+        )
+    )
 
 
 def eta_model_vs_measured(eta: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     """The efficiency factor the operator roofline implies against the measured one, per parallel run."""
     top = float(max(eta.eta_measured.max(), eta.eta_model.max(), 0.01)) * 1.1 if len(eta) else 1.0
-    line = alt.Chart(pd.DataFrame({"x": [0, top]})).mark_line(color="#999", strokeDash=[4, 4]).encode(x="x:Q", y="x:Q")
-    dots = alt.Chart(eta).mark_point(filled=True, size=70).encode(
-        x=alt.X("eta_measured:Q", title="measured η = T₁ / (p T_p)", scale=alt.Scale(domain=[0, top])),
-        y=alt.Y("eta_model:Q", title="operator roofline η", scale=alt.Scale(domain=[0, top])),
-        color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout"),
-        shape=alt.Shape("world_size:N", title="ranks"),
-        tooltip=["run_id", alt.Tooltip("eta_measured:Q", format=".3f"), alt.Tooltip("eta_model:Q", format=".3f")])
-    return alt.layer(line, dots, title=_title("η(p) is an output of the operator roofline", df, time_only=True)).properties(
-        width=HEIGHT, height=HEIGHT, description="Each point is one parallel run: the efficiency factor the "
-        "operator roofline predicts against the measured one; on the dashed diagonal they agree.")
+    line = (
+        alt.Chart(pd.DataFrame({"x": [0, top]}))
+        .mark_line(color="#999", strokeDash=[4, 4])
+        .encode(x="x:Q", y="x:Q")
+    )
+    dots = (
+        alt.Chart(eta)
+        .mark_point(filled=True, size=70)
+        .encode(
+            x=alt.X("eta_measured:Q", title="measured η = T₁ / (p T_p)", scale=alt.Scale(domain=[0, top])),
+            y=alt.Y("eta_model:Q", title="operator roofline η", scale=alt.Scale(domain=[0, top])),
+            color=alt.Color("mode:N", sort=MODE_ORDER, scale=MODE_SCALE, title="layout"),
+            shape=alt.Shape("world_size:N", title="ranks"),
+            tooltip=[
+                "run_id",
+                alt.Tooltip("eta_measured:Q", format=".3f"),
+                alt.Tooltip("eta_model:Q", format=".3f"),
+            ],
+        )
+    )
+    return alt.layer(
+        line, dots, title=_title("η(p) is an output of the operator roofline", df, time_only=True)
+    ).properties(
+        width=HEIGHT,
+        height=HEIGHT,
+        description="Each point is one parallel run: the efficiency factor the "
+        "operator roofline predicts against the measured one; on the dashed diagonal they agree.",
+    )
 
 
 def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
@@ -476,42 +787,79 @@ def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     of model, the models in one fixed order, the primary model first."""
     if scores.empty:  # too few runs to hold out whole groups: say so instead of drawing empty axes
         note = pd.DataFrame({"text": ["too few runs in this build to hold out whole groups"]})
-        return alt.Chart(note, title=_title("Held-out MAPE: every model", df)).mark_text(align="left").encode(
-            text="text:N").properties(width=WIDTH, height=40, description="Too few runs in this build to "
-                                      "hold out whole groups, so no model is scored.")
-    kinds = {"operator_roofline": MODEL_KIND_ORDER[0], "calibrated_tier": MODEL_KIND_ORDER[0],
-             "roofline_power_law": MODEL_KIND_ORDER[1], "energy_roofline": MODEL_KIND_ORDER[1],
-             "tdp_time": MODEL_KIND_ORDER[3], "power_given_time": MODEL_KIND_ORDER[3]}
+        return (
+            alt.Chart(note, title=_title("Held-out MAPE: every model", df))
+            .mark_text(align="left")
+            .encode(text="text:N")
+            .properties(
+                width=WIDTH,
+                height=40,
+                description="Too few runs in this build to hold out whole groups, so no model is scored.",
+            )
+        )
+    kinds = {
+        "operator_roofline": MODEL_KIND_ORDER[0],
+        "calibrated_tier": MODEL_KIND_ORDER[0],
+        "roofline_power_law": MODEL_KIND_ORDER[1],
+        "energy_roofline": MODEL_KIND_ORDER[1],
+        "tdp_time": MODEL_KIND_ORDER[3],
+        "power_given_time": MODEL_KIND_ORDER[3],
+    }
     s = _with_split_words(scores).assign(
         label=scores.model.map(lambda m: MODEL_WORDS.get(m, str(m).replace("_", " "))),
         kind=scores.model.map(lambda m: kinds.get(m, MODEL_KIND_ORDER[2])),
-        target_label=scores.target.map(lambda t: f"{t} per step"))
-    models = [MODEL_WORDS[m] for m in MODEL_WORDS if m in set(s.model)] + \
-        sorted(set(s.label) - {MODEL_WORDS[m] for m in MODEL_WORDS})
-    splits = [SPLIT_WORDS[x] for x in SPLIT_WORDS if x in set(s.split)] + \
-        sorted(set(s.split_label) - set(SPLIT_WORDS.values()))
+        target_label=scores.target.map(lambda t: f"{t} per step"),
+    )
+    models = [MODEL_WORDS[m] for m in MODEL_WORDS if m in set(s.model)] + sorted(
+        set(s.label) - {MODEL_WORDS[m] for m in MODEL_WORDS}
+    )
+    splits = [SPLIT_WORDS[x] for x in SPLIT_WORDS if x in set(s.split)] + sorted(
+        set(s.split_label) - set(SPLIT_WORDS.values())
+    )
     base = alt.Chart(s).encode(y=alt.Y("label:N", title=None, sort=models, axis=alt.Axis(labelLimit=130)))
     bars = base.mark_bar().encode(
         x=alt.X("mape_pct:Q", title="MAPE on held-out runs (%)"),
         color=alt.Color("kind:N", title="model", scale=MODEL_KIND_SCALE, legend=alt.Legend(orient="bottom")),
-        tooltip=[alt.Tooltip("label:N", title="model"), alt.Tooltip("split_label:N", title="split"),
-                 alt.Tooltip("target:N"), "n", alt.Tooltip("mape_pct:Q", format=".1f", title="MAPE (%)"),
-                 alt.Tooltip("mape_lo_pct:Q", format=".1f", title="interval low (%)"),
-                 alt.Tooltip("mape_hi_pct:Q", format=".1f", title="interval high (%)"),
-                 alt.Tooltip("coverage_pct:Q", format=".0f", title="interval coverage (%)")])
+        tooltip=[
+            alt.Tooltip("label:N", title="model"),
+            alt.Tooltip("split_label:N", title="split"),
+            alt.Tooltip("target:N"),
+            "n",
+            alt.Tooltip("mape_pct:Q", format=".1f", title="MAPE (%)"),
+            alt.Tooltip("mape_lo_pct:Q", format=".1f", title="interval low (%)"),
+            alt.Tooltip("mape_hi_pct:Q", format=".1f", title="interval high (%)"),
+            alt.Tooltip("coverage_pct:Q", format=".0f", title="interval coverage (%)"),
+        ],
+    )
     rules = base.mark_rule(color="#333").encode(x="mape_lo_pct:Q", x2="mape_hi_pct:Q")
-    return alt.layer(bars, rules).properties(width=COMPARISON_WIDTH, height=16 * len(models)).facet(
-        row=alt.Row("split_label:N", title=None, sort=splits,
-                    header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold")),
-        column=alt.Column("target_label:N", title=None, sort=["time per step", "energy per step"]),
-        spacing={"row": 8, "column": 16}).properties(
-        title=_title("Held-out MAPE: every model", df),
-        description="Held-out MAPE of every model per split, time and energy apart; the black line is its "
-                    "interval from resampling whole groups. Shorter bars predict unseen runs better.")
+    return (
+        alt.layer(bars, rules)
+        .properties(width=COMPARISON_WIDTH, height=16 * len(models))
+        .facet(
+            row=alt.Row(
+                "split_label:N",
+                title=None,
+                sort=splits,
+                header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold"),
+            ),
+            column=alt.Column("target_label:N", title=None, sort=["time per step", "energy per step"]),
+            spacing={"row": 8, "column": 16},
+        )
+        .properties(
+            title=_title("Held-out MAPE: every model", df),
+            description="Held-out MAPE of every model per split, time and energy apart; the black line is its "
+            "interval from resampling whole groups. Shorter bars predict unseen runs better.",
+        )
+    )
 
 
-def coverage_across_sweeps(table: pd.DataFrame, pooled: pd.DataFrame, level: float, model: str = "operator_roofline",
-                           band=(85.0, 95.0)) -> alt.Chart:
+def coverage_across_sweeps(
+    table: pd.DataFrame,
+    pooled: pd.DataFrame,
+    level: float,
+    model: str = "operator_roofline",
+    band=(85.0, 95.0),
+) -> alt.Chart:
     """The coverage of ``model``'s nominal ``level`` intervals per group of held-out runs: a dot per coverage
     that stored builds showed (``companion.energy.stored.score_stored``'s rows; its area counts the builds),
     this build's own as an orange bar, their pool as a black diamond with its range from resampling builds
@@ -526,10 +874,17 @@ def coverage_across_sweeps(table: pd.DataFrame, pooled: pd.DataFrame, level: flo
     title = _title(text, how) if len(how) else alt.TitleParams(text, subtitle=["no stored builds"])
     if t.empty:
         note = pd.DataFrame({"text": ["no stored builds to score"]})
-        return alt.Chart(note, title=title).mark_text(align="left").encode(text="text:N").properties(
-            width=WIDTH, height=40, description="No stored build was scored.")
+        return (
+            alt.Chart(note, title=title)
+            .mark_text(align="left")
+            .encode(text="text:N")
+            .properties(width=WIDTH, height=40, description="No stored build was scored.")
+        )
     order = [GROUP_WORDS.get(g, g) for g in group_order(p.split)]
-    scale, axis = alt.Scale(domain=[60, 100], clamp=True), alt.Axis(values=[60, 70, 80, 85, 90, 95, 100], labelOverlap=True)
+    scale, axis = (
+        alt.Scale(domain=[60, 100], clamp=True),
+        alt.Axis(values=[60, 70, 80, 85, 90, 95, 100], labelOverlap=True),
+    )
     x = alt.X("coverage_pct:Q", title="coverage of held-out runs (%)", scale=scale, axis=axis)
     words = lambda f: f.assign(group=f.split.map(lambda s: GROUP_WORDS.get(s, s)))  # noqa: E731
     series = ["stored builds", *(["this build"] if (t.sweep == THIS_BUILD).any() else [])]
@@ -537,51 +892,101 @@ def coverage_across_sweeps(table: pd.DataFrame, pooled: pd.DataFrame, level: flo
     for target in [x_ for x_ in TARGETS if x_ in set(t.target)]:
         rows = words(t[t.target == target].assign(coverage_pct=lambda f: f.coverage_pct.round(1)))
         stored_rows = rows[rows.sweep != THIS_BUILD]
-        counts = stored_rows.groupby(["group", "coverage_pct"]).agg(
-            builds=("sweep", "count"), which=("sweep", lambda s: ", ".join(sorted(s)))).reset_index()
+        counts = (
+            stored_rows.groupby(["group", "coverage_pct"])
+            .agg(builds=("sweep", "count"), which=("sweep", lambda s: ", ".join(sorted(s))))
+            .reset_index()
+        )
         pool = words(p[p.target == target])
         y = alt.Y("group:N", title=None, sort=order, axis=alt.Axis(labelLimit=150) if not panels else None)
-        color = alt.Color("series:N", title=None, scale=alt.Scale(domain=series, range=["#4c78a8", "#f58518"][:len(series)]),
-                          legend=alt.Legend(orient="bottom") if not panels else None)
-        shade = alt.Chart(pd.DataFrame({"lo": [band[0]], "hi": [band[1]]})).mark_rect(color="#e8f1e4").encode(
-            x=alt.X("lo:Q", title="coverage of held-out runs (%)", scale=scale, axis=axis), x2="hi:Q")
-        dots = alt.Chart(counts.assign(series=series[0])).mark_circle(opacity=0.6).encode(
-            x=x, y=y, color=color, size=alt.Size("builds:Q", scale=alt.Scale(range=[15, 260]), legend=None),
-            tooltip=[alt.Tooltip("group:N", title="held out"), alt.Tooltip("coverage_pct:Q", format=".1f",
-                                                                           title="coverage (%)"),
-                     alt.Tooltip("builds:Q", title="stored builds"), alt.Tooltip("which:N", title="which")])
+        color = alt.Color(
+            "series:N",
+            title=None,
+            scale=alt.Scale(domain=series, range=["#4c78a8", "#f58518"][: len(series)]),
+            legend=alt.Legend(orient="bottom") if not panels else None,
+        )
+        shade = (
+            alt.Chart(pd.DataFrame({"lo": [band[0]], "hi": [band[1]]}))
+            .mark_rect(color="#e8f1e4")
+            .encode(x=alt.X("lo:Q", title="coverage of held-out runs (%)", scale=scale, axis=axis), x2="hi:Q")
+        )
+        dots = (
+            alt.Chart(counts.assign(series=series[0]))
+            .mark_circle(opacity=0.6)
+            .encode(
+                x=x,
+                y=y,
+                color=color,
+                size=alt.Size("builds:Q", scale=alt.Scale(range=[15, 260]), legend=None),
+                tooltip=[
+                    alt.Tooltip("group:N", title="held out"),
+                    alt.Tooltip("coverage_pct:Q", format=".1f", title="coverage (%)"),
+                    alt.Tooltip("builds:Q", title="stored builds"),
+                    alt.Tooltip("which:N", title="which"),
+                ],
+            )
+        )
         layers = [shade, dots]
         own = rows[rows.sweep == THIS_BUILD]
         if len(own):
-            layers.append(alt.Chart(own.assign(series=series[-1])).mark_tick(thickness=3, size=18).encode(
-                x=x, y=y, color=color, tooltip=[alt.Tooltip("group:N", title="held out"),
-                                                alt.Tooltip("coverage_pct:Q", format=".1f",
-                                                            title="this build's coverage (%)"),
-                                                alt.Tooltip("n:Q", title="runs")]))
-        layers += [alt.Chart(pool).mark_rule(color="#111", strokeWidth=2).encode(
-            x="coverage_lo_pct:Q", x2="coverage_hi_pct:Q", y=y),
-            alt.Chart(pool).mark_point(shape="diamond", filled=True, color="#111", size=70).encode(
-            x=x, y=y, tooltip=[alt.Tooltip("group:N", title="held out"),
-                               alt.Tooltip("coverage_pct:Q", format=".1f", title="pooled coverage (%)"),
-                               alt.Tooltip("coverage_lo_pct:Q", format=".1f", title="range low (%)"),
-                               alt.Tooltip("coverage_hi_pct:Q", format=".1f", title="range high (%)"),
-                               alt.Tooltip("covered:Q"), alt.Tooltip("n:Q", title="predictions"),
-                               alt.Tooltip("sweeps:Q", title="builds")])]
-        panels.append(alt.layer(*layers).properties(width=COMPARISON_WIDTH, height=26 * len(order),
-                                                    title=f"{target} per step"))
+            layers.append(
+                alt.Chart(own.assign(series=series[-1]))
+                .mark_tick(thickness=3, size=18)
+                .encode(
+                    x=x,
+                    y=y,
+                    color=color,
+                    tooltip=[
+                        alt.Tooltip("group:N", title="held out"),
+                        alt.Tooltip("coverage_pct:Q", format=".1f", title="this build's coverage (%)"),
+                        alt.Tooltip("n:Q", title="runs"),
+                    ],
+                )
+            )
+        layers += [
+            alt.Chart(pool)
+            .mark_rule(color="#111", strokeWidth=2)
+            .encode(x="coverage_lo_pct:Q", x2="coverage_hi_pct:Q", y=y),
+            alt.Chart(pool)
+            .mark_point(shape="diamond", filled=True, color="#111", size=70)
+            .encode(
+                x=x,
+                y=y,
+                tooltip=[
+                    alt.Tooltip("group:N", title="held out"),
+                    alt.Tooltip("coverage_pct:Q", format=".1f", title="pooled coverage (%)"),
+                    alt.Tooltip("coverage_lo_pct:Q", format=".1f", title="range low (%)"),
+                    alt.Tooltip("coverage_hi_pct:Q", format=".1f", title="range high (%)"),
+                    alt.Tooltip("covered:Q"),
+                    alt.Tooltip("n:Q", title="predictions"),
+                    alt.Tooltip("sweeps:Q", title="builds"),
+                ],
+            ),
+        ]
+        panels.append(
+            alt.layer(*layers).properties(
+                width=COMPARISON_WIDTH, height=26 * len(order), title=f"{target} per step"
+            )
+        )
     own_words = " this build's own as an orange bar," if (t.sweep == THIS_BUILD).any() else ""
     span = f"{p.range_pct.iloc[0]:.0f} % range" if len(p) and "range_pct" in p else "range"
     return alt.hconcat(*panels, spacing=12).properties(
-        title=title, description=f"Coverage of the {level * 100:.0f} % intervals of held-out runs per group: a blue "
-                                 f"dot per coverage stored builds showed (its area counts them),{own_words} a black "
-                                 f"diamond for all builds pooled with its {span} from resampling builds, the band "
-                                 f"{band[0]:.0f}–{band[1]:.0f} % shaded.")
+        title=title,
+        description=f"Coverage of the {level * 100:.0f} % intervals of held-out runs per group: a blue "
+        f"dot per coverage stored builds showed (its area counts them),{own_words} a black "
+        f"diamond for all builds pooled with its {span} from resampling builds, the band "
+        f"{band[0]:.0f}–{band[1]:.0f} % shaded.",
+    )
 
 
 # ------------------------------------------------------------------------------------------- a GPU's runs
 # The operator model's three tiers, one colour each wherever a GPU figure shows them.
 TIER_ORDER = ["prior", "calibrated", "fitted"]
-TIER_WORDS = {"prior": "prior (datasheet)", "calibrated": "calibrated (no fit)", "fitted": "fitted (leave one out)"}
+TIER_WORDS = {
+    "prior": "prior (datasheet)",
+    "calibrated": "calibrated (no fit)",
+    "fitted": "fitted (leave one out)",
+}
 TIER_SCALE = alt.Scale(domain=[TIER_WORDS[t] for t in TIER_ORDER], range=["#bab0ac", "#4c78a8", "#1b7f79"])
 
 
@@ -590,65 +995,231 @@ def gpu_predicted_vs_measured(scores: pd.DataFrame, device: str) -> alt.Chart:
     (``companion.energy.reference.score_reference``'s rows); y = x is perfect."""
     panels = []
     for target, what, unit in (("step_s", "step time", "s"), ("energy_per_step_j", "energy per step", "J")):
-        f = scores.assign(tier_label=scores.tier.map(TIER_WORDS), measured=scores[f"{target}_measured"],
-                          predicted=scores[f"{target}_predicted"], ape=scores[f"{target}_ape"])
-        lim = [float(min(f.measured.min(), f.predicted.min()) * 0.8), float(max(f.measured.max(), f.predicted.max()) * 1.25)]
+        f = scores.assign(
+            tier_label=scores.tier.map(TIER_WORDS),
+            measured=scores[f"{target}_measured"],
+            predicted=scores[f"{target}_predicted"],
+            ape=scores[f"{target}_ape"],
+        )
+        lim = [
+            float(min(f.measured.min(), f.predicted.min()) * 0.8),
+            float(max(f.measured.max(), f.predicted.max()) * 1.25),
+        ]
         scale = alt.Scale(type="log", domain=lim)
-        diag = alt.Chart(pd.DataFrame({"x": lim, "y": lim})).mark_line(color="#999", strokeDash=[4, 4]).encode(
-            x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale))
+        diag = (
+            alt.Chart(pd.DataFrame({"x": lim, "y": lim}))
+            .mark_line(color="#999", strokeDash=[4, 4])
+            .encode(x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale))
+        )
         measured_word = "measured (NVML)" if target == "energy_per_step_j" else "measured"
-        dots = alt.Chart(f).mark_point(filled=True, size=60, opacity=0.85).encode(
-            x=alt.X("measured:Q", scale=scale, title=f"{measured_word} {what} ({unit})", axis=alt.Axis(format=SI)),
-            y=alt.Y("predicted:Q", scale=scale, title=f"predicted {what} ({unit})", axis=alt.Axis(format=SI)),
-            color=alt.Color("tier_label:N", scale=TIER_SCALE, title="tier",
-                            legend=alt.Legend(orient="bottom") if not panels else None),
-            shape=alt.Shape("tier_label:N", scale=alt.Scale(domain=list(TIER_WORDS.values())), legend=None),
-            tooltip=[alt.Tooltip("tier_label:N", title="tier"), alt.Tooltip("layers:Q"), alt.Tooltip("hidden:Q"),
-                     alt.Tooltip("seq_len:Q", title="sequence length"), alt.Tooltip("batch_size:Q", title="batch"),
-                     alt.Tooltip("measured:Q", format=NUM, title=f"measured ({unit})"),
-                     alt.Tooltip("predicted:Q", format=NUM, title=f"predicted ({unit})"),
-                     alt.Tooltip("ape:Q", format=".1f", title="error (%)")])
+        dots = (
+            alt.Chart(f)
+            .mark_point(filled=True, size=60, opacity=0.85)
+            .encode(
+                x=alt.X(
+                    "measured:Q",
+                    scale=scale,
+                    title=f"{measured_word} {what} ({unit})",
+                    axis=alt.Axis(format=SI),
+                ),
+                y=alt.Y(
+                    "predicted:Q", scale=scale, title=f"predicted {what} ({unit})", axis=alt.Axis(format=SI)
+                ),
+                color=alt.Color(
+                    "tier_label:N",
+                    scale=TIER_SCALE,
+                    title="tier",
+                    legend=alt.Legend(orient="bottom") if not panels else None,
+                ),
+                shape=alt.Shape(
+                    "tier_label:N", scale=alt.Scale(domain=list(TIER_WORDS.values())), legend=None
+                ),
+                tooltip=[
+                    alt.Tooltip("tier_label:N", title="tier"),
+                    alt.Tooltip("layers:Q"),
+                    alt.Tooltip("hidden:Q"),
+                    alt.Tooltip("seq_len:Q", title="sequence length"),
+                    alt.Tooltip("batch_size:Q", title="batch"),
+                    alt.Tooltip("measured:Q", format=NUM, title=f"measured ({unit})"),
+                    alt.Tooltip("predicted:Q", format=NUM, title=f"predicted ({unit})"),
+                    alt.Tooltip("ape:Q", format=".1f", title="error (%)"),
+                ],
+            )
+        )
         panels.append(alt.layer(diag, dots, width=COMPARISON_WIDTH, height=COMPARISON_WIDTH))
-    return alt.hconcat(*panels, title=alt.TitleParams(
-        f"{device}: predicted against measured, per tier",
-        subtitle=[f"energy measured by the board's NVML energy counter on one {device}"]),
+    return alt.hconcat(
+        *panels,
+        title=alt.TitleParams(
+            f"{device}: predicted against measured, per tier",
+            subtitle=[f"energy measured by the board's NVML energy counter on one {device}"],
+        ),
         description=f"Each of the {scores.run_id.nunique()} runs on the {device} as each tier predicts it, step time "
-                    "(left) and energy per step (right); points on the dashed diagonal are predicted exactly.")
+        "(left) and energy per step (right); points on the dashed diagonal are predicted exactly.",
+    )
 
 
-def gpu_regimes(points: pd.DataFrame, floors: pd.DataFrame, roof_flops_per_s: float, device: str) -> alt.Chart:
+def gpu_regimes(
+    points: pd.DataFrame, floors: pd.DataFrame, roof_flops_per_s: float, device: str
+) -> alt.Chart:
     """Step time against FLOPs per step on a GPU, log-log: the measured steps, the device roof
     (FLOPs ÷ peak: a compute-bound step lies on it) and the model's host floor per model depth (operators ×
     host cost per operator: a host-bound step lies on it, whatever its FLOPs)."""
     lo, hi = float(points.flops_per_step.min() / 3), float(points.flops_per_step.max() * 3)
     y_lo, y_hi = float(points.step_s.min() / 4), float(points.step_s.max() * 2)
     start = max(lo, y_lo * roof_flops_per_s)  # the roof drawn where it enters the plotted step times
-    roof = pd.DataFrame({"flops_per_step": [start, hi], "step_s": [start / roof_flops_per_s, hi / roof_flops_per_s],
-                         "line": "compute roof (bf16 peak)"})
+    roof = pd.DataFrame(
+        {
+            "flops_per_step": [start, hi],
+            "step_s": [start / roof_flops_per_s, hi / roof_flops_per_s],
+            "line": "compute roof (bf16 peak)",
+        }
+    )
     x = alt.X("flops_per_step:Q", **_log("FLOPs per step", domain=[lo, hi]))
     y = alt.Y("step_s:Q", **_log("step time (s)", domain=[y_lo, y_hi]))
-    roof_line = alt.Chart(roof).mark_line(color="#333", strokeWidth=2).encode(
-        x=x, y=y, strokeDash=alt.StrokeDash("line:N", title=None, legend=alt.Legend(orient="bottom")))
+    roof_line = (
+        alt.Chart(roof)
+        .mark_line(color="#333", strokeWidth=2)
+        .encode(x=x, y=y, strokeDash=alt.StrokeDash("line:N", title=None, legend=alt.Legend(orient="bottom")))
+    )
     floor_word = "host floor (calibrated)"
-    floor_rules = alt.Chart(floors.assign(line=floor_word)).mark_rule(strokeWidth=2, strokeDash=[6, 3]).encode(
-        x=alt.X("x0:Q", scale=alt.Scale(type="log", domain=[lo, hi])), x2="x1:Q",
-        y=alt.Y("host_s:Q", scale=alt.Scale(type="log", domain=[y_lo, y_hi])),
-        color=alt.Color("line:N", title=None, scale=alt.Scale(domain=[floor_word], range=["#e45756"]),
-                        legend=alt.Legend(orient="bottom")),
-        tooltip=[alt.Tooltip("depth:N", title="host floor"), alt.Tooltip("host_s:Q", format=NUM, title="seconds")])
-    floor_text = alt.Chart(floors).mark_text(align="left", dx=4, dy=-6, color="#e45756", fontSize=11).encode(
-        x="x1:Q", y="host_s:Q", text="depth:N")
-    dots = alt.Chart(points).mark_point(filled=True, size=70, opacity=0.9).encode(
-        x=x, y=y, color=alt.Color("source:N", title=None, scale=alt.Scale(range=["#4c78a8", "#f58518"]),
-                                  legend=alt.Legend(orient="bottom")),
-        tooltip=[alt.Tooltip("name:N", title="configuration"), alt.Tooltip("source:N", title="measured in"),
-                 alt.Tooltip("step_s:Q", format=NUM, title="step (s)"),
-                 alt.Tooltip("flops_per_step:Q", format=SI, title="FLOPs per step"),
-                 alt.Tooltip("mfu_pct:Q", format=".1f", title="MFU (%)")])
-    return alt.layer(roof_line, floor_rules, floor_text, dots, width=WIDTH, height=HEIGHT).resolve_scale(
-        strokeDash="independent", color="independent").properties(
-        title=alt.TitleParams(f"Two regimes on the {device}", subtitle=[f"from measured step times (wall clock) on "
-                                                                        f"{device}; no energy shown"]),
-        description="Small steps sit on the host floor whatever their FLOPs (the processor cannot issue kernels "
-                    "faster); only the largest approach the device roof. Dashed red: the model's host floor for "
-                    "each depth; black: the compute roof.")
+    floor_rules = (
+        alt.Chart(floors.assign(line=floor_word))
+        .mark_rule(strokeWidth=2, strokeDash=[6, 3])
+        .encode(
+            x=alt.X("x0:Q", scale=alt.Scale(type="log", domain=[lo, hi])),
+            x2="x1:Q",
+            y=alt.Y("host_s:Q", scale=alt.Scale(type="log", domain=[y_lo, y_hi])),
+            color=alt.Color(
+                "line:N",
+                title=None,
+                scale=alt.Scale(domain=[floor_word], range=["#e45756"]),
+                legend=alt.Legend(orient="bottom"),
+            ),
+            tooltip=[
+                alt.Tooltip("depth:N", title="host floor"),
+                alt.Tooltip("host_s:Q", format=NUM, title="seconds"),
+            ],
+        )
+    )
+    floor_text = (
+        alt.Chart(floors)
+        .mark_text(align="left", dx=4, dy=-6, color="#e45756", fontSize=11)
+        .encode(x="x1:Q", y="host_s:Q", text="depth:N")
+    )
+    dots = (
+        alt.Chart(points)
+        .mark_point(filled=True, size=70, opacity=0.9)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color(
+                "source:N",
+                title=None,
+                scale=alt.Scale(range=["#4c78a8", "#f58518"]),
+                legend=alt.Legend(orient="bottom"),
+            ),
+            tooltip=[
+                alt.Tooltip("name:N", title="configuration"),
+                alt.Tooltip("source:N", title="measured in"),
+                alt.Tooltip("step_s:Q", format=NUM, title="step (s)"),
+                alt.Tooltip("flops_per_step:Q", format=SI, title="FLOPs per step"),
+                alt.Tooltip("mfu_pct:Q", format=".1f", title="MFU (%)"),
+            ],
+        )
+    )
+    return (
+        alt.layer(roof_line, floor_rules, floor_text, dots, width=WIDTH, height=HEIGHT)
+        .resolve_scale(strokeDash="independent", color="independent")
+        .properties(
+            title=alt.TitleParams(
+                f"Two regimes on the {device}",
+                subtitle=[f"from measured step times (wall clock) on {device}; no energy shown"],
+            ),
+            description="Small steps sit on the host floor whatever their FLOPs (the processor cannot issue kernels "
+            "faster); only the largest approach the device roof. Dashed red: the model's host floor for "
+            "each depth; black: the compute roof.",
+        )
+    )
+
+
+def hero_predictions(pred: pd.DataFrame, df: pd.DataFrame, target: str = "energy") -> alt.Chart:
+    """The book's first figure: each run's held-out prediction against its measurement, the primary model beside
+    the paper's law (one panel each), from the split that predicts every run once (its size held out), with the
+    off-grid validation runs and the test set marked; y = x is perfect."""
+    keep = {"leave_one_size_out": "size held out", "holdout": "off-grid (validation)", "test": "test set"}
+    models = {"operator_roofline": "operator roofline (fitted)", "roofline_power_law": "paper's law"}
+    if not {"split", "model", "target", "measured", "predicted"} <= set(pred.columns):
+        pred = pd.DataFrame(columns=["split", "model", "target", "measured", "predicted", "ape_pct"])
+    p = pred[pred.split.isin(keep) & pred.model.isin(models) & (pred.target == target)].assign(
+        group=lambda f: f.split.map(keep), model_label=lambda f: f.model.map(models)
+    )
+    if p.empty:
+        note = pd.DataFrame({"text": ["no held-out predictions in this build"]})
+        return (
+            alt.Chart(note, title=_title("Held-out predictions", df))
+            .mark_text(align="left")
+            .encode(text="text:N")
+            .properties(width=WIDTH, height=40, description="No held-out predictions to draw.")
+        )
+    lim = [
+        float(min(p.measured.min(), p.predicted.min()) * 0.8),
+        float(max(p.measured.max(), p.predicted.max()) * 1.25),
+    ]
+    scale = alt.Scale(type="log", domain=lim)
+    unit = "J" if target == "energy" else "s"
+    panels = []
+    for key, label in models.items():
+        g = p[p.model == key]
+        diag = (
+            alt.Chart(pd.DataFrame({"x": lim, "y": lim}))
+            .mark_line(color="#999", strokeDash=[4, 4])
+            .encode(x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale))
+        )
+        dots = (
+            alt.Chart(g)
+            .mark_point(filled=True, size=40, opacity=0.75)
+            .encode(
+                x=alt.X(
+                    "measured:Q",
+                    scale=scale,
+                    title=f"{energy_word(df) if target == 'energy' else 'measured'} "
+                    f"{target} per step ({unit})",
+                    axis=alt.Axis(format=SI),
+                ),
+                y=alt.Y(
+                    "predicted:Q",
+                    scale=scale,
+                    title=f"predicted, held out ({unit})" if not panels else None,
+                    axis=alt.Axis(format=SI),
+                ),
+                color=alt.Color(
+                    "group:N",
+                    title=None,
+                    scale=alt.Scale(domain=list(keep.values()), range=["#1b7f79", "#f58518", "#b279a2"]),
+                    legend=alt.Legend(orient="bottom") if not panels else None,
+                ),
+                shape=alt.Shape("group:N", scale=alt.Scale(domain=list(keep.values())), legend=None),
+                tooltip=[
+                    alt.Tooltip("group:N", title="held out as"),
+                    alt.Tooltip("measured:Q", format=NUM, title=f"measured ({unit})"),
+                    alt.Tooltip("predicted:Q", format=NUM, title=f"predicted ({unit})"),
+                    alt.Tooltip("ape_pct:Q", format=".1f", title="error (%)"),
+                ],
+            )
+        )
+        panels.append(
+            alt.layer(
+                diag,
+                dots,
+                width=COMPARISON_WIDTH,
+                height=COMPARISON_WIDTH,
+                title=alt.TitleParams(label, fontSize=12),
+            )
+        )
+    return alt.hconcat(
+        *panels,
+        title=_title(f"Runs never seen in the fit: predicted against measured {target}", df),
+        description="Every run predicted by a fit that never saw its model size, and the off-grid "
+        "validation and test runs by a fit on the whole sweep: the primary model (left) "
+        "beside the paper's law (right); the dashed diagonal is a perfect prediction.",
+    )

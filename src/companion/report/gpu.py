@@ -14,24 +14,38 @@ def tier_table(numbers: dict) -> pd.DataFrame:
     def covered(value):
         return "—" if value is None else f"{value:.0f} of {n}"
 
-    return pd.DataFrame([{
-        "tier": TIER_WORDS[t], "step time error (%)": f"{v['time_mape_pct']:.1f}",
-        "energy error (%)": f"{v['energy_mape_pct']:.1f}", "time covered": covered(v["time_covered"]),
-        "energy covered": covered(v["energy_covered"])} for t, v in numbers["tiers"].items()])
+    return pd.DataFrame(
+        [
+            {
+                "tier": TIER_WORDS[t],
+                "step time error (%)": f"{v['time_mape_pct']:.1f}",
+                "energy error (%)": f"{v['energy_mape_pct']:.1f}",
+                "time covered": covered(v["time_covered"]),
+                "energy covered": covered(v["energy_covered"]),
+            }
+            for t, v in numbers["tiers"].items()
+        ]
+    )
 
 
 def facts_table(numbers: dict) -> pd.DataFrame:
     """The board's measured power and efficiency figures (one BERT-base step, idle power)."""
     base, power = numbers["bert_base_s512"], numbers["power_w"]
-    return pd.DataFrame([
-        ("step time", f"{base['step_ms']:.1f} ms"),
-        ("model FLOPs utilisation", f"{base['mfu_pct']:.1f} %"),
-        ("energy efficiency", f"{base['gflop_per_j']:.0f} GFLOP/J (at peak and TDP: {base['peak_gflop_per_j']:.0f})"),
-        ("idle power, no process", f"{power['idle']:.0f} W"),
-        ("idle power, a process holding memory", f"{power['hot_idle']:.0f} W"),
-        ("CodeCarbon's GPU energy ÷ the counter's", f"{base['codecarbon_gpu_over_nvml']:.3f}"),
-        ("memory estimate ÷ allocator's peak", f"{base['memory_estimate_over_measured']:.2f}"),
-    ], columns=["quantity", "measured (NVML)"])
+    return pd.DataFrame(
+        [
+            ("step time", f"{base['step_ms']:.1f} ms"),
+            ("model FLOPs utilisation", f"{base['mfu_pct']:.1f} %"),
+            (
+                "energy efficiency",
+                f"{base['gflop_per_j']:.0f} GFLOP/J (at peak and TDP: {base['peak_gflop_per_j']:.0f})",
+            ),
+            ("idle power, no process", f"{power['idle']:.0f} W"),
+            ("idle power, a process holding memory", f"{power['hot_idle']:.0f} W"),
+            ("CodeCarbon's GPU energy ÷ the counter's", f"{base['codecarbon_gpu_over_nvml']:.3f}"),
+            ("memory estimate ÷ allocator's peak", f"{base['memory_estimate_over_measured']:.2f}"),
+        ],
+        columns=["quantity", "measured (NVML)"],
+    )
 
 
 def host_bound_text(numbers: dict) -> str:
@@ -40,18 +54,22 @@ def host_bound_text(numbers: dict) -> str:
     if not hb["runs"] or not hb["window_spread_pct"]:
         return ""
     low = hb["calibrated_all_low"]
-    return (f"The calibrated tier errs on the {hb['runs']} host-bound runs (the processor issuing kernels is the "
-            f"bottleneck), {'all of them low, ' if low else ''}by {-hb['calibrated_signed_error_pct']:.0f} % on average"
-            f"{'' if low else ' low'}; their own step time moved by {hb['window_spread_pct'][0]:.0f} to "
-            f"{hb['window_spread_pct'][1]:.0f} % between the windows of one run.")
+    return (
+        f"The calibrated tier errs on the {hb['runs']} host-bound runs (the processor issuing kernels is the "
+        f"bottleneck), {'all of them low, ' if low else ''}by {-hb['calibrated_signed_error_pct']:.0f} % on average"
+        f"{'' if low else ' low'}; their own step time moved by {hb['window_spread_pct'][0]:.0f} to "
+        f"{hb['window_spread_pct'][1]:.0f} % between the windows of one run."
+    )
 
 
 def profile_text(numbers: dict) -> str:
     prof = numbers["profile_time_mape_pct"]
     if not prof:
         return ""
-    return (f"On {numbers['profile_rows']} further steps timed alone (best of three), the calibrated tier's step time "
-            f"is off by {prof['calibrated']:.1f} % and the prior's by {prof['prior']:.1f} %.")
+    return (
+        f"On {numbers['profile_rows']} further steps timed alone (best of three), the calibrated tier's step time "
+        f"is off by {prof['calibrated']:.1f} % and the prior's by {prof['prior']:.1f} %."
+    )
 
 
 def flagged_banner(numbers: dict) -> str | None:
@@ -59,17 +77,21 @@ def flagged_banner(numbers: dict) -> str | None:
     if not numbers["flagged"]:
         return None
     names = ", ".join(f["quantity"] for f in numbers["flagged"].values())
-    return ('<div class="admonition warning"><p class="admonition-title">Calibration partly replaced</p>'
-            f"<p>The {numbers['device']}'s calibration failed its checks for the {names}: its benchmarks timed kernel "
-            "launches, not the board. The calibrated tier takes those from the datasheet; the rest are the "
-            "board's own.</p></div>")
+    return (
+        '<div class="admonition warning"><p class="admonition-title">Calibration partly replaced</p>'
+        f"<p>The {numbers['device']}'s calibration failed its checks for the {names}: its benchmarks timed kernel "
+        "launches, not the board. The calibrated tier takes those from the datasheet; the rest are the "
+        "board's own.</p></div>"
+    )
 
 
 def headline_sentence(numbers: dict) -> str:
     """The GPU's figures in one sentence, for the headline beside the CPU's."""
     t = numbers["tiers"]
-    return (f"On one {numbers['device']} ({numbers['runs']} runs, energy measured by its NVML counter), the operator "
-            f"model predicts step time within {t['calibrated']['time_mape_pct']:.0f} % and energy within "
-            f"{t['calibrated']['energy_mape_pct']:.0f} % from its calibration alone (prior: "
-            f"{t['prior']['time_mape_pct']:.0f} % / {t['prior']['energy_mape_pct']:.0f} %; fitted, leave one out: "
-            f"{t['fitted']['time_mape_pct']:.0f} % / {t['fitted']['energy_mape_pct']:.0f} %).")
+    return (
+        f"On one {numbers['device']} ({numbers['runs']} runs, energy measured by its NVML counter), the operator "
+        f"model predicts step time within {t['calibrated']['time_mape_pct']:.0f} % and energy within "
+        f"{t['calibrated']['energy_mape_pct']:.0f} % from its calibration alone (prior: "
+        f"{t['prior']['time_mape_pct']:.0f} % / {t['prior']['energy_mape_pct']:.0f} %; fitted, leave one out: "
+        f"{t['fitted']['time_mape_pct']:.0f} % / {t['fitted']['energy_mape_pct']:.0f} %)."
+    )

@@ -42,17 +42,29 @@ MODELS = {
 PRIMARY, PAPER = "operator_roofline", "roofline_power_law"
 PRE_RUN_BASELINES = ("flops_power_law", "tokens_linear")  # tdp_time reads the run's measured time
 # Short column names for the splits (the page's legend says what each holds out, from validation.json).
-SPLITS = {"leave_one_size_out": "size", "leave_one_degree_out": "degree", "leave_one_mode_out": "mode",
-          "leave_one_head_dim_out": "head dim.", "extrapolate_largest": "largest", "holdout": "off-grid",
-          "test": "test set"}
-HOLDOUT_TEXT = ("the validation set: runs off the sweep's grid (profile holdout), predicted by models fitted on every "
-                "run of this profile; design constants were chosen looking at these scores")
-TEST_TEXT = ("the test set: other runs off the grid, drawn once with their own seed (profile testset), predicted the "
-             "same way and reported only: nothing was chosen by these scores")
+SPLITS = {
+    "leave_one_size_out": "size",
+    "leave_one_degree_out": "degree",
+    "leave_one_mode_out": "mode",
+    "leave_one_head_dim_out": "head dim.",
+    "extrapolate_largest": "largest",
+    "holdout": "off-grid",
+    "test": "test set",
+}
+HOLDOUT_TEXT = (
+    "the validation set: runs off the sweep's grid (profile holdout), predicted by models fitted on every "
+    "run of this profile; design constants were chosen looking at these scores"
+)
+TEST_TEXT = (
+    "the test set: other runs off the grid, drawn once with their own seed (profile testset), predicted the "
+    "same way and reported only: nothing was chosen by these scores"
+)
 TARGETS = {"time": "time per step", "energy": "energy per step"}
-TIERS = {"fitted": "fitted tier: coefficients fitted on this build's runs",
-         "calibrated": "calibrated tier: the device's calibration at face value, nothing fitted on runs",
-         "prior": "prior tier: spec-sheet roofs and priors, wide intervals"}
+TIERS = {
+    "fitted": "fitted tier: coefficients fitted on this build's runs",
+    "calibrated": "calibrated tier: the device's calibration at face value, nothing fitted on runs",
+    "prior": "prior tier: spec-sheet roofs and priors, wide intervals",
+}
 
 
 def _read_json(path: Path) -> dict:
@@ -108,9 +120,13 @@ def verdict_criteria() -> dict:
 
         p = inspect.signature(model_verdict).parameters
         lo, hi = p["coverage"].default
-        return {"target_pct": float(p["target_pct"].default), "split_pct": float(p["split_pct"].default),
-                "coverage": (float(lo), float(hi)), "stretch": float(p["stretch"].default),
-                "calibrated_ratio": float(p["calibrated_ratio"].default)}
+        return {
+            "target_pct": float(p["target_pct"].default),
+            "split_pct": float(p["split_pct"].default),
+            "coverage": (float(lo), float(hi)),
+            "stretch": float(p["stretch"].default),
+            "calibrated_ratio": float(p["calibrated_ratio"].default),
+        }
     except Exception:  # a changed signature: the criteria are "not available", the booleans still read
         return {}
 
@@ -141,13 +157,31 @@ def mape_level_pct() -> str:
     return default_pct("companion.energy.validation", "group_bootstrap_mape")
 
 
-COEF_LEVEL = ("companion.energy.laws", "Fit.coefficient_table")  # the level of the laws' coefficient intervals
-PREDICT_LEVEL = ("companion.energy.predict", "predict_tiered")  # ... and of the book's predictions (explore.csv)
+COEF_LEVEL = (
+    "companion.energy.laws",
+    "Fit.coefficient_table",
+)  # the level of the laws' coefficient intervals
+PREDICT_LEVEL = (
+    "companion.energy.predict",
+    "predict_tiered",
+)  # ... and of the book's predictions (explore.csv)
 
 
 # ------------------------------------------------------------------------------------ the primary comparison
-SCORE_COLUMNS = ["split", "model", "target", "n", "mape_pct", "mape_lo_pct", "mape_hi_pct", "coverage_pct",
-                 "coverage_lo_pct", "coverage_hi_pct", "runs_floor_pct", "exact_floor_pct"]
+SCORE_COLUMNS = [
+    "split",
+    "model",
+    "target",
+    "n",
+    "mape_pct",
+    "mape_lo_pct",
+    "mape_hi_pct",
+    "coverage_pct",
+    "coverage_lo_pct",
+    "coverage_hi_pct",
+    "runs_floor_pct",
+    "exact_floor_pct",
+]
 
 
 def scores(validation: dict) -> pd.DataFrame:
@@ -186,7 +220,9 @@ def mape_text(s: pd.DataFrame, split: str, model: str, target: str) -> str:
 def split_order(s: pd.DataFrame) -> list[str]:
     """Pooled first, then the splits in the book's order, then any split the book does not know yet."""
     present = list(dict.fromkeys(s.split)) if len(s) else []
-    return [x for x in [POOLED, *SPLITS] if x in present] + [x for x in present if x != POOLED and x not in SPLITS]
+    return [x for x in [POOLED, *SPLITS] if x in present] + [
+        x for x in present if x != POOLED and x not in SPLITS
+    ]
 
 
 def _cell(r: pd.Series | None, coverage_range: tuple | None) -> str:
@@ -201,7 +237,9 @@ def _cell(r: pd.Series | None, coverage_range: tuple | None) -> str:
     if lo_c is not None and hi_c is not None:
         outside = cov is not None and not coverage_consistent(cov, lo_c, hi_c)
     else:
-        outside = cov is not None and bool(coverage_range) and not coverage_range[0] <= cov <= coverage_range[1]
+        outside = (
+            cov is not None and bool(coverage_range) and not coverage_range[0] <= cov <= coverage_range[1]
+        )
     if outside:
         cov_text = f'<span style="color:#b00">{cov_text}</span>'
     floor = _num(r.get("runs_floor_pct"))
@@ -232,8 +270,10 @@ def score_table(validation: dict, target: str) -> pd.DataFrame:
         # runs for every model): what the verdict's last row divides by
         exact = _num(of_split.exact_floor_pct.max())
         exact_text = f"<br><small>exact {exact:.1f}</small>" if exact is not None else ""
-        columns[split] = (f"{split_label(split)}<br><small>n = {int(n) if _num(n) is not None else '?'}</small>"
-                          + exact_text)
+        columns[split] = (
+            f"{split_label(split)}<br><small>n = {int(n) if _num(n) is not None else '?'}</small>"
+            + exact_text
+        )
     rows = []
     for m in models:
         row = {"model": model_label(m)}
@@ -248,14 +288,29 @@ def styled_scores(table: pd.DataFrame, caption: str = ""):
     not available."""
     if table is None or table.empty:
         return paragraph(f"{caption or 'The held-out scores'}: {NA} (validation.json holds no model_scores).")
-    styles = [{"selector": "td", "props": "white-space: nowrap; min-width: 0; text-align: right; line-height: 1.25; "
-                                          "padding: 0.3em 0 0.3em 0.8em; border-top: 1px solid #e5e5e5;"},
-              {"selector": "td.col0", "props": "white-space: normal; text-align: left; max-width: 11em; padding-left: 0;"},
-              {"selector": "th", "props": "text-align: right; white-space: nowrap; padding-left: 0.8em;"},
-              {"selector": "th.col_heading.col0", "props": "text-align: left; padding-left: 0;"},
-              {"selector": "caption", "props": "caption-side: top; text-align: left; font-weight: 600; "
-                                               "color: inherit; padding-bottom: 0.3em;"}]
-    styled = table.style.hide(axis="index").set_table_styles(styles).set_table_attributes('class="companion-scores"')
+    styles = [
+        {
+            "selector": "td",
+            "props": "white-space: nowrap; min-width: 0; text-align: right; line-height: 1.25; "
+            "padding: 0.3em 0 0.3em 0.8em; border-top: 1px solid #e5e5e5;",
+        },
+        {
+            "selector": "td.col0",
+            "props": "white-space: normal; text-align: left; max-width: 11em; padding-left: 0;",
+        },
+        {"selector": "th", "props": "text-align: right; white-space: nowrap; padding-left: 0.8em;"},
+        {"selector": "th.col_heading.col0", "props": "text-align: left; padding-left: 0;"},
+        {
+            "selector": "caption",
+            "props": "caption-side: top; text-align: left; font-weight: 600; "
+            "color: inherit; padding-bottom: 0.3em;",
+        },
+    ]
+    styled = (
+        table.style.hide(axis="index")
+        .set_table_styles(styles)
+        .set_table_attributes('class="companion-scores"')
+    )
     return styled.set_caption(html.escape(caption)) if caption else styled
 
 
@@ -270,10 +325,16 @@ def split_items(validation: dict) -> list[tuple[str, str]]:
     present = set(s.split)
     order = [k for k in [*SPLITS, *splits] if k in present and (k in splits or k in ("holdout", "test"))]
     n_cv = len([k for k in splits if k in present])
-    return [(POOLED, f"the {n_cv} cross-validation splits together, off-grid runs apart (a run held out by several "
-                     f"splits counts once per split, so n counts predictions)")] + \
-        [(split_label(k), str(splits[k]) if k in splits else TEST_TEXT if k == "test" else HOLDOUT_TEXT)
-         for k in dict.fromkeys(order)]
+    return [
+        (
+            POOLED,
+            f"the {n_cv} cross-validation splits together, off-grid runs apart (a run held out by several "
+            f"splits counts once per split, so n counts predictions)",
+        )
+    ] + [
+        (split_label(k), str(splits[k]) if k in splits else TEST_TEXT if k == "test" else HOLDOUT_TEXT)
+        for k in dict.fromkeys(order)
+    ]
 
 
 def split_legend(validation: dict) -> str:
@@ -297,12 +358,21 @@ def styled_prose(table: pd.DataFrame, first_width: str = "32%", nowrap: tuple = 
     columns numbered in ``nowrap`` (numbers, intervals) never wrap."""
     if table is None or table.empty:
         return paragraph(f"This table is {NA}.")
-    styles = [{"selector": "td", "props": "vertical-align: top; white-space: normal; padding: 0.35em 0.6em 0.35em 0; "
-                                          "border-top: 1px solid #e5e5e5;"},
-              {"selector": "td.col0", "props": f"width: {first_width};"},
-              {"selector": "th", "props": "text-align: left; vertical-align: bottom;"}]
+    styles = [
+        {
+            "selector": "td",
+            "props": "vertical-align: top; white-space: normal; padding: 0.35em 0.6em 0.35em 0; "
+            "border-top: 1px solid #e5e5e5;",
+        },
+        {"selector": "td.col0", "props": f"width: {first_width};"},
+        {"selector": "th", "props": "text-align: left; vertical-align: bottom;"},
+    ]
     styles += [{"selector": f"td.col{i}", "props": "white-space: nowrap;"} for i in nowrap]
-    return table.style.hide(axis="index").set_table_styles(styles).set_table_attributes('class="companion-prose"')
+    return (
+        table.style.hide(axis="index")
+        .set_table_styles(styles)
+        .set_table_attributes('class="companion-prose"')
+    )
 
 
 # ------------------------------------------------------------------------------------------ the noise floor
@@ -335,20 +405,26 @@ def pass_drift_text(noise: dict) -> str:
         return NA
     way = "slower" if ratio > 1 else "faster"
     n = d.get("n_configs")
-    over = (f"over the {n} configurations scored in both passes, " if isinstance(n, int) and n > 0 else "")
-    return (f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first ({over}the median size of a "
-            f"configuration's change between the passes, either way, was {size * 100:.0f} %)")
+    over = f"over the {n} configurations scored in both passes, " if isinstance(n, int) and n > 0 else ""
+    return (
+        f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first ({over}the median size of a "
+        f"configuration's change between the passes, either way, was {size * 100:.0f} %)"
+    )
 
 
 def noise_text(noise: dict) -> str:
     f = noise_floor(noise)
     if f["time"] == NA and f["energy"] == NA:
-        return ("The replicate noise floor is not available: no configuration of this build has more than one "
-                "run among the runs scored (or validation.json and noise.json are missing).")
-    text = (f"The replicate noise floor, the mean distance of repeated runs of one configuration from that "
-            f"configuration's mean, is {f['time']} for time per step and {f['energy']} for energy per step "
-            f"({f['n_configs']} configurations with more than one run among the runs scored, {f['n_runs']} runs). "
-            f"It is how far the same fine-tune measured again disagrees with itself.")
+        return (
+            "The replicate noise floor is not available: no configuration of this build has more than one "
+            "run among the runs scored (or validation.json and noise.json are missing)."
+        )
+    text = (
+        f"The replicate noise floor, the mean distance of repeated runs of one configuration from that "
+        f"configuration's mean, is {f['time']} for time per step and {f['energy']} for energy per step "
+        f"({f['n_configs']} configurations with more than one run among the runs scored, {f['n_runs']} runs). "
+        f"It is how far the same fine-tune measured again disagrees with itself."
+    )
     drift = pass_drift_text(noise)
     if drift != NA:
         text += f" The later pass of the sweep ran {drift}."
@@ -356,10 +432,12 @@ def noise_text(noise: dict) -> str:
     if exact:
         text += " " + exact
     elif perfect:
-        text += (f" A model that knew every configuration's true mean would still score, against single runs, "
-                 f"between the floor (noise that is a shift shared by a whole pass of the sweep) and the floor times "
-                 f"{perfect['factor']} (noise of each run its own, {perfect['replicates']} replicates per "
-                 f"configuration): {perfect['time']} for time and {perfect['energy']} for energy.")
+        text += (
+            f" A model that knew every configuration's true mean would still score, against single runs, "
+            f"between the floor (noise that is a shift shared by a whole pass of the sweep) and the floor times "
+            f"{perfect['factor']} (noise of each run its own, {perfect['replicates']} replicates per "
+            f"configuration): {perfect['time']} for time and {perfect['energy']} for energy."
+        )
     return text
 
 
@@ -377,21 +455,25 @@ def exact_model_text(noise: dict) -> str:
     t = found["time"]
     shift = max(abs(x) for x in t["pass_shift_log"]) if t.get("pass_shift_log") else 0.0
     sd = t["scatter_sd_log"]
-    return (f"A model that knew every configuration's true mean (an exact model) would still score more than the "
-            f"floor against single runs, since a configuration's mean shares part of each run's noise. Taking the "
-            f"noise as a shift of each whole pass of the sweep plus each run's own scatter, the passes estimate both: "
-            f"in time per step a pass sat {100 * (math.exp(shift) - 1):.1f} % off the mean of the passes (a mean "
-            f"over configurations in logs, which weighs them otherwise than the median ratio of the passes), and a run "
-            f"scattered about its configuration with a standard deviation of {100 * sd:.1f} % in logs (a mean "
-            f"distance of {100 * sd * math.sqrt(2 / math.pi):.1f} %; {t['n_configs']} configurations measured in "
-            f"every pass). So an exact model would score about {100 * t['mape']:.1f} % for time and "
-            f"{100 * found['energy']['mape']:.1f} % for energy (estimated the same way). It is an estimate, not a lower bound: "
-            "noise that moves both replicates of a configuration alike (a slowdown lasting the whole sweep) is missing "
-            "from it, and because it is estimated from the same runs a model is scored on, a model can score below "
-            "it.")
+    return (
+        f"A model that knew every configuration's true mean (an exact model) would still score more than the "
+        f"floor against single runs, since a configuration's mean shares part of each run's noise. Taking the "
+        f"noise as a shift of each whole pass of the sweep plus each run's own scatter, the passes estimate both: "
+        f"in time per step a pass sat {100 * (math.exp(shift) - 1):.1f} % off the mean of the passes (a mean "
+        f"over configurations in logs, which weighs them otherwise than the median ratio of the passes), and a run "
+        f"scattered about its configuration with a standard deviation of {100 * sd:.1f} % in logs (a mean "
+        f"distance of {100 * sd * math.sqrt(2 / math.pi):.1f} %; {t['n_configs']} configurations measured in "
+        f"every pass). So an exact model would score about {100 * t['mape']:.1f} % for time and "
+        f"{100 * found['energy']['mape']:.1f} % for energy (estimated the same way). It is an estimate, not a lower bound: "
+        "noise that moves both replicates of a configuration alike (a slowdown lasting the whole sweep) is missing "
+        "from it, and because it is estimated from the same runs a model is scored on, a model can score below "
+        "it."
+    )
 
 
-BUSY_KEPT_FRACTION = 0.75  # the step-time filter keeping fewer of the sweep's runs than this says the machine was busy
+BUSY_KEPT_FRACTION = (
+    0.75  # the step-time filter keeping fewer of the sweep's runs than this says the machine was busy
+)
 FEW_RUNS = 8  # a split scored on fewer runs than this says little about the model
 
 
@@ -403,7 +485,11 @@ def _ci_filter(validation: dict) -> tuple[dict | None, dict | None, float | None
     if not isinstance(sweep, dict) or not sweep.get("runs"):
         return None, None, None
     held = f.get("holdout")
-    return sweep, held if isinstance(held, dict) and held.get("runs") else None, _num(f.get("max_step_ci95_rel"))
+    return (
+        sweep,
+        held if isinstance(held, dict) and held.get("runs") else None,
+        _num(f.get("max_step_ci95_rel")),
+    )
 
 
 def _off_grid_words(held: dict | None) -> str:
@@ -418,26 +504,38 @@ def scored_runs_text(validation: dict, sweep_noise: dict | None = None) -> str:
     sweep, held, limit = _ci_filter(validation)
     if sweep is None:
         return f"How many runs the scores rest on is {NA} (validation.json holds no ci_filter)."
-    par = (f" ({sweep['parallel_kept']} of its {sweep['parallel_runs']} parallel runs)"
-           if sweep.get("parallel_runs") else "")
-    text = (f"These scores rest on {sweep['kept']} of the sweep's {sweep['runs']} runs{par}{_off_grid_words(held)}: "
-            f"a run whose step time is not known to within ±{_pct(100 * limit, 0) if limit is not None else NA} "
-            f"(95 % interval, a width other load on the machine causes) is left out of every fit and score (the "
-            f"step-time filter).")
+    par = (
+        f" ({sweep['parallel_kept']} of its {sweep['parallel_runs']} parallel runs)"
+        if sweep.get("parallel_runs")
+        else ""
+    )
+    text = (
+        f"These scores rest on {sweep['kept']} of the sweep's {sweep['runs']} runs{par}{_off_grid_words(held)}: "
+        f"a run whose step time is not known to within ±{_pct(100 * limit, 0) if limit is not None else NA} "
+        f"(95 % interval, a width other load on the machine causes) is left out of every fit and score (the "
+        f"step-time filter)."
+    )
     every, scored = noise_floor(sweep_noise or {}), noise_floor(validation.get("noise") or {})
     if every["time"] != NA and scored["time"] != NA:
-        text += (f" Over every run of the sweep the replicate floor is {every['time']} for time, against "
-                 f"{scored['time']} over the runs scored.")
+        text += (
+            f" Over every run of the sweep the replicate floor is {every['time']} for time, against "
+            f"{scored['time']} over the runs scored."
+        )
     if _busy(sweep) or _busy(held):
         s = scores(validation)
-        few = s[(s.model == PRIMARY) & (s.target == "time") & ~s.split.isin([POOLED]) & (s.n < FEW_RUNS)] \
-            if not s.empty else s
+        few = (
+            s[(s.model == PRIMARY) & (s.target == "time") & ~s.split.isin([POOLED]) & (s.n < FEW_RUNS)]
+            if not s.empty
+            else s
+        )
         named = ", ".join(f"{split_label(r.split)} on {int(r.n)} runs" for r in few.itertuples())
         rest = f", and some splits rest on few ({named}), which say little" if len(few) else ""
-        text += (f" The machine was busy while the runs were measured: the filter left out many runs{rest}. The "
-                 f"verdict's criteria are judged on what remains; measure again on a quiet machine (move the "
-                 f"profile's records in data/runs/ aside, then `make reproduce`) before reading them as the "
-                 f"model's accuracy.")
+        text += (
+            f" The machine was busy while the runs were measured: the filter left out many runs{rest}. The "
+            f"verdict's criteria are judged on what remains; measure again on a quiet machine (move the "
+            f"profile's records in data/runs/ aside, then `make reproduce`) before reading them as the "
+            f"model's accuracy."
+        )
     return text
 
 
@@ -445,8 +543,10 @@ def _busy(counts) -> bool:
     """Whether the step-time filter kept fewer than ``BUSY_KEPT_FRACTION`` of a sweep's runs, or of its parallel runs."""
     if not isinstance(counts, dict):
         return False
-    pairs = [(counts.get("kept", 0), counts.get("runs", 0)),
-             (counts.get("parallel_kept", 0), counts.get("parallel_runs", 0))]
+    pairs = [
+        (counts.get("kept", 0), counts.get("runs", 0)),
+        (counts.get("parallel_kept", 0), counts.get("parallel_runs", 0)),
+    ]
     return any(n and k < BUSY_KEPT_FRACTION * n for k, n in pairs)
 
 
@@ -457,8 +557,11 @@ def scored_runs_short(validation: dict) -> str:
     if sweep is None:
         return f"the runs the step-time filter kept (how many: {NA})"
     text = f"{sweep['kept']} of the sweep's {sweep['runs']} runs{_off_grid_words(held)}"
-    return text + (", the rest left out by the step-time filter on a busy machine (see above)" if _busy(sweep) or _busy(held)
-                   else ", those the step-time filter kept")
+    return text + (
+        ", the rest left out by the step-time filter on a busy machine (see above)"
+        if _busy(sweep) or _busy(held)
+        else ", those the step-time filter kept"
+    )
 
 
 def perfect_model_mape(noise: dict) -> dict:
@@ -505,7 +608,9 @@ def coverage_summary(validation: dict) -> dict:
     (over both targets), the off-grid runs per target, whether each split's is one exact intervals show, and how
     often exact intervals would put every split within the criterion's range (``chance_<target>``)."""
     s = scores(validation)
-    out = {f"{k}_{t}": NA for k in ("pooled", "holdout", "consistent", "chance") for t in TARGETS} | {"lowest": NA}
+    out = {f"{k}_{t}": NA for k in ("pooled", "holdout", "consistent", "chance") for t in TARGETS} | {
+        "lowest": NA
+    }
     for t in TARGETS:
         v = _verdict_target(validation, t)
         out[f"consistent_{t}"] = NA if v is None else _consistent(v)
@@ -519,7 +624,9 @@ def coverage_summary(validation: dict) -> dict:
     cv = s[(s.model == PRIMARY) & ~s.split.isin([POOLED, "holdout", "test"])].dropna(subset=["coverage_pct"])
     if len(cv):
         r = cv.loc[cv.coverage_pct.idxmin()]
-        out["lowest"] = f"{r.coverage_pct:.0f} % ({TARGETS.get(r.target, r.target)}, {split_label(r.split)} held out)"
+        out["lowest"] = (
+            f"{r.coverage_pct:.0f} % ({TARGETS.get(r.target, r.target)}, {split_label(r.split)} held out)"
+        )
     return out
 
 
@@ -530,13 +637,20 @@ def _met(flag) -> str:
 
 def _consistent(t: dict) -> str:
     """Whether each split's coverage is one exact intervals show on its number of runs, naming those that are not."""
-    flag, ranges, cov = t.get("coverage_consistent"), t.get("coverage_range_pct_by_split"), t.get("coverage_pct_by_split")
+    flag, ranges, cov = (
+        t.get("coverage_consistent"),
+        t.get("coverage_range_pct_by_split"),
+        t.get("coverage_pct_by_split"),
+    )
     if flag is None:
         return NA
     if flag or not isinstance(ranges, dict) or not isinstance(cov, dict):
         return "yes" if flag else "no"
-    out = [f"{split_label(k)} {cov[k]:.0f} % against {lo:.0f}–{hi:.0f} %" for k, (lo, hi) in ranges.items()
-           if _num(cov.get(k)) is not None and not lo - 1e-9 <= cov[k] <= hi + 1e-9]
+    out = [
+        f"{split_label(k)} {cov[k]:.0f} % against {lo:.0f}–{hi:.0f} %"
+        for k, (lo, hi) in ranges.items()
+        if _num(cov.get(k)) is not None and not lo - 1e-9 <= cov[k] <= hi + 1e-9
+    ]
     return "no" + (f" ({'; '.join(out)})" if out else "")
 
 
@@ -556,8 +670,11 @@ def _stretch(t: dict) -> str:
     exact = t.get("exact_floor_ratio_by_split")
     limit = verdict_criteria().get("stretch")
     if isinstance(exact, dict) and _num(limit) is not None:
-        beyond = [f"{split_label(k)}, {known[k] / exact[k]:.1f} x" for k in known
-                  if _num(exact.get(k)) and known[k] / exact[k] > limit]
+        beyond = [
+            f"{split_label(k)}, {known[k] / exact[k]:.1f} x"
+            for k in known
+            if _num(exact.get(k)) and known[k] / exact[k] > limit
+        ]
         if beyond:
             text += f"; an exact model would score above {limit:g} x the floor itself on {'; '.join(beyond)}"
     return text
@@ -565,7 +682,11 @@ def _stretch(t: dict) -> str:
 
 def _verdict_target(validation: dict, target: str) -> dict | None:
     v = validation.get("model_verdict") if isinstance(validation, dict) else None
-    t = (v.get("targets") or {}).get(target) if isinstance(v, dict) and isinstance(v.get("targets"), dict) else None
+    t = (
+        (v.get("targets") or {}).get(target)
+        if isinstance(v, dict) and isinstance(v.get("targets"), dict)
+        else None
+    )
     return t if isinstance(t, dict) else None
 
 
@@ -590,20 +711,20 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None) -> pd.Da
         "split": f"held-out MAPE at most {fmt('split_pct')} in every split (the worst one)",
         "half": "at most half the MAPE of the best baseline that predicts before running",
         "coverage": f"coverage of the {level} % intervals within "
-                    f"{f'{rng[0]:.0f}–{rng[1]:.0f} %' if rng else NA} in every split, off-grid runs included",
+        f"{f'{rng[0]:.0f}–{rng[1]:.0f} %' if rng else NA} in every split, off-grid runs included",
         "consistent": f"coverage of every split within the range exact {level} % intervals show nine times in ten "
-                      "on as many runs (binomial; no criterion)",
+        "on as many runs (binomial; no criterion)",
         "builds": "beside it, not the criterion: each split's coverage with its held-out predictions pooled over the "
-                  "stored builds (page Across builds), within the same range",
+        "stored builds (page Across builds), within the same range",
         "holdout": f"off-grid runs' MAPE at most {fmt('target_pct')} (their own replicate noise floor in brackets)",
         "stretch": f"stretch: every MAPE above at most {c['stretch'] if 'stretch' in c else NA:g} x the replicate "
-                   "floor of the runs it scores (the worst ratio)",
+        "floor of the runs it scores (the worst ratio)",
         "exact": "pooled MAPE ÷ the MAPE an exact model would score on the same runs, and the split with the "
-                 "largest such ratio (estimated from the passes; no criterion)",
+        "largest such ratio (estimated from the passes; no criterion)",
         "calibrated": f"pooled MAPE at most {c['calibrated_ratio'] if 'calibrated_ratio' in c else NA:g} × its own "
-                      "calibrated tier's (the strongest baseline: the same model with nothing fitted to the sweep)",
+        "calibrated tier's (the strongest baseline: the same model with nothing fitted to the sweep)",
         "test": f"test set (nothing chosen by it): MAPE at most {fmt('target_pct')}, its coverage, and its MAPE ÷ the "
-                "calibrated tier's on the same runs",
+        "calibrated tier's on the same runs",
     }
     table = {"criterion": list(rows.values())}
     for target, what in TARGETS.items():
@@ -613,8 +734,15 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None) -> pd.Da
             continue
         best = t.get("best_baseline")
         cov = t.get("coverage_pct_by_split")
-        outside = [f"{split_label(k)} {x:.0f} %" for k, x in cov.items()
-                   if _num(x) is not None and rng and not rng[0] <= x <= rng[1]] if isinstance(cov, dict) else []
+        outside = (
+            [
+                f"{split_label(k)} {x:.0f} %"
+                for k, x in cov.items()
+                if _num(x) is not None and rng and not rng[0] <= x <= rng[1]
+            ]
+            if isinstance(cov, dict)
+            else []
+        )
         worst = t.get("worst_split")
         table[what] = [
             f"{_pct(t.get('pooled_mape_pct'))}: {_met(t.get('meets_pooled'))}",
@@ -622,20 +750,30 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None) -> pd.Da
             f"{_met(t.get('meets_every_split'))}",
             f"{_met(t.get('beats_half_best_baseline'))} (the {model_name(best) if best else NA} at "
             f"{_pct(t.get('best_baseline_mape_pct'))})",
-            _met(t.get("coverage_in_range")) + (f" (outside: {', '.join(outside)})" if outside else "")
+            _met(t.get("coverage_in_range"))
+            + (f" (outside: {', '.join(outside)})" if outside else "")
             + (f" ({t['unbounded_intervals']} unbounded intervals)" if t.get("unbounded_intervals") else "")
-            + (f"; exact intervals would meet it on splits of these sizes about {_chance(t['coverage_in_range_chance'])}"
-               if _num(t.get("coverage_in_range_chance")) is not None else ""),
+            + (
+                f"; exact intervals would meet it on splits of these sizes about {_chance(t['coverage_in_range_chance'])}"
+                if _num(t.get("coverage_in_range_chance")) is not None
+                else ""
+            ),
             _consistent(t),
             builds_coverage(builds, target, rng),
             f"{_pct(t.get('holdout_mape_pct'))}: {_met(t.get('meets_holdout'))}"
-            + (f" (floor {_pct(t['holdout_noise_floor_pct'])})" if _num(t.get("holdout_noise_floor_pct")) is not None
-               else " (measured once each: no floor of their own)"),
+            + (
+                f" (floor {_pct(t['holdout_noise_floor_pct'])})"
+                if _num(t.get("holdout_noise_floor_pct")) is not None
+                else " (measured once each: no floor of their own)"
+            ),
             _stretch(t),
             _exact_ratio(t),
             f"{_met(t.get('beats_calibrated_tier'))} (calibrated tier {_pct(t.get('calibrated_tier_mape_pct'))}"
-            + (f", ratio {_num(t['over_calibrated_tier']):.2f})" if _num(t.get("over_calibrated_tier")) is not None
-               else ")"),
+            + (
+                f", ratio {_num(t['over_calibrated_tier']):.2f})"
+                if _num(t.get("over_calibrated_tier")) is not None
+                else ")"
+            ),
             _test_cell(t),
         ]
     return pd.DataFrame(table)
@@ -647,9 +785,12 @@ def _test_cell(t: dict) -> str:
     if _num(t.get("test_mape_pct")) is None:
         return f"{NA} (no test-set runs in this build)"
     ratio = _num(t.get("test_over_calibrated_tier"))
-    return (f"{_pct(t['test_mape_pct'])}: {_met(t.get('meets_test'))} ({t.get('test_runs', 0)} runs; coverage "
-            f"{_pct(t.get('test_coverage_pct'), 0)}" + (f"; {ratio:.2f} × the calibrated tier" if ratio is not None
-                                                          else "") + ")")
+    return (
+        f"{_pct(t['test_mape_pct'])}: {_met(t.get('meets_test'))} ({t.get('test_runs', 0)} runs; coverage "
+        f"{_pct(t.get('test_coverage_pct'), 0)}"
+        + (f"; {ratio:.2f} × the calibrated tier" if ratio is not None else "")
+        + ")"
+    )
 
 
 def builds_coverage(builds: pd.DataFrame | None, target: str, band) -> str:
@@ -661,11 +802,16 @@ def builds_coverage(builds: pd.DataFrame | None, target: str, band) -> str:
     b = builds[(builds.model == PRIMARY) & (builds.target == target) & (builds.split != POOLED)]
     if b.empty:
         return NA
-    outside = [f"{split_label(r.split)} {r.coverage_pct:.1f} %" for r in b.itertuples()
-               if not coverage_consistent(r.coverage_pct, *band)]
-    return (f"{'yes' if not outside else 'no'} ({b.coverage_pct.min():.1f}–{b.coverage_pct.max():.1f} % over "
-            f"{int(b.sweeps.max())} builds, {int(b.n.min()):,}–{int(b.n.max()):,} held-out predictions per split "
-            "summed over them" + (f"; outside: {', '.join(outside)}" if outside else "") + ")")
+    outside = [
+        f"{split_label(r.split)} {r.coverage_pct:.1f} %"
+        for r in b.itertuples()
+        if not coverage_consistent(r.coverage_pct, *band)
+    ]
+    return (
+        f"{'yes' if not outside else 'no'} ({b.coverage_pct.min():.1f}–{b.coverage_pct.max():.1f} % over "
+        f"{int(b.sweeps.max())} builds, {int(b.n.min()):,}–{int(b.n.max()):,} held-out predictions per split "
+        "summed over them" + (f"; outside: {', '.join(outside)}" if outside else "") + ")"
+    )
 
 
 def coverage_bands_text(table: pd.DataFrame) -> str:
@@ -678,13 +824,20 @@ def coverage_bands_text(table: pd.DataFrame) -> str:
         return "No held-out prediction has a bounded interval and a share, so no band is counted."
     out = t[~coverage_consistent(t.coverage_pct, t.range_lo_pct, t.range_hi_pct)]
     if out.empty:
-        return ("Every band's coverage lies within the range exact intervals show nine times in ten on as many "
-                "predictions: on this sweep, coverage does not fall with the share of overheads.")
-    cells = [f"{r.target} at a share of {r.overhead_share} ({r.coverage_pct:.0f} % against "
-             f"{r.range_lo_pct:.0f}–{r.range_hi_pct:.0f} %, {'wider' if r.coverage_pct > r.range_hi_pct else 'narrower'} "
-             f"than its errors)" for r in out.itertuples()]
-    return (f"Outside the range exact intervals show nine times in ten: {'; '.join(cells)}. On this sweep the "
-            "scaling of the widths with the share of overheads does not even out the coverage there.")
+        return (
+            "Every band's coverage lies within the range exact intervals show nine times in ten on as many "
+            "predictions: on this sweep, coverage does not fall with the share of overheads."
+        )
+    cells = [
+        f"{r.target} at a share of {r.overhead_share} ({r.coverage_pct:.0f} % against "
+        f"{r.range_lo_pct:.0f}–{r.range_hi_pct:.0f} %, {'wider' if r.coverage_pct > r.range_hi_pct else 'narrower'} "
+        f"than its errors)"
+        for r in out.itertuples()
+    ]
+    return (
+        f"Outside the range exact intervals show nine times in ten: {'; '.join(cells)}. On this sweep the "
+        "scaling of the widths with the share of overheads does not even out the coverage there."
+    )
 
 
 def _chance(p: float) -> str:
@@ -710,7 +863,9 @@ def paragraph(text: str):
 
     body = html.escape(str(text), quote=False)
     number = r"\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?"
-    body = re.sub(rf"(?<![\w.,^+-])((?:{number})(?:–(?:{number}))?(?: %| kWh| h)?)(?!\w|\.\d|,\d)", r"<b>\1</b>", body)
+    body = re.sub(
+        rf"(?<![\w.,^+-])((?:{number})(?:–(?:{number}))?(?: %| kWh| h)?)(?!\w|\.\d|,\d)", r"<b>\1</b>", body
+    )
     body = re.sub(r"`([^`]+)`", r"<code>\1</code>", body)  # a command, as the book's text sets one
     return HTML(f'<p class="companion-glued">{body}</p>')
 
@@ -723,12 +878,16 @@ def summary_text(validation: dict, noise: dict) -> str:
         return f"The held-out comparison of the models is {NA}."
     out = []
     for name, what in ((PRIMARY, "the operator roofline"), (PAPER, "the paper's law")):
-        out.append(f"{what} {_pct(_field(s, name, 'time'))} for time and {_pct(_field(s, name, 'energy'))} for energy")
+        out.append(
+            f"{what} {_pct(_field(s, name, 'time'))} for time and {_pct(_field(s, name, 'energy'))} for energy"
+        )
     best = best_pre_run_baseline(validation, "energy")
-    return (f"Pooled over the cross-validation splits, the held-out MAPE is: {out[0]}; {out[1]}; the best baseline "
-            f"that predicts before running ({model_name(best) if best else NA}) {_pct(_field(s, best, 'time'))} and "
-            f"{_pct(_field(s, best, 'energy'))}. The replicate noise floor is {f['time']} (time) and {f['energy']} "
-            f"(energy).")
+    return (
+        f"Pooled over the cross-validation splits, the held-out MAPE is: {out[0]}; {out[1]}; the best baseline "
+        f"that predicts before running ({model_name(best) if best else NA}) {_pct(_field(s, best, 'time'))} and "
+        f"{_pct(_field(s, best, 'energy'))}. The replicate noise floor is {f['time']} (time) and {f['energy']} "
+        f"(energy)."
+    )
 
 
 def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) -> str:
@@ -739,16 +898,21 @@ def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) 
         return f"The headline figures without the step-time filter are {NA}."
     dropped = [r for ids in (f.get("dropped") or {}).values() for r in ids]
     limit = _num(f.get("max_step_ci95_rel"))
-    rule = (f"a run whose step time's 95 % interval is wider than ±{limit * 100:.0f} % of it" if limit is not None
-            else "the step-time filter")
+    rule = (
+        f"a run whose step time's 95 % interval is wider than ±{limit * 100:.0f} % of it"
+        if limit is not None
+        else "the step-time filter"
+    )
     if not dropped or not isinstance(f.get("without_filter"), dict):
         return f"The step-time filter ({rule}) left out no run: the figures are the same without it."
 
     def figures_of(d: dict, target: str) -> str:
         t = d.get(target) or {}
         worst = t.get("worst_split")
-        parts = [f"{_pct(t.get('pooled_mape_pct'))} pooled",
-                 f"{split_label(worst) if worst else NA} {_pct(t.get('worst_split_mape_pct'))} at worst"]
+        parts = [
+            f"{_pct(t.get('pooled_mape_pct'))} pooled",
+            f"{split_label(worst) if worst else NA} {_pct(t.get('worst_split_mape_pct'))} at worst",
+        ]
         if _num(t.get("holdout_mape_pct")) is not None:
             parts.append(f"off-grid {_pct(t['holdout_mape_pct'])}")
         if _num(t.get("test_mape_pct")) is not None:
@@ -758,16 +922,110 @@ def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) 
     named = []
     if runs is not None and len(runs) and "run_id" in runs:
         rows = runs[runs.run_id.isin(dropped)]
-        named = [f"{r.layers} layers × {r.hidden} wide, {r.seq_len} tokens × {r.batch_size} "
-                 f"({'single process' if r.world_size == 1 else f'{r.mode} on {r.world_size} ranks'})"
-                 for r in rows.itertuples()]
-    text = (f"The step-time filter ({rule}) left out {len(dropped)} runs. The operator roofline's held-out MAPE "
-            f"with it: time {figures_of(f['with_filter'], 'time')}; energy {figures_of(f['with_filter'], 'energy')}. "
-            f"Without it, every run scored: time {figures_of(f['without_filter'], 'time')}; energy "
-            f"{figures_of(f['without_filter'], 'energy')}.")
+        named = [
+            f"{r.layers} layers × {r.hidden} wide, {r.seq_len} tokens × {r.batch_size} "
+            f"({'single process' if r.world_size == 1 else f'{r.mode} on {r.world_size} ranks'})"
+            for r in rows.itertuples()
+        ]
+    text = (
+        f"The step-time filter ({rule}) left out {len(dropped)} runs. The operator roofline's held-out MAPE "
+        f"with it: time {figures_of(f['with_filter'], 'time')}; energy {figures_of(f['with_filter'], 'energy')}. "
+        f"Without it, every run scored: time {figures_of(f['without_filter'], 'time')}; energy "
+        f"{figures_of(f['without_filter'], 'energy')}."
+    )
     if named:
         text += f" The runs of this sweep it left out: {'; '.join(named)}."
     return text
+
+
+VERDICT_KEYS = (
+    "meets_pooled",
+    "meets_every_split",
+    "beats_half_best_baseline",
+    "beats_calibrated_tier",
+    "coverage_in_range",
+    "meets_holdout",
+)
+
+
+def answer_box(validation: dict, runs: pd.DataFrame, gpu: dict | None = None, device: str = NA):
+    """The introduction's one-screen answer (HTML, a short list): the hardware, how energy was obtained, the
+    primary model's held-out and test-set errors with its verdict, the paper's law against the best baseline,
+    and the GPU's figures."""
+    from IPython.display import HTML
+
+    s = scores(validation)
+    t = _verdict_target(validation, "time") or {}
+    e = _verdict_target(validation, "energy") or {}
+    measured = (
+        runs is not None
+        and len(runs)
+        and "energy_measured" in runs
+        and runs.energy_measured.astype(bool).all()
+    )
+    n = len(runs) if runs is not None else 0
+    judged = [k for k in VERDICT_KEYS if isinstance(t.get(k), bool)]
+    met = sum(bool(t[k]) for k in judged)
+    best = best_pre_run_baseline(validation, "energy")
+    paper, base = _field(s, PAPER, "energy"), _field(s, best, "energy") if best else None
+    beats = _num(paper) is not None and _num(base) is not None and paper < base
+    test = (
+        f"; on the test set {_pct(t.get('test_mape_pct'))} time, {_pct(e.get('test_mape_pct'))} energy"
+        if _num(t.get("test_mape_pct")) is not None
+        else "; no test-set runs in this build"
+    )
+    ws = (
+        pd.to_numeric(runs.world_size, errors="coerce")
+        if n and "world_size" in runs
+        else pd.Series(dtype=float)
+    )
+    ranks = (
+        f" on {int(ws.min())} to {int(ws.max())} ranks"
+        if len(ws.dropna()) and ws.min() != ws.max()
+        else f" on {int(ws.min())} rank{'s' if ws.min() > 1 else ''}"
+        if len(ws.dropna())
+        else ""
+    )
+    verdict = (
+        f"{met} of {len(judged)} of its criteria met for time"
+        if judged
+        else "no verdict (too few runs to hold out whole groups)"
+    )
+    items = [
+        f"<b>Hardware</b>: {html.escape(str(device))}, {n} runs{ranks}.",
+        "<b>Energy</b>: "
+        + (
+            "measured by a hardware counter."
+            if measured
+            else "estimated (a power model × the measured time), not measured: its error largely repeats "
+            "the time error."
+        ),
+        f"<b>Primary model</b> (operator roofline, fitted), on runs it never saw: {_pct(t.get('pooled_mape_pct'))} "
+        f"time, {_pct(e.get('pooled_mape_pct'))} energy pooled{html.escape(test)}; {verdict}; {_ratio_words(t)}.",
+        f"<b>The paper's law</b>: {_pct(paper)} energy pooled, against {_pct(base)} for the best baseline "
+        f"({html.escape(model_name(best)) if best else NA}): it {'beats' if beats else 'does not beat'} it.",
+    ]
+    if gpu and gpu.get("tiers"):
+        g = gpu["tiers"].get("calibrated", {})
+        items.append(
+            f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured): the calibrated "
+            f"model, fitted on nothing, {_pct(g.get('time_mape_pct'))} time and "
+            f"{_pct(g.get('energy_mape_pct'))} energy over {gpu.get('runs')} runs."
+        )
+    body = "".join(f"<li>{i}</li>" for i in items)
+    return HTML(
+        '<div class="admonition companion-answer"><p class="admonition-title">The answer in one screen</p>'
+        f"<ul>{body}</ul></div>"
+    )
+
+
+def _ratio_words(t: dict) -> str:
+    r = _num(t.get("over_calibrated_tier"))
+    return (
+        f"its error is {r:.2f} × its calibrated tier's (nothing fitted)"
+        if r is not None
+        else "its calibrated tier's error is not available"
+    )
 
 
 def energy_honesty_text(validation: dict, runs: pd.DataFrame) -> str:
@@ -777,13 +1035,17 @@ def energy_honesty_text(validation: dict, runs: pd.DataFrame) -> str:
     if runs is None or runs.empty or "energy_measured" not in runs:
         return f"How this build's energy was obtained is {NA}."
     if runs.energy_measured.astype(bool).all():
-        return "This build's energy is measured (an energy counter), so its energy error is a test of its own."
+        return (
+            "This build's energy is measured (an energy counter), so its energy error is a test of its own."
+        )
     s = scores(validation)
     alone, full = _field(s, "power_given_time", "energy"), _field(s, PRIMARY, "energy")
-    return ("On this machine energy is estimated, not measured: a power model times the measured "
-            "time, so the energy error largely repeats the time error and is not an independent test. Given each "
-            f"held-out run's measured time, the operator roofline's power model alone errs by {_pct(alone)} "
-            f"(pooled), against {_pct(full)} with its predicted time. Measured energy is the GPU's (its own page).")
+    return (
+        "On this machine energy is estimated, not measured: a power model times the measured "
+        "time, so the energy error largely repeats the time error and is not an independent test. Given each "
+        f"held-out run's measured time, the operator roofline's power model alone errs by {_pct(alone)} "
+        f"(pooled), against {_pct(full)} with its predicted time. Measured energy is the GPU's (its own page)."
+    )
 
 
 def _field(s: pd.DataFrame, model, target: str, split: str = POOLED, col: str = "mape_pct"):
@@ -793,12 +1055,17 @@ def _field(s: pd.DataFrame, model, target: str, split: str = POOLED, col: str = 
 
 def best_pre_run_baseline(validation: dict, target: str):
     """The verdict's best pre-run baseline for the target, else the pooled best of the pre-run baselines."""
-    t = (((validation.get("model_verdict") or {}).get("targets") or {}).get(target) or {}) \
-        if isinstance(validation, dict) and isinstance(validation.get("model_verdict"), dict) else {}
+    t = (
+        (((validation.get("model_verdict") or {}).get("targets") or {}).get(target) or {})
+        if isinstance(validation, dict) and isinstance(validation.get("model_verdict"), dict)
+        else {}
+    )
     if isinstance(t, dict) and t.get("best_baseline"):
         return t["best_baseline"]
     s = scores(validation)
-    cand = [(float(_field(s, m, target)), m) for m in PRE_RUN_BASELINES if _num(_field(s, m, target)) is not None]
+    cand = [
+        (float(_field(s, m, target)), m) for m in PRE_RUN_BASELINES if _num(_field(s, m, target)) is not None
+    ]
     return min(cand)[1] if cand else None
 
 
@@ -806,7 +1073,9 @@ def worst_split(s: pd.DataFrame, model: str, target: str) -> tuple[str | None, f
     """The cross-validation split (not pooled, not off-grid) with the model's largest held-out MAPE."""
     if s.empty:
         return None, None
-    r = s[(s.model == model) & (s.target == target) & ~s.split.isin([POOLED, "holdout", "test"])].dropna(subset=["mape_pct"])
+    r = s[(s.model == model) & (s.target == target) & ~s.split.isin([POOLED, "holdout", "test"])].dropna(
+        subset=["mape_pct"]
+    )
     if r.empty:
         return None, None
     r = r.loc[r.mape_pct.idxmax()]
@@ -824,18 +1093,27 @@ def absolute_answer(explore: pd.DataFrame, predict_params: dict, energy_label: s
         if _num(examples) is None or _num(epochs) is None:
             return NA
         batch = f", batch size {p['batch_size']}" if _num(p.get("batch_size")) is not None else ""
-        what = (f"Fine-tuning {r.model} (sequence length {int(r.seq_len)}{batch}) on {int(examples):,} examples for "
-                f"{int(epochs)} epochs")
+        what = (
+            f"Fine-tuning {r.model} (sequence length {int(r.seq_len)}{batch}) on {int(examples):,} examples for "
+            f"{int(epochs)} epochs"
+        )
         where = f" on {device}" if device and device != NA else ""
         kind = r.get("energy_kind")
-        learned = energy_label if energy_label and energy_label != NA else (
-            f"{kind} energy" if isinstance(kind, str) else NA)
+        learned = (
+            energy_label
+            if energy_label and energy_label != NA
+            else (f"{kind} energy" if isinstance(kind, str) else NA)
+        )
 
         def kwh(col):
             lo, hi = r.get(f"{col}_lo"), r.get(f"{col}_hi")
             if _num(r.get(col)) is None:
                 return None
-            interval = f" ({default_pct(*PREDICT_LEVEL)} % interval {lo:#.2g}–{hi:#.2g} kWh)" if _num(lo) is not None and _num(hi) is not None else ""
+            interval = (
+                f" ({default_pct(*PREDICT_LEVEL)} % interval {lo:#.2g}–{hi:#.2g} kWh)"
+                if _num(lo) is not None and _num(hi) is not None
+                else ""
+            )
             return f"{r[col]:.3g} kWh{interval}"
 
         paper, op = kwh("energy_kwh"), kwh("op_energy_kwh")
@@ -880,24 +1158,34 @@ def _beats(s: pd.DataFrame, model: str, other, target: str) -> str:
     # compared as the page prints them (one decimal), so the gap is the difference of the two printed figures
     ra, rb = round(float(a.mape_pct), 1), round(float(b.mape_pct), 1)
     gap = abs(ra - rb)
-    verdict = (f"the law beats it by {gap:.1f} points" if ra < rb
-               else f"the law does not beat it ({gap:.1f} points worse)" if ra > rb
-               else "the law ties with it at the printed precision")
+    verdict = (
+        f"the law beats it by {gap:.1f} points"
+        if ra < rb
+        else f"the law does not beat it ({gap:.1f} points worse)"
+        if ra > rb
+        else "the law ties with it at the printed precision"
+    )
     if apart is None:
         return verdict
-    return verdict + ("; their MAPE intervals do not overlap" if apart
-                      else "; their MAPE intervals overlap, so neither is clearly better")
+    return verdict + (
+        "; their MAPE intervals do not overlap"
+        if apart
+        else "; their MAPE intervals overlap, so neither is clearly better"
+    )
 
 
 def _model_summary(s: pd.DataFrame, model: str, target: str) -> str:
     split, worst = worst_split(s, model, target)
-    text = f"{mape_text(s, POOLED, model, target)} pooled, worst split " + \
-           (f"{split_label(split)} at {worst:.1f} %" if split else NA)
+    text = f"{mape_text(s, POOLED, model, target)} pooled, worst split " + (
+        f"{split_label(split)} at {worst:.1f} %" if split else NA
+    )
     off = _field(s, model, target, "holdout")
     return text + (f", off-grid runs {off:.1f} %" if _num(off) is not None else "")
 
 
-def paper_vs_reproduction(validation: dict, fit: dict, energy_label: str, noise: dict | None = None) -> pd.DataFrame:
+def paper_vs_reproduction(
+    validation: dict, fit: dict, energy_label: str, noise: dict | None = None
+) -> pd.DataFrame:
     """What the paper claims (as this project states it) against what this build's artifacts show."""
     s = scores(validation)
     coef = law_coefficients(fit)
@@ -908,38 +1196,53 @@ def paper_vs_reproduction(validation: dict, fit: dict, energy_label: str, noise:
     def at(split, model):
         return _pct(_field(s, model, "energy", split))
 
-    return pd.DataFrame([
-        {"the paper's claim": "Fine-tuning energy follows E = c·F^α·Q^β / η(p) in compute F, memory traffic Q "
-                              "and the efficiency factor η(p) (fitted with p·η(p) where one meter reads a node's p "
-                              "ranks).",
-         "this reproduction": f"Fitted on {energy_label}: α = {coef['alpha']}, β = {coef['beta']} ({default_pct(*COEF_LEVEL)} % intervals)."},
-        {"the paper's claim": "The three lightweight proxies predict a fine-tune's energy before it runs.",
-         "this reproduction": f"The paper's law on runs it never saw: energy MAPE {_model_summary(s, PAPER, 'energy')} "
-                              f"(replicate noise floor {floor['energy']}). Best baseline that predicts before "
-                              f"running: {best_text} pooled; {_beats(s, PAPER, best, 'energy')}."},
-        {"the paper's claim": "Dividing by η(p) carries the law across parallel degrees and layouts.",
-         "this reproduction": f"Energy MAPE with a whole parallel degree held out: paper's law {at('leave_one_degree_out', PAPER)}, "
-                              f"operator roofline {at('leave_one_degree_out', PRIMARY)}; with a whole parallel mode "
-                              f"held out: {at('leave_one_mode_out', PAPER)} and {at('leave_one_mode_out', PRIMARY)}. A "
-                              "mode held out has no η(p) curve of its own, so the law takes η = 1 (no parallel loss) "
-                              "for TP or FSDP held out (2-D held out is composed from the TP and FSDP curves): two of "
-                              "the mode split's three folds score the law with no η at all."},
-        {"the paper's claim": "(This companion, not the paper.) A roofline over the step's operators predicts time "
-                              "and energy without a power law.",
-         "this reproduction": f"Operator roofline, held out: time MAPE {_model_summary(s, PRIMARY, 'time')}; energy "
-                              f"MAPE {_model_summary(s, PRIMARY, 'energy')} (noise floor {floor['time']} and "
-                              f"{floor['energy']})."},
-        {"the paper's claim": "Energy is measured on the hardware that trains.",
-         "this reproduction": f"{energy_label[:1].upper() + energy_label[1:] if energy_label else NA}."},
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "the paper's claim": "Fine-tuning energy follows E = c·F^α·Q^β / η(p) in compute F, memory traffic Q "
+                "and the efficiency factor η(p) (fitted with p·η(p) where one meter reads a node's p "
+                "ranks).",
+                "this reproduction": f"Fitted on {energy_label}: α = {coef['alpha']}, β = {coef['beta']} ({default_pct(*COEF_LEVEL)} % intervals).",
+            },
+            {
+                "the paper's claim": "The three lightweight proxies predict a fine-tune's energy before it runs.",
+                "this reproduction": f"The paper's law on runs it never saw: energy MAPE {_model_summary(s, PAPER, 'energy')} "
+                f"(replicate noise floor {floor['energy']}). Best baseline that predicts before "
+                f"running: {best_text} pooled; {_beats(s, PAPER, best, 'energy')}.",
+            },
+            {
+                "the paper's claim": "Dividing by η(p) carries the law across parallel degrees and layouts.",
+                "this reproduction": f"Energy MAPE with a whole parallel degree held out: paper's law {at('leave_one_degree_out', PAPER)}, "
+                f"operator roofline {at('leave_one_degree_out', PRIMARY)}; with a whole parallel mode "
+                f"held out: {at('leave_one_mode_out', PAPER)} and {at('leave_one_mode_out', PRIMARY)}. A "
+                "mode held out has no η(p) curve of its own, so the law takes η = 1 (no parallel loss) "
+                "for TP or FSDP held out (2-D held out is composed from the TP and FSDP curves): two of "
+                "the mode split's three folds score the law with no η at all.",
+            },
+            {
+                "the paper's claim": "(This companion, not the paper.) A roofline over the step's operators predicts time "
+                "and energy without a power law.",
+                "this reproduction": f"Operator roofline, held out: time MAPE {_model_summary(s, PRIMARY, 'time')}; energy "
+                f"MAPE {_model_summary(s, PRIMARY, 'energy')} (noise floor {floor['time']} and "
+                f"{floor['energy']}).",
+            },
+            {
+                "the paper's claim": "Energy is measured on the hardware that trains.",
+                "this reproduction": f"{energy_label[:1].upper() + energy_label[1:] if energy_label else NA}.",
+            },
+        ]
+    )
 
 
 def headline_record(validation: dict, noise: dict, builds: pd.DataFrame | None = None) -> dict:
     """The numbers behind the page's tables, unrounded, for headline.json (``builds``: as ``verdict_table``)."""
     s = scores(validation)
-    return {"scores": s.replace({np.nan: None}).to_dict("records"), "noise_floor": noise_floor(noise),
-            "ci_filter": validation.get("ci_filter") if isinstance(validation, dict) else None,
-            "verdict": verdict_table(validation, builds).to_dict("records")}
+    return {
+        "scores": s.replace({np.nan: None}).to_dict("records"),
+        "noise_floor": noise_floor(noise),
+        "ci_filter": validation.get("ci_filter") if isinstance(validation, dict) else None,
+        "verdict": verdict_table(validation, builds).to_dict("records"),
+    }
 
 
 H100_J_PER_FLOP = 700 / 989e12  # an H100's TDP (W) over its dense bf16 peak (FLOP/s): energy per FLOP at best
@@ -968,9 +1271,15 @@ def usl_table(fits: list[dict]) -> pd.DataFrame:
         degrees = list(u.get("degrees") or [])
         one = not kappa_fitted(degrees)
         row = {"size": u["size"]} if "size" in u else {}
-        row.update({"mode": u["mode"], "σ": f"{u['sigma']:.3g}", "κ": "0 (fixed)" if one else f"{u['kappa']:.3g}",
-                    "degrees": ", ".join(str(d) for d in degrees) or "—",
-                    "note": usl_one_degree_note("sigma", degrees)["note"] if one else ""})
+        row.update(
+            {
+                "mode": u["mode"],
+                "σ": f"{u['sigma']:.3g}",
+                "κ": "0 (fixed)" if one else f"{u['kappa']:.3g}",
+                "degrees": ", ".join(str(d) for d in degrees) or "—",
+                "note": usl_one_degree_note("sigma", degrees)["note"] if one else "",
+            }
+        )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -987,14 +1296,18 @@ def _flag(param: str, value: float, lo: float, hi: float) -> str:
     elif param in NON_NEGATIVE and lo <= 0 < hi:
         notes.append("its interval reaches its bound 0: these runs cannot tell this term from none")
     if param == "eps_F_j_per_flop" and value < H100_J_PER_FLOP / 100:
-        notes.append(f"far below any device's energy per FLOP (an H100 at peak and TDP: {H100_J_PER_FLOP:.1e} J)")
+        notes.append(
+            f"far below any device's energy per FLOP (an H100 at peak and TDP: {H100_J_PER_FLOP:.1e} J)"
+        )
     if lo < 0 < hi and not param.startswith("log_"):
         notes.append("its interval spans zero: not identified by these runs")
     elif lo > 0 and hi / lo > 100:
         notes.append("its interval spans more than two orders of magnitude: poorly identified")
     if param == "k" and value > 1:
-        notes.append("above 1: the hardware table has no TDP for this device (taken as 1 W; CodeCarbon's estimate "
-                     "uses a TDP of its own), so k is the mean power drawn in W")
+        notes.append(
+            "above 1: the hardware table has no TDP for this device (taken as 1 W; CodeCarbon's estimate "
+            "uses a TDP of its own), so k is the mean power drawn in W"
+        )
     if lo == hi == value and not (param in NON_NEGATIVE and value == 0):
         notes.append("fixed or held at a bound (no spread across bootstrap replicates)")
     return "; ".join(notes)
@@ -1036,19 +1349,34 @@ def operator_coefficients(fit: dict) -> list[dict]:
     idle_w, shared = _num(dev.get("idle_w")), bool(dev.get("shared_node"))
     thread = _num(dev.get("thread_exponent")) if shared else None
     rows = []
-    for r in coefficient_rows(op.get("time") or {}, op.get("energy") or {}, op.get("layout_scale") or {}, thread):
+    for r in coefficient_rows(
+        op.get("time") or {}, op.get("energy") or {}, op.get("layout_scale") or {}, thread
+    ):
         name, value = r["param"], r["value"]
         if _num(value) is None:
             continue
-        rows.append({"model": "operator roofline", "target": "time" if r["target"] == "step_s" else "energy",
-                     "coefficient": name, "value": f"{value:.3g}", "unit": r["unit"], "interval": "—",
-                     "note": "" if name == "thread_exponent"
-                     else "held at its calibrated value, not fitted" if name in held
-                     # every coefficient is fitted non-negative (a time multiplier no run uses stays at 1,
-                     # an energy term no run uses at 0, a layout's factor at 0 drops its overheads), so 0 is
-                     # the bound
-                     else AT_ZERO if value == 0
-                     else _below_idle(value, idle_w, shared) if name == "P_static_w" else ""})
+        rows.append(
+            {
+                "model": "operator roofline",
+                "target": "time" if r["target"] == "step_s" else "energy",
+                "coefficient": name,
+                "value": f"{value:.3g}",
+                "unit": r["unit"],
+                "interval": "—",
+                "note": ""
+                if name == "thread_exponent"
+                else "held at its calibrated value, not fitted"
+                if name in held
+                # every coefficient is fitted non-negative (a time multiplier no run uses stays at 1,
+                # an energy term no run uses at 0, a layout's factor at 0 drops its overheads), so 0 is
+                # the bound
+                else AT_ZERO
+                if value == 0
+                else _below_idle(value, idle_w, shared)
+                if name == "P_static_w"
+                else "",
+            }
+        )
     return rows
 
 
@@ -1058,9 +1386,12 @@ def _below_idle(static_w: float, idle_w: float | None, shared_node: bool) -> str
     fix); on a device of its own, the fit and the calibration disagree."""
     if idle_w is None or not idle_w > 0 or static_w >= idle_w:
         return ""
-    why = ("every run keeps at least one core busy, so static and per-core power trade off and only their sum at "
-           "a run's busy cores is fixed by these runs" if shared_node else
-           "the runs' energies and the calibration's idle reading disagree")
+    why = (
+        "every run keeps at least one core busy, so static and per-core power trade off and only their sum at "
+        "a run's busy cores is fixed by these runs"
+        if shared_node
+        else "the runs' energies and the calibration's idle reading disagree"
+    )
     return f"below the calibration's idle power ({idle_w:.3g} W): {why}"
 
 
@@ -1071,9 +1402,17 @@ def usl_coefficient_rows(fits: list[dict], interval: str = "interval") -> list[d
         degrees = u.get("degrees") or []
         for name in ("sigma", "kappa"):
             lo, hi = (u.get(f"{name}_ci90") or [np.nan, np.nan])[:2]
-            rows.append({"model": f"USL η(p), {u['mode']}", "target": "η", "coefficient": name,
-                         "value": f"{u[name]:.3g}", "unit": "", interval: f"[{lo:.3g}, {hi:.3g}]",
-                         "note": _flag(name, u[name], lo, hi)})
+            rows.append(
+                {
+                    "model": f"USL η(p), {u['mode']}",
+                    "target": "η",
+                    "coefficient": name,
+                    "value": f"{u[name]:.3g}",
+                    "unit": "",
+                    interval: f"[{lo:.3g}, {hi:.3g}]",
+                    "note": _flag(name, u[name], lo, hi),
+                }
+            )
             if not kappa_fitted(degrees):
                 rows[-1].update(usl_one_degree_note(name, degrees, interval))
     return rows
@@ -1082,14 +1421,27 @@ def usl_coefficient_rows(fits: list[dict], interval: str = "interval") -> list[d
 # What each coefficient of the laws, the USL and the operator roofline's energy is, in words (the operator
 # roofline's time terms take the words of its step-time figure, ``figures.OPERATOR_WORDS``).
 COEFFICIENT_WORDS = {
-    "log_c": "log of the scale c", "alpha": "α, exponent of FLOPs", "beta": "β, exponent of memory traffic",
-    "eps_F_j_per_flop": "ε_F, energy per FLOP", "eps_Q_j_per_byte": "ε_Q, energy per byte moved",
-    "P0_w": "P₀, static power", "u_compute": "u, share of the compute roof reached",
-    "v_memory": "v, share of the memory roof reached", "a_j_per_token": "a, energy per padded token",
-    "b_j": "b, energy per step beyond the tokens", "k": "k, the fitted power (as a share of TDP)",
-    "sigma": "σ, contention (USL)", "kappa": "κ, coherency (USL)", "P_static_w": "static power",
-    "P_core_w": "power per busy core", "P_busy_w": "power above idle while the GPU computes", "e_flop_j": "energy per FLOP", "e_byte_j": "energy per byte moved",
-    "e_comm_j": "energy per byte communicated", "thread_exponent": "thread-scaling exponent"}
+    "log_c": "log of the scale c",
+    "alpha": "α, exponent of FLOPs",
+    "beta": "β, exponent of memory traffic",
+    "eps_F_j_per_flop": "ε_F, energy per FLOP",
+    "eps_Q_j_per_byte": "ε_Q, energy per byte moved",
+    "P0_w": "P₀, static power",
+    "u_compute": "u, share of the compute roof reached",
+    "v_memory": "v, share of the memory roof reached",
+    "a_j_per_token": "a, energy per padded token",
+    "b_j": "b, energy per step beyond the tokens",
+    "k": "k, the fitted power (as a share of TDP)",
+    "sigma": "σ, contention (USL)",
+    "kappa": "κ, coherency (USL)",
+    "P_static_w": "static power",
+    "P_core_w": "power per busy core",
+    "P_busy_w": "power above idle while the GPU computes",
+    "e_flop_j": "energy per FLOP",
+    "e_byte_j": "energy per byte moved",
+    "e_comm_j": "energy per byte communicated",
+    "thread_exponent": "thread-scaling exponent",
+}
 
 
 def coefficient_words(name: str) -> str:
@@ -1098,7 +1450,7 @@ def coefficient_words(name: str) -> str:
     from companion.report.figures import OPERATOR_WORDS
 
     if name.startswith("layout_scale[") and name.endswith("]"):
-        return f"factor on layout {name[len('layout_scale['):-1]}"
+        return f"factor on layout {name[len('layout_scale[') : -1]}"
     return COEFFICIENT_WORDS.get(name) or OPERATOR_WORDS.get(name) or name
 
 
@@ -1110,19 +1462,31 @@ def coefficient_table(fit: dict) -> pd.DataFrame:
 
         interval = f"{default_pct(*COEF_LEVEL)} % interval"
         units = _units()
-        rows = [{(interval if k == "interval" else k): v for k, v in r.items()} for r in operator_coefficients(fit)]
+        rows = [
+            {(interval if k == "interval" else k): v for k, v in r.items()}
+            for r in operator_coefficients(fit)
+        ]
         coef = FittedModel(fit).coefficient_table()
         targets = {"energy_per_step_j": "energy", "step_s": "time"}
         from companion.energy.laws import LAWS
 
-        rows += [{"model": LAWS[r.law].label if r.law in LAWS else r.law.replace("_", " "),
-                  "target": targets.get(r.target, r.target),
-                  "coefficient": r.param, "value": f"{r.value:.3g}", "unit": units.get(r.param, ""),
-                  interval: f"[{r.lo:.3g}, {r.hi:.3g}]", "note": _flag(r.param, r.value, r.lo, r.hi)}
-                 for r in coef.itertuples()]
+        rows += [
+            {
+                "model": LAWS[r.law].label if r.law in LAWS else r.law.replace("_", " "),
+                "target": targets.get(r.target, r.target),
+                "coefficient": r.param,
+                "value": f"{r.value:.3g}",
+                "unit": units.get(r.param, ""),
+                interval: f"[{r.lo:.3g}, {r.hi:.3g}]",
+                "note": _flag(r.param, r.value, r.lo, r.hi),
+            }
+            for r in coef.itertuples()
+        ]
         rows += usl_coefficient_rows(fit.get("usl", []), interval)
         table = pd.DataFrame(rows)
-        table.insert(table.columns.get_loc("coefficient") + 1, "meaning", table.coefficient.map(coefficient_words))
+        table.insert(
+            table.columns.get_loc("coefficient") + 1, "meaning", table.coefficient.map(coefficient_words)
+        )
         return table
     except Exception:  # any schema change of fit.json: the table is "not available"
         return pd.DataFrame()

@@ -32,7 +32,9 @@ import shutil
 import sys
 from pathlib import Path
 
-CHART_DIV = re.compile(r'<div id="(?P<id>vis-[0-9a-f]+)" class="companion-chart" data-caption="(?P<caption>[^"]*)"></div>')
+CHART_DIV = re.compile(
+    r'<div id="(?P<id>vis-[0-9a-f]+)" class="companion-chart" data-caption="(?P<caption>[^"]*)"></div>'
+)
 SPEC = r'<script type="application/json" id="{id}-spec">(?P<spec>.*?)</script>'
 GLUE_ONLY = {"glue", "print"}
 ARTIFACT_WRITERS = ("write_json(", ".to_csv(")
@@ -74,13 +76,18 @@ def _is_plumbing(source: str) -> bool:
 
     def only_glue(stmts) -> bool:
         for s in stmts:
-            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name) \
-                    and s.value.func.id in GLUE_ONLY:
+            if (
+                isinstance(s, ast.Expr)
+                and isinstance(s.value, ast.Call)
+                and isinstance(s.value.func, ast.Name)
+                and s.value.func.id in GLUE_ONLY
+            ):
                 continue
             if isinstance(s, ast.For) and only_glue(s.body):
                 continue
             return False
         return True
+
     return bool(body) and only_glue(body) and "glue(" in source
 
 
@@ -115,8 +122,14 @@ def prepare(nb: dict, log: Path) -> dict:
             _add_tag(cell, "remove-input" if writes and _shows_a_value(src) else "remove-cell")
         elif not {"remove-input", "remove-cell", "hide-cell", "show-input"} & set(tags):
             _add_tag(cell, "hide-input")
-    setup = {"id": "companion-setup", "cell_type": "code", "execution_count": None, "outputs": [], "source": SETUP_CELL.format(log=str(log)),
-             "metadata": {"tags": ["remove-cell"]}}
+    setup = {
+        "id": "companion-setup",
+        "cell_type": "code",
+        "execution_count": None,
+        "outputs": [],
+        "source": SETUP_CELL.format(log=str(log)),
+        "metadata": {"tags": ["remove-cell"]},
+    }
     nb["cells"].insert(0, setup)
     return nb
 
@@ -137,14 +150,18 @@ def merge_parameters(defaults: str, injected: str) -> str:
         while i < node.lineno - 1:
             out.append(lines[i])
             i += 1
-        name = node.targets[0].id if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) else None
+        name = (
+            node.targets[0].id
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+            else None
+        )
         end = lines[node.end_lineno - 1]
-        comment = end[node.end_col_offset:].strip()
+        comment = end[node.end_col_offset :].strip()
         if name in inj:
             seen.add(name)
             out.append(inj[name] + (f"  {comment}" if comment.startswith("#") else ""))
         else:
-            out.extend(lines[node.lineno - 1:node.end_lineno])
+            out.extend(lines[node.lineno - 1 : node.end_lineno])
         i = node.end_lineno
     out.extend(lines[i:])
     out.extend(seg for name, seg in inj.items() if name not in seen)
@@ -162,13 +179,20 @@ def _breakable_headers(html_text: str) -> str:
 def _relativise(text: str, roots: list[tuple[str, str]]) -> str:
     for root, repl in roots:
         text = text.replace(root + os.sep, repl).replace(root, repl.rstrip("/") or ".")
-    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))  # a progress bar's last state only
+    return "\n".join(
+        line.rsplit("\r", 1)[-1] for line in text.split("\n")
+    )  # a progress bar's last state only
 
 
 def path_roots(data_root: Path, source_root: Path) -> list[tuple[str, str]]:
     """Absolute prefixes to rewrite in outputs, longest first: environment, data root, checkout, home."""
-    roots = {str(Path(sys.prefix).resolve()): "<venv>/", sys.prefix: "<venv>/", str(Path(data_root).resolve()): "",
-             str(Path(source_root).resolve()): "", str(Path.home()): "~/"}
+    roots = {
+        str(Path(sys.prefix).resolve()): "<venv>/",
+        sys.prefix: "<venv>/",
+        str(Path(data_root).resolve()): "",
+        str(Path(source_root).resolve()): "",
+        str(Path.home()): "~/",
+    }
     return sorted(roots.items(), key=lambda kv: -len(kv[0]))
 
 
@@ -188,9 +212,12 @@ def _shorten_printed_log(outputs: list[dict], stage: str, moved: list[str]) -> l
     if n_lines <= LONG_STREAM_LINES:
         return outputs
     moved.append(text)
-    note = {"output_type": "stream", "name": "stdout",
-            "text": f"({n_lines} lines of progress log kept out of the page; a local build writes them to "
-                    f"build/notebooks/{stage}.log)\n"}
+    note = {
+        "output_type": "stream",
+        "name": "stdout",
+        "text": f"({n_lines} lines of progress log kept out of the page; a local build writes them to "
+        f"build/notebooks/{stage}.log)\n",
+    }
     gone = {id(o) for o in printed}
     out = []
     for o in outputs:
@@ -201,8 +228,14 @@ def _shorten_printed_log(outputs: list[dict], stage: str, moved: list[str]) -> l
     return out
 
 
-def finish(nb: dict, stage: str, figure_dir: Path, figure_href: str, roots: list[tuple[str, str]],
-           artifact: tuple[Path, Path, str, str] | None = None) -> list[str]:
+def finish(
+    nb: dict,
+    stage: str,
+    figure_dir: Path,
+    figure_href: str,
+    roots: list[tuple[str, str]],
+    artifact: tuple[Path, Path, str, str] | None = None,
+) -> list[str]:
     """Post-process an executed notebook in place; returns the stderr texts moved out of the page.
 
     ``artifact``: (the file the stage wrote, where the book keeps a copy, that copy's path relative to the
@@ -250,7 +283,9 @@ def finish(nb: dict, stage: str, figure_dir: Path, figure_href: str, roots: list
                     name = f"fig-{n_fig}.svg"
                     figure_dir.mkdir(parents=True, exist_ok=True)
                     (figure_dir / name).write_text(to_svg(spec))
-                    data["text/html"] = _chart_figure(html_text, m.group(0), f"{figure_href}/{name}", m.group("caption"))
+                    data["text/html"] = _chart_figure(
+                        html_text, m.group(0), f"{figure_href}/{name}", m.group("caption")
+                    )
                     if charts_here == 1:
                         label = (html.unescape(m.group("caption")), f"fig-{stage.replace('_', '-')}-{n_fig}")
             kept.append(out)
@@ -258,17 +293,29 @@ def finish(nb: dict, stage: str, figure_dir: Path, figure_href: str, roots: list
         kept = cell["outputs"]
         # myst-nb gives a cell's figure caption and label to each of its display outputs, so only a cell that
         # shows its chart alone can be a numbered figure (a chart beside a table would repeat the label)
-        shown = [o for o in kept if o.get("output_type") in ("display_data", "execute_result")
-                 and "scrapbook" not in o.get("metadata", {})]
+        shown = [
+            o
+            for o in kept
+            if o.get("output_type") in ("display_data", "execute_result")
+            and "scrapbook" not in o.get("metadata", {})
+        ]
         if charts_here == 1 and len(shown) == 1 and label[0]:
-            cell["metadata"].setdefault("mystnb", {}).setdefault("figure", {"caption": label[0], "name": label[1]})
+            cell["metadata"].setdefault("mystnb", {}).setdefault(
+                "figure", {"caption": label[0], "name": label[1]}
+            )
     if artifact is not None:
         src, dest, rel, what = artifact
         if src.exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest)
-            cells.append({"id": "companion-download", "cell_type": "markdown", "metadata": {}, "source":
-                          f"```{{admonition}} Data of this page\n:class: seealso\n{{download}}`{src.name} <{rel}>` "
-                          f"({src.stat().st_size / 1024:.1f} kB): {what}. It is the artifact this stage wrote "
-                          f"under `data/derived/<profile>/`.\n```\n"})
+            cells.append(
+                {
+                    "id": "companion-download",
+                    "cell_type": "markdown",
+                    "metadata": {},
+                    "source": f"```{{admonition}} Data of this page\n:class: seealso\n{{download}}`{src.name} <{rel}>` "
+                    f"({src.stat().st_size / 1024:.1f} kB): {what}. It is the artifact this stage wrote "
+                    f"under `data/derived/<profile>/`.\n```\n",
+                }
+            )
     return moved

@@ -31,17 +31,24 @@ def energy_method_text(runs: pd.DataFrame) -> str:
     """How the estimated joules of these runs were obtained and how much of them is the constant RAM term."""
     est = runs[~runs.energy_measured.astype(bool)]
     if est.empty:
-        return ("Every run's joules come from a hardware energy counter (measured); no power model is "
-                "involved.")
+        return (
+            "Every run's joules come from a hardware energy counter (measured); no power model is involved."
+        )
     sources = " ".join(sorted(set(est.energy_source.astype(str))))
-    parts = [w for key, w in (("cpu=cpu_load", CPU_LOAD_MODEL), ("ram=ram_model", RAM_MODEL)) if key in sources]
-    text = (f"{len(est)} of {len(runs)} runs have estimated joules: CodeCarbon found no energy counter, so it "
-            f"modelled {', and '.join(parts) if parts else 'their power'}.")
+    parts = [
+        w for key, w in (("cpu=cpu_load", CPU_LOAD_MODEL), ("ram=ram_model", RAM_MODEL)) if key in sources
+    ]
+    text = (
+        f"{len(est)} of {len(runs)} runs have estimated joules: CodeCarbon found no energy counter, so it "
+        f"modelled {', and '.join(parts) if parts else 'their power'}."
+    )
     share = ram_shares(est)
     if len(share):
-        text += (f" The RAM term is {_pct(share.median())} of a run's estimated joules (median; "
-                 f"{_pct(share.min())}–{_pct(share.max())} across runs): a constant power × time, so the "
-                 "differences between runs' energies come from the CPU term and from their step times.")
+        text += (
+            f" The RAM term is {_pct(share.median())} of a run's estimated joules (median; "
+            f"{_pct(share.min())}–{_pct(share.max())} across runs): a constant power × time, so the "
+            "differences between runs' energies come from the CPU term and from their step times."
+        )
     return text
 
 
@@ -49,14 +56,21 @@ def data_text(runs: pd.DataFrame) -> str:
     """What the runs were trained on: generated text or a local file, and from which weights."""
     sources = sorted(set(runs.data_source.astype(str))) if "data_source" in runs else ["synthetic"]
     ckpts = sorted({str(c) for c in runs.get("checkpoint", pd.Series(dtype=object)).dropna()})
-    weights = (f"from the local checkpoint{'s' if len(ckpts) > 1 else ''} {', '.join(ckpts)}" if ckpts
-               else "from random weights (a BERT built from its configuration, no checkpoint)")
+    weights = (
+        f"from the local checkpoint{'s' if len(ckpts) > 1 else ''} {', '.join(ckpts)}"
+        if ckpts
+        else "from random weights (a BERT built from its configuration, no checkpoint)"
+    )
     if sources == ["synthetic"]:
-        what = ("generated text: a classification task whose classes each have their own marker tokens (so the "
-                "loss falls), with real lengths drawn from each run's length distribution and padded per batch")
-        why = (" A step's time and energy depend on the tokens' count and the tensors' shapes, not on the words, "
-               "so generated text measures the same cost. A profile's source field can point at a local CSV "
-               "or JSONL file of real text instead.")
+        what = (
+            "generated text: a classification task whose classes each have their own marker tokens (so the "
+            "loss falls), with real lengths drawn from each run's length distribution and padded per batch"
+        )
+        why = (
+            " A step's time and energy depend on the tokens' count and the tensors' shapes, not on the words, "
+            "so generated text measures the same cost. A profile's source field can point at a local CSV "
+            "or JSONL file of real text instead."
+        )
     else:
         what, why = "the text file" + ("s " if len(sources) > 1 else " ") + ", ".join(sources), ""
     return f"Every run fine-tunes {weights} on {what}.{why}"
@@ -72,23 +86,31 @@ def oversubscription_text(runs: pd.DataFrame) -> str:
     cpus = pd.to_numeric(over.host_cpus, errors="coerce").dropna()
     on = f" on {int(cpus.min())} cores" if len(cpus) else ""
     n_par = int((runs.world_size > 1).sum())
-    return (f"{len(over)} of the {n_par} parallel runs started more ranks than the machine has cores (up to "
-            f"{int(over.world_size.max())} ranks{on}): their ranks take turns on a core, so their step times hold "
-            "that sharing on top of the layout's own cost, and their η(p) is lower than a machine with a core per "
-            "rank would show. The operator roofline counts a waiting rank's core as busy; the Limitations page "
-            "says what this means for other machines.")
+    return (
+        f"{len(over)} of the {n_par} parallel runs started more ranks than the machine has cores (up to "
+        f"{int(over.world_size.max())} ranks{on}): their ranks take turns on a core, so their step times hold "
+        "that sharing on top of the layout's own cost, and their η(p) is lower than a machine with a core per "
+        "rank would show. The operator roofline counts a waiting rank's core as busy; the Limitations page "
+        "says what this means for other machines."
+    )
 
 
 def static_power_text(static_share: float, p0_w: float, idle_w: float | None, ram_share: float | None) -> str:
     """The energy roofline's static share, its fitted P₀ against the calibration's idle power, and the part of
     the joules that is CodeCarbon's constant RAM term."""
-    text = (f"On these runs the static part P₀·T is {_pct(static_share)} of the energy and the fitted P₀ is "
-            f"{p0_w:.1f} W.")
+    text = (
+        f"On these runs the static part P₀·T is {_pct(static_share)} of the energy and the fitted P₀ is "
+        f"{p0_w:.1f} W."
+    )
     if idle_w and p0_w < 0.8 * idle_w:
-        text += (f" That is below the node's idle power from its calibration ({idle_w:.1f} W): memory traffic Q "
-                 "grows with the step time across these runs, so ε_Q·Q takes over part of the static power, and "
-                 "the 'memory' share is in part time.")
+        text += (
+            f" That is below the node's idle power from its calibration ({idle_w:.1f} W): memory traffic Q "
+            "grows with the step time across these runs, so ε_Q·Q takes over part of the static power, and "
+            "the 'memory' share is in part time."
+        )
     if ram_share is not None and ram_share > 0:
-        text += (f" For comparison, {_pct(ram_share)} of the estimated joules (median run) are CodeCarbon's RAM "
-                 "term, a constant power: static by construction, whatever share the fit gives it.")
+        text += (
+            f" For comparison, {_pct(ram_share)} of the estimated joules (median run) are CodeCarbon's RAM "
+            "term, a constant power: static by construction, whatever share the fit gives it."
+        )
     return text

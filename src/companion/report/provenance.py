@@ -14,8 +14,22 @@ from pathlib import Path
 
 import pandas as pd
 
-BOOK_PACKAGES = ("torch", "transformers", "codecarbon", "nvidia-ml-py", "numpy", "pandas", "scipy", "altair",
-                 "vl-convert-python", "papermill", "jupytext", "jupyter-book", "myst-nb", "sphinx")
+BOOK_PACKAGES = (
+    "torch",
+    "transformers",
+    "codecarbon",
+    "nvidia-ml-py",
+    "numpy",
+    "pandas",
+    "scipy",
+    "altair",
+    "vl-convert-python",
+    "papermill",
+    "jupytext",
+    "jupyter-book",
+    "myst-nb",
+    "sphinx",
+)
 UNKNOWN = "not recorded"
 
 
@@ -31,17 +45,37 @@ def data_sources(records: list[dict]) -> pd.DataFrame:
             continue
         prov = r.get("provenance") or {}
         hw = prov.get("hardware") or {}
-        meters = [m for m in r.get("meters") or [] if m.get("source") not in (None, "none")]  # ranks without a meter
-        energy = ", ".join(sorted({("measured" if m.get("measured") else "estimated") + f" ({m['source']})"
-                                   for m in meters})) or UNKNOWN
+        meters = [
+            m for m in r.get("meters") or [] if m.get("source") not in (None, "none")
+        ]  # ranks without a meter
+        energy = (
+            ", ".join(
+                sorted(
+                    {("measured" if m.get("measured") else "estimated") + f" ({m['source']})" for m in meters}
+                )
+            )
+            or UNKNOWN
+        )
         gpu = hw.get("gpu")
         key = (r.get("profile", UNKNOWN), hw.get("cpu"), hw.get("cpu_count"), gpu, hw.get("driver"), energy)
-        row = rows.setdefault(key, {
-            "profile": r.get("profile", UNKNOWN), "runs": 0, "CPU model": hw.get("cpu") or UNKNOWN,
-            "CPU cores": hw.get("cpu_count") or UNKNOWN, "memory": _gib(hw.get("memory_bytes")),
-            "GPU": f"{hw.get('gpu_count', 1)} × {gpu}" if gpu else "none",
-            "GPU driver / CUDA": f"{hw.get('driver') or UNKNOWN} / {hw.get('cuda') or UNKNOWN}" if gpu else "—",
-            "energy": energy, "commits": set(), "first": None, "last": None})
+        row = rows.setdefault(
+            key,
+            {
+                "profile": r.get("profile", UNKNOWN),
+                "runs": 0,
+                "CPU model": hw.get("cpu") or UNKNOWN,
+                "CPU cores": hw.get("cpu_count") or UNKNOWN,
+                "memory": _gib(hw.get("memory_bytes")),
+                "GPU": f"{hw.get('gpu_count', 1)} × {gpu}" if gpu else "none",
+                "GPU driver / CUDA": f"{hw.get('driver') or UNKNOWN} / {hw.get('cuda') or UNKNOWN}"
+                if gpu
+                else "—",
+                "energy": energy,
+                "commits": set(),
+                "first": None,
+                "last": None,
+            },
+        )
         row["runs"] += 1
         sha = (prov.get("git") or {}).get("sha")
         if sha:
@@ -62,10 +96,15 @@ def data_sources(records: list[dict]) -> pd.DataFrame:
 def git_commit(source_root: Path) -> str:
     """The checkout's commit (``+dirty`` with uncommitted changes), or "not recorded" outside git."""
     try:
-        sha = subprocess.run(["git", "-C", str(source_root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(source_root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(source_root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(source_root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return UNKNOWN
     return sha[:12] + ("+dirty" if dirty else "")

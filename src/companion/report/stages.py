@@ -28,26 +28,66 @@ from companion.report import presentation
 SOURCE_ROOT = PACKAGE_DIR.parent.parent  # the checkout: notebooks/, params/, book/, _config.yml
 # in the order they run: 07 (every stored build scored) and 08 (the GPU's reference runs) before 06, whose
 # verdict reads builds.csv and which quotes gpu.json
-STAGES = ("01_runs", "02_proxies", "03_fit", "04_validation", "05_predict", "07_builds", "08_gpu", "06_headline")
+STAGES = (
+    "01_runs",
+    "02_proxies",
+    "03_fit",
+    "04_validation",
+    "05_predict",
+    "07_builds",
+    "08_gpu",
+    "06_headline",
+)
 # The artifact each stage writes under data/derived/<profile>/, offered for download on its page.
 ARTIFACTS = {
-    "01_runs": ("runs.csv", "one row per finished run: its configuration, step time, energy and where the energy came from"),
-    "02_proxies": ("proxies.csv", "the runs with their proxies: FLOPs, bytes, intensity, MFU and the measured η(p)"),
-    "03_fit": ("fit.json", "the fitted models (operator roofline, the paper's law, baselines) with intervals, per device"),
-    "04_validation": ("validation.json", "held-out metrics per split and model, every held-out prediction, the verdict"),
+    "01_runs": (
+        "runs.csv",
+        "one row per finished run: its configuration, step time, energy and where the energy came from",
+    ),
+    "02_proxies": (
+        "proxies.csv",
+        "the runs with their proxies: FLOPs, bytes, intensity, MFU and the measured η(p)",
+    ),
+    "03_fit": (
+        "fit.json",
+        "the fitted models (operator roofline, the paper's law, baselines) with intervals, per device",
+    ),
+    "04_validation": (
+        "validation.json",
+        "held-out metrics per split and model, every held-out prediction, the verdict",
+    ),
     "05_predict": ("explore.csv", "the predictions of the table above"),
-    "06_headline": ("headline.json", "the values of this page: per-split metrics, the law's coefficients, the comparison"),
-    "07_builds": ("builds.csv", "the held-out scores of every stored sweep: one row per sweep, group and target"),
-    "08_gpu": ("gpu.json", "the GPU's reference runs as each tier predicts them, and the board's measured figures"),
+    "06_headline": (
+        "headline.json",
+        "the values of this page: per-split metrics, the law's coefficients, the comparison",
+    ),
+    "07_builds": (
+        "builds.csv",
+        "the held-out scores of every stored sweep: one row per sweep, group and target",
+    ),
+    "08_gpu": (
+        "gpu.json",
+        "the GPU's reference runs as each tier predicts them, and the board's measured figures",
+    ),
 }
 
 
 # what each stage reads from data/derived/<profile>/ (stage 01 reads the run records)
-INPUTS = {"02_proxies": ("runs.csv",), "03_fit": ("proxies.csv",), "04_validation": ("proxies.csv",),
-          "05_predict": ("fit.json", "runs.csv"), "06_headline": ("validation.json", "explore.csv"),
-          "07_builds": ("validation.json", "runs.csv")}
-PRODUCER = {"runs.csv": "01_runs", "proxies.csv": "02_proxies", "fit.json": "03_fit",
-            "validation.json": "04_validation", "explore.csv": "05_predict"}
+INPUTS = {
+    "02_proxies": ("runs.csv",),
+    "03_fit": ("proxies.csv",),
+    "04_validation": ("proxies.csv",),
+    "05_predict": ("fit.json", "runs.csv"),
+    "06_headline": ("validation.json", "explore.csv"),
+    "07_builds": ("validation.json", "runs.csv"),
+}
+PRODUCER = {
+    "runs.csv": "01_runs",
+    "proxies.csv": "02_proxies",
+    "fit.json": "03_fit",
+    "validation.json": "04_validation",
+    "explore.csv": "05_predict",
+}
 
 
 class StageFailed(RuntimeError):
@@ -74,19 +114,27 @@ def check_inputs(stage: str, profile: str, params: Path) -> None:
     if "workers" in values:
         n = values["workers"]
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ConfigError(f"workers={n!r} in {params} must be a positive integer (processes at once); set it to "
-                              "the cores to use, e.g. 2")
+            raise ConfigError(
+                f"workers={n!r} in {params} must be a positive integer (processes at once); set it to "
+                "the cores to use, e.g. 2"
+            )
     for name in INPUTS.get(stage, ()):
         path = derived_dir(profile_name(profile)) / name
         if not path.is_file() or path.stat().st_size == 0:
-            raise ConfigError(f"stage {stage} needs {path}, which is missing or empty; run stage "
-                              f"{PRODUCER[name]} first (make analysis PROFILE={profile})")
+            raise ConfigError(
+                f"stage {stage} needs {path}, which is missing or empty; run stage "
+                f"{PRODUCER[name]} first (make analysis PROFILE={profile})"
+            )
+
+
 def _bin(name: str) -> str:
     local = Path(sys.executable).parent / name
     return str(local) if local.exists() else name
 
 
-def run_stage(stage: str, profile: str, out_dir: Path, params: Path | None = None, cwd: Path | None = None) -> Path:
+def run_stage(
+    stage: str, profile: str, out_dir: Path, params: Path | None = None, cwd: Path | None = None
+) -> Path:
     if stage not in STAGES:
         raise SystemExit(f"error: unknown stage {stage!r}; use one of {', '.join(STAGES)}")
     out_dir = Path(out_dir)
@@ -108,12 +156,31 @@ def run_stage(stage: str, profile: str, out_dir: Path, params: Path | None = Non
     out = out_dir / f"{stage}.ipynb"
     run_log = build / f"{stage}.papermill.log"  # papermill's own output; `log` holds what the page kept out
     with run_log.open("w") as f:
-        res = subprocess.run([_bin("papermill"), "--cwd", str(cwd or SOURCE_ROOT), "-k", "python3",
-                              "--no-progress-bar", str(ipynb), str(out), "-f", str(params), "-p", "profile", name],
-                             stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "TQDM_DISABLE": "1"})
+        res = subprocess.run(
+            [
+                _bin("papermill"),
+                "--cwd",
+                str(cwd or SOURCE_ROOT),
+                "-k",
+                "python3",
+                "--no-progress-bar",
+                str(ipynb),
+                str(out),
+                "-f",
+                str(params),
+                "-p",
+                "profile",
+                name,
+            ],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "TQDM_DISABLE": "1"},
+        )
     if res.returncode:
-        raise StageFailed(f"stage {stage} failed: {_last_error(run_log.read_text())} (full log: {run_log}; "
-                          f"executed notebook: {out})")
+        raise StageFailed(
+            f"stage {stage} failed: {_last_error(run_log.read_text())} (full log: {run_log}; "
+            f"executed notebook: {out})"
+        )
     present(stage, out, profile_name(profile), log)
     return out
 
@@ -141,8 +208,14 @@ def present(stage: str, executed: Path, profile: str, log: Path) -> None:
         name, what = ARTIFACTS[stage]
         artifact = (paths.derived_dir(profile) / name, out_dir / "data" / name, f"data/{name}", what)
     nb = json.loads(executed.read_text())
-    moved = presentation.finish(nb, stage, figure_dir, os.path.relpath(figure_dir, out_dir).replace(os.sep, "/"),
-                                presentation.path_roots(paths.repo_root(), SOURCE_ROOT), artifact)
+    moved = presentation.finish(
+        nb,
+        stage,
+        figure_dir,
+        os.path.relpath(figure_dir, out_dir).replace(os.sep, "/"),
+        presentation.path_roots(paths.repo_root(), SOURCE_ROOT),
+        artifact,
+    )
     executed.write_text(json.dumps(nb, indent=1, ensure_ascii=False))
     if moved:
         with log.open("a") as f:
@@ -171,8 +244,12 @@ def assemble_book(dest: Path) -> Path:
 def repository_url() -> str | None:
     """The checkout's ``origin`` as a browsable https address, or None (then the book shows no repository link)."""
     try:
-        url = subprocess.run(["git", "-C", str(SOURCE_ROOT), "remote", "get-url", "origin"], capture_output=True,
-                             text=True, check=True).stdout.strip()
+        url = subprocess.run(
+            ["git", "-C", str(SOURCE_ROOT), "remote", "get-url", "origin"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     if url.startswith("git@"):
@@ -189,28 +266,116 @@ def book_config(out: Path) -> Path:
 
     cfg = yaml.safe_load((SOURCE_ROOT / "_config.yml").read_text())
     html = cfg.setdefault("html", {})
-    html["extra_footer"] = (f'<div class="companion-provenance">Built {provenance.build_date()} from commit '
-                            f'{provenance.git_commit(SOURCE_ROOT)}; hardware, versions and data sources: '
-                            f'appendix "Provenance".</div>')
+    html["extra_footer"] = (
+        f'<div class="companion-provenance">Built {provenance.build_date()} from commit '
+        f"{provenance.git_commit(SOURCE_ROOT)}; hardware, versions and data sources: "
+        f'appendix "Provenance".</div>'
+    )
     url = repository_url()
     if url:
         cfg.setdefault("repository", {})["url"] = url
         html["use_repository_button"] = html["use_issues_button"] = True
-    path = Path(out) / "_build" / "book-config.yml"  # never the checkout's own _config.yml (make passes --out .)
+    # what the pages quote of the build itself (the cite page's BibTeX): {{ commit }}, {{ repository }}
+    cfg.setdefault("parse", {})["myst_substitutions"] = {
+        "commit": provenance.git_commit(SOURCE_ROOT),
+        "repository": url or "(this checkout has no public remote)",
+    }
+    path = (
+        Path(out) / "_build" / "book-config.yml"
+    )  # never the checkout's own _config.yml (make passes --out .)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
     return path
 
 
+def companion_bibtex() -> str:
+    """The BibTeX entry of this companion as built: its commit, and its repository where the checkout has one."""
+    from companion.report import provenance
+
+    url = repository_url()
+    fields = [
+        (
+            "title",
+            "{companion: the executable companion to The Energy Consumption of Transformer Fine-Tuning}",
+        ),
+        ("author", "{{the companion contributors}}"),
+        ("year", "{2026}"),
+        ("version", "{0.1.0}"),
+        ("license", "{Apache-2.0}"),
+        *([("url", "{" + url + "}")] if url else []),
+        ("note", "{commit " + provenance.git_commit(SOURCE_ROOT) + "}"),
+    ]
+    return "@software{companion2026,\n" + ",\n".join(f"  {k:<7} = {v}" for k, v in fields) + "\n}\n"
+
+
 def build_book(src: Path, out: Path) -> Path:
     """Jupyter Book 1 over executed notebooks; warnings and broken references are errors."""
-    subprocess.run([_bin("jupyter-book"), "build", str(src), "--config", str(book_config(Path(out))),
-                    "--path-output", str(out), "-W", "-n", "--keep-going", "--quiet"], check=True)
+    generated = Path(src) / "generated"
+    generated.mkdir(parents=True, exist_ok=True)
+    (generated / "companion.bib").write_text(companion_bibtex())  # the cite page includes it
+    subprocess.run(
+        [
+            _bin("jupyter-book"),
+            "build",
+            str(src),
+            "--config",
+            str(book_config(Path(out))),
+            "--path-output",
+            str(out),
+            "-W",
+            "-n",
+            "--keep-going",
+            "--quiet",
+        ],
+        check=True,
+    )
     return Path(out) / "_build" / "html" / "index.html"
 
 
+def reference_book(archive: Path | None, out: Path) -> Path:
+    """The book of a stored build (an archive of ``data/reference/cpu/``; default the newest), with no sweep:
+    its records and calibration unpacked into ``out/data`` (the data root, ``COMPANION_ROOT`` = ``out``), every
+    stage run on them with the sweep off, and the book built into ``out/_build/html``. What the published book is
+    built from; the stored builds' scores and the GPU's reference runs are the checkout's own."""
+    import tempfile
+
+    from companion.energy import stored
+
+    archive = (
+        Path(archive)
+        if archive
+        else (stored.stored_sweeps(SOURCE_ROOT / "data" / "reference" / stored.PROFILE) or [None])[-1]
+    )
+    if archive is None or not Path(archive).is_file():
+        raise ConfigError(
+            f"no stored build {archive or 'in data/reference/cpu/'}; pass an archive "
+            "(data/reference/cpu/*.tar.gz)"
+        )
+    out = Path(out).resolve()
+    shutil.rmtree(out / "data", ignore_errors=True)
+    (out / "data").parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        shutil.move(str(stored.unpacked(Path(archive), Path(tmp))), str(out / "data"))
+    params = out / "01_runs.yaml"
+    params.write_text("run_sweep: false  # the stored build's records, as measured\n")
+    before = os.environ.get("COMPANION_ROOT")
+    os.environ["COMPANION_ROOT"] = str(out)
+    try:
+        src = assemble_book(out / "book")
+        for stage in STAGES:
+            run_stage(stage, stored.PROFILE, src / "generated", params=params if stage == "01_runs" else None)
+        return build_book(src, out)
+    finally:
+        if before is None:
+            del os.environ["COMPANION_ROOT"]
+        else:
+            os.environ["COMPANION_ROOT"] = before
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m companion.report.stages", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m companion.report.stages", description=__doc__.split("\n\n")[0]
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="execute one stage notebook")
     r.add_argument("stage", choices=STAGES)
@@ -220,10 +385,19 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("book", help="build the book")
     b.add_argument("--src", type=Path, default=SOURCE_ROOT / "book")
     b.add_argument("--out", type=Path, default=SOURCE_ROOT)
+    ref = sub.add_parser(
+        "reference", help="the book of a stored build, no sweep (what the published book shows)"
+    )
+    ref.add_argument(
+        "--archive", type=Path, help="a stored build (default: the newest of data/reference/cpu/)"
+    )
+    ref.add_argument("--out", type=Path, default=SOURCE_ROOT / "build" / "reference-book")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "run":
             print(run_stage(args.stage, args.profile, args.out, args.params))
+        elif args.cmd == "reference":
+            print(reference_book(args.archive, args.out))
         else:
             print(build_book(args.src, args.out))
     except ConfigError as exc:

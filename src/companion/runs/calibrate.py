@@ -46,25 +46,37 @@ from companion.runs.config import check_device_name
 from companion.runs.records import CALIBRATION_FORMAT
 
 # BERT-like GEMM shapes (M, N, K): tokens x out x in, and the attention score GEMMs (seq x seq x head_dim)
-GEMM_SHAPES = [(m, n, k) for m in (256, 1024, 4096) for n, k in ((64, 64), (128, 128), (256, 256), (512, 128),
-                                                                  (128, 512), (1024, 256))] + \
-              [(s, s, d) for s in (64, 128, 256) for d in (16, 32, 64)]
+GEMM_SHAPES = [
+    (m, n, k)
+    for m in (256, 1024, 4096)
+    for n, k in ((64, 64), (128, 128), (256, 256), (512, 128), (128, 512), (1024, 256))
+] + [(s, s, d) for s in (64, 128, 256) for d in (16, 32, 64)]
 # On a GPU the same shapes take ~10 us each, the cost of a launch: its GEMMs at BERT-base/large training sizes
 # (tokens of a batch x hidden x hidden and FFN), each call well above a millisecond
-GPU_GEMM_SHAPES = [(m, n, k) for m in (4096, 16384, 65536) for n, k in ((768, 768), (3072, 768), (768, 3072),
-                                                                        (1024, 1024), (4096, 1024))] + \
-                  [(8192, 8192, 8192)]
+GPU_GEMM_SHAPES = [
+    (m, n, k)
+    for m in (4096, 16384, 65536)
+    for n, k in ((768, 768), (3072, 768), (768, 3072), (1024, 1024), (4096, 1024))
+] + [(8192, 8192, 8192)]
 COLLECTIVE_BYTES = (4 * 1024, 64 * 1024, 1024 * 1024, 4 * 1024 * 1024)
 # the sizes of the streaming and attention benchmarks, by device kind (a GPU's at BERT training sizes, over the
 # calibration checks' floors: ``companion.energy.calibration``)
-SIZES = {"cpu": {"elementwise": (2048, 256), "optimizer": 2_000_000,
-                 "attention": [(8, 4, 128, 32), (8, 4, 256, 32), (8, 8, 128, 16), (8, 2, 128, 64)],
-                 "op_probe": {"hidden": 32, "heads": 2, "vocab": 128, "batch": 2, "seq": 16}},
-         "cuda": {"elementwise": (32768, 1024), "optimizer": 32_000_000,
-                  "attention": [(32, 12, 128, 64), (32, 12, 512, 64), (128, 12, 128, 64), (16, 16, 512, 64)],
-                  # a real-sized step (BERT-base width, its vocabulary, batch 8 x 128 tokens) is host-bound on a
-                  # GPU: its second layer's extra time is the host's cost of that layer's operators
-                  "op_probe": {"hidden": 768, "heads": 12, "vocab": 30522, "batch": 8, "seq": 128}}}
+SIZES = {
+    "cpu": {
+        "elementwise": (2048, 256),
+        "optimizer": 2_000_000,
+        "attention": [(8, 4, 128, 32), (8, 4, 256, 32), (8, 8, 128, 16), (8, 2, 128, 64)],
+        "op_probe": {"hidden": 32, "heads": 2, "vocab": 128, "batch": 2, "seq": 16},
+    },
+    "cuda": {
+        "elementwise": (32768, 1024),
+        "optimizer": 32_000_000,
+        "attention": [(32, 12, 128, 64), (32, 12, 512, 64), (128, 12, 128, 64), (16, 16, 512, 64)],
+        # a real-sized step (BERT-base width, its vocabulary, batch 8 x 128 tokens) is host-bound on a
+        # GPU: its second layer's extra time is the host's cost of that layer's operators
+        "op_probe": {"hidden": 768, "heads": 12, "vocab": 30522, "batch": 8, "seq": 128},
+    },
+}
 
 
 def _sync(device):
@@ -103,16 +115,26 @@ def gemm_benchmark(device, dtype, budget_s: float) -> dict:
     for _ in range(2):
         times = []
         for m, n, k in shapes:
-            a, b = torch.randn(m, k, device=device, dtype=dtype), torch.randn(k, n, device=device, dtype=dtype)
+            a, b = (
+                torch.randn(m, k, device=device, dtype=dtype),
+                torch.randn(k, n, device=device, dtype=dtype),
+            )
             times.append(_best_time(lambda: a @ b, device, per))
-            del a, b
+            a = b = None  # freed before the next shape's tensors
         passes.append(times)
-    rows = [{"m": m, "n": n, "k": k, "time_s": min(t1, t2), "flops_per_s": 2 * m * n * k / min(t1, t2)}
-            for (m, n, k), t1, t2 in zip(shapes, *passes)]
+    rows = [
+        {"m": m, "n": n, "k": k, "time_s": min(t1, t2), "flops_per_s": 2 * m * n * k / min(t1, t2)}
+        for (m, n, k), t1, t2 in zip(shapes, *passes)
+    ]
     spread = float(np.median([max(t1, t2) / min(t1, t2) for t1, t2 in zip(*passes)]))
     peak, k0 = fit_gemm_roof(rows)
-    return {"shapes": rows, "peak_flops_per_s": peak, "half_dim": k0, "pass_spread": spread,
-            "model": "R(M,N,K) = peak / (1 + k0 (1/M + 1/N + 1/K)), least squares on 1/R"}
+    return {
+        "shapes": rows,
+        "peak_flops_per_s": peak,
+        "half_dim": k0,
+        "pass_spread": spread,
+        "model": "R(M,N,K) = peak / (1 + k0 (1/M + 1/N + 1/K)), least squares on 1/R",
+    }
 
 
 def fit_gemm_roof(rows: list[dict]) -> tuple[float, float]:
@@ -125,8 +147,11 @@ def fit_gemm_roof(rows: list[dict]) -> tuple[float, float]:
 
     def resid(z):
         return z[0] - np.log1p(np.exp(z[1]) * x) - log_r
+
     z0 = np.array([float(np.max(log_r)), np.log(32.0)])
-    sol = least_squares(resid, z0, loss="cauchy", f_scale=0.3, bounds=([-np.inf, np.log(1e-3)], [np.inf, np.log(1e5)]))
+    sol = least_squares(
+        resid, z0, loss="cauchy", f_scale=0.3, bounds=([-np.inf, np.log(1e-3)], [np.inf, np.log(1e5)])
+    )
     return float(np.exp(sol.x[0])), float(np.exp(sol.x[1]))
 
 
@@ -139,12 +164,24 @@ def attention_benchmark(device, dtype, budget_s: float) -> list[dict]:
     for b, h, s, d in shapes:
         q = torch.randn(b, h, s, d, device=device, dtype=dtype, requires_grad=True)
         for kernel, dropout in (("fused", 0.0), ("math", 0.1)):
+
             def step():
                 F.scaled_dot_product_attention(q, q, q, dropout_p=dropout).sum().backward()
+
             t = _best_time(step, device, per)
             flops = 3 * 4 * b * h * s * s * d
-            rows.append({"batch": b, "heads": h, "seq": s, "head_dim": d, "kernel": kernel, "dropout": dropout,
-                         "fwd_bwd_s": t, "flops_per_s": flops / t})
+            rows.append(
+                {
+                    "batch": b,
+                    "heads": h,
+                    "seq": s,
+                    "head_dim": d,
+                    "kernel": kernel,
+                    "dropout": dropout,
+                    "fwd_bwd_s": t,
+                    "flops_per_s": flops / t,
+                }
+            )
     return rows
 
 
@@ -154,10 +191,17 @@ def bandwidth_benchmark(device, budget_s: float) -> dict:
     src = torch.ones(n, device=device)
     dst = torch.zeros_like(src)
     t = _best_time(lambda: dst.copy_(src), device, budget_s)
-    return {"bytes": 2 * n * 4, "time_s": t, "bandwidth_bytes_per_s": 2 * n * 4 / t, "method": "tensor copy, read + write"}
+    return {
+        "bytes": 2 * n * 4,
+        "time_s": t,
+        "bandwidth_bytes_per_s": 2 * n * 4 / t,
+        "method": "tensor copy, read + write",
+    }
 
 
-def elementwise_benchmark(device, dtype, budget_s: float, tokens: int | None = None, hidden: int | None = None) -> dict:
+def elementwise_benchmark(
+    device, dtype, budget_s: float, tokens: int | None = None, hidden: int | None = None
+) -> dict:
     """Achieved bytes/s of one layer's memory-bound operators, forward + backward, at a BERT shape: two layer
     norms, three dropouts and two residual adds on tokens x hidden, GELU on tokens x 4 hidden. The bytes are
     counted as the operator model counts them (3 x tokens x (8 hidden + 2 ffn) x bytes per element), so the
@@ -165,7 +209,10 @@ def elementwise_benchmark(device, dtype, budget_s: float, tokens: int | None = N
     copy's bandwidth on CPUs."""
     import torch.nn.functional as F
 
-    tokens, hidden = tokens or SIZES[device.type]["elementwise"][0], hidden or SIZES[device.type]["elementwise"][1]
+    tokens, hidden = (
+        tokens or SIZES[device.type]["elementwise"][0],
+        hidden or SIZES[device.type]["elementwise"][1],
+    )
     ffn = 4 * hidden
     x = torch.randn(tokens, hidden, device=device, dtype=dtype, requires_grad=True)
     u = torch.randn(tokens, ffn, device=device, dtype=dtype, requires_grad=True)
@@ -176,10 +223,17 @@ def elementwise_benchmark(device, dtype, budget_s: float, tokens: int | None = N
         y = F.dropout(F.layer_norm(y, (hidden,), w, b), 0.1) + y
         z = F.dropout(F.gelu(u), 0.1)
         (y.sum() + z.sum()).backward()
+
     t = _best_time(step, device, budget_s)
     nbytes = 3 * tokens * (8 * hidden + 2 * ffn) * x.element_size()
-    return {"tokens": tokens, "hidden": hidden, "time_s": t, "bytes": nbytes, "bytes_per_s": nbytes / t,
-            "method": "layer_norm x2, dropout x3, residual add x2, GELU on 4 hidden; fwd + bwd; model's byte count"}
+    return {
+        "tokens": tokens,
+        "hidden": hidden,
+        "time_s": t,
+        "bytes": nbytes,
+        "bytes_per_s": nbytes / t,
+        "method": "layer_norm x2, dropout x3, residual add x2, GELU on 4 hidden; fwd + bwd; model's byte count",
+    }
 
 
 def optimizer_benchmark(device, budget_s: float, parameters: int | None = None) -> dict:
@@ -201,8 +255,12 @@ def optimizer_benchmark(device, budget_s: float, parameters: int | None = None) 
     opt = torch.optim.AdamW(params, lr=1e-4, **kernel)
     t = _best_time(opt.step, device, budget_s)
     n = sum(q.numel() for q in params)
-    return {"parameters": n, "time_s": t, "bytes_per_s": 36 * n / t,
-            "method": f"AdamW {', '.join(kernel)} step, 36 bytes per fp32 parameter (the model's count)"}
+    return {
+        "parameters": n,
+        "time_s": t,
+        "bytes_per_s": 36 * n / t,
+        "method": f"AdamW {', '.join(kernel)} step, 36 bytes per fp32 parameter (the model's count)",
+    }
 
 
 def launch_benchmark(device, budget_s: float) -> dict:
@@ -214,6 +272,7 @@ def launch_benchmark(device, budget_s: float) -> dict:
         for _ in range(reps):
             y = y + 1.0
         return y
+
     t = _best_time(many, device, budget_s)
     return {"launch_s": t / reps, "method": f"{reps} dependent one-element adds"}
 
@@ -248,13 +307,25 @@ def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
     counts, times = {}, {}
     for layers in (1, 2):
         torch.manual_seed(0)
-        model = build_model(ModelConfig(layers=layers, hidden=q["hidden"], heads=q["heads"], vocab=q["vocab"],
-                                        max_positions=max(64, q["seq"]))).to(device)
+        model = build_model(
+            ModelConfig(
+                layers=layers,
+                hidden=q["hidden"],
+                heads=q["heads"],
+                vocab=q["vocab"],
+                max_positions=max(64, q["seq"]),
+            )
+        ).to(device)
         model.train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **kernel)  # training's kernel: its operator count
+        opt = torch.optim.AdamW(
+            model.parameters(), lr=1e-4, **kernel
+        )  # training's kernel: its operator count
         ids = torch.randint(0, q["vocab"], (q["batch"], q["seq"]), device=device)
-        batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
-                 "labels": torch.zeros(q["batch"], dtype=torch.long, device=device)}
+        batch = {
+            "input_ids": ids,
+            "attention_mask": torch.ones_like(ids),
+            "labels": torch.zeros(q["batch"], dtype=torch.long, device=device),
+        }
 
         def step():
             with amp():
@@ -270,22 +341,38 @@ def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
         counts[layers] = Count.n
         if budget_s > 0:
             times[layers] = _best_time(step, device, budget_s / 2, min_sample_s=0.02)
-        del model, opt
+        model = opt = None  # freed before the next depth's model
     per_layer = counts[2] - counts[1]
-    out = {"per_layer": per_layer, "per_step": counts[1] - per_layer, "counts": counts, "autocast": autocast,
-           "method": f"aten operators dispatched by one training step (AdamW {', '.join(kernel)}"
-                     + (", bf16 autocast" if autocast else "") + "), 1- and 2-layer BERT"}
+    out = {
+        "per_layer": per_layer,
+        "per_step": counts[1] - per_layer,
+        "counts": counts,
+        "autocast": autocast,
+        "method": f"aten operators dispatched by one training step (AdamW {', '.join(kernel)}"
+        + (", bf16 autocast" if autocast else "")
+        + "), 1- and 2-layer BERT",
+    }
     if times:
         per_op = max(times[2] - times[1], 0.0) / per_layer
-        out.update(step_s={str(k): v for k, v in times.items()}, per_op_s=per_op,
-                   per_op_method=f"(step time of 2 layers - of 1 layer) / extra operators, hidden {q['hidden']}, "
-                                 f"{q['batch']} x {q['seq']} tokens")
+        out.update(
+            step_s={str(k): v for k, v in times.items()},
+            per_op_s=per_op,
+            per_op_method=f"(step time of 2 layers - of 1 layer) / extra operators, hidden {q['hidden']}, "
+            f"{q['batch']} x {q['seq']} tokens",
+        )
     return out
 
 
 # ------------------------------------------------------------------------------------------ collectives
-def _collective_worker(rank: int, world: int, init_file: str, backend: str, out_file: str, budget_s: float,
-                       layout_budget_s: float = 0.0) -> None:
+def _collective_worker(
+    rank: int,
+    world: int,
+    init_file: str,
+    backend: str,
+    out_file: str,
+    budget_s: float,
+    layout_budget_s: float = 0.0,
+) -> None:
     import warnings
 
     import torch.distributed as dist
@@ -310,10 +397,16 @@ def _collective_worker(rank: int, world: int, init_file: str, backend: str, out_
         for name, (fn, wire) in ops.items():
             t, _ = _median_time_s(fn, device, per, distributed=True, warmups=1, min_reps=3, max_reps=50)
             rows.append({"op": name, "bytes": n * 4, "wire_bytes": wire, "time_s": t})
-    layouts = (_layout_rows(layout_probe_layouts(world), device, layout_budget_s, distributed=True)
-               if layout_budget_s > 0 else [])
-    work = (_work_rows(layout_probe_layouts(world), device, distributed=True)
-            if layout_budget_s > 0 and device.type == "cpu" else [])
+    layouts = (
+        _layout_rows(layout_probe_layouts(world), device, layout_budget_s, distributed=True)
+        if layout_budget_s > 0
+        else []
+    )
+    work = (
+        _work_rows(layout_probe_layouts(world), device, distributed=True)
+        if layout_budget_s > 0 and device.type == "cpu"
+        else []
+    )
     if rank == 0:
         Path(out_file).write_text(json.dumps({"collectives": rows, "layouts": layouts, "work": work}))
     dist.destroy_process_group()
@@ -350,7 +443,13 @@ def _probe_step(layout, mesh, layers: int, device, probe: dict = LAYOUT_PROBE):
 
     q = probe
     torch.manual_seed(0)  # every rank builds the same weights and draws the same batch
-    cfg = ModelConfig(layers=layers, hidden=q["hidden"], heads=q["heads"], vocab=q["vocab"], max_positions=q["max_positions"])
+    cfg = ModelConfig(
+        layers=layers,
+        hidden=q["hidden"],
+        heads=q["heads"],
+        vocab=q["vocab"],
+        max_positions=q["max_positions"],
+    )
     model = parallel.parallelize_bert(build_model(cfg).to(device), layout, mesh, "fp32")
     model.train()
     opt = parallel.make_optimizer(model, layout, 1e-4)
@@ -366,8 +465,9 @@ def _probe_step(layout, mesh, layers: int, device, probe: dict = LAYOUT_PROBE):
     return step, cfg.ffn_size
 
 
-def _median_time_s(fn, device, budget_s: float, distributed: bool, warmups: int = 2, min_reps: int = 5,
-                   max_reps: int = 40) -> tuple[float, int]:
+def _median_time_s(
+    fn, device, budget_s: float, distributed: bool, warmups: int = 2, min_reps: int = 5, max_reps: int = 40
+) -> tuple[float, int]:
     """Median time of one ``fn`` call (s) over repetitions filling ``budget_s`` (``min_reps`` to ``max_reps``),
     and the repetitions; across ranks every rank runs the same number (sized on the slowest first call), each
     call starts together, and the slowest rank's median is the result every rank returns."""
@@ -416,8 +516,19 @@ def _layout_rows(layouts, device, budget_s: float, distributed: bool) -> list[di
         for layers in (1, 2):
             step, ffn = _probe_step(layout, mesh, layers, device)
             t, reps = _median_time_s(step, device, per, distributed)
-            rows.append({"tp": layout.tp, "dp": layout.dp, "ranks": ranks, "layers": layers, **LAYOUT_PROBE,
-                         "ffn": ffn, "threads_per_rank": 1, "step_s": t, "steps": reps})
+            rows.append(
+                {
+                    "tp": layout.tp,
+                    "dp": layout.dp,
+                    "ranks": ranks,
+                    "layers": layers,
+                    **LAYOUT_PROBE,
+                    "ffn": ffn,
+                    "threads_per_rank": 1,
+                    "step_s": t,
+                    "steps": reps,
+                }
+            )
     return rows
 
 
@@ -448,9 +559,21 @@ def _work_rows(layouts, device, distributed: bool, steps: int = WORK_PROBE_STEPS
             dist.all_reduce(wall, op=dist.ReduceOp.MAX)
             dist.all_reduce(cpu, op=dist.ReduceOp.SUM)
         wall_s, cpu_s = float(wall) / steps, float(cpu) / steps
-        rows.append({"tp": layout.tp, "dp": layout.dp, "ranks": layout.tp * layout.dp, "layers": WORK_PROBE_LAYERS,
-                     **WORK_PROBE, "ffn": ffn, "threads_per_rank": 1, "step_s": wall_s, "cpu_s": cpu_s,
-                     "busy_cores": cpu_s / wall_s if wall_s > 0 else float("nan"), "steps": steps})
+        rows.append(
+            {
+                "tp": layout.tp,
+                "dp": layout.dp,
+                "ranks": layout.tp * layout.dp,
+                "layers": WORK_PROBE_LAYERS,
+                **WORK_PROBE,
+                "ffn": ffn,
+                "threads_per_rank": 1,
+                "step_s": wall_s,
+                "cpu_s": cpu_s,
+                "busy_cores": cpu_s / wall_s if wall_s > 0 else float("nan"),
+                "steps": steps,
+            }
+        )
     return rows
 
 
@@ -493,8 +616,13 @@ def collective_benchmark(world: int, backend: str, budget_s: float, layout_budge
             from companion.runs.launch import preload
 
             preload()
-        ctx = mp.start_processes(_collective_worker, args=(world, init, backend, out, budget_s, layout_budget_s),
-                                 nprocs=world, join=False, start_method=method)
+        ctx = mp.start_processes(
+            _collective_worker,
+            args=(world, init, backend, out, budget_s, layout_budget_s),
+            nprocs=world,
+            join=False,
+            start_method=method,
+        )
         try:
             while not ctx.join():
                 pass
@@ -512,9 +640,16 @@ def collective_benchmark(world: int, backend: str, budget_s: float, layout_budge
         got = json.loads(Path(out).read_text())
     rows = got["collectives"]
     alpha, beta = fit_alpha_beta(rows, world)
-    return {"world_size": world, "backend": backend, "rows": rows, "alpha_s": alpha, "beta_bytes_per_s": beta,
-            "model": "t = alpha (p - 1) + wire_bytes / beta, relative least squares, alpha and 1/beta >= 0",
-            "layouts": got["layouts"], "work": got.get("work") or []}
+    return {
+        "world_size": world,
+        "backend": backend,
+        "rows": rows,
+        "alpha_s": alpha,
+        "beta_bytes_per_s": beta,
+        "model": "t = alpha (p - 1) + wire_bytes / beta, relative least squares, alpha and 1/beta >= 0",
+        "layouts": got["layouts"],
+        "work": got.get("work") or [],
+    }
 
 
 PASS_SPREAD_WARN = 1.5  # passes whose collective timings differ by more than this (median ratio) are reported
@@ -540,13 +675,29 @@ def combine_passes(results: list[dict], world: int) -> dict:
     layouts = _fastest([r["layouts"] for r in results], ("tp", "dp", "layers"), "step_s")
     work = _fastest([r.get("work") or [] for r in results], ("tp", "dp"), "step_s")
     fastest = {(r["op"], r["bytes"]): r["time_s"] for r in rows}
-    spread = max(float(np.median([x["time_s"] / fastest[(x["op"], x["bytes"])] for x in r["rows"]]))
-                 for r in results)
+    spread = max(
+        float(np.median([x["time_s"] / fastest[(x["op"], x["bytes"])] for x in r["rows"]])) for r in results
+    )
     alpha, beta = fit_alpha_beta(rows, world)
-    return {**results[0], "rows": rows, "layouts": layouts, "work": work, "alpha_s": alpha, "beta_bytes_per_s": beta,
-            "combined": f"fastest of {len(results)} passes per timing", "pass_spread": spread,
-            "passes": [{"rows": r["rows"], "layouts": r["layouts"], "alpha_s": r["alpha_s"],
-                        "beta_bytes_per_s": r["beta_bytes_per_s"]} for r in results]}
+    return {
+        **results[0],
+        "rows": rows,
+        "layouts": layouts,
+        "work": work,
+        "alpha_s": alpha,
+        "beta_bytes_per_s": beta,
+        "combined": f"fastest of {len(results)} passes per timing",
+        "pass_spread": spread,
+        "passes": [
+            {
+                "rows": r["rows"],
+                "layouts": r["layouts"],
+                "alpha_s": r["alpha_s"],
+                "beta_bytes_per_s": r["beta_bytes_per_s"],
+            }
+            for r in results
+        ],
+    }
 
 
 def fit_alpha_beta(rows: list[dict], world: int) -> tuple[float, float]:
@@ -584,8 +735,13 @@ def power_benchmark(device, dtype, seconds: float) -> dict:
         out[f"{name}_w"] = m.total_energy_j / m.time_s if m.total_energy_j is not None else None
     desc = meter.describe()
     meter.close()
-    return {**out, "measured": bool(getattr(meter, "measured", False)), "method": desc.get("source", type(meter).__name__),
-            "scope": getattr(meter, "scope", "device"), "window_s": seconds}
+    return {
+        **out,
+        "measured": bool(getattr(meter, "measured", False)),
+        "method": desc.get("source", type(meter).__name__),
+        "scope": getattr(meter, "scope", "device"),
+        "window_s": seconds,
+    }
 
 
 # ------------------------------------------------------------------------------------------------ all
@@ -610,15 +766,24 @@ def thread_scaling_benchmark(budget_s: float) -> dict:
         torch.set_num_threads(threads)
     speedup = float(np.sqrt(out["gemm_speedup"] * out["copy_speedup"]))  # geometric mean of both
     out["exponent"] = float(np.clip(np.log(speedup) / np.log(threads), 0.0, 1.0)) if threads > 1 else 1.0
-    out["method"] = "1024x256x1024 GEMM and a 16 MiB copy at 1 thread and at every thread; exponent = log(speedup) / log(threads)"
+    out["method"] = (
+        "1024x256x1024 GEMM and a 16 MiB copy at 1 thread and at every thread; exponent = log(speedup) / log(threads)"
+    )
     return out
 
 
-DEFAULT_BUDGET_S = 30.0  # best-of timings settle within a few repetitions; power windows keep the meter's minimum
+DEFAULT_BUDGET_S = (
+    30.0  # best-of timings settle within a few repetitions; power windows keep the meter's minimum
+)
 
 
-def calibrate(device: str = "cpu", budget_s: float = DEFAULT_BUDGET_S, world_sizes=(2, 4),
-              device_name: str | None = None, check=None) -> dict:
+def calibrate(
+    device: str = "cpu",
+    budget_s: float = DEFAULT_BUDGET_S,
+    world_sizes=(2, 4),
+    device_name: str | None = None,
+    check=None,
+) -> dict:
     """Run every microbenchmark within about ``budget_s`` (0.9 of it timed; the power windows last at least
     the meter's minimum window) and return the calibration record."""
     if device not in ("cpu", "cuda"):
@@ -653,7 +818,9 @@ def calibrate(device: str = "cpu", budget_s: float = DEFAULT_BUDGET_S, world_siz
 
     parallel_pass()
     rec = {
-        "device_name": name, "device": device, "dtype": str(dtype).removeprefix("torch."),
+        "device_name": name,
+        "device": device,
+        "dtype": str(dtype).removeprefix("torch."),
         "gemm": gemm_benchmark(dev, dtype, 0.2 * b),
         "attention": attention_benchmark(dev, dtype, 0.1 * b),
         "bandwidth": bandwidth_benchmark(dev, 0.05 * b),
@@ -666,34 +833,55 @@ def calibrate(device: str = "cpu", budget_s: float = DEFAULT_BUDGET_S, world_siz
         "shared_node": device == "cpu",
         "overlap": device == "cuda",
     }
-    rec["checks"] = {} if check is None else self_check(rec, check, {
-        "gemm": lambda: gemm_benchmark(dev, dtype, 0.2 * b),
-        "attention": lambda: attention_benchmark(dev, dtype, 0.1 * b),
-        "bandwidth": lambda: bandwidth_benchmark(dev, 0.05 * b),
-        "elementwise": lambda: elementwise_benchmark(dev, dtype, 0.03 * b),
-        "optimizer": lambda: optimizer_benchmark(dev, 0.03 * b),
-        "op_counts": lambda: op_count_benchmark(dev, 0.04 * b),
-        "power": lambda: power_benchmark(dev, dtype, 0.08 * b)})
+    rec["checks"] = (
+        {}
+        if check is None
+        else self_check(
+            rec,
+            check,
+            {
+                "gemm": lambda: gemm_benchmark(dev, dtype, 0.2 * b),
+                "attention": lambda: attention_benchmark(dev, dtype, 0.1 * b),
+                "bandwidth": lambda: bandwidth_benchmark(dev, 0.05 * b),
+                "elementwise": lambda: elementwise_benchmark(dev, dtype, 0.03 * b),
+                "optimizer": lambda: optimizer_benchmark(dev, 0.03 * b),
+                "op_counts": lambda: op_count_benchmark(dev, 0.04 * b),
+                "power": lambda: power_benchmark(dev, dtype, 0.08 * b),
+            },
+        )
+    )
     parallel_pass()
     rec["collectives"] = {str(p): combine_passes(passes[p], p) for p in world_sizes}
     rec["layout_probe_single"] = _fastest(singles, ("layers",), "step_s")
     if single_work:
         rec["work_probe_single"] = _fastest(single_work, ("tp", "dp"), "step_s")
-    rec["warnings"] = [f"collectives over {p} ranks: one pass {c['pass_spread']:.3g}x slower than the other (the "
-                       "node was busy); the faster timings are kept, re-run calibrate on a quiet node to confirm them"
-                       for p, c in rec["collectives"].items() if c["pass_spread"] > PASS_SPREAD_WARN]
-    rec["warnings"] += [f"{q} failed its check twice ({'; '.join(c['problems'])}): flagged, the analyses use the "
-                        "datasheet's value (GPUs) or one measured at analysis time (CPUs) instead"
-                        for q, c in rec["checks"].items() if c["problems"]]
+    rec["warnings"] = [
+        f"collectives over {p} ranks: one pass {c['pass_spread']:.3g}x slower than the other (the "
+        "node was busy); the faster timings are kept, re-run calibrate on a quiet node to confirm them"
+        for p, c in rec["collectives"].items()
+        if c["pass_spread"] > PASS_SPREAD_WARN
+    ]
+    rec["warnings"] += [
+        f"{q} failed its check twice ({'; '.join(c['problems'])}): flagged, the analyses use the "
+        "datasheet's value (GPUs) or one measured at analysis time (CPUs) instead"
+        for q, c in rec["checks"].items()
+        if c["problems"]
+    ]
     from companion.runs.provenance import cpu_model
 
     rec["format"] = CALIBRATION_FORMAT
     rec["provenance"] = {
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "wall_s": time.perf_counter() - started, "hostname": socket.gethostname(), "platform": platform.platform(),
-        "cpu": platform.processor() or platform.machine(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-        "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None, "budget_s": budget_s,
+        "wall_s": time.perf_counter() - started,
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None,
+        "budget_s": budget_s,
     }
     return rec
 
@@ -737,22 +925,42 @@ def calibration_summary(rec: dict) -> list[dict]:
 
     def add(quantity, value, unit, how):
         if value is not None:
-            rows.append({"quantity": quantity, "value": float(value), "unit": unit, "how": how,
-                         "shown": shown_value(float(value), unit)})
+            rows.append(
+                {
+                    "quantity": quantity,
+                    "value": float(value),
+                    "unit": unit,
+                    "how": how,
+                    "shown": shown_value(float(value), unit),
+                }
+            )
 
     gemm = rec.get("gemm") or {}
     add("GEMM roof (fitted peak)", gemm.get("peak_flops_per_s"), "FLOP/s", gemm.get("model", ""))
-    add("GEMM half-speed dimension k0", gemm.get("half_dim"), "elements", "the same fit: the matrix dimension "
-        "at which a GEMM reaches half the roof")
+    add(
+        "GEMM half-speed dimension k0",
+        gemm.get("half_dim"),
+        "elements",
+        "the same fit: the matrix dimension at which a GEMM reaches half the roof",
+    )
     if gemm.get("shapes"):
         best = max(gemm["shapes"], key=lambda r: r["flops_per_s"])
-        add("GEMM best measured shape", best["flops_per_s"], "FLOP/s",
-            f"{best['m']}x{best['n']}x{best['k']} of {len(gemm['shapes'])} BERT shapes, best of repeated timings")
+        add(
+            "GEMM best measured shape",
+            best["flops_per_s"],
+            "FLOP/s",
+            f"{best['m']}x{best['n']}x{best['k']} of {len(gemm['shapes'])} BERT shapes, best of repeated timings",
+        )
     for kernel in sorted({r["kernel"] for r in rec.get("attention") or []}):
         rates = [r["flops_per_s"] for r in rec["attention"] if r["kernel"] == kernel]
-        add(f"attention, {kernel} kernel (median)", float(np.median(rates)), "FLOP/s",
-            f"forward + backward over {len(rates)} shapes" + (" with dropout" if kernel == "math" else "")
-            + "; the operator model reads a cost per score element fitted to these timings")
+        add(
+            f"attention, {kernel} kernel (median)",
+            float(np.median(rates)),
+            "FLOP/s",
+            f"forward + backward over {len(rates)} shapes"
+            + (" with dropout" if kernel == "math" else "")
+            + "; the operator model reads a cost per score element fitted to these timings",
+        )
     bw = rec.get("bandwidth") or {}
     add("memory bandwidth", bw.get("bandwidth_bytes_per_s"), "bytes/s", bw.get("method", ""))
     for key, label in (("elementwise", "element-wise and norm traffic"), ("optimizer", "optimizer traffic")):
@@ -763,30 +971,58 @@ def calibration_summary(rec: dict) -> list[dict]:
     add("operators per layer", ops.get("per_layer"), "", ops.get("method", ""))
     add("operators per step (outside layers)", ops.get("per_step"), "", ops.get("method", ""))
     launch = rec.get("launch") or {}
-    add("launch of one tiny operator", launch.get("launch_s"), "s", launch.get("method", "")
-        + ("; a check: the operator model reads the cost per operator in a step" if ops.get("per_op_s") else ""))
+    add(
+        "launch of one tiny operator",
+        launch.get("launch_s"),
+        "s",
+        launch.get("method", "")
+        + (
+            "; a check: the operator model reads the cost per operator in a step"
+            if ops.get("per_op_s")
+            else ""
+        ),
+    )
     ts = rec.get("thread_scaling") or {}
     add("thread-scaling exponent", ts.get("exponent"), "", ts.get("method", ""))
     for p, c in sorted((rec.get("collectives") or {}).items(), key=lambda kv: int(kv[0])):
         how = f"{c.get('backend', '')}, {c.get('model', '')}"
         add(f"collective latency alpha, p = {p}", c.get("alpha_s"), "s", how)
         add(f"collective bandwidth beta, p = {p}", c.get("beta_bytes_per_s"), "bytes/s", how)
-        add(f"spread between the two passes, p = {p}", c.get("pass_spread"), "x",
-            f"median ratio of the slower to the faster pass; {c.get('combined', 'one pass')}")
+        add(
+            f"spread between the two passes, p = {p}",
+            c.get("pass_spread"),
+            "x",
+            f"median ratio of the slower to the faster pass; {c.get('combined', 'one pass')}",
+        )
     single = (rec.get("work_probe_single") or [{}])[0].get("step_s")
-    size = (f"L{WORK_PROBE_LAYERS}-h{WORK_PROBE['hidden']} at sequence length {WORK_PROBE['seq_len']}, "
-            f"batch {WORK_PROBE['batch_size']}")
+    size = (
+        f"L{WORK_PROBE_LAYERS}-h{WORK_PROBE['hidden']} at sequence length {WORK_PROBE['seq_len']}, "
+        f"batch {WORK_PROBE['batch_size']}"
+    )
     for p, c in sorted((rec.get("collectives") or {}).items(), key=lambda kv: int(kv[0])):
         for r in c.get("work") or []:
             name = f"tp{r['tp']}-dp{r['dp']}"
-            add(f"{name} step / one process's", r["step_s"] / single if single else None,
-                "x", f"training-size probe: {size}, one thread per rank, the slowest rank's time")
-            add(f"{name} busy cores", r.get("busy_cores"), "cores",
-                "training-size probe: the CPU time of every rank's threads over the step's wall time")
+            add(
+                f"{name} step / one process's",
+                r["step_s"] / single if single else None,
+                "x",
+                f"training-size probe: {size}, one thread per rank, the slowest rank's time",
+            )
+            add(
+                f"{name} busy cores",
+                r.get("busy_cores"),
+                "cores",
+                "training-size probe: the CPU time of every rank's threads over the step's wall time",
+            )
     power = rec.get("power") or {}
     label = "measured" if power.get("measured") else "estimated"
     for key, name in (("idle_w", "idle power"), ("loaded_w", "loaded power (GEMMs)")):
-        add(f"{name}, {label}", power.get(key), "W", f"{power.get('method', '')}, {power.get('scope', 'device')}")
+        add(
+            f"{name}, {label}",
+            power.get(key),
+            "W",
+            f"{power.get('method', '')}, {power.get('scope', 'device')}",
+        )
     return rows
 
 
@@ -805,7 +1041,9 @@ def calibration_facts(rec: dict) -> dict:
     spreads = [c["pass_spread"] for c in (rec.get("collectives") or {}).values() if "pass_spread" in c]
     wall = prov.get("wall_s")
     warnings = rec.get("warnings") or []
-    return {"measured_at": str(prov.get("measured_at", "an unrecorded date")),
-            "wall_s": f"{wall:.0f}" if isinstance(wall, (int, float)) else "?",
-            "spread": f"{max(spreads):.2f}x" if spreads else "- (timed in one pass)",
-            "warnings": " ".join(w[0].upper() + w[1:] + "." for w in warnings) if warnings else "none"}
+    return {
+        "measured_at": str(prov.get("measured_at", "an unrecorded date")),
+        "wall_s": f"{wall:.0f}" if isinstance(wall, (int, float)) else "?",
+        "spread": f"{max(spreads):.2f}x" if spreads else "- (timed in one pass)",
+        "warnings": " ".join(w[0].upper() + w[1:] + "." for w in warnings) if warnings else "none",
+    }

@@ -34,8 +34,10 @@ def _positive_int(name: str, value: Any) -> None:
 
 
 def _integer(name: str, value: Any, example: str = "0") -> None:
-    _require(isinstance(value, int) and not isinstance(value, bool),
-             f"{name}={value!r} must be an integer; set {name} to e.g. {example}")
+    _require(
+        isinstance(value, int) and not isinstance(value, bool),
+        f"{name}={value!r} must be an integer; set {name} to e.g. {example}",
+    )
 
 
 DEVICE_NAME_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
@@ -43,9 +45,11 @@ DEVICE_NAME_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 def check_device_name(name: Any) -> None:
     """A hardware tag names files (records, data/devices/<name>.json): letters, digits and ``._+-`` only."""
-    _require(isinstance(name, str) and DEVICE_NAME_CHARS.fullmatch(name) is not None,
-             f"device_name={name!r} must be a hardware tag such as 'cpu' or 'H100' (letters, digits and ._+- "
-             "only: it names the run's files)")
+    _require(
+        isinstance(name, str) and DEVICE_NAME_CHARS.fullmatch(name) is not None,
+        f"device_name={name!r} must be a hardware tag such as 'cpu' or 'H100' (letters, digits and ._+- "
+        "only: it names the run's files)",
+    )
 
 
 def _number(name: str, value: Any, example: str) -> None:
@@ -85,15 +89,15 @@ class ModelConfig:
             f"hidden={self.hidden} is not divisible by heads={self.heads}; "
             f"choose heads among the divisors of {self.hidden} (e.g. {_divisors_hint(self.hidden)})",
         )
-        _require(
-            0.0 <= self.dropout < 1.0, f"dropout={self.dropout!r} must lie in [0, 1); use e.g. 0.1"
-        )
+        _require(0.0 <= self.dropout < 1.0, f"dropout={self.dropout!r} must lie in [0, 1); use e.g. 0.1")
         _require(
             isinstance(self.attn, str) and self.attn in ("sdpa", "eager"),
             f"attn={self.attn!r} is not an attention kernel; use 'sdpa' or 'eager'",
         )
         if self.checkpoint is not None:
-            _require(isinstance(self.checkpoint, str), f"checkpoint={self.checkpoint!r} must be a directory path")
+            _require(
+                isinstance(self.checkpoint, str), f"checkpoint={self.checkpoint!r} must be a directory path"
+            )
             path = Path(self.checkpoint)
             _require(
                 (path / "config.json").is_file(),
@@ -157,11 +161,14 @@ class LengthDist:
                 bins = tuple((int(n), float(w)) for n, w in self.bins)
                 _require(all(isinstance(n, int) or float(n).is_integer() for n, _ in self.bins), "")
             except (TypeError, ValueError, ConfigError):
-                raise ConfigError(f"lengths.bins={self.bins!r} must be a list of [length, weight] pairs of "
-                                  "numbers, e.g. [[64, 0.5], [128, 0.5]]") from None
+                raise ConfigError(
+                    f"lengths.bins={self.bins!r} must be a list of [length, weight] pairs of "
+                    "numbers, e.g. [[64, 0.5], [128, 0.5]]"
+                ) from None
             object.__setattr__(self, "bins", bins)
             _require(
-                len(self.bins) > 0 and all(n >= 2 and math.isfinite(w) and w >= 0 for n, w in self.bins)
+                len(self.bins) > 0
+                and all(n >= 2 and math.isfinite(w) and w >= 0 for n, w in self.bins)
                 and sum(w for _, w in self.bins) > 0,
                 "lengths.bins must be a non-empty list of [length>=2, weight>=0] pairs with a "
                 "positive total weight, e.g. [[64, 0.5], [128, 0.5]]",
@@ -200,21 +207,32 @@ class DataConfig:
     def __post_init__(self) -> None:
         if isinstance(self.lengths, dict):
             unknown = sorted(set(self.lengths) - {"kind", "min_len", "bins"})
-            _require(not unknown, f"lengths has unknown key(s) {', '.join(map(str, unknown))}; use kind, min_len, bins")
+            _require(
+                not unknown,
+                f"lengths has unknown key(s) {', '.join(map(str, unknown))}; use kind, min_len, bins",
+            )
             object.__setattr__(self, "lengths", LengthDist(**_as_length_kwargs(self.lengths)))
-        _require(isinstance(self.lengths, LengthDist),
-                 f"lengths={self.lengths!r} must be a mapping such as {{kind: uniform, min_len: 16}}")
+        _require(
+            isinstance(self.lengths, LengthDist),
+            f"lengths={self.lengths!r} must be a mapping such as {{kind: uniform, min_len: 16}}",
+        )
         for name in ("source", "text_field", "label_field"):
-            _require(isinstance(getattr(self, name), str) and getattr(self, name),
-                     f"{name}={getattr(self, name)!r} must be a non-empty string")
-        _require(self.tokenizer is None or isinstance(self.tokenizer, str),
-                 f"tokenizer={self.tokenizer!r} must be a directory path")
+            _require(
+                isinstance(getattr(self, name), str) and getattr(self, name),
+                f"{name}={getattr(self, name)!r} must be a non-empty string",
+            )
+        _require(
+            self.tokenizer is None or isinstance(self.tokenizer, str),
+            f"tokenizer={self.tokenizer!r} must be a directory path",
+        )
         if self.tokenizer is not None:
             files = ("tokenizer.json", "vocab.txt", "tokenizer_config.json")
-            _require(any((Path(self.tokenizer).expanduser() / f).is_file() for f in files),
-                     f"tokenizer={self.tokenizer!r} is not a local tokenizer directory (none of {', '.join(files)} "
-                     "in it); give the folder a tokenizer was saved to, or leave tokenizer unset to use the "
-                     "checkpoint's")
+            _require(
+                any((Path(self.tokenizer).expanduser() / f).is_file() for f in files),
+                f"tokenizer={self.tokenizer!r} is not a local tokenizer directory (none of {', '.join(files)} "
+                "in it); give the folder a tokenizer was saved to, or leave tokenizer unset to use the "
+                "checkpoint's",
+            )
         _positive_int("seq_len", self.seq_len)
         _positive_int("batch_size", self.batch_size)
         _positive_int("pad_multiple", self.pad_multiple)
@@ -268,8 +286,10 @@ def _as_length_kwargs(d: dict) -> dict:
             d["bins"] = tuple(tuple(b) for b in d["bins"])
             _require(all(len(b) == 2 for b in d["bins"]), "")
         except (TypeError, ConfigError):
-            raise ConfigError(f"lengths.bins={d['bins']!r} must be a list of [length, weight] pairs, "
-                              "e.g. [[64, 0.5], [128, 0.5]]") from None
+            raise ConfigError(
+                f"lengths.bins={d['bins']!r} must be a list of [length, weight] pairs, "
+                "e.g. [[64, 0.5], [128, 0.5]]"
+            ) from None
     return d
 
 
@@ -382,19 +402,27 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         m, d, lay = self.model, self.data, self.layout
-        _require(isinstance(self.device, str) and self.device in DEVICES,
-                 f"device={self.device!r} is unknown; use 'cpu' or 'cuda'")
+        _require(
+            isinstance(self.device, str) and self.device in DEVICES,
+            f"device={self.device!r} is unknown; use 'cpu' or 'cuda'",
+        )
         check_device_name(self.device_name)
-        _require(isinstance(self.threads, int) and self.threads >= 0,
-                 f"threads={self.threads!r} must be 0 (launcher default) or a positive integer")
-        _require(isinstance(self.replicate, int) and self.replicate >= 0,
-                 f"replicate={self.replicate!r} must be a non-negative integer")
+        _require(
+            isinstance(self.threads, int) and self.threads >= 0,
+            f"threads={self.threads!r} must be 0 (launcher default) or a positive integer",
+        )
+        _require(
+            isinstance(self.replicate, int) and self.replicate >= 0,
+            f"replicate={self.replicate!r} must be a non-negative integer",
+        )
         _require(
             isinstance(self.precision, str) and self.precision in PRECISIONS,
             f"precision={self.precision!r} is unknown; use one of {', '.join(PRECISIONS)}",
         )
-        _require(isinstance(self.meter, str) and self.meter in METERS,
-                 f"meter={self.meter!r} is unknown; use one of {', '.join(METERS)}")
+        _require(
+            isinstance(self.meter, str) and self.meter in METERS,
+            f"meter={self.meter!r} is unknown; use one of {', '.join(METERS)}",
+        )
         _require(
             not (self.meter == "nvml" and self.device != "cuda"),
             f"meter='nvml' reads a GPU's counter and needs device='cuda' (device={self.device!r}); "
@@ -481,7 +509,9 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
-        data = {k: v for k, v in d.get("data", {}).items() if k != "source_sha256"}  # recomputed from the file
+        data = {
+            k: v for k, v in d.get("data", {}).items() if k != "source_sha256"
+        }  # recomputed from the file
         return cls(
             model=ModelConfig(**d.get("model", {})),
             data=DataConfig(**data),  # converts a lengths dict itself
@@ -521,12 +551,17 @@ def known_countries() -> frozenset[str] | None:
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "private_infra" / "global_energy_mix.json"
+    path = (
+        Path(list(spec.submodule_search_locations)[0]) / "data" / "private_infra" / "global_energy_mix.json"
+    )
     try:
         mix = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return frozenset(k.upper() for k, v in mix.items() if isinstance(v, dict) and v.get("carbon_intensity") is not None)
+    return frozenset(
+        k.upper() for k, v in mix.items() if isinstance(v, dict) and v.get("carbon_intensity") is not None
+    )
+
 
 # Fields added after the first records: left out of the digest at these (default) values.
 _LATER_FIELDS = {"threads": 0, "replicate": 0}
@@ -592,4 +627,3 @@ def build_run(flat: dict[str, Any]) -> RunConfig:
         protocol=Protocol(**pick(PROTOCOL_FIELDS)),
         **pick(RUN_FIELDS),
     )
-

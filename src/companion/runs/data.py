@@ -86,7 +86,9 @@ class SyntheticTask:
 class TextFileTask:
     """A local CSV or JSONL file with a text column and a label column, tokenised once, up front."""
 
-    def __init__(self, cfg: DataConfig, tokenizer_dir: str | Path, seed: int, vocab: int, num_labels: int | None = None):
+    def __init__(
+        self, cfg: DataConfig, tokenizer_dir: str | Path, seed: int, vocab: int, num_labels: int | None = None
+    ):
         from transformers import AutoTokenizer
 
         if num_labels is not None:
@@ -145,14 +147,20 @@ def read_text_file(path: Path, text_field: str, label_field: str) -> list[tuple[
                     try:
                         obj = json.loads(line)
                     except json.JSONDecodeError as exc:
-                        raise ConfigError(f"{where} line {n} is not valid JSON ({exc.msg}); fix or remove that line") from None
+                        raise ConfigError(
+                            f"{where} line {n} is not valid JSON ({exc.msg}); fix or remove that line"
+                        ) from None
                     if not isinstance(obj, dict):
-                        raise ConfigError(f"{where} line {n} is not a JSON object; write one {{\"text\": ..., "
-                                          "\"label\": ...}} object per line")
+                        raise ConfigError(
+                            f'{where} line {n} is not a JSON object; write one {{"text": ..., '
+                            '"label": ...}} object per line'
+                        )
                     records.append((n, obj))
             fields = list(records[0][1]) if records else []
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+        raise ConfigError(
+            f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
+        ) from None
     if not records:
         raise ConfigError(f"{where} holds no rows; give a file with at least one example")
     missing = [k for k in (text_field, label_field) if k not in fields]
@@ -165,12 +173,16 @@ def read_text_file(path: Path, text_field: str, label_field: str) -> list[tuple[
     for line, r in records:
         text, label = r.get(text_field), r.get(label_field)
         if not isinstance(text, str) or not text.strip():
-            raise ConfigError(f"{where} line {line}: {text_field}={text!r} is missing or empty; give every row a "
-                              "text, or remove the row")
+            raise ConfigError(
+                f"{where} line {line}: {text_field}={text!r} is missing or empty; give every row a "
+                "text, or remove the row"
+            )
         label = normalise_label(label)
         if label is None:
-            raise ConfigError(f"{where} line {line}: {label_field} is missing or empty; give every row a label, "
-                              "or remove the row")
+            raise ConfigError(
+                f"{where} line {line}: {label_field} is missing or empty; give every row a label, "
+                "or remove the row"
+            )
         rows.append((text, label))
     return rows
 
@@ -220,8 +232,10 @@ def check_sources(configs) -> None:
             SyntheticTask(d, m.vocab, m.num_labels, cfg.seed)
             continue
         if (d.tokenizer or m.checkpoint) is None:
-            raise ConfigError(f"source={d.source!r} needs a tokenizer; set tokenizer to a local tokenizer directory "
-                              "or use a checkpoint that ships one")
+            raise ConfigError(
+                f"source={d.source!r} needs a tokenizer; set tokenizer to a local tokenizer directory "
+                "or use a checkpoint that ships one"
+            )
         key = (d.source, d.text_field, d.label_field, m.num_labels)
         if key not in seen:
             seen.add(key)
@@ -241,12 +255,16 @@ def make_task(cfg: DataConfig, vocab: int, num_labels: int, seed: int, checkpoin
     return TextFileTask(cfg, tokenizer_dir, seed, vocab, num_labels)
 
 
-def collate(examples: list[Example], pad_id: int = PAD_ID, pad_multiple: int = 8, max_len: int | None = None) -> Batch:
+def collate(
+    examples: list[Example], pad_id: int = PAD_ID, pad_multiple: int = 8, max_len: int | None = None
+) -> Batch:
     """Pad to the longest example (rounded up to ``pad_multiple``, capped at ``max_len``)."""
     import torch
 
     longest = max(len(e.input_ids) for e in examples)
-    padded_len = padded_length(longest, pad_multiple, max_len if max_len is not None else longest + pad_multiple)
+    padded_len = padded_length(
+        longest, pad_multiple, max_len if max_len is not None else longest + pad_multiple
+    )
     ids = torch.full((len(examples), padded_len), pad_id, dtype=torch.long)
     mask = torch.zeros((len(examples), padded_len), dtype=torch.long)
     for i, e in enumerate(examples):
@@ -304,8 +322,9 @@ def expected_token_counts(cfg: DataConfig, dp: int = 1, batches: int = 256, seed
     rng = np.random.default_rng(seed)
     total = np.zeros(3)
     for _ in range(batches):
-        c = token_counts(sample_lengths(cfg.lengths, cfg.seq_len, cfg.batch_size, rng), dp,
-                         cfg.pad_multiple, cfg.seq_len)
+        c = token_counts(
+            sample_lengths(cfg.lengths, cfg.seq_len, cfg.batch_size, rng), dp, cfg.pad_multiple, cfg.seq_len
+        )
         total += (c.real, c.padded, c.attention_pairs)
     mean = total / batches
     return TokenCounts(*(int(round(x)) for x in mean))

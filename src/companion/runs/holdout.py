@@ -46,20 +46,38 @@ class OffGrid:
 
 
 HOLDOUT = OffGrid(
-    "holdout", seed=8, n=14, replicates=2, prefix="h", layers=(1, 8), head_dims=(16, 32, 64), hidden=(64, 384),
-    seq_lens=(32, 48, 64, 96, 128, 192, 256, 384, 512), batches=(1, 2, 4, 6, 8, 12, 16, 24, 32),
+    "holdout",
+    seed=8,
+    n=14,
+    replicates=2,
+    prefix="h",
+    layers=(1, 8),
+    head_dims=(16, 32, 64),
+    hidden=(64, 384),
+    seq_lens=(32, 48, 64, 96, 128, 192, 256, 384, 512),
+    batches=(1, 2, 4, 6, 8, 12, 16, 24, 32),
     description="Off-grid configurations drawn with a fixed seed from ranges wider than the cpu grid (layers 1-8, "
-                "hidden 64-384, head_dim 16-64, seq_len 32-512, batch 1-32; single, TP, FSDP and 2-D): the "
-                "validation set. Models fitted on the cpu sweep are scored on these runs and never fitted on them; "
-                "design constants were chosen looking at their scores. Each run is kept short; every configuration "
-                "is measured twice (two passes), which gives the off-grid score its own replicate noise floor.")
+    "hidden 64-384, head_dim 16-64, seq_len 32-512, batch 1-32; single, TP, FSDP and 2-D): the "
+    "validation set. Models fitted on the cpu sweep are scored on these runs and never fitted on them; "
+    "design constants were chosen looking at their scores. Each run is kept short; every configuration "
+    "is measured twice (two passes), which gives the off-grid score its own replicate noise floor.",
+)
 TEST = OffGrid(
-    "testset", seed=20261126, n=10, replicates=1, prefix="t", layers=(1, 10), head_dims=(16, 24, 32, 48, 64),
-    hidden=(48, 448), seq_lens=(24, 40, 80, 112, 160, 224, 320, 448), batches=(1, 3, 5, 10, 20, 28),
+    "testset",
+    seed=20261126,
+    n=10,
+    replicates=1,
+    prefix="t",
+    layers=(1, 10),
+    head_dims=(16, 24, 32, 48, 64),
+    hidden=(48, 448),
+    seq_lens=(24, 40, 80, 112, 160, 224, 320, 448),
+    batches=(1, 3, 5, 10, 20, 28),
     description="The test set: configurations drawn once with their own seed from ranges between and beyond the "
-                "cpu grid's (layers 1-10, head widths 16-64 including 24 and 48, hidden 48-448, seq_len 24-448, "
-                "batch 1-28; single, TP, FSDP and 2-D). Models fitted on the cpu sweep are scored on these runs "
-                "and never fitted on them, and no design constant was chosen by their scores. Measured once each.")
+    "cpu grid's (layers 1-10, head widths 16-64 including 24 and 48, hidden 48-448, seq_len 24-448, "
+    "batch 1-28; single, TP, FSDP and 2-D). Models fitted on the cpu sweep are scored on these runs "
+    "and never fitted on them, and no design constant was chosen by their scores. Measured once each.",
+)
 DRAWS = {d.name: d for d in (HOLDOUT, TEST)}
 # the validation set's draw, as before the test set existed (its profile file is unchanged)
 SEED, N_CONFIGS, REPLICATES = HOLDOUT.seed, HOLDOUT.n, HOLDOUT.replicates
@@ -76,18 +94,30 @@ def draw(seed: int = SEED, n: int = N_CONFIGS, spec: OffGrid = HOLDOUT) -> list[
     out = []
     while len(out) < n:
         head_dim = rng.choice(spec.head_dims)
-        heads = rng.choice([h for h in (1, 2, 3, 4, 6, 8, 12) if spec.hidden[0] <= h * head_dim <= spec.hidden[1]]
-                           or [1])
+        heads = rng.choice(
+            [h for h in (1, 2, 3, 4, 6, 8, 12) if spec.hidden[0] <= h * head_dim <= spec.hidden[1]] or [1]
+        )
         hidden = heads * head_dim
         layers = rng.randint(*spec.layers)
         seq = rng.choice(spec.seq_lens)
         tp, dp = LAYOUTS[len(out) % len(LAYOUTS)]
         batch = rng.choice([b for b in spec.batches if b % dp == 0] or [dp])
-        if (heads % tp or not spec.hidden[0] <= hidden <= spec.hidden[1]
-                or _flops(layers, hidden, seq, batch) > MAX_FLOPS_PER_STEP):
+        if (
+            heads % tp
+            or not spec.hidden[0] <= hidden <= spec.hidden[1]
+            or _flops(layers, hidden, seq, batch) > MAX_FLOPS_PER_STEP
+        ):
             continue
-        out.append({"layers": layers, "hidden": hidden, "heads": heads, "seq_len": seq, "batch_size": batch,
-                    "layout": f"tp{tp}-dp{dp}"})
+        out.append(
+            {
+                "layers": layers,
+                "hidden": hidden,
+                "heads": heads,
+                "seq_len": seq,
+                "batch_size": batch,
+                "layout": f"tp{tp}-dp{dp}",
+            }
+        )
     return out
 
 
@@ -112,7 +142,11 @@ def profile_yaml(seed: int | None = None, n: int | None = None, spec: OffGrid = 
     ]
     for i, c in enumerate(draw(seed, n, spec)):
         fields = ", ".join(f"{k}: {c[k]}" for k in ("layers", "hidden", "heads", "seq_len", "batch_size"))
-        lines += [f"  - name: {spec.prefix}{i:02d}", f"    set: {{{fields}}}", f"    layouts: [{c['layout']}]"]
+        lines += [
+            f"  - name: {spec.prefix}{i:02d}",
+            f"    set: {{{fields}}}",
+            f"    layouts: [{c['layout']}]",
+        ]
     return "\n".join(lines) + "\n"
 
 

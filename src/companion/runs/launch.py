@@ -35,22 +35,33 @@ def torchrun_args(nproc: int, train_args: list[str]) -> list[str]:
     """torchrun's arguments for ``nproc`` forked ranks running ``companion.runs.train`` with ``train_args``."""
     from companion.runs import train
 
-    return ["--standalone", f"--nproc-per-node={nproc}", "--start-method=fork", "--run-path", train.__file__,
-            *train_args]
+    return [
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "--start-method=fork",
+        "--run-path",
+        train.__file__,
+        *train_args,
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or not argv[0].startswith("--nproc-per-node="):
-        print("error: usage: python -m companion.runs.launch --nproc-per-node=N <companion.runs.train arguments>",
-              file=sys.stderr)
+        print(
+            "error: usage: python -m companion.runs.launch --nproc-per-node=N <companion.runs.train arguments>",
+            file=sys.stderr,
+        )
         return 2
     try:
         nproc = int(argv[0].split("=", 1)[1])
     except ValueError:
         nproc = 0
     if nproc < 1:
-        print(f"error: {argv[0]!r} must name a positive number of ranks, e.g. --nproc-per-node=2", file=sys.stderr)
+        print(
+            f"error: {argv[0]!r} must name a positive number of ranks, e.g. --nproc-per-node=2",
+            file=sys.stderr,
+        )
         return 2
     # torchrun sets this for more than one rank unless it is set; libgomp reads it when torch loads it, which
     # preload() does here, before torchrun runs: set it first
@@ -58,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
     from companion.runs.parallel import FORKED_LAUNCHER, LAUNCHER_ENV
 
-    os.environ[LAUNCHER_ENV] = FORKED_LAUNCHER  # the ranks' records say so (companion.runs.parallel.launcher_name)
+    os.environ[LAUNCHER_ENV] = (
+        FORKED_LAUNCHER  # the ranks' records say so (companion.runs.parallel.launcher_name)
+    )
     preload()
     from torch.distributed import run as torchrun
 

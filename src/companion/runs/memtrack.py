@@ -28,11 +28,15 @@ def _step(net, optimizer, model: ModelConfig, rows: int, seq_len: int, precision
     extra = {}
     if padded:
         mask = torch.ones(rows, seq_len, dtype=torch.long, device=device)
-        mask[1:, seq_len // 2:] = 0
+        mask[1:, seq_len // 2 :] = 0
         extra["attention_mask"] = mask
 
     def forward():
-        ctx = (torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext())
+        ctx = (
+            torch.autocast(device.type, dtype=torch.bfloat16)
+            if precision == "bf16"
+            else contextlib.nullcontext()
+        )
         with ctx:
             return net(input_ids=ids, labels=labels, **extra).loss
 
@@ -44,8 +48,9 @@ def _step(net, optimizer, model: ModelConfig, rows: int, seq_len: int, precision
     return forward, rest
 
 
-def cuda_step_bytes(model: ModelConfig, batch_size: int, seq_len: int, precision: str = "bf16",
-                    padded: bool = False) -> dict:
+def cuda_step_bytes(
+    model: ModelConfig, batch_size: int, seq_len: int, precision: str = "bf16", padded: bool = False
+) -> dict:
     """On one CUDA GPU, the bytes a steady training step of ``model`` allocates, as the caching allocator counts
     them (``torch.cuda.max_memory_allocated``, what a GPU run records as ``peak_memory_bytes``, less what the
     process held before): ``peak``, ``forward_end`` and ``before``, as ``tracked_step_bytes`` gives them on CPU.
@@ -77,12 +82,22 @@ def cuda_step_bytes(model: ModelConfig, batch_size: int, seq_len: int, precision
     rest(loss)
     torch.cuda.synchronize(device)
     peak = torch.cuda.max_memory_allocated(device)
-    return {"peak": int(peak - base), "forward_end": int(forward_end - base), "before": int(before - base),
-            "peak_parts": {}}
+    return {
+        "peak": int(peak - base),
+        "forward_end": int(forward_end - base),
+        "before": int(before - base),
+        "peak_parts": {},
+    }
 
 
-def tracked_step_bytes(model: ModelConfig, layout: Layout, batch_size: int, seq_len: int,
-                       precision: str = "fp32", padded: bool = False) -> dict:
+def tracked_step_bytes(
+    model: ModelConfig,
+    layout: Layout,
+    batch_size: int,
+    seq_len: int,
+    precision: str = "fp32",
+    padded: bool = False,
+) -> dict:
     """Bytes rank 0 holds in a steady training step (the optimizer's states already made by a first step) of
     ``model`` under ``layout``, on sequences of ``seq_len`` tokens (``batch_size`` in all, split over the FSDP
     ranks; ``padded``: all but the first of each rank's sequences half as long, with an attention mask):
@@ -96,18 +111,23 @@ def tracked_step_bytes(model: ModelConfig, layout: Layout, batch_size: int, seq_
     from companion.runs.model import build_model
 
     if dist.is_initialized():
-        raise RuntimeError("a process group is already initialised in this process; track memory in a fresh one")
+        raise RuntimeError(
+            "a process group is already initialised in this process; track memory in a fresh one"
+        )
     if batch_size % layout.dp:
         raise ValueError(f"batch_size={batch_size} does not split over dp={layout.dp} ranks")
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=layout.world_size)
     try:
         torch.manual_seed(0)
-        net = parallel.parallelize_bert(build_model(model), layout, parallel.build_mesh(layout, "cpu"), precision)
+        net = parallel.parallelize_bert(
+            build_model(model), layout, parallel.build_mesh(layout, "cpu"), precision
+        )
         net.train()
         optimizer = parallel.make_optimizer(net, layout, 1e-4)
         optimizers = getattr(optimizer, "optimizers", [optimizer])  # a SplitOptimizer's parts (TP alone)
-        forward, rest = _step(net, optimizer, model, batch_size // layout.dp, seq_len, precision, padded,
-                              torch.device("cpu"))
+        forward, rest = _step(
+            net, optimizer, model, batch_size // layout.dp, seq_len, precision, padded, torch.device("cpu")
+        )
         rest(forward())  # AdamW makes its states in the first step
         cpu = torch.device("cpu")
         if layout.dp > 1:
@@ -127,5 +147,11 @@ def tracked_step_bytes(model: ModelConfig, layout: Layout, batch_size: int, seq_
         peak = tracker.get_tracker_snapshot("peak")[cpu]
     finally:
         dist.destroy_process_group()
-    return {"peak": int(peak["Total"]), "forward_end": int(forward_end), "before": int(before),
-            "peak_parts": {str(k).rsplit(".", 1)[-1].lower(): int(v) for k, v in peak.items() if k != "Total" and v}}
+    return {
+        "peak": int(peak["Total"]),
+        "forward_end": int(forward_end),
+        "before": int(before),
+        "peak_parts": {
+            str(k).rsplit(".", 1)[-1].lower(): int(v) for k, v in peak.items() if k != "Total" and v
+        },
+    }

@@ -76,7 +76,9 @@ class Meter:
     # on a counter update (``poll_counter``), so a window's energy spans whole counter intervals
     counter_ticks = False
 
-    def __init__(self, sync: Callable[[], None] | None = None, clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self, sync: Callable[[], None] | None = None, clock: Callable[[], float] = time.perf_counter
+    ):
         self._sync = sync or (lambda: None)
         self._clock = clock
         self._open: dict[str, float] = {}
@@ -229,8 +231,15 @@ class NvmlMeter(Meter):
     scope = "device"
     min_window_s = NVML_MIN_WINDOW_S
 
-    def __init__(self, device_index: int = 0, sync=None, counter: Callable[[], float] | None = None,
-                 clock=time.perf_counter, telemetry: Callable[[], dict] | None = None, close_on_update: bool = True):
+    def __init__(
+        self,
+        device_index: int = 0,
+        sync=None,
+        counter: Callable[[], float] | None = None,
+        clock=time.perf_counter,
+        telemetry: Callable[[], dict] | None = None,
+        close_on_update: bool = True,
+    ):
         super().__init__(sync, clock)
         self.counter_ticks = bool(close_on_update)
         if counter is None:
@@ -261,11 +270,21 @@ class NvmlMeter(Meter):
             raise MeterError(f"NVML energy counter went backwards by {-delta_mj} mJ in window {name!r}")
         warnings = ()
         if elapsed_s < NVML_MIN_WINDOW_S:
-            warnings = (f"window of {elapsed_s:.3f} s is shorter than the NVML counter resolution (~0.1 s) "
-                        f"allows to measure well; use windows >= {NVML_MIN_WINDOW_S} s",)
-        return Measurement(name, elapsed_s, (delta_mj / 1000.0,), (self._unit,), self.source, self.measured,
-                           {"gpu": {"energy_j": delta_mj / 1000.0, "method": "nvml counter"}}, warnings,
-                           self._telemetry())
+            warnings = (
+                f"window of {elapsed_s:.3f} s is shorter than the NVML counter resolution (~0.1 s) "
+                f"allows to measure well; use windows >= {NVML_MIN_WINDOW_S} s",
+            )
+        return Measurement(
+            name,
+            elapsed_s,
+            (delta_mj / 1000.0,),
+            (self._unit,),
+            self.source,
+            self.measured,
+            {"gpu": {"energy_j": delta_mj / 1000.0, "method": "nvml counter"}},
+            warnings,
+            self._telemetry(),
+        )
 
     def describe(self):
         return {**super().describe(), "device": self.device_name, "unit": self._unit}
@@ -293,13 +312,18 @@ class CodeCarbonMeter(Meter):
         from companion.runs.optional import require
 
         OfflineEmissionsTracker = require(
-            "codecarbon", "meter='codecarbon' (the CPU energy estimate)", "use meter='none'").OfflineEmissionsTracker
+            "codecarbon", "meter='codecarbon' (the CPU energy estimate)", "use meter='none'"
+        ).OfflineEmissionsTracker
 
         logging.getLogger("codecarbon").setLevel(logging.ERROR)
 
         self._tracker = OfflineEmissionsTracker(
-            country_iso_code=country, output_methods=[], log_level="error", measure_power_secs=3600,
-            tracking_mode="machine", allow_multiple_runs=True,
+            country_iso_code=country,
+            output_methods=[],
+            log_level="error",
+            measure_power_secs=3600,
+            tracking_mode="machine",
+            allow_multiple_runs=True,
         )
         # The first task initialises hardware detection (~1-2 s): do it here, outside any measured window.
         self._tracker.start_task("init")
@@ -339,9 +363,11 @@ class CodeCarbonMeter(Meter):
         comps = {}
         for comp, attr in (("cpu", "cpu_energy"), ("gpu", "gpu_energy"), ("ram", "ram_energy")):
             if comp in self.component_methods:
-                comps[comp] = {"energy_j": float(getattr(data, attr)) * kwh_to_j,
-                               "method": self.component_methods[comp]["method"],
-                               "measured": self.component_methods[comp]["measured"]}
+                comps[comp] = {
+                    "energy_j": float(getattr(data, attr)) * kwh_to_j,
+                    "method": self.component_methods[comp]["method"],
+                    "measured": self.component_methods[comp]["measured"],
+                }
         total = float(data.energy_consumed) * kwh_to_j
         return Measurement(name, elapsed_s, (total,), (self._unit,), self.source, self.measured, comps)
 
@@ -423,8 +449,17 @@ class ReplayMeter(Meter):
         m = self._queue.pop(0)
         if m.name != name:
             raise MeterError(f"replay expected window {m.name!r} but the caller ended {name!r}")
-        return Measurement(m.name, m.time_s, m.energy_j, m.units, f"replay:{m.source}", m.measured,
-                           m.components, m.warnings, m.telemetry)
+        return Measurement(
+            m.name,
+            m.time_s,
+            m.energy_j,
+            m.units,
+            f"replay:{m.source}",
+            m.measured,
+            m.components,
+            m.warnings,
+            m.telemetry,
+        )
 
     @property
     def remaining(self) -> int:
@@ -456,8 +491,14 @@ class CounterReplay:
         return cls([(r["t_s"], r["energy_mj"]) for r in rows], clock)
 
     @classmethod
-    def synthetic(cls, seconds: float, seed: int, clock: Callable[[], float], power_w: float = 450.0,
-                  tick_s: float = 0.1) -> "CounterReplay":
+    def synthetic(
+        cls,
+        seconds: float,
+        seed: int,
+        clock: Callable[[], float],
+        power_w: float = 450.0,
+        tick_s: float = 0.1,
+    ) -> "CounterReplay":
         """A counter that publishes cumulative mJ every ``tick_s`` (random phase), for tests and the protocol
         benchmark: power with 5 % noise per 5 ms and a 2 % drift over 7 s, integrated on a 5 ms grid."""
         import math
@@ -480,8 +521,10 @@ class CounterReplay:
 
         t = self.clock()
         if t < self.t_s[0] or t > self.t_s[-1]:
-            raise MeterError(f"replayed counter read at t={t:.3f} s, outside its trace "
-                             f"[{self.t_s[0]:.3f}, {self.t_s[-1]:.3f}] s")
+            raise MeterError(
+                f"replayed counter read at t={t:.3f} s, outside its trace "
+                f"[{self.t_s[0]:.3f}, {self.t_s[-1]:.3f}] s"
+            )
         return self.energy_mj[bisect.bisect_right(self.t_s, t) - 1]
 
     def tick_s(self) -> float:
@@ -499,7 +542,9 @@ class CounterReplay:
         return (self.energy_mj[j] - self.energy_mj[i]) / 1000.0 / (self.t_s[j] - self.t_s[i])
 
 
-def counter_mean_power(read_mj: Callable[[], float], seconds: float, clock=time.perf_counter, sleep=time.sleep) -> dict:
+def counter_mean_power(
+    read_mj: Callable[[], float], seconds: float, clock=time.perf_counter, sleep=time.sleep
+) -> dict:
     """Mean power over a window from a cumulative millijoule counter, (E_end - E_start) / t: an average of the
     counter, never a single power sample (NVML's power readings cover only part of the time on A100/H100)."""
     e0, t0 = read_mj(), clock()
@@ -510,7 +555,9 @@ def counter_mean_power(read_mj: Callable[[], float], seconds: float, clock=time.
 
 
 # ------------------------------------------------------------------------------------------- factory
-def make_meter(kind: str, device_type: str, device_index: int, owns_node: bool, country: str, sync=None) -> Meter:
+def make_meter(
+    kind: str, device_type: str, device_index: int, owns_node: bool, country: str, sync=None
+) -> Meter:
     """The meter a rank uses for a run.
 
     ``auto``: NVML on CUDA (one per rank, its own GPU), CodeCarbon on CPU (one per node). A rank that does

@@ -6,6 +6,7 @@ import os
 
 from companion.runs.config import ModelConfig
 
+
 def build_model(cfg: ModelConfig):
     """``BertForSequenceClassification`` on the CPU, in fp32; the caller moves and parallelises it.
 

@@ -137,16 +137,21 @@ def parallelize_bert(model: torch.nn.Module, layout: Layout, mesh, precision: st
     """
     if layout.tp > 1:
         from torch.distributed.tensor import Replicate
-        from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
-                                                       parallelize_module)
+        from torch.distributed.tensor.parallel import (
+            ColwiseParallel,
+            PrepareModuleInput,
+            RowwiseParallel,
+            parallelize_module,
+        )
 
         styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
         plan = {name: styles[style]() for name, style in TP_PLAN_STYLES.items()}
         # the self-attention's input enters as one replicated DTensor shared by query, key and value, so their
         # three input gradients are summed before the one all-reduce that makes it whole (Megatron's f
         # operator); each colwise projection would otherwise all-reduce its own (3 backward all-reduces for 1)
-        plan["attention.self"] = PrepareModuleInput(input_layouts=(Replicate(),), desired_input_layouts=(Replicate(),),
-                                                    use_local_output=False)
+        plan["attention.self"] = PrepareModuleInput(
+            input_layouts=(Replicate(),), desired_input_layouts=(Replicate(),), use_local_output=False
+        )
         for layer in model.bert.encoder.layer:
             parallelize_module(layer, mesh["tp"], plan)
             # transformers 4.x reshapes with these attributes; 5.x infers heads from the tensor. Each rank
@@ -236,8 +241,12 @@ def describe_optimizer(optimizer) -> dict:
         d = o.defaults
         return "fused" if d.get("fused") else "foreach" if d.get("foreach") else "for-loop"
 
-    return {"kind": type(opts[0]).__name__, "instances": len(opts), "kernel": sorted({kernel(o) for o in opts}),
-            "parameters_per_instance": [sum(len(g["params"]) for g in o.param_groups) for o in opts]}
+    return {
+        "kind": type(opts[0]).__name__,
+        "instances": len(opts),
+        "kernel": sorted({kernel(o) for o in opts}),
+        "parameters_per_instance": [sum(len(g["params"]) for g in o.param_groups) for o in opts],
+    }
 
 
 def all_reduce_(tensor: torch.Tensor, op=None) -> torch.Tensor:

@@ -36,8 +36,19 @@ from companion.errors import ConfigError
 from companion.runs.config import Layout, RunConfig, build_run
 from companion.paths import PROFILES_DIR
 
-TOP_LEVEL_KEYS = {"description", "device", "device_name", "precision", "meter", "country", "seed", "base", "groups",
-                  "replicates", "measured_with"}
+TOP_LEVEL_KEYS = {
+    "description",
+    "device",
+    "device_name",
+    "precision",
+    "meter",
+    "country",
+    "seed",
+    "base",
+    "groups",
+    "replicates",
+    "measured_with",
+}
 GROUP_KEYS = {"name", "vary", "zip", "set", "layouts", "replicates"}
 
 
@@ -84,7 +95,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} given twice (first at line {seen[key] + 1})", key_node.start_mark)
+                    None,
+                    None,
+                    f"key {key!r} given twice (first at line {seen[key] + 1})",
+                    key_node.start_mark,
+                )
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep)
 
@@ -101,15 +116,21 @@ def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{where} is malformed YAML{at}: {problem}; fix the file's syntax") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{where} cannot be read ({exc}); check the path and that it is UTF-8 YAML") from None
+        raise ConfigError(
+            f"{where} cannot be read ({exc}); check the path and that it is UTF-8 YAML"
+        ) from None
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a mapping with keys {', '.join(sorted(TOP_LEVEL_KEYS))}")
     unknown = sorted(set(spec) - TOP_LEVEL_KEYS)
     if unknown:
-        raise ConfigError(f"{where} has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(TOP_LEVEL_KEYS))}")
+        raise ConfigError(
+            f"{where} has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(TOP_LEVEL_KEYS))}"
+        )
     groups = spec.get("groups")
     if not isinstance(groups, list) or not groups:
-        raise ConfigError(f"{where} needs a non-empty 'groups' list; see companion/profiles/cpu.yaml for an example")
+        raise ConfigError(
+            f"{where} needs a non-empty 'groups' list; see companion/profiles/cpu.yaml for an example"
+        )
     base = _mapping(spec.get("base", {}), f"{where}: base")
 
     device = spec.get("device", "cpu")
@@ -124,12 +145,17 @@ def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
     from companion.runs.provenance import canonical_device_name
 
     device_name = canonical_device_name(device_name)
-    run_level = {"device": device, "device_name": device_name,
-                 "precision": spec.get("precision", base.get("precision", "bf16" if device == "cuda" else "fp32"))}
+    run_level = {
+        "device": device,
+        "device_name": device_name,
+        "precision": spec.get("precision", base.get("precision", "bf16" if device == "cuda" else "fp32")),
+    }
     for key in ("device", "device_name"):
         if key in base:
-            raise ConfigError(f"{where}: base sets {key}, which the profile's top level fixes for every run; "
-                              f"move it to the top level ({key}: ...)")
+            raise ConfigError(
+                f"{where}: base sets {key}, which the profile's top level fixes for every run; "
+                f"move it to the top level ({key}: ...)"
+            )
     for key in ("meter", "country", "seed"):
         if key in spec:
             run_level[key] = spec[key]
@@ -142,7 +168,9 @@ def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
         group = _mapping(group, gwhere)
         bad = sorted(set(group) - GROUP_KEYS)
         if bad:
-            raise ConfigError(f"{gwhere} has unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(GROUP_KEYS))}")
+            raise ConfigError(
+                f"{gwhere} has unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(GROUP_KEYS))}"
+            )
         name = str(group.get("name", f"group{gi}"))
         n_rep = _replicates(group.get("replicates", replicates), f"{gwhere}.replicates")
         ids = []
@@ -164,27 +192,39 @@ def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     ordered = tuple(sorted(runs.values(), key=lambda r: r.replicate))  # passes: replicates never adjacent
-    return Profile(path.stem, str(spec.get("description", "")), path, device, ordered, group_ids,
-                   _measured_with(spec.get("measured_with", []), path.stem, where))
+    return Profile(
+        path.stem,
+        str(spec.get("description", "")),
+        path,
+        device,
+        ordered,
+        group_ids,
+        _measured_with(spec.get("measured_with", []), path.stem, where),
+    )
 
 
 def _measured_with(value, own: str, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where}: measured_with={value!r} must be a list of profile names or .yaml paths, "
-                          "e.g. [holdout]")
+        raise ConfigError(
+            f"{where}: measured_with={value!r} must be a list of profile names or .yaml paths, e.g. [holdout]"
+        )
     for name in value:
         try:
             stem = profile_path(name).stem
         except ConfigError as exc:
             raise ConfigError(f"{where}: measured_with: {exc}") from None
         if stem == own:
-            raise ConfigError(f"{where}: measured_with names the profile itself ({name!r}); name other profiles")
+            raise ConfigError(
+                f"{where}: measured_with names the profile itself ({name!r}); name other profiles"
+            )
     return tuple(dict.fromkeys(value))
 
 
 def _replicates(value, where: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{where}={value!r} must be a positive integer (1 = measure each configuration once)")
+        raise ConfigError(
+            f"{where}={value!r} must be a positive integer (1 = measure each configuration once)"
+        )
     return value
 
 
@@ -204,13 +244,18 @@ def _expand(group: dict, where: str) -> list[dict]:
             raise ConfigError(f"{where}: '{key}' must be a non-empty list of values, e.g. {key}: [1, 2]")
     lengths = {len(v) for v in zipped.values()}
     if len(lengths) > 1:
-        raise ConfigError(f"{where}.zip lists have different lengths {sorted(lengths)}; give them equal lengths")
+        raise ConfigError(
+            f"{where}.zip lists have different lengths {sorted(lengths)}; give them equal lengths"
+        )
     zip_rows = [dict(zip(zipped, row)) for row in zip(*zipped.values())] if zipped else [{}]
     layouts = group.get("layouts", ["tp1-dp1"])
     if not isinstance(layouts, list) or not layouts:
         raise ConfigError(f"{where}.layouts must be a non-empty list such as [tp1-dp1, tp2-dp1]")
     try:
-        parsed = [Layout.parse(x) if isinstance(x, str) else Layout(**_mapping(x, f"{where}.layouts")) for x in layouts]
+        parsed = [
+            Layout.parse(x) if isinstance(x, str) else Layout(**_mapping(x, f"{where}.layouts"))
+            for x in layouts
+        ]
     except TypeError:
         raise ConfigError(f"{where}.layouts must list layouts such as tp2-dp1 or {{tp: 2, dp: 1}}") from None
     out = []

@@ -20,9 +20,19 @@ PACKAGES = ("companion", "torch", "transformers", "codecarbon", "nvidia-ml-py", 
 # power, the tracked GPUs, ...): the runner neutralises them (removes them before its meter starts), so a
 # record's energy never depends on them; they are still recorded. The others select the devices metered.
 METER_ENV_PREFIXES = ("CODECARBON_",)
-METER_ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "ROCR_VISIBLE_DEVICES",
-                   "HIP_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "CUDA_MPS_PIPE_DIRECTORY",
-                   "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "NVML_LIBRARY_PATH", "OMP_NUM_THREADS", "TORCH_NUM_THREADS")
+METER_ENV_NAMES = (
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "CUDA_MPS_PIPE_DIRECTORY",
+    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+    "NVML_LIBRARY_PATH",
+    "OMP_NUM_THREADS",
+    "TORCH_NUM_THREADS",
+)
 _NEUTRALISED: dict[str, str] = {}
 
 
@@ -38,12 +48,20 @@ def meter_environment() -> dict:
     were neutralised, and CodeCarbon config files that exist (``~/.codecarbon.config``, ``./.codecarbon.config``)."""
     from pathlib import Path
 
-    variables = {k: v for k, v in os.environ.items() if k.upper().startswith(METER_ENV_PREFIXES) or k in METER_ENV_NAMES}
+    variables = {
+        k: v
+        for k, v in os.environ.items()
+        if k.upper().startswith(METER_ENV_PREFIXES) or k in METER_ENV_NAMES
+    }
     variables.update(_NEUTRALISED)
-    files = [str(p) for p in (Path.home() / ".codecarbon.config", Path.cwd() / ".codecarbon.config") if p.is_file()]
-    return {"variables": dict(sorted(variables.items())),
-            "neutralised": sorted(k for k in variables if k.upper().startswith(METER_ENV_PREFIXES)),
-            "codecarbon_config_files": files}
+    files = [
+        str(p) for p in (Path.home() / ".codecarbon.config", Path.cwd() / ".codecarbon.config") if p.is_file()
+    ]
+    return {
+        "variables": dict(sorted(variables.items())),
+        "neutralised": sorted(k for k in variables if k.upper().startswith(METER_ENV_PREFIXES)),
+        "codecarbon_config_files": files,
+    }
 
 
 def utc_now() -> str:
@@ -148,8 +166,13 @@ def device_tag(device_type: str) -> str:
 
 # NVML name strings of boards whose variants differ in clocks, memory and power (hardware.yaml keys).
 # The H100 SXM5 reports 'NVIDIA H100 80GB HBM3'; the plain 'H200' is the SXM board.
-_VARIANTS = (("H100", "PCIE", "H100-PCIe"), ("H100", "NVL", "H100-NVL"), ("H200", "NVL", "H200-NVL"),
-             ("H100", "", "H100"), ("H200", "", "H200"))
+_VARIANTS = (
+    ("H100", "PCIE", "H100-PCIe"),
+    ("H100", "NVL", "H100-NVL"),
+    ("H200", "NVL", "H200-NVL"),
+    ("H100", "", "H100"),
+    ("H200", "", "H200"),
+)
 
 
 def short_gpu_name(full: str) -> str:
@@ -160,8 +183,9 @@ def short_gpu_name(full: str) -> str:
         return "cuda"
     upper = [w.upper() for w in words]
     for model, variant, tag in _VARIANTS:
-        if upper[0].split("-")[0] == model and (not variant or variant in upper[1:] or
-                                                 any(variant in w for w in upper[0].split("-")[1:])):
+        if upper[0].split("-")[0] == model and (
+            not variant or variant in upper[1:] or any(variant in w for w in upper[0].split("-")[1:])
+        ):
             return tag
     if words[0] in ("RTX", "GeForce") and len(words) > 1:
         return "".join(w for w in words[:3] if w != "GeForce").replace("-", "")
@@ -202,16 +226,3 @@ def host_slug(cpu: str | None) -> str:
     text = re.sub(r"\b(?:Processor|CPU|\d+-Core|with Radeon.*)\b", " ", text, flags=re.I)
     words = re.findall(r"[A-Za-z0-9]+", text)
     return "-".join(w.lower() for w in words[:3]) or "unknown-cpu"
-
-
-def cpu_model() -> str | None:
-    """This machine's CPU model (/proc/cpuinfo's 'model name'), or None where it does not say."""
-    from pathlib import Path
-
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip() or None
-    except OSError:
-        pass
-    return None

@@ -112,8 +112,11 @@ def read_json(path: Path, what: str = "JSON file", fix: str = "delete or regener
 
 
 def read_record(path: Path) -> dict:
-    return read_json(path, "run record", "re-run the sweep: it sets a corrupt record aside (corrupt/) "
-                                         "and runs that configuration again")
+    return read_json(
+        path,
+        "run record",
+        "re-run the sweep: it sets a corrupt record aside (corrupt/) and runs that configuration again",
+    )
 
 
 def load_records(out_dir: Path, status: str | None = None) -> list[dict]:
@@ -166,8 +169,9 @@ def check_writable(out_dir: Path, flag: str = "--out") -> Path:
     out_dir = Path(out_dir)
     probe = out_dir / f".write-test.{os.getpid()}"
     if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(f"{flag} {out_dir} is a file, not a folder; give a folder's "
-                          "path (it is made if missing)")
+        raise ConfigError(
+            f"{flag} {out_dir} is a file, not a folder; give a folder's path (it is made if missing)"
+        )
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         with probe.open("w") as f:
@@ -175,8 +179,10 @@ def check_writable(out_dir: Path, flag: str = "--out") -> Path:
             f.flush()
             os.fsync(f.fileno())
     except OSError as exc:
-        raise ConfigError(f"{flag} {out_dir} is not writable ({exc.strerror or exc}); choose a folder you can "
-                          f"write to, or free space there") from None
+        raise ConfigError(
+            f"{flag} {out_dir} is not writable ({exc.strerror or exc}); choose a folder you can "
+            f"write to, or free space there"
+        ) from None
     finally:
         try:
             probe.unlink(missing_ok=True)
@@ -206,8 +212,9 @@ class FolderLock:
         except BlockingIOError:
             holder = os.read(fd, 4096).decode(errors="replace").strip() or "another process"
             os.close(fd)
-            raise ConfigError(f"{self.path.parent} is in use by {holder}; wait for it to finish or write to "
-                              "another --out") from None
+            raise ConfigError(
+                f"{self.path.parent} is in use by {holder}; wait for it to finish or write to another --out"
+            ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"host {socket.gethostname()}, pid {os.getpid()}, since {utc_now()}\n".encode())
         self._fd = fd
@@ -215,7 +222,9 @@ class FolderLock:
 
     def release(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)  # closing drops the flock; the file stays (removing it would race a new holder)
+            os.close(
+                self._fd
+            )  # closing drops the flock; the file stays (removing it would race a new holder)
             self._fd = None
 
     def __enter__(self) -> "FolderLock":
@@ -225,8 +234,15 @@ class FolderLock:
         self.release()
 
 
-def make_record(cfg: RunConfig, profile: str, status: str, body: dict | None, error: dict | None,
-                started: str, launch: dict) -> dict:
+def make_record(
+    cfg: RunConfig,
+    profile: str,
+    status: str,
+    body: dict | None,
+    error: dict | None,
+    started: str,
+    launch: dict,
+) -> dict:
     """A run's record: its configuration, what the run measured (``body``) or its ``error``, and provenance
     (the launcher writes a failed run's with no body). Here, not in the training module, so a sweep's
     launcher writes one without importing torch."""

@@ -30,8 +30,17 @@ from companion.errors import ConfigError, Terminated
 from companion.runs.config import RunConfig
 from companion.runs.profiles import Profile
 from companion.runs.provenance import utc_now
-from companion.runs.records import (FolderLock, check_writable, existing_status, make_record, record_path,
-                                    resume_status, set_aside_failed, write_json, write_record)
+from companion.runs.records import (
+    FolderLock,
+    check_writable,
+    existing_status,
+    make_record,
+    record_path,
+    resume_status,
+    set_aside_failed,
+    write_json,
+    write_record,
+)
 
 POLL_S = 0.5
 _PROGRESS_LINE = re.compile(r"^\[\d+/\d+\] ")
@@ -42,21 +51,29 @@ class SweepResult:
     out_dir: Path
     total: int
     skipped: int = 0
-    kept_failed: int = 0  # of the skipped: failed records kept from an earlier sweep (--retry-failed runs them)
+    kept_failed: int = (
+        0  # of the skipped: failed records kept from an earlier sweep (--retry-failed runs them)
+    )
     ok: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     alongside: list["SweepResult"] = field(default_factory=list)  # profiles measured in the same launches
 
     def summary(self) -> str:
-        kept = (f" ({self.kept_failed} of them failed earlier and kept as failed: --retry-failed runs them again)"
-                if self.kept_failed else "")
-        return (f"{self.total} runs in {self.out_dir}: {len(self.ok)} ok, {len(self.failed)} failed, "
-                f"{self.skipped} already done{kept}")
+        kept = (
+            f" ({self.kept_failed} of them failed earlier and kept as failed: --retry-failed runs them again)"
+            if self.kept_failed
+            else ""
+        )
+        return (
+            f"{self.total} runs in {self.out_dir}: {len(self.ok)} ok, {len(self.failed)} failed, "
+            f"{self.skipped} already done{kept}"
+        )
 
 
 @dataclass(frozen=True)
 class Pending:
     """A run to do and where its record goes: its profile's name and record folder."""
+
     run: RunConfig
     profile: str
     out_dir: Path
@@ -70,8 +87,16 @@ def worker_command(plan_path: Path, out_dir: Path, world_size: int, device: str 
         return [sys.executable, "-m", "companion.runs.train", *args]
     if device == "cpu":
         return [sys.executable, "-m", "companion.runs.launch", f"--nproc-per-node={world_size}", *args]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world_size}",
-            "-m", "companion.runs.train", *args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={world_size}",
+        "-m",
+        "companion.runs.train",
+        *args,
+    ]
 
 
 def write_plan(path: Path, profile: str, runs: list[RunConfig], destinations=None) -> Path:
@@ -103,14 +128,21 @@ def measured_alongside(profile: Profile, out_dir: Path) -> list[tuple[Profile, P
     for name in profile.measured_with:
         other = load_profile(name, device_name=device_name)
         if other.device != profile.device:
-            raise ConfigError(f"profile {profile.name!r} is measured with {name!r}, which runs on {other.device}, "
-                              f"not {profile.device}; name profiles of the same device in measured_with")
+            raise ConfigError(
+                f"profile {profile.name!r} is measured with {name!r}, which runs on {other.device}, "
+                f"not {profile.device}; name profiles of the same device in measured_with"
+            )
         out.append((other, Path(out_dir).parent / other.name))
     return out
 
 
-def run_sweep(profile: Profile, out_dir: Path, retry_failed: bool = False, progress: bool = True,
-              alongside: list[tuple[Profile, Path]] = ()) -> SweepResult:
+def run_sweep(
+    profile: Profile,
+    out_dir: Path,
+    retry_failed: bool = False,
+    progress: bool = True,
+    alongside: list[tuple[Profile, Path]] = (),
+) -> SweepResult:
     """Run every configuration without a record, holding the folders' locks (a second sweep or run into the
     same folder is refused with the holder's name). Ctrl-C stops the launch in flight; finished records stay.
 
@@ -158,8 +190,14 @@ def _run_sweep(members: list[tuple[Profile, Path]], retry_failed: bool, progress
     bar = _progress_bar(sum(map(len, pending)), enabled=progress)
     for result in results:
         if result.skipped and progress:
-            bar.write(f"{result.skipped} of {result.total} runs already have records in {result.out_dir}: skipped"
-                      + (f" ({result.kept_failed} failed: --retry-failed runs them again)" if result.kept_failed else ""))
+            bar.write(
+                f"{result.skipped} of {result.total} runs already have records in {result.out_dir}: skipped"
+                + (
+                    f" ({result.kept_failed} failed: --retry-failed runs them again)"
+                    if result.kept_failed
+                    else ""
+                )
+            )
     try:
         for world_size, items in launch_order(pending):  # replicate passes, then world sizes
             _launch_until_done(profile.name, out_dir, items, world_size, bar)
@@ -185,9 +223,13 @@ def launch_order(pending: list[list[Pending]]) -> list[tuple[int, list[Pending]]
     out = []
     for rep in passes:
         for ws in sizes:
-            groups = [[item for item in mine if item.run.replicate == rep and item.run.layout.world_size == ws]
-                      for mine in pending]
-            spread = sorted(((i + 0.5) / len(g), k, item) for k, g in enumerate(groups) for i, item in enumerate(g))
+            groups = [
+                [item for item in mine if item.run.replicate == rep and item.run.layout.world_size == ws]
+                for mine in pending
+            ]
+            spread = sorted(
+                ((i + 0.5) / len(g), k, item) for k, g in enumerate(groups) for i, item in enumerate(g)
+            )
             if spread:
                 out.append((ws, [item for _, _, item in spread]))
     return out
@@ -198,15 +240,24 @@ def _launch_until_done(profile: str, out_dir: Path, items: list[Pending], world_
     log_path = out_dir / "logs" / f"ws{world_size}.log"
     log_path.parent.mkdir(exist_ok=True)
     while todo:
-        plan = write_plan(out_dir / ".plans" / f"ws{world_size}.json", profile, [item.run for item in todo],
-                          _destinations(todo, profile, out_dir))
+        plan = write_plan(
+            out_dir / ".plans" / f"ws{world_size}.json",
+            profile,
+            [item.run for item in todo],
+            _destinations(todo, profile, out_dir),
+        )
         cmd = worker_command(plan, out_dir, world_size, todo[0].run.device)
         with log_path.open("a") as log:
             log.write(f"\n=== {utc_now()} {' '.join(cmd)}\n")
             log.flush()
             start = log_path.stat().st_size
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
-                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
             rc = _follow(proc, todo, bar, log_path, start)
         missing = [item for item in todo if not _done(item)]
         if not missing:
@@ -215,8 +266,10 @@ def _launch_until_done(profile: str, out_dir: Path, items: list[Pending], world_
         if _interrupted(rc, launched):
             # Ctrl-C (or SIGTERM) reached the launch but not this process (or not yet): the run in flight was
             # stopped, not failed, so it gets no record and the sweep stops as if interrupted itself
-            terminated = rc in (-signal.SIGTERM, 128 + signal.SIGTERM) or re.search(
-                r"got signal: (15|(Signals\.)?SIGTERM)\b", launched) is not None
+            terminated = (
+                rc in (-signal.SIGTERM, 128 + signal.SIGTERM)
+                or re.search(r"got signal: (15|(Signals\.)?SIGTERM)\b", launched) is not None
+            )
             raise Terminated if terminated else KeyboardInterrupt
         if len(missing) == len(todo) and _launch_level(launched):
             # Not one record, and the launch itself could not run (a meter, a package, the process group:
@@ -233,12 +286,22 @@ def _launch_until_done(profile: str, out_dir: Path, items: list[Pending], world_
         error = {
             "type": "LaunchFailed",
             "message": f"the worker launch exited with code {rc} while this run was in flight "
-                       f"(see {log_path})",
+            f"(see {log_path})",
             "oom": "out of memory" in tail.lower(),
             "traceback": tail,
         }
-        write_record(in_flight.out_dir, make_record(in_flight.run, in_flight.profile, "failed", None, error,
-                                                    utc_now(), {"world_size": world_size, "exit_code": rc}))
+        write_record(
+            in_flight.out_dir,
+            make_record(
+                in_flight.run,
+                in_flight.profile,
+                "failed",
+                None,
+                error,
+                utc_now(),
+                {"world_size": world_size, "exit_code": rc},
+            ),
+        )
         bar.write(f"{in_flight.run.run_id} FAILED: launch exited with code {rc}; see {log_path}")
         bar.update(1)
         todo = missing[1:]
@@ -273,7 +336,10 @@ def _interrupted(rc: int, text: str) -> bool:
     <pid> got signal: 2`` or ``15``, exit code 1)."""
     if rc in (-signal.SIGINT, 128 + signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGTERM):
         return True
-    return re.search(r"SignalException: Process \d+ got signal: (2|15|(Signals\.)?SIG(INT|TERM))\b", text) is not None
+    return (
+        re.search(r"SignalException: Process \d+ got signal: (2|15|(Signals\.)?SIG(INT|TERM))\b", text)
+        is not None
+    )
 
 
 def _last_error_line(text: str) -> str:
@@ -339,13 +405,26 @@ def _echo_new_lines(path: Path, pos: int, bar) -> int:
 def _progress_bar(total: int, enabled: bool):
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="run", desc="sweep", disable=not enabled, dynamic_ncols=True,
-                bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed}<{remaining} ETA")
+    return tqdm(
+        total=total,
+        unit="run",
+        desc="sweep",
+        disable=not enabled,
+        dynamic_ncols=True,
+        bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed}<{remaining} ETA",
+    )
 
 
 # --------------------------------------------------------------------------------- cluster scripts
-def emit_launch(profile: Profile, kind: str, emit_dir: Path, out_dir: Path, gpus_per_node: int = 8,
-                port: int = 29500, alongside: list[tuple[Profile, Path]] = ()) -> list[Path]:
+def emit_launch(
+    profile: Profile,
+    kind: str,
+    emit_dir: Path,
+    out_dir: Path,
+    gpus_per_node: int = 8,
+    port: int = 29500,
+    alongside: list[tuple[Profile, Path]] = (),
+) -> list[Path]:
     """Write per-world-size plans and launch scripts for several nodes; return the files written.
 
     ``torchrun``: ``launch-torchrun.sh``, one multi-node rendezvous command per world size, to run on every
@@ -359,8 +438,10 @@ def emit_launch(profile: Profile, kind: str, emit_dir: Path, out_dir: Path, gpus
     if gpus_per_node < 1:
         raise ConfigError("--gpus-per-node must be at least 1")
     emit_dir, out_dir = Path(emit_dir), Path(out_dir)
-    pending = [[Pending(run, prof.name, Path(folder)) for run in prof.runs]
-               for prof, folder in [(profile, out_dir), *alongside]]
+    pending = [
+        [Pending(run, prof.name, Path(folder)) for run in prof.runs]
+        for prof, folder in [(profile, out_dir), *alongside]
+    ]
     items: dict[int, list[Pending]] = {}
     for ws, launch in launch_order(pending):  # every pass of a world size in one plan, in sweep order
         items.setdefault(ws, []).extend(launch)
@@ -371,8 +452,12 @@ def emit_launch(profile: Profile, kind: str, emit_dir: Path, out_dir: Path, gpus
                 f"world size {ws} does not fill whole nodes of {gpus_per_node} GPUs; "
                 "change --gpus-per-node or the layouts of the profiles in this launch"
             )
-        plans[ws] = write_plan(emit_dir / "plans" / f"{profile.name}-ws{ws}.json", profile.name,
-                               [item.run for item in launch], _destinations(launch, profile.name, out_dir))
+        plans[ws] = write_plan(
+            emit_dir / "plans" / f"{profile.name}-ws{ws}.json",
+            profile.name,
+            [item.run for item in launch],
+            _destinations(launch, profile.name, out_dir),
+        )
     others = "".join(f" and profile '{p.name}' ({len(p.runs)} runs -> {d})" for p, d in alongside)
     written = list(plans.values())
     shape = {ws: (max(1, ws // gpus_per_node), min(ws, gpus_per_node)) for ws in plans}  # (nodes, procs/node)
@@ -412,7 +497,7 @@ def emit_launch(profile: Profile, kind: str, emit_dir: Path, out_dir: Path, gpus
         nproc_list = " ".join(str(shape[ws][1]) for ws in sizes)
         text = f"""#!/bin/bash
 # SLURM array for profile '{profile.name}'{others}: world sizes {sizes} on {nodes} node(s) each.
-# Submit with: sbatch {emit_dir / f'slurm-{profile.name}-n{nodes}.sbatch'}
+# Submit with: sbatch {emit_dir / f"slurm-{profile.name}-n{nodes}.sbatch"}
 #SBATCH --job-name=companion-{profile.name}-n{nodes}
 #SBATCH --nodes={nodes}
 #SBATCH --ntasks-per-node=1
@@ -434,4 +519,3 @@ srun --kill-on-bad-exit=1 torchrun --nnodes={nodes} --nproc-per-node=$NPROC \\
         path.write_text(text)
         written.append(path)
     return written
-

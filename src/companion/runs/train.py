@@ -39,8 +39,17 @@ from companion.runs.optional import MissingPackage
 from companion.runs.model import build_model, parameter_count
 from companion.runs.provenance import neutralise_meter_environment, utc_now
 from companion.runs.run_args import config_from_args, run_parser
-from companion.runs.records import (FolderLock, RecordExists, check_writable, existing_status, make_record,
-                                    record_path, resume_status, set_aside_failed, write_record)
+from companion.runs.records import (
+    FolderLock,
+    RecordExists,
+    check_writable,
+    existing_status,
+    make_record,
+    record_path,
+    resume_status,
+    set_aside_failed,
+    write_record,
+)
 
 POOL_BATCHES = 16  # distinct pre-collated batches cycled through; host data prep stays out of the step
 # individually timed steps after the warm-up that set the window length (their median: one slow step does not
@@ -130,10 +139,21 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     window_steps = proto.window_steps or window_steps_for(proto, meter.min_window_s, step_estimate_s)
 
     # ---- measured windows
-    w = measure_windows(meter, train_step, proto, window_steps, agree=lambda m, n: _agree_window(m, n, device),
-                        all_ranks=lambda flag: _agree_max(0.0 if flag else 1.0, device) == 0.0)
-    own, win_time, win_energy, measured_s, stop_reason = w.own, w.time_per_step_s, w.energy_per_step_j, \
-        w.measured_s, w.stop_reason
+    w = measure_windows(
+        meter,
+        train_step,
+        proto,
+        window_steps,
+        agree=lambda m, n: _agree_window(m, n, device),
+        all_ranks=lambda flag: _agree_max(0.0 if flag else 1.0, device) == 0.0,
+    )
+    own, win_time, win_energy, measured_s, stop_reason = (
+        w.own,
+        w.time_per_step_s,
+        w.energy_per_step_j,
+        w.measured_s,
+        w.stop_reason,
+    )
 
     # ---- losses (global mean over data shards), memory, per-rank energy
     curve = torch.stack(losses).float()
@@ -141,16 +161,34 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     curve = (curve / env.world_size).tolist()
     bad = [i for i, x in enumerate(curve) if not math.isfinite(x)]
     if bad:  # every rank sees the same reduced curve, so all ranks raise together
-        raise Diverged(f"diverged: the loss is {curve[bad[0]]} from step {bad[0]} on (lr={cfg.lr}); "
-                       "lower lr or check the data")
+        raise Diverged(
+            f"diverged: the loss is {curve[bad[0]]} from step {bad[0]} on (lr={cfg.lr}); "
+            "lower lr or check the data"
+        )
     peak = _peak_memory(device)
     per_rank = parallel.all_gather_object(
-        {"rank": env.rank, "measurements": [x.to_json() for x in own], "peak_memory": peak, "meter": meter.describe()}
+        {
+            "rank": env.rank,
+            "measurements": [x.to_json() for x in own],
+            "peak_memory": peak,
+            "meter": meter.describe(),
+        }
     )
     first = unmeasured_steps + w.steps_before  # this rank's measured span (rank 0's is the record's)
     measured_tokens = [pool_tokens[i % POOL_BATCHES] for i in range(first, first + sum(w.steps_per_window))]
-    body = _summarize(cfg, n_params, window_steps, first, win_time, win_energy, measured_s,
-                      stop_reason, curve, measured_tokens, per_rank)
+    body = _summarize(
+        cfg,
+        n_params,
+        window_steps,
+        first,
+        win_time,
+        win_energy,
+        measured_s,
+        stop_reason,
+        curve,
+        measured_tokens,
+        per_rank,
+    )
     if meter.counter_ticks:  # windows closed on energy-counter updates: their step counts vary a little
         body["time"]["per_window_steps"] = w.steps_per_window
         body["time"]["windows_close_on"] = "counter update"
@@ -179,7 +217,9 @@ class Windows:
     steps_total: int = 0  # steps run in all (every rank runs the same)
 
 
-def measure_windows(meter: Meter, train_step, proto, window_steps: int, agree=None, all_ranks=None) -> Windows:
+def measure_windows(
+    meter: Meter, train_step, proto, window_steps: int, agree=None, all_ranks=None
+) -> Windows:
     """The stopping rule: windows of ``window_steps`` steps until the 95 % CI of the per-step time (and
     energy, where metered) is within ``target_rel_ci`` after at least ``min_windows``, or a cap is hit.
 
@@ -197,8 +237,9 @@ def measure_windows(meter: Meter, train_step, proto, window_steps: int, agree=No
     ranks, slowest window time s)`` combines ranks (identity for one process). Pure loop: the GPU dry run
     drives it with a replayed NVML counter.
     """
-    agree = agree or (lambda m, n: (m.time_s / n, (m.total_energy_j or 0.0) / n, 0 if m.energy_j is None else 1,
-                                    m.time_s))
+    agree = agree or (
+        lambda m, n: (m.time_s / n, (m.total_energy_j or 0.0) / n, 0 if m.energy_j is None else 1, m.time_s)
+    )
     all_ranks = all_ranks or (lambda flag: flag)
     aligned = bool(getattr(meter, "counter_ticks", False))
     own, win_time, win_energy, win_steps = [], [], [], []
@@ -233,9 +274,11 @@ def measure_windows(meter: Meter, train_step, proto, window_steps: int, agree=No
             if all_ranks(done):
                 return
             if waited > window_steps:  # the same count and the same verdict on every rank: all raise together
-                raise MeterError(f"the {meter.source} energy counter did not change during {waited} steps (at "
-                                 f"least a window, {window_steps} steps); it is not advancing on this device: "
-                                 "use meter='none' or meter='codecarbon'")
+                raise MeterError(
+                    f"the {meter.source} energy counter did not change during {waited} steps (at "
+                    f"least a window, {window_steps} steps); it is not advancing on this device: "
+                    "use meter='none' or meter='codecarbon'"
+                )
             step()
             waited += 1
 
@@ -284,7 +327,9 @@ def measure_windows(meter: Meter, train_step, proto, window_steps: int, agree=No
                 meter.discard_window(f"w{k}")
         elif not aligned:
             begin(k)
-    return Windows(own, win_time, win_energy, measured_s, stop_reason, win_steps, state["before"], state["total"])
+    return Windows(
+        own, win_time, win_energy, measured_s, stop_reason, win_steps, state["before"], state["total"]
+    )
 
 
 def window_steps_for(proto, meter_min_window_s: float, step_estimate_s: float) -> int:
@@ -310,8 +355,11 @@ def make_train_step(model, optimizer, bf16_autocast: bool):
     """``step(batch) -> detached loss``: forward (under bf16 autocast if asked), backward, optimizer step."""
 
     def step(batch: dict) -> torch.Tensor:
-        ctx = (torch.autocast(batch["input_ids"].device.type, dtype=torch.bfloat16) if bf16_autocast
-               else contextlib.nullcontext())
+        ctx = (
+            torch.autocast(batch["input_ids"].device.type, dtype=torch.bfloat16)
+            if bf16_autocast
+            else contextlib.nullcontext()
+        )
         with ctx:
             loss = model(**batch).loss
         loss.backward()
@@ -333,21 +381,29 @@ def _agree_window(m, steps: int, device) -> tuple[float, float, int, float]:
     ranks, slowest rank's window time s) of a window in which this rank ran ``steps`` steps."""
     t = torch.tensor([m.time_s / steps, m.time_s], dtype=torch.float64, device=device)
     parallel.all_reduce_(t, op=torch.distributed.ReduceOp.MAX)
-    e = torch.tensor([(m.total_energy_j or 0.0) / steps, 0.0 if m.energy_j is None else 1.0], dtype=torch.float64,
-                     device=device)
+    e = torch.tensor(
+        [(m.total_energy_j or 0.0) / steps, 0.0 if m.energy_j is None else 1.0],
+        dtype=torch.float64,
+        device=device,
+    )
     parallel.all_reduce_(e)
     return float(t[0].item()), float(e[0].item()), int(e[1].item()), float(t[1].item())
 
 
 def _peak_memory(device) -> dict:
     if device.type == "cuda":
-        return {"bytes": int(torch.cuda.max_memory_allocated(device)), "source": "torch.cuda.max_memory_allocated"}
+        return {
+            "bytes": int(torch.cuda.max_memory_allocated(device)),
+            "source": "torch.cuda.max_memory_allocated",
+        }
     # ru_maxrss is in KiB on Linux; it is the process's lifetime peak, not this run's. A rank forked after the
     # imports (companion.runs.launch) counts only the library pages it touches: about 14 % less than a rank
     # started as a new interpreter (benchmarks/launcher_start.py), for the same training
     forked = ", rank forked after the imports" if parallel.forked_rank() else ""
-    return {"bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024,
-            "source": f"process max RSS (lifetime of the launch{forked})"}
+    return {
+        "bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024,
+        "source": f"process max RSS (lifetime of the launch{forked})",
+    }
 
 
 def attention_kernel(cfg: RunConfig) -> str:
@@ -361,8 +417,19 @@ def attention_kernel(cfg: RunConfig) -> str:
     return "fused" if fused else "math"
 
 
-def _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_energy, measured_s, stop_reason,
-               curve, measured_tokens, per_rank) -> dict:
+def _summarize(
+    cfg,
+    n_params,
+    window_steps,
+    unmeasured_steps,
+    win_time,
+    win_energy,
+    measured_s,
+    stop_reason,
+    curve,
+    measured_tokens,
+    per_rank,
+) -> dict:
     t = stats.summarize(win_time)
     real = [c.real for c in measured_tokens]
     padded = [c.padded for c in measured_tokens]
@@ -383,8 +450,9 @@ def _summarize(cfg, n_params, window_steps, unmeasured_steps, win_time, win_ener
         components: dict[str, dict] = {}
         for _, x in metered:
             for comp, v in x["components"].items():
-                c = components.setdefault(comp, {"energy_j": 0.0, "method": v.get("method"),
-                                                  "measured": v.get("measured", True)})
+                c = components.setdefault(
+                    comp, {"energy_j": 0.0, "method": v.get("method"), "measured": v.get("measured", True)}
+                )
                 c["energy_j"] += v["energy_j"]
         total = sum(per_unit.values())
         e = stats.summarize(win_energy)
@@ -478,12 +546,17 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str, destinations
     meter = make_meter(kinds.pop(), device_type, env.local_rank, env.is_node_main, configs[0].country, sync)
     ctx = RunContext(env, meter, device_type)
     default_threads = torch.get_num_threads()
-    launch = {"world_size": env.world_size, "backend": "nccl" if device_type == "cuda" else "gloo",
-              "torch_threads": default_threads, "launcher": parallel.launcher_name()}
+    launch = {
+        "world_size": env.world_size,
+        "backend": "nccl" if device_type == "cuda" else "gloo",
+        "torch_threads": default_threads,
+        "launcher": parallel.launcher_name(),
+    }
     failures = 0
     for i, (cfg, (profile, out_dir)) in enumerate(zip(configs, destinations)):
-        done = parallel.broadcast_object(resume_status(out_dir, cfg.run_id, utc_now().replace(":", ""))
-                                         if env.is_main else None)
+        done = parallel.broadcast_object(
+            resume_status(out_dir, cfg.run_id, utc_now().replace(":", "")) if env.is_main else None
+        )
         if done is not None:
             if env.is_main:
                 hint = "; --retry-failed runs it again" if done == "failed" else ""
@@ -518,8 +591,10 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str, destinations
             except RecordExists as exc:
                 print(f"warning: {exc}", file=sys.stderr)
             except OSError as exc:  # e.g. a full disk: say which record is missing, never leave a partial one
-                raise ConfigError(f"cannot write the record {record_path(out_dir, cfg.run_id)} ({exc.strerror or exc}); "
-                                  "free space or fix the folder's permissions, then re-run (finished runs are kept)") from None
+                raise ConfigError(
+                    f"cannot write the record {record_path(out_dir, cfg.run_id)} ({exc.strerror or exc}); "
+                    "free space or fix the folder's permissions, then re-run (finished runs are kept)"
+                ) from None
             print(_progress_line(i, len(configs), cfg, body, error), flush=True)
         # Free the run's objects, then move every survivor (modules, the imported libraries) to the permanent
         # generation: the next collection, here or one the interpreter starts inside a measured window, walks
@@ -545,8 +620,12 @@ def thread_budget() -> dict:
         host_cpus = os.cpu_count() or 1
     per_rank = torch.get_num_threads()
     ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    return {"per_rank": per_rank, "ranks_on_host": ranks, "host_cpus": host_cpus,
-            "oversubscribed": per_rank * ranks > host_cpus}
+    return {
+        "per_rank": per_rank,
+        "ranks_on_host": ranks,
+        "host_cpus": host_cpus,
+        "oversubscribed": per_rank * ranks > host_cpus,
+    }
 
 
 def _progress_line(i, n, cfg, body, error) -> str:
@@ -554,11 +633,16 @@ def _progress_line(i, n, cfg, body, error) -> str:
     if error:
         return f"{head} FAILED {error['type']}: {error['message']}"
     t, e = body["time"], body["energy"]
-    energy = "" if e["total_j"] is None else (
-        f", {e['per_step_mean_j']:.3g} J/step ({'measured' if e['measured'] else 'estimated'})")
+    energy = (
+        ""
+        if e["total_j"] is None
+        else (f", {e['per_step_mean_j']:.3g} J/step ({'measured' if e['measured'] else 'estimated'})")
+    )
     ci = "n/a" if t["step_ci95_rel"] is None else f"{t['step_ci95_rel'] * 100:.1f}%"  # one window: no CI
-    return f"{head} ok {t['step_median_s'] * 1e3:.2f} ms/step +-{ci} " \
-           f"({t['steps_measured']} steps, {t['stop_reason']}){energy}, loss {body['loss']['first']:.3f}->{body['loss']['last']:.3f}"
+    return (
+        f"{head} ok {t['step_median_s'] * 1e3:.2f} ms/step +-{ci} "
+        f"({t['steps_measured']} steps, {t['stop_reason']}){energy}, loss {body['loss']['first']:.3f}->{body['loss']['last']:.3f}"
+    )
 
 
 # ------------------------------------------------------------------------------------ command line
@@ -567,10 +651,15 @@ def _plan_destinations(plan: dict, n: int, path: Path) -> list[tuple[str, Path]]
     if "destinations" not in plan:
         return None
     dest = plan["destinations"]
-    if (not isinstance(dest, list) or len(dest) != n
-            or not all(isinstance(d, list) and len(d) == 2 and all(isinstance(x, str) for x in d) for d in dest)):
-        raise ConfigError(f"plan {path} is malformed (destinations must give [profile, folder] for each of its {n} "
-                          "runs); write it again with `companion sweep`")
+    if (
+        not isinstance(dest, list)
+        or len(dest) != n
+        or not all(isinstance(d, list) and len(d) == 2 and all(isinstance(x, str) for x in d) for d in dest)
+    ):
+        raise ConfigError(
+            f"plan {path} is malformed (destinations must give [profile, folder] for each of its {n} "
+            "runs); write it again with `companion sweep`"
+        )
     return [(name, Path(folder)) for name, folder in dest]
 
 
@@ -595,13 +684,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.plan:
             if not args.plan.is_file():
-                raise ConfigError(f"plan {str(args.plan)!r} does not exist; write one with `companion sweep --emit`")
+                raise ConfigError(
+                    f"plan {str(args.plan)!r} does not exist; write one with `companion sweep --emit`"
+                )
             plan = read_json(args.plan, "plan", "write it again with `companion sweep --emit`")
             try:
                 configs = [RunConfig.from_dict(d) for d in plan["runs"]]
             except (KeyError, TypeError, ValueError) as exc:
-                raise ConfigError(f"plan {args.plan} is malformed ({exc}); write it again with `companion sweep "
-                                  "--emit`") from None
+                raise ConfigError(
+                    f"plan {args.plan} is malformed ({exc}); write it again with `companion sweep --emit`"
+                ) from None
             profile = plan.get("profile", args.profile_name)
             destinations = _plan_destinations(plan, len(configs), args.plan)
         else:
@@ -621,12 +713,18 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, MeterError) as exc:
         # bad input is the same on every rank: rank 0 says it once; a meter fails on its own rank, which says so
         if main_rank or isinstance(exc, MeterError):
-            print(f"error: {exc}" if main_rank else f"error (rank {os.environ.get('RANK')}): {exc}", file=sys.stderr)
+            print(
+                f"error: {exc}" if main_rank else f"error (rank {os.environ.get('RANK')}): {exc}",
+                file=sys.stderr,
+            )
         return 2
     except KeyboardInterrupt as exc:
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         if main_rank:
-            print(f"{how}: the run in flight has no record; finished runs are kept, re-run to resume", file=sys.stderr)
+            print(
+                f"{how}: the run in flight has no record; finished runs are kept, re-run to resume",
+                file=sys.stderr,
+            )
         return 143 if isinstance(exc, Terminated) else 130
     finally:
         if lock is not None:

@@ -93,8 +93,8 @@ test: ## run the test suite (CPU, gloo, several ranks; builds the ci book and ch
 	@$(MAKE) --no-print-directory -j 4 $(TEST_NEEDS)
 	$(PY) -m pytest -q -n auto --maxprocesses 8 --dist loadfile --no-loadscope-reorder
 
-test-fast: setup ## the edit loop: every test but the multi-rank launches and the book build (marker slow)
-	$(PY) -m pytest -q -n auto --maxprocesses 8 -m "not slow"
+test-fast: setup ## the edit loop: every test but the multi-process launches, the book and the memory trackers
+	$(PY) -m pytest -q -n auto --maxprocesses 8 -m "not slow and not tracked"
 
 test-timing: ## the test suite as `make test` runs it, then its 25 slowest tests and the wall time (budget: 5 min)
 	@$(MAKE) --no-print-directory -j 4 $(TEST_NEEDS)

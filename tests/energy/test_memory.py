@@ -53,6 +53,7 @@ def _tracked(layers, hidden, heads, seq_len, batch, tp, dp, precision) -> dict:
 LAYOUTS = [(1, 1), (2, 1), (1, 2), (2, 2)]
 
 
+@pytest.mark.tracked
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("tp, dp", LAYOUTS)
 @pytest.mark.parametrize(
@@ -72,6 +73,7 @@ def test_the_estimated_peak_is_within_ten_percent_of_the_tracked_one(size, tp, d
         assert est["activations"] / (got["forward_end"] - got["before"]) == pytest.approx(1.0, abs=0.05)
 
 
+@pytest.mark.tracked
 @pytest.mark.parametrize("tp, dp", LAYOUTS)
 def test_a_state_bound_step_peaks_where_the_estimate_says(tp, dp):
     """Few tokens, many parameters: weights, gradients, AdamW's states and its foreach temporaries (one device, TP),
@@ -153,6 +155,7 @@ def test_the_profiles_fit_the_devices_they_are_written_for():
         assert runs_that_do_not_fit(load_profile(name, device_name=gpu).runs) == [], name
 
 
+@pytest.mark.tracked
 def test_a_vocabulary_heavy_bf16_model_under_fsdp_peaks_in_the_root_s_backward():
     """A real vocabulary (30522 tokens: the embeddings a third of a small model) under FSDP in bf16: the root's full
     gradient and its fp32 copy for the reduce-scatter make the peak, after every layer's sharded gradient."""
@@ -170,6 +173,7 @@ def test_a_vocabulary_heavy_bf16_model_under_fsdp_peaks_in_the_root_s_backward()
         assert est["peak_at"] == "root backward" and est["peak"] / got["peak"] == pytest.approx(1.0, abs=0.03)
 
 
+@pytest.mark.tracked
 @pytest.mark.parametrize("padded", [False, True], ids=["fixed", "padded"])
 @pytest.mark.parametrize("attn, dropout", [("eager", 0.1), ("eager", 0.0), ("sdpa", 0.0)])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

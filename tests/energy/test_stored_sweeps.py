@@ -139,6 +139,7 @@ def test_the_range_of_pooled_coverage_resamples_sweeps_and_narrows_with_more():
     assert stored.pooled_coverage(none.iloc[1:], n_boot=10).empty
 
 
+@pytest.mark.slow  # two scoring processes
 def test_a_stored_sweep_is_scored_as_the_validation_page_scores_it_in_any_number_of_processes(
     tmp_path, monkeypatch
 ):

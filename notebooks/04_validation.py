@@ -41,17 +41,13 @@ from companion.runs.records import write_json
 from companion.energy.validation import MODEL_SPLITS, explain, validate, verdict
 from companion.energy import validation as val
 from companion.energy.models import fit_point, validated_models
-from companion.energy.noise import replicate_noise
 from companion.energy.calibration import load_device_roofs
 from companion.energy.opmodel import INTERVAL_OVERHEAD_WEIGHT, proxy_roofs
-from companion.energy.tables import filter_counts, load_runs, proxies_frame, usable_runs
+from companion.energy.tables import load_runs, proxies_frame, usable_runs
 
 figures.use_offline_renderer()
 all_runs = pd.read_csv(paths.derived_dir(profile) / "proxies.csv")
 df, left_out = usable_runs(all_runs, max_step_ci95_rel)
-# how many runs the step-time filter kept, for the headline: a busy machine leaves few, and few runs judge little
-ci_filter = {"max_step_ci95_rel": max_step_ci95_rel, "sweep": filter_counts(all_runs, left_out)}
-dropped = {"sweep": list(left_out)}  # the runs the filter left out, by group
 glue("energy_label", figures.energy_label(df), display=False)
 summary, pred = validate(df, laws=laws, n_boot=n_boot, level=level, seed=seed)
 v = verdict(summary, target_mape=target_mape_pct)
@@ -152,31 +148,29 @@ glue(
 )
 dev = load_device_roofs(df.device_name.iloc[0], df.precision.iloc[0])
 models = validated_models(dev)
-model_pred = val.validate_models(df, models, level=level)
-holdout_dir = paths.runs_dir(holdout_profile) if holdout_profile else None
-holdout_noise = None
-holdout = df.iloc[:0]  # the off-grid runs scored (none without the holdout profile)
-if holdout_dir is not None and holdout_dir.is_dir() and any(holdout_dir.glob("*.json")):
-    holdout_all = proxies_frame(load_runs(holdout_dir), {dev.name: proxy_roofs(dev)})
-    holdout, holdout_left_out = usable_runs(holdout_all, max_step_ci95_rel)
-    ci_filter["holdout"] = filter_counts(holdout_all, holdout_left_out)
-    dropped["holdout"] = list(holdout_left_out)
-    model_pred = pd.concat([model_pred, val.score_holdout(df, holdout, models, level)], ignore_index=True)
-    holdout_noise = replicate_noise(holdout)  # the off-grid runs' own floor: their protocol and their time
-# the test set: scored for reporting only (split "test"), never pooled and never looked at to choose a constant
-test_dir = paths.runs_dir(test_profile) if test_profile else None
-test_noise, test_runs = None, df.iloc[:0]
-if test_dir is not None and test_dir.is_dir() and any(test_dir.glob("*.json")):
-    test_all = proxies_frame(load_runs(test_dir), {dev.name: proxy_roofs(dev)})
-    test_runs, test_left_out = usable_runs(test_all, max_step_ci95_rel)
-    ci_filter["test"] = filter_counts(test_all, test_left_out)
-    dropped["test"] = list(test_left_out)
-    model_pred = pd.concat(
-        [model_pred, val.score_holdout(df, test_runs, models, level, split="test")], ignore_index=True
+# the off-grid groups, the validation set (holdout) and the test set (scored for reporting only, never pooled and
+# never looked at to choose a constant), with their proxies; the scoring is the stored builds' (score_build)
+roofs = {dev.name: proxy_roofs(dev)}
+off_grid_all = {
+    split: proxies_frame(load_runs(folder), roofs)
+    if folder is not None and any(folder.glob("*.json"))
+    else None
+    for split, folder in (
+        ("holdout", paths.runs_dir(holdout_profile) if holdout_profile else None),
+        ("test", paths.runs_dir(test_profile) if test_profile else None),
     )
-    test_noise = replicate_noise(test_runs)
-# the floor of the runs scored here: replicates within the same step-time filter (noise.json of stage 02 holds every run)
-noise = replicate_noise(df)
+}
+build_scores = val.score_build(all_runs, off_grid_all, models, level, max_step_ci95_rel)
+model_pred, by_split, pooled, noise = (
+    build_scores.pred,
+    build_scores.by_split,
+    build_scores.pooled,
+    build_scores.noise,
+)
+ci_filter, dropped = build_scores.ci_filter, build_scores.dropped
+holdout = build_scores.off_grid.get("holdout", df.iloc[:0])
+test_runs = build_scores.off_grid.get("test", df.iloc[:0])
+holdout_noise = build_scores.off_grid_noise.get("holdout")
 n_pairs = noise["metrics"].get("time_per_step", {}).get("n_configs", 0)
 n_held = ((holdout_noise or {}).get("metrics") or {}).get("time_per_step", {}).get("n_configs", 0)
 glue(
@@ -194,13 +188,9 @@ glue(
     ),
     display=False,
 )
-by_split, pooled = val.score_splits(model_pred, noise, holdout_noise, level, test_noise=test_noise)
 mv = val.model_verdict(pooled, by_split, level=level)
 # sensitivity: the primary model's headline figures with the step-time filter off (every run scored)
-unfiltered = {
-    "holdout": holdout_all if len(holdout) else holdout,
-    "test": test_all if len(test_runs) else test_runs,
-}
+unfiltered = {split: frame for split, frame in off_grid_all.items() if frame is not None}
 filter_check = {
     "max_step_ci95_rel": max_step_ci95_rel,
     "dropped": dropped,
@@ -330,7 +320,7 @@ out = write_json(
         "model_predictions": model_pred.to_dict("records"),
         "noise": noise,
         "noise_holdout": holdout_noise,
-        "noise_test": test_noise,
+        "noise_test": build_scores.off_grid_noise.get("test"),
         "coverage_by_overhead": coverage_overhead.to_dict("records"),
         "degree_bias": degree_bias.to_dict("records"),
         "filter_sensitivity": filter_check,

@@ -119,38 +119,35 @@ def measured_commit(data: Path) -> str | None:
 
 # ------------------------------------------------------------------------------------------------ scoring
 def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float) -> pd.DataFrame:
-    """The validation page's model scores on one stored sweep: one row per group x model x target, the groups
-    being the pooled splits ('pooled'), each split and the off-grid 'holdout'; each row also says on which device
-    the sweep ran and how its energy was obtained (``device_name``, ``energy_measured``, ``energy_source``)."""
+    """The validation page's model scores on one stored sweep (``validation.score_build``, as the page calls it):
+    one row per group x model x target, the groups being the pooled splits ('pooled'), each split and the
+    off-grid groups ('holdout', and 'test' where the archive has the test set); each row also says on which
+    device and host the sweep ran and how its energy was obtained."""
     from companion.energy import validation as val
-    from companion.energy.models import validated_models
-    from companion.energy.noise import replicate_noise
     from companion.energy.calibration import load_device_roofs
+    from companion.energy.models import validated_models
     from companion.energy.opmodel import proxy_roofs
-    from companion.energy.tables import load_runs, proxies_frame, usable_runs
+    from companion.energy.tables import load_runs, proxies_frame
 
-    dev = load_device_roofs(DEVICE, "fp32", root=Path(data) / "devices")
+    raw = load_runs(Path(data) / "runs" / PROFILE)
+    dev = load_device_roofs(
+        DEVICE, str(raw.precision.iloc[0]), root=Path(data) / "devices"
+    )  # the runs' precision
     roofs = {dev.name: proxy_roofs(dev)}
-    df, _ = usable_runs(proxies_frame(load_runs(Path(data) / "runs" / PROFILE), roofs), max_step_ci95_rel)
     every = validated_models(dev)
-    models = {k: every[k] for k in model_names}
-    pred = val.validate_models(df, models, level=level)
-    holdout_noise = None
-    holdout_dir = Path(data) / "runs" / HOLDOUT
-    if any(holdout_dir.glob("*.json")):
-        holdout, _ = usable_runs(proxies_frame(load_runs(holdout_dir), roofs), max_step_ci95_rel)
-        pred = pd.concat([pred, val.score_holdout(df, holdout, models, level)], ignore_index=True)
-        holdout_noise = replicate_noise(holdout)
-    test_noise = None
-    test_dir = Path(data) / "runs" / TEST
-    if any(test_dir.glob("*.json")):  # archives packed before the test set existed have none
-        test, _ = usable_runs(proxies_frame(load_runs(test_dir), roofs), max_step_ci95_rel)
-        pred = pd.concat([pred, val.score_holdout(df, test, models, level, split="test")], ignore_index=True)
-        test_noise = replicate_noise(test)
-    by_split, pooled = val.score_splits(
-        pred, replicate_noise(df), holdout_noise, level, test_noise=test_noise
+    off_grid = {
+        split: proxies_frame(load_runs(folder), roofs) if any(folder.glob("*.json")) else None
+        for split, folder in (
+            ("holdout", Path(data) / "runs" / HOLDOUT),
+            ("test", Path(data) / "runs" / TEST),
+        )
+    }  # archives packed before the test set existed have none
+    b = val.score_build(
+        proxies_frame(raw, roofs), off_grid, {k: every[k] for k in model_names}, level, max_step_ci95_rel
     )
-    return pd.concat([pooled.assign(split="pooled"), by_split], ignore_index=True).assign(**_how_obtained(df))
+    return pd.concat([b.pooled.assign(split="pooled"), b.by_split], ignore_index=True).assign(
+        **_how_obtained(b.runs)
+    )
 
 
 def _how_obtained(runs: pd.DataFrame) -> dict:

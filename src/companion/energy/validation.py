@@ -9,6 +9,8 @@ prediction.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import pandas as pd
 
@@ -587,6 +589,56 @@ def score_holdout(
                         }
                     )
     return _scored(rows)
+
+
+@dataclass
+class BuildScores:
+    """Every model's held-out scores on one build's runs (``score_build``): the predictions, the per-split and
+    pooled tables, the replicate floors, and what the step-time filter kept and left out."""
+
+    pred: pd.DataFrame
+    by_split: pd.DataFrame
+    pooled: pd.DataFrame
+    runs: pd.DataFrame  # the sweep's runs the filter kept
+    noise: dict
+    off_grid: dict = field(default_factory=dict)  # {split: the runs the filter kept}
+    off_grid_noise: dict = field(default_factory=dict)  # {split: their replicate noise}
+    ci_filter: dict = field(default_factory=dict)  # {"max_step_ci95_rel", group: counts}
+    dropped: dict = field(default_factory=dict)  # {group: run ids left out}
+
+
+def score_build(
+    runs_all: pd.DataFrame,
+    off_grid_all: dict,
+    models: dict,
+    level: float = 0.9,
+    max_step_ci95_rel: float | None = 0.1,
+) -> BuildScores:
+    """The one scoring of a build, for the validation page and for every stored build alike: the step-time filter
+    on the sweep's runs (``runs_all``, with proxies) and on each off-grid group (``off_grid_all``: {'holdout' (the
+    validation set) or 'test' (the test set): runs, or None}), every model validated on the held-out splits of the
+    kept runs, the off-grid groups predicted by fits on all of them, and the scores per split and pooled."""
+    from companion.energy.noise import replicate_noise
+    from companion.energy.tables import filter_counts, usable_runs
+
+    df, left_out = usable_runs(runs_all, max_step_ci95_rel)
+    ci_filter = {"max_step_ci95_rel": max_step_ci95_rel, "sweep": filter_counts(runs_all, left_out)}
+    dropped = {"sweep": list(left_out)}
+    pred = validate_models(df, models, level=level)
+    kept, noises = {}, {}
+    for split, frame_all in off_grid_all.items():
+        if frame_all is None or frame_all.empty:
+            continue
+        frame, gone = usable_runs(frame_all, max_step_ci95_rel)
+        ci_filter[split], dropped[split] = filter_counts(frame_all, gone), list(gone)
+        pred = pd.concat([pred, score_holdout(df, frame, models, level, split=split)], ignore_index=True)
+        kept[split], noises[split] = (
+            frame,
+            replicate_noise(frame),
+        )  # each group's own floor: its protocol, its time
+    noise = replicate_noise(df)
+    by_split, pooled = score_splits(pred, noise, noises.get("holdout"), level, test_noise=noises.get("test"))
+    return BuildScores(pred, by_split, pooled, df, noise, kept, noises, ci_filter, dropped)
 
 
 def headline_figures(by_split: pd.DataFrame, pooled: pd.DataFrame, model: str = "operator_roofline") -> dict:

@@ -143,7 +143,8 @@ $(DERIVED)/runs.csv: $(STAMP) $(PROFILE_FILE) $(HOLDOUT_FILE) notebooks/01_runs.
 # a CPU's roofs come from its calibration (one measurement for the proxies and the operator model)
 $(DERIVED)/proxies.csv: $(DERIVED)/runs.csv notebooks/02_proxies.py params/02_proxies.yaml $(CALIBRATION) \
 		$(E)/proxies.py $(E)/tables.py $(E)/hardware.py $(E)/efficiency.py $(E)/resources/hardware.yaml $(E)/opcount.py \
-		$(E)/noise.py $(E)/opmodel.py $(E)/calibration.py $(E)/predict.py $(R)/figures.py src/companion/runs/calibrate.py
+		$(E)/noise.py $(E)/opmodel.py $(E)/calibration.py $(E)/predict.py $(R)/figures.py src/companion/runs/calibrate.py \
+		$(R)/prose.py
 	$(call stage,02_proxies)
 
 # stage 02 writes the replicate noise floor beside proxies.csv (one producer, two files)

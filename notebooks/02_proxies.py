@@ -30,13 +30,14 @@ check_configs = [
 # hide
 import numpy as np
 import pandas as pd
+from IPython.display import HTML, display
 from myst_nb import glue
 
 from companion import paths
 
 from companion.energy import hardware, tables
 
-from companion.report import figures
+from companion.report import figures, prose
 from companion.energy.opcount import proxy_check
 from companion.energy.noise import replicate_noise
 from companion.energy.calibration import measured_roofs
@@ -111,6 +112,9 @@ for d in sorted(set(runs.device_name)):
                 }
             )
         facts = calibration_facts({**cal, "warnings": [*(cal.get("warnings") or []), *found.warnings]})
+        banner = prose.calibration_banner(d, found.problems, gpu=d != "cpu")
+        if banner:  # the quantities the checks replaced, said where the page uses them
+            display(HTML(banner))
 for key, text in facts.items():
     glue(f"calibration_{key}", text, display=False)
 calibration = pd.DataFrame(cal_rows, columns=["device", "quantity", "shown", "how"]).rename(

@@ -57,3 +57,12 @@ def test_ram_shares_are_the_runs_that_have_one():
     assert prose.ram_shares(
         _runs().drop(columns="ram_energy_share")
     ).empty  # a runs.csv from before the column
+
+
+def test_a_page_using_a_partly_replaced_calibration_says_so():
+    from companion.report.prose import calibration_banner
+
+    assert calibration_banner("cpu", {}, gpu=False) is None
+    cpu = calibration_banner("cpu", {"gemm": ["stuck"], "power": ["nan"]}, gpu=False)
+    assert "matrix-multiply roof, power" in cpu and "measured when the analysis ran" in cpu
+    assert "datasheet" in calibration_banner("H200", {"attention": ["small"]}, gpu=True)

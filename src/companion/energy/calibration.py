@@ -53,6 +53,19 @@ REQUIRED = (
 )
 
 
+# the calibration's quantities (the checks' names) in words
+QUANTITY_WORDS = {
+    "gemm": "matrix-multiply roof",
+    "attention": "attention cost",
+    "bandwidth": "copy bandwidth",
+    "elementwise": "element-wise rate",
+    "optimizer": "optimizer rate",
+    "op_counts": "operator counts",
+    "power": "power",
+    "launch": "launch cost",
+}
+
+
 class CalibrationError(ConfigError):
     """A calibration file that cannot be used at all."""
 

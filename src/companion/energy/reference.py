@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from companion.energy import opmodel, proxies, tables
-from companion.energy.calibration import load_calibration
+from companion.energy.calibration import QUANTITY_WORDS, load_calibration
 from companion.energy.models import OperatorPoint
 from companion.paths import reference_dir
 
@@ -223,18 +223,6 @@ def regime_points(device: str, root: Path | None = None, tier: str = "calibrated
             "mfu_pct": 100 * df.flops_per_step.astype(float) / df.step_s.astype(float) / peak,
         }
     )
-
-
-QUANTITY_WORDS = {
-    "gemm": "matrix-multiply roof",
-    "attention": "attention cost",
-    "bandwidth": "copy bandwidth",
-    "elementwise": "element-wise rate",
-    "optimizer": "optimizer rate",
-    "op_counts": "operator counts",
-    "power": "power",
-    "launch": "launch cost",
-}
 
 
 def reference_numbers(device: str, root: Path | None = None, level: float = 0.9) -> dict:

@@ -73,16 +73,11 @@ def profile_text(numbers: dict) -> str:
 
 
 def flagged_banner(numbers: dict) -> str | None:
-    """HTML of a warning box naming the calibration's quantities that the datasheet replaced, or None."""
-    if not numbers["flagged"]:
-        return None
-    names = ", ".join(f["quantity"] for f in numbers["flagged"].values())
-    return (
-        '<div class="admonition warning"><p class="admonition-title">Calibration partly replaced</p>'
-        f"<p>The {numbers['device']}'s calibration failed its checks for the {names}: its benchmarks timed kernel "
-        "launches, not the board. The calibrated tier takes those from the datasheet; the rest are the "
-        "board's own.</p></div>"
-    )
+    """The warning box of the GPU page where its calibration's checks replaced quantities by the datasheet's."""
+    from companion.report.prose import calibration_banner
+
+    problems = {q: f.get("problems", []) for q, f in (numbers.get("flagged") or {}).items()}
+    return calibration_banner(numbers["device"], problems, gpu=True)
 
 
 def headline_sentence(numbers: dict) -> str:

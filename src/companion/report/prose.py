@@ -114,3 +114,19 @@ def static_power_text(static_share: float, p0_w: float, idle_w: float | None, ra
             "term, a constant power: static by construction, whatever share the fit gives it."
         )
     return text
+
+
+def calibration_banner(device: str, problems: dict, gpu: bool) -> str | None:
+    """HTML of a warning box for a page that uses a calibration some of whose quantities failed their checks
+    (``problems``: {quantity: [problem, ...]}): which ones, and what the page uses instead; None where none did."""
+    from companion.energy.calibration import QUANTITY_WORDS
+
+    if not problems:
+        return None
+    names = ", ".join(QUANTITY_WORDS.get(q, q) for q in problems)
+    instead = "the datasheet's values" if gpu else "values measured when the analysis ran"
+    return (
+        '<div class="admonition warning"><p class="admonition-title">Calibration partly replaced</p>'
+        f"<p>The {device} calibration failed its checks for the {names}. This page uses {instead} in their place; "
+        "the rest of the calibration is used as measured.</p></div>"
+    )

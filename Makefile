@@ -181,7 +181,7 @@ $(DERIVED)/builds.csv: $(DERIVED)/validation.json $(DERIVED)/runs.csv $(wildcard
 # the GPU chapter: the committed reference measurements of one GPU, scored by every tier (no sweep of this build)
 $(DERIVED)/gpu.json: $(wildcard data/reference/H200/*.json data/reference/H200/runs/*.json) notebooks/08_gpu.py \
 		params/08_gpu.yaml $(E)/reference.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/hardware.py \
-		$(E)/resources/hardware.yaml $(E)/proxies.py $(E)/tables.py $(R)/gpu.py $(R)/figures.py $(R)/headline.py | $(STAMP)
+		$(E)/resources/hardware.yaml $(E)/proxies.py $(E)/tables.py $(R)/gpu.py $(R)/figures.py $(R)/headline.py $(R)/prose.py | $(STAMP)
 	$(call stage,08_gpu)
 
 ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/noise.json $(DERIVED)/fit.json $(DERIVED)/validation.json \

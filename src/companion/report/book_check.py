@@ -40,6 +40,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
 WIDTH_PX = 1400  # a desktop reader's window
@@ -584,3 +585,66 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------------------------------ the reader's text
+class _ReaderText(HTMLParser):
+    """The text a reader sees in a page's main column: not the collapsed code cells, scripts or navigation."""
+
+    SKIP = {"script", "style", "nav", "footer", "header", "svg"}
+
+    def __init__(self):
+        super().__init__()
+        self.parts, self.skip, self.main = [], [], 0
+
+    def handle_starttag(self, tag, attrs):
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "main":
+            self.main += 1
+        if tag in self.SKIP or "cell_input" in classes or "headerlink" in classes:
+            self.skip.append(tag)
+        elif self.skip:
+            self.skip.append(tag)
+
+    def handle_endtag(self, tag):
+        if tag == "main":
+            self.main -= 1
+        if self.skip:
+            self.skip.pop()
+
+    def handle_data(self, data):
+        if self.main and not self.skip:
+            self.parts.append(data)
+
+
+def reader_text(page: Path) -> str:
+    """The visible text of a page's main column, as one string."""
+    parser = _ReaderText()
+    parser.feed(Path(page).read_text(encoding="utf-8"))
+    return " ".join(" ".join(parser.parts).split())
+
+
+# what a reader should not meet outside the page on reproducing: code names, file paths, run ids
+CODE_PATTERNS = (
+    re.compile(r"\b[a-z][a-z0-9]*_[a-z0-9_]+\b"),  # snake_case names
+    re.compile(r"\b[\w-]+\.(?:py|json|csv|yaml|ipynb|jsonl|tar\.gz)\b"),  # file names
+    re.compile(r"\b(?:data|src|build|notebooks|params)/[\w./<>-]+"),  # paths
+    re.compile(r"\bL\d+-h\d+-a\d+\S*"),  # run ids
+)
+
+
+def code_leaks(text: str) -> list[str]:
+    """The code names, file names, paths and run ids in ``text``, each once, in order of appearance."""
+    found = []
+    for pattern in CODE_PATTERNS:
+        found += [m.group(0) for m in pattern.finditer(text)]
+    return list(dict.fromkeys(found))
+
+
+def word_counts(html_dir: Path) -> dict[str, dict]:
+    """Per page (its path under ``html_dir``): the words a reader sees and the code-like tokens among them."""
+    out = {}
+    for page in book_pages(html_dir):
+        text = reader_text(page)
+        out[str(page.relative_to(html_dir))] = {"words": len(text.split()), "leaks": code_leaks(text)}
+    return out

@@ -152,13 +152,13 @@ $(DERIVED)/noise.json: $(DERIVED)/proxies.csv
 	@test -f $@ || { echo "$@ is missing: remove $< and re-run, stage 02_proxies writes both"; exit 1; }
 
 $(DERIVED)/fit.json: $(DERIVED)/proxies.csv notebooks/03_fit.py params/03_fit.yaml $(CALIBRATION) \
-		$(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/tables.py $(R)/figures.py \
+		$(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/registry.py $(E)/tables.py $(R)/figures.py \
 		$(R)/headline.py $(R)/prose.py
 	$(call stage,03_fit)
 
 $(DERIVED)/validation.json: $(DERIVED)/proxies.csv notebooks/04_validation.py params/04_validation.yaml \
 		params/03_fit.yaml $(CALIBRATION) $(HOLDOUT) $(E)/validation.py $(E)/laws.py $(E)/efficiency.py $(E)/fit.py \
-		$(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/noise.py $(E)/tables.py $(R)/figures.py $(R)/headline.py
+		$(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/registry.py $(E)/noise.py $(E)/tables.py $(R)/figures.py $(R)/headline.py
 	$(call stage,04_validation)
 
 $(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_predict.yaml $(E)/predict.py \
@@ -174,13 +174,13 @@ $(DERIVED)/headline.json: $(DERIVED)/validation.json $(DERIVED)/explore.csv $(DE
 # (the folder as well: an archive removed changes its time, where the list of archives alone would not notice)
 $(DERIVED)/builds.csv: $(DERIVED)/validation.json $(DERIVED)/runs.csv $(wildcard data/reference/$(PROFILE_NAME) \
 		data/reference/$(PROFILE_NAME)/*.tar.gz) notebooks/07_builds.py \
-		params/07_builds.yaml $(E)/stored.py $(E)/validation.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/noise.py $(E)/tables.py \
+		params/07_builds.yaml $(E)/stored.py $(E)/validation.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/registry.py $(E)/noise.py $(E)/tables.py \
 		$(E)/proxies.py $(R)/builds.py $(R)/figures.py $(R)/headline.py $(R)/provenance.py
 	$(call stage,07_builds)
 
 # the GPU chapter: the committed reference measurements of one GPU, scored by every tier (no sweep of this build)
 $(DERIVED)/gpu.json: $(wildcard data/reference/H200/*.json data/reference/H200/runs/*.json) notebooks/08_gpu.py \
-		params/08_gpu.yaml $(E)/reference.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/hardware.py \
+		params/08_gpu.yaml $(E)/reference.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/registry.py $(E)/hardware.py \
 		$(E)/resources/hardware.yaml $(E)/proxies.py $(E)/tables.py $(R)/gpu.py $(R)/figures.py $(R)/headline.py $(R)/prose.py | $(STAMP)
 	$(call stage,08_gpu)
 

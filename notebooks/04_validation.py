@@ -40,7 +40,8 @@ from companion.report import figures, headline
 from companion.runs.records import write_json
 from companion.energy.validation import MODEL_SPLITS, explain, validate, verdict
 from companion.energy import validation as val
-from companion.energy.models import fit_point, validated_models
+from companion.energy.models import fit_point
+from companion.energy.registry import validated_models
 from companion.energy.calibration import load_device_roofs
 from companion.energy.opmodel import INTERVAL_OVERHEAD_WEIGHT, proxy_roofs
 from companion.energy.tables import load_runs, proxies_frame, usable_runs

@@ -217,47 +217,11 @@ def paper_law(n_boot: int = 50) -> LawModel:
     )
 
 
-BASELINES = {
-    "tokens_linear": lambda: LawModel(
-        "tokens_linear", LAWS["tokens_linear"].label, baseline=True, law="tokens_linear"
-    ),
-    "flops_power_law": lambda: LawModel(
-        "flops_power_law", LAWS["flops_power_law"].label, baseline=True, law="flops_power_law"
-    ),
-    "tdp_time": lambda: LawModel(
-        "tdp_time",
-        LAWS["tdp_time"].label,
-        baseline=True,
-        uses_measured_time=True,
-        predicts_time=False,
-        law="tdp_time",
-    ),
-}
+def baseline(name: str) -> Model:
+    """A baseline of the registry (``companion.energy.registry``), built (baselines need no device roofs)."""
+    from companion.energy.registry import REGISTRY
 
-
-def all_models(dev: opmodel.DeviceRoofs) -> dict[str, Model]:
-    """The primary model, the paper's law and the baselines, by name."""
-    return {
-        "operator_roofline": OperatorRoofline("operator_roofline", "operator roofline", dev=dev),
-        "roofline_power_law": paper_law(),
-        **{k: f() for k, f in BASELINES.items()},
-    }
-
-
-def validated_models(dev: opmodel.DeviceRoofs) -> dict[str, Model]:
-    """Every model the validation page scores: ``all_models``, the operator roofline's calibrated tier, which
-    learns nothing from runs, and its power model given the measured time (energy's error without time's)."""
-    return {
-        **all_models(dev),
-        "calibrated_tier": OperatorRoofline("calibrated_tier", "calibrated tier", dev=dev, fitted=False),
-        "power_given_time": PowerGivenTime(
-            "power_given_time",
-            "operator roofline's power × measured time",
-            dev=dev,
-            uses_measured_time=True,
-            predicts_time=False,
-        ),
-    }
+    return REGISTRY[name].build(None)
 
 
 # ------------------------------------------------------------------------------------------ fitting

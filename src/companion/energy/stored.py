@@ -125,7 +125,7 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
     device and host the sweep ran and how its energy was obtained."""
     from companion.energy import validation as val
     from companion.energy.calibration import load_device_roofs
-    from companion.energy.models import validated_models
+    from companion.energy.registry import validated_models
     from companion.energy.opmodel import proxy_roofs
     from companion.energy.tables import load_runs, proxies_frame
 
@@ -202,7 +202,7 @@ def this_build_scores(validation: dict, runs: pd.DataFrame, commit: str | None, 
 
 def check_models(model_names) -> list[str]:
     """``model_names`` as a list, each one the validation knows (a one-line error names the unknown ones)."""
-    from companion.energy.models import validated_models
+    from companion.energy.registry import validated_models
 
     names = [model_names] if isinstance(model_names, str) else list(model_names)
     known = sorted(validated_models(None))  # the names do not depend on the device
@@ -233,6 +233,7 @@ SCORED_BY = (
     "noise.py",
     "opmodel.py",
     "proxies.py",
+    "registry.py",
     "stored.py",
     "tables.py",
     "validation.py",

@@ -704,9 +704,9 @@ def model_verdict(
     None where a split has too few replicated runs for a floor). Beside the baselines, the strongest one: the
     same model's ``calibrated`` tier, which fits nothing on the sweep; fitting must bring the pooled MAPE to at
     most ``calibrated_ratio`` x its MAPE (and the ratio per split is kept)."""
-    from companion.energy.models import BASELINES
+    from companion.energy.registry import PRE_RUN_BASELINES
 
-    pre_run = [n for n, f in BASELINES.items() if not f().uses_measured_time]
+    pre_run = list(PRE_RUN_BASELINES)
     out = {"model": model, "targets": {}}
     for target in ("time", "energy"):
         p = pooled[(pooled.target == target)].set_index("model")

@@ -17,6 +17,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from companion.energy import registry
 from companion.energy.fit import energy_kind
 from companion.energy.validation import SPLIT_WORDS
 from companion.errors import ConfigError
@@ -38,7 +39,7 @@ PART_SCALE = alt.Scale(domain=PART_ORDER, range=["#9c755f", "#72b7b2", "#e45756"
 KIND_ORDER = ["law", "baseline", "after the fact (measured time)"]
 KIND_SCALE = alt.Scale(domain=KIND_ORDER, range=["#ff9da6", "#bab0ac", "#eeca3b"])
 # the validation's models by kind: the law's and baselines' colours above, one more for the operator roofline
-MODEL_KIND_ORDER = ["operator roofline", "law", "baseline", "after the fact (measured time)"]
+MODEL_KIND_ORDER = list(registry.KINDS)
 MODEL_KIND_SCALE = alt.Scale(domain=MODEL_KIND_ORDER, range=["#1b7f79", "#ff9da6", "#bab0ac", "#eeca3b"])
 COMPARISON_WIDTH = (
     270  # each of the two panels of model_comparison: both fit the text column with their labels
@@ -71,17 +72,8 @@ OPERATOR_COLORS = [
     "#393b79",
     "#637939",
 ]
-# The models of the validation, in words and in one order (the primary model first).
-MODEL_WORDS = {
-    "operator_roofline": "operator roofline",
-    "calibrated_tier": "calibrated tier",
-    "roofline_power_law": "paper's law",
-    "energy_roofline": "energy roofline",
-    "flops_power_law": "FLOPs power law",
-    "tokens_linear": "tokens-linear",
-    "tdp_time": "power × time",
-    "power_given_time": "roofline power × time",
-}
+# The models of the validation, in words and in one order (the primary model first): the registry's
+MODEL_WORDS = {spec.name: spec.short for spec in registry.SPECS}
 SI = "~s"  # axis labels with SI prefixes: 100G, 2.5m
 NUM = ".3~g"  # three significant digits, no padding: 0.9, 1.6e-10
 
@@ -797,17 +789,9 @@ def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
                 description="Too few runs in this build to hold out whole groups, so no model is scored.",
             )
         )
-    kinds = {
-        "operator_roofline": MODEL_KIND_ORDER[0],
-        "calibrated_tier": MODEL_KIND_ORDER[0],
-        "roofline_power_law": MODEL_KIND_ORDER[1],
-        "energy_roofline": MODEL_KIND_ORDER[1],
-        "tdp_time": MODEL_KIND_ORDER[3],
-        "power_given_time": MODEL_KIND_ORDER[3],
-    }
     s = _with_split_words(scores).assign(
         label=scores.model.map(lambda m: MODEL_WORDS.get(m, str(m).replace("_", " "))),
-        kind=scores.model.map(lambda m: kinds.get(m, MODEL_KIND_ORDER[2])),
+        kind=scores.model.map(registry.kind),
         target_label=scores.target.map(lambda t: f"{t} per step"),
     )
     models = [MODEL_WORDS[m] for m in MODEL_WORDS if m in set(s.model)] + sorted(

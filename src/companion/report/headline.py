@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from companion.energy import registry
 from companion.energy.efficiency import kappa_fitted
 from companion.energy.validation import coverage_consistent
 
@@ -29,18 +30,9 @@ NA = "not available"
 LEVEL = 0.9  # the level of the models' prediction intervals and of the MAPE's bootstrap interval
 POOLED = "pooled"
 
-# The models of the primary comparison, in the order the book shows them, in the book's words.
-MODELS = {
-    "operator_roofline": "operator roofline, fitted (primary)",
-    "calibrated_tier": "operator roofline, calibrated tier (nothing fitted)",
-    "roofline_power_law": "paper's law (roofline power law)",
-    "flops_power_law": "FLOPs-only power law (baseline)",
-    "tokens_linear": "tokens-linear, Wang et al. 2023 (baseline)",
-    "tdp_time": "fitted power × measured time (baseline, after the fact)",
-    "power_given_time": "operator roofline's power model × measured time (energy's error without time's)",
-}
-PRIMARY, PAPER = "operator_roofline", "roofline_power_law"
-PRE_RUN_BASELINES = ("flops_power_law", "tokens_linear")  # tdp_time reads the run's measured time
+# The models of the primary comparison, in the order the book shows them, in the book's words (the registry's)
+MODELS = {spec.name: spec.label for spec in registry.SPECS if spec.build is not None}
+PRIMARY, PAPER, PRE_RUN_BASELINES = registry.PRIMARY, registry.PAPER, registry.PRE_RUN_BASELINES
 # Short column names for the splits (the page's legend says what each holds out, from validation.json).
 SPLITS = {
     "leave_one_size_out": "size",
@@ -101,7 +93,7 @@ def _bound(x) -> str:
 
 
 def model_label(name) -> str:
-    return MODELS.get(name, str(name).replace("_", " "))
+    return registry.label(name)
 
 
 def model_name(name) -> str:

@@ -4,6 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from companion.energy.registry import REGISTRY
+
 from companion.energy import laws as laws_mod
 from companion.energy.efficiency import fit_usl, measured_eta, predict_eta, usl_eta
 from companion.energy.laws import LAWS, fit_law
@@ -307,7 +309,7 @@ def test_model_validation_never_fits_on_held_out_rows(monkeypatch):
     monkeypatch.setattr(models_mod, "fit_point", spy_fit_point)
     models = {
         "roofline_power_law": models_mod.paper_law(n_boot=0),
-        "flops_power_law": models_mod.baseline("flops_power_law"),
+        "flops_power_law": REGISTRY["flops_power_law"].build(None),
     }
     pred = validate_models(
         X, models, splits=["leave_one_size_out", "leave_one_degree_out", "leave_one_mode_out"]
@@ -335,7 +337,7 @@ def test_holdout_runs_are_scored_never_fitted(monkeypatch):
     monkeypatch.setattr(
         models_mod, "fit_point", lambda m, df: seen.append(frozenset(df.run_id)) or real(m, df)
     )
-    pred = score_holdout(train, holdout, {"flops_power_law": models_mod.baseline("flops_power_law")})
+    pred = score_holdout(train, holdout, {"flops_power_law": REGISTRY["flops_power_law"].build(None)})
     assert seen and all(not ids & set(holdout.run_id) for ids in seen)
     assert set(pred.run_id) == set(holdout.run_id) and set(pred.split) == {"holdout"}
 

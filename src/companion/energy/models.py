@@ -217,13 +217,6 @@ def paper_law(n_boot: int = 50) -> LawModel:
     )
 
 
-def baseline(name: str) -> Model:
-    """A baseline of the registry (``companion.energy.registry``), built (baselines need no device roofs)."""
-    from companion.energy.registry import REGISTRY
-
-    return REGISTRY[name].build(None)
-
-
 # ------------------------------------------------------------------------------------------ fitting
 def fit_point(model: Model, df: pd.DataFrame):
     """The one place a model learns from runs (validation's leak test watches it)."""

@@ -111,7 +111,9 @@ for d in sorted(set(runs.device_name)):
                     + ("; " + FSDP_UNIT_WORDS if "FSDP" in layout_unit_words(name) else ""),
                 }
             )
-        facts = calibration_facts({**cal, "warnings": [*(cal.get("warnings") or []), *found.warnings]})
+        facts = calibration_facts(
+            {**cal, "warnings": [*(cal.get("warnings") or []), *prose.calibration_notes(found)]}
+        )
         banner = prose.calibration_banner(d, found.problems, gpu=d != "cpu")
         if banner:  # the quantities the checks replaced, said where the page uses them
             display(HTML(banner))

@@ -66,3 +66,16 @@ def test_a_page_using_a_partly_replaced_calibration_says_so():
     cpu = calibration_banner("cpu", {"gemm": ["stuck"], "power": ["nan"]}, gpu=False)
     assert "matrix-multiply roof, power" in cpu and "measured when the analysis ran" in cpu
     assert "datasheet" in calibration_banner("H200", {"attention": ["small"]}, gpu=True)
+
+
+def test_a_page_says_a_calibration_warning_without_the_machine_s_path(tmp_path):
+    from types import SimpleNamespace
+
+    from companion.report.prose import calibration_notes
+
+    path = tmp_path / "devices" / "cpu.json"
+    found = SimpleNamespace(
+        path=path, warnings=[f"calibration {path}: gemm failed its check (stuck); using x"]
+    )
+    (note,) = calibration_notes(found)
+    assert str(tmp_path) not in note and note.startswith("the calibration: gemm failed its check")

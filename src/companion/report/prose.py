@@ -130,3 +130,9 @@ def calibration_banner(device: str, problems: dict, gpu: bool) -> str | None:
         f"<p>The {device} calibration failed its checks for the {names}. This page uses {instead} in their place; "
         "the rest of the calibration is used as measured.</p></div>"
     )
+
+
+def calibration_notes(found) -> list[str]:
+    """A checked calibration's warnings (``energy.calibration.Calibration``) as a page says them: without the
+    file's path on the machine that built the book."""
+    return [str(w).replace(f"calibration {found.path}", "the calibration") for w in found.warnings]

@@ -152,19 +152,40 @@ def split_sizes_text(table: pd.DataFrame, level: float, model: str = "operator_r
     )
 
 
+def coverage_over_builds(pooled: pd.DataFrame, target: str, model: str = "operator_roofline", band=BAND_PCT):
+    """The one summary of the coverage pooled over the stored builds (``pooled_coverage``'s rows) for ``target``:
+    its lowest and highest over the groups, the builds, the held-out predictions per group, and the groups outside
+    ``band`` ({group: coverage}); None where no build was scored."""
+    from companion.energy.validation import coverage_consistent
+
+    p = pooled[(pooled.model == model) & (pooled.split != POOLED) & (pooled.target == target)]
+    if p.empty:
+        return None
+    return {
+        "lo": float(p.coverage_pct.min()),
+        "hi": float(p.coverage_pct.max()),
+        "builds": int(p.sweeps.max()),
+        "n_lo": int(p.n.min()),
+        "n_hi": int(p.n.max()),
+        "outside": {
+            r.split: float(r.coverage_pct)
+            for r in p.itertuples()
+            if not coverage_consistent(r.coverage_pct, *band)
+        },
+    }
+
+
 def coverage_short(pooled: pd.DataFrame, model: str = "operator_roofline", band=BAND_PCT) -> str:
     """The pooled coverage for another page's sentence: its range over the groups per target, how many builds,
     and whether every group lies within ``band``."""
-    p = pooled[(pooled.model == model) & (pooled.split != POOLED)]
-    if p.empty:
+    found = {t: coverage_over_builds(pooled, t, model, band) for t in TARGETS}
+    found = {t: c for t, c in found.items() if c is not None}
+    if not found:
         return "not available (no stored build was scored)"
-    ranges = [
-        f"{_range(p[p.target == t].coverage_pct.min(), p[p.target == t].coverage_pct.max())} % for {t}"
-        for t in TARGETS
-        if t in set(p.target)
-    ]
-    inside = bool(p.in_band.all())
-    return f"{' and '.join(ranges)} per split over {int(p.sweeps.max())} builds, " + (
+    ranges = [f"{_range(c['lo'], c['hi'])} % for {t}" for t, c in found.items()]
+    inside = not any(c["outside"] for c in found.values())
+    builds = max(c["builds"] for c in found.values())
+    return f"{' and '.join(ranges)} per split over {builds} builds, " + (
         f"every split within {band[0]:.0f}–{band[1]:.0f} %"
         if inside
         else f"not every split within {band[0]:.0f}–{band[1]:.0f} %"

@@ -788,21 +788,20 @@ def _test_cell(t: dict) -> str:
 def builds_coverage(builds: pd.DataFrame | None, target: str, band) -> str:
     """Each split's coverage on the stored builds' pooled predictions, for ``target``: whether every split lies
     within ``band`` (a related question, not the one-build criterion), the range over the splits (off-grid runs
-    included), the splits outside ``band`` and how many builds and predictions."""
+    included), the splits outside ``band`` and how many builds and predictions (``builds.coverage_over_builds``)."""
+    from companion.report.builds import coverage_over_builds
+
     if builds is None or not len(builds) or not band:
         return NA
-    b = builds[(builds.model == PRIMARY) & (builds.target == target) & (builds.split != POOLED)]
-    if b.empty:
+    c = coverage_over_builds(builds, target, PRIMARY, band)
+    if c is None:
         return NA
-    outside = [
-        f"{split_label(r.split)} {r.coverage_pct:.1f} %"
-        for r in b.itertuples()
-        if not coverage_consistent(r.coverage_pct, *band)
-    ]
+    outside = [f"{split_label(k)} {v:.1f} %" for k, v in c["outside"].items()]
     return (
-        f"{'yes' if not outside else 'no'} ({b.coverage_pct.min():.1f}–{b.coverage_pct.max():.1f} % over "
-        f"{int(b.sweeps.max())} builds, {int(b.n.min()):,}–{int(b.n.max()):,} held-out predictions per split "
-        "summed over them" + (f"; outside: {', '.join(outside)}" if outside else "") + ")"
+        f"{'yes' if not outside else 'no'} ({c['lo']:.1f}–{c['hi']:.1f} % over {c['builds']} builds, "
+        f"{c['n_lo']:,}–{c['n_hi']:,} held-out predictions per split summed over them"
+        + (f"; outside: {', '.join(outside)}" if outside else "")
+        + ")"
     )
 
 

@@ -45,9 +45,8 @@ records_dir = paths.runs_dir(prof.name)
 # ## The sweep
 #
 # What this build asked of the sweep: runs finished now, runs whose records already existed, and failures.
-# A profile can name others to be measured with it (`measured_with`): the cpu grid names `holdout`,
-# configurations off the grid that the validation predicts without ever fitting on them. Such a profile has
-# its own row. Its runs are interleaved with the grid's, so both see the same minutes of the machine.
+# A profile can name others to be measured with it: the cpu grid names its validation set and its test set,
+# configurations off the grid that the validation predicts without ever fitting on them. Each has its own row. Its runs are interleaved with the grid's, so both see the same minutes of the machine.
 
 # %%
 if run_sweep:

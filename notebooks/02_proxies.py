@@ -137,10 +137,9 @@ calibration = pd.DataFrame(cal_rows, columns=["device", "quantity", "shown", "ho
 # %% [markdown]
 # ## The proxies against independent counts
 #
-# The FLOPs and parameter counts of `companion.energy.proxies` are formulas; here they meet independent counts
-# on a few configurations (the parameter `check_configs`): torch's `FlopCounterMode` over one forward and
-# backward pass (eager attention, so the attention-score matrix multiplies are counted), and the built model's
-# `numel()`. The FLOPs {glue:text}`flops_agree` and the parameter counts {glue:text}`params_agree`.
+# The FLOPs and parameter counts of the proxies are formulas; here they meet independent counts on a few
+# configurations (a parameter of this page): torch's FLOP counter over one forward and backward pass (eager
+# attention, so the attention-score matrix multiplies are counted), and the built model's parameter count. The FLOPs {glue:text}`flops_agree` and the parameter counts {glue:text}`params_agree`.
 #
 # Memory traffic has no such count to agree with. We use the analytic model of `companion.energy.proxies`
 # (weights, gradients, AdamW state and stored activations). An op-level count (the bytes every ATen op reads

@@ -41,7 +41,7 @@
 #   large runs, and a short run, mostly this traffic, would then be predicted with that multiplier.
 #
 # Last, each parallel layout the sweep ran gets one more factor, on its own overhead and collective seconds
-# (`layout_scale[tpT-dpD]` below: T-way TP × D-way FSDP, so `tp1-dp2` is FSDP over 2 ranks and `tp2-dp2` is
+# ("factor on layout tpT-dpD" below: T-way TP × D-way FSDP, so tp1-dp2 is FSDP over 2 ranks and tp2-dp2 is
 # 2-D), pulled towards 1; a layout the sweep never ran keeps 1.
 #
 # Energy is static power × metered units (the devices or nodes an energy meter reads) × time, plus, on a CPU
@@ -155,7 +155,7 @@ figures.static_vs_dynamic(split, df)
 # Runs left out of every fit because their step time's 95 % interval was wider than ±{glue:text}`step_ci_limit_pct` %
 # (an interval that wide comes from other load on the machine): {glue:text}`n_left_out`. The
 # roofs are {glue:text}`op_roofs_source`. Each time coefficient multiplies its term's roofline time: 1 means the
-# roofline holds as calibrated; a `layout_scale[tp…-dp…]` row is one more factor, on the overhead and collective
+# roofline holds as calibrated; a "factor on layout" row is one more factor, on the overhead and collective
 # terms of one parallel layout the sweep ran (1: the layouts' overheads in the ratio the calibration's probe
 # measured; a layout the sweep never ran keeps that ratio). The figure shows each term's share of every run's
 # step, the table after it the coefficients (the energy ones in their own units: static power per metered unit,
@@ -199,8 +199,8 @@ figures.operator_time_breakdown(scaled, df)
     op_coef.assign(
         target=op_coef.target.map({"step_s": "time", "energy_per_step_j": "energy"}),
         meaning=op_coef.param.map(headline.coefficient_words),
-    )[["target", "param", "meaning", "value", "unit"]]
-    .rename(columns={"param": "coefficient"})
+    )[["target", "meaning", "value", "unit"]]  # the names in code are in fit.json
+    .rename(columns={"meaning": "coefficient"})
     .style.format({"value": "{:.3g}"})
     .hide(axis="index")
 )

@@ -189,8 +189,8 @@ headline.styled_scores(scores["energy"], captions["energy"])
 # %% [markdown]
 # ### The verdict on the primary model
 #
-# The criteria the {glue:text}`verdict_model` is held to, and what it reached on this build's runs
-# (`validation.json`, `model_verdict`): {glue:text}`scored_runs_short`.
+# The criteria the {glue:text}`verdict_model` is held to, and what it reached on this build's runs:
+# {glue:text}`scored_runs_short`.
 
 # %%
 # hide
@@ -217,9 +217,9 @@ headline.styled_prose(paper)
 # %% [markdown]
 # ## Fitted coefficients, with what they can and cannot tell
 #
-# Every coefficient that the fit stage learned from this build's runs ({glue:text}`device`), as its
-# `fit.json` holds them (the baselines' step-time forms are fitted only inside the validation's folds, so none
-# of theirs is here). The operator roofline comes first, each parallel layout's factor (`layout_scale`) last: its coefficients are point values (most are multipliers of a term computed from the device's
+# Every coefficient that the fit stage learned from this build's runs ({glue:text}`device`), as the
+# fit stage wrote them (the baselines' step-time forms are fitted only inside the validation's folds, so none
+# of theirs is here). The operator roofline comes first, each parallel layout's factor last: its coefficients are point values (most are multipliers of a term computed from the device's
 # calibration), and its uncertainty is carried by its prediction intervals, which come from held-out
 # residuals. The laws and the USL curves of η(p) follow with their bootstrap intervals. Of
 # {glue:text}`n_coefficients` coefficients, {glue:text}`n_flagged` carry a note: a negative exponent on
@@ -231,11 +231,9 @@ headline.styled_prose(paper)
 
 # %%
 # hide
-# one column for the name and its meaning: the page's width holds no more (headline.json keeps both apart)
+# each coefficient in words (headline.json keeps its name in code beside them)
 shown = (
-    coefficients.assign(coefficient=coefficients.meaning + " (" + coefficients.coefficient + ")").drop(
-        columns="meaning"
-    )
+    coefficients.assign(coefficient=coefficients.meaning).drop(columns="meaning")
     if "meaning" in coefficients
     else coefficients
 )

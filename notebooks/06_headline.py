@@ -15,8 +15,7 @@
 #
 # How far each model's predictions for runs it never saw fall from the observed runs, split by split and
 # model by model, time and energy apart, before any single pooled number. Every value on this page is read
-# from the artifacts of the earlier stages (`validation.json`, `noise.json`, `fit.json`, `runs.csv`,
-# `explore.csv`) by `companion.report.headline`.
+# from what the earlier stages wrote.
 
 # %% tags=["parameters"]
 profile = "cpu"

@@ -13,18 +13,20 @@
 # %% [markdown]
 # # Across builds
 #
-# [](04_validation.ipynb) scores one sweep: the runs this build measured. Each *group* of held-out runs it
-# scores (one split's, such as every run of a held-out parallel degree, or the off-grid runs) holds
-# {glue:text}`split_sizes_text`. *Exact* intervals here means intervals that cover each run independently
-# with probability exactly the nominal level; even they land outside {glue:text}`band_text` in many groups, so
-# one build cannot say how close to the nominal level the intervals come in a given split. Builds of the cpu
-# profile on the project's reference machine are kept instead (`data/reference/cpu/`, one archive per build:
-# its runs, its off-grid runs and its calibration; `python benchmarks/model_accuracy.py --pack data/` stores
-# this build's). Here this build's code scores every stored build exactly as the validation page scores its
-# own (the same splits; the step-time filter and interval level read from this build's `validation.json`), and
-# pools each group's held-out predictions over all of them: {glue:text}`sweeps_text`. The operator roofline
-# is refitted in every fold of every build; the measurements are the stored ones, the model is today's.
-# {glue:text}`energy_text`
+# A *build* is one complete measurement of the cpu sweep and its off-grid runs on one machine, with that
+# machine's calibration. The stored builds, {glue:text}`sweeps_text`, are each scored by today's code exactly
+# as [](04_validation.ipynb) scores this build's runs, host by host first. Pooled over them, the operator
+# roofline's {glue:text}`level_pct` intervals cover {glue:text}`coverage_short`.
+#
+# ````{dropdown} Why many builds, and how they are scored
+# Each group of held-out runs one build scores (one split's, such as every run of a held-out parallel degree,
+# or the off-grid runs) holds {glue:text}`split_sizes_text`. *Exact* intervals here means intervals that cover
+# each run independently with probability exactly the nominal level; even they land outside
+# {glue:text}`band_text` in many groups, so one build cannot say how close to the nominal level the intervals
+# come in a given split. Each stored build holds its runs, its off-grid runs and its calibration; the
+# step-time filter and the interval level are this build's. The operator roofline is refitted in every fold of
+# every build; the measurements are the stored ones, the model is today's. {glue:text}`energy_text`
+# ````
 
 # %% tags=["parameters"]
 profile = "cpu"

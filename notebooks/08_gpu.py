@@ -111,6 +111,5 @@ glue("gpu_gflop_per_j", f"{base['gflop_per_j']:.0f}", display=False)
 gpu.facts_table(numbers).style.hide(axis="index")
 
 # %%
-# hide
 out = write_json(paths.derived_dir(profile) / "gpu.json", numbers)
 print(f"wrote {out}")

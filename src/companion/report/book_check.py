@@ -601,7 +601,8 @@ class _ReaderText(HTMLParser):
         classes = (dict(attrs).get("class") or "").split()
         if tag == "main":
             self.main += 1
-        if tag in self.SKIP or "cell_input" in classes or "headerlink" in classes:
+        skipped = {"cell_input", "headerlink", "companion-download"}  # code, anchors, the download box
+        if tag in self.SKIP or skipped & set(classes):
             self.skip.append(tag)
         elif self.skip:
             self.skip.append(tag)

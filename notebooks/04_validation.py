@@ -214,20 +214,9 @@ figures.model_comparison(by_split, df)
 # Most splits of one build hold a few dozen runs or fewer, so their coverage alone says little about the intervals;
 # [](07_builds.ipynb) pools each split's held-out runs over every stored build of the cpu profile.
 
-# %%
-# models as rows, splits as columns (pooled first), one table per target: MAPE, its interval, coverage
-scored = {"model_scores": by_split.to_dict("records"), "model_scores_pooled": pooled.to_dict("records")}
-headline.styled_scores(
-    headline.score_table(scored, "time"),
-    "Held-out MAPE (%) of the time per step (under each split: its runs, and an exact model's MAPE on them)",
-)
-
-# %%
-headline.styled_scores(
-    headline.score_table(scored, "energy"),
-    "Held-out MAPE (%) of the energy per step "
-    "(under each split: its runs, and an exact model's MAPE on them)",
-)
+# %% [markdown]
+# The same scores as tables, split by split with their intervals, coverage and replicate floors, and the verdict
+# criterion by criterion: [](06_headline.ipynb).
 
 # %% [markdown]
 # ### Which way a held-out degree is off

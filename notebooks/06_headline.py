@@ -126,16 +126,8 @@ glue("verdict_table", headline.styled_prose(verdict), display=False)
 glue("paper_table", headline.styled_prose(paper), display=False)
 
 # %% [markdown]
-# ```{glue:} energy_honesty_text
-# ```
-#
-# ```{glue:} filter_sensitivity_text
-# ```
-#
-# ```{glue:} gpu_text
-# ```
-#
-# The GPU's runs, tier by tier: [](08_gpu.ipynb). The rest of this page is this build's sweep.
+# How energy was obtained, the step-time filter's effect and the GPU's figures are said once, on
+# [](../intro.md); the GPU's runs, tier by tier: [](08_gpu.ipynb). This page is this build's sweep.
 #
 # ## Held-out error and coverage, per split and model
 #
@@ -205,13 +197,7 @@ headline.styled_prose(verdict)
 #
 # ## The paper's claims and this reproduction
 #
-# The paper's abstract is not reproduced here; the left column states its claims as this project reads
-# them (README, introduction), as claims, with one row for this companion's own primary model. The right
-# column is what this build's artifacts show.
-
-# %%
-# hide
-headline.styled_prose(paper)
+# Claim by claim, with this build's figures beside each: [](../intro.md) (the table is there only).
 
 # %% [markdown]
 # ## Fitted coefficients, with what they can and cannot tell

@@ -732,3 +732,36 @@ def test_headline_figures_name_the_worst_split_and_the_off_grid_groups():
     assert t["worst_split"] == "leave_one_mode_out" and t["worst_split_mape_pct"] == pytest.approx(12.0)
     assert t["pooled_mape_pct"] == pytest.approx(8.5)  # the two cross-validation splits only
     assert (t["holdout_mape_pct"], t["test_mape_pct"]) == (pytest.approx(9.0), pytest.approx(7.0))
+
+
+def test_the_verdict_records_the_thresholds_it_judged_by():
+    from companion.energy.validation import VERDICT_CRITERIA, _scored, describe_verdict, model_verdict, score
+
+    rows = [
+        {
+            "split": "leave_one_size_out",
+            "fold": "f",
+            "model": "operator_roofline",
+            "target": t,
+            "run_id": f"r{i}",
+            "size": f"s{i % 4}",
+            "mode": "tp",
+            "world_size": 2,
+            "measured": 1.0,
+            "predicted": 1.12,
+            "lo": 0.5,
+            "hi": 2.0,
+        }
+        for t in ("time", "energy")
+        for i in range(8)
+    ]
+    pred = _scored(rows)
+    v = model_verdict(score(pred, None, by=()), score(pred, None), target_pct=12.5, split_pct=20.0)
+    assert v["criteria"]["target_pct"] == 12.5 and v["criteria"]["split_pct"] == 20.0
+    assert v["targets"]["time"]["meets_pooled"] is True  # 12 % against 12.5 %
+    text = describe_verdict(v)
+    assert "(target 12.5 %)" in text and "(target 20 %)" in text and "target 10 %" not in text
+    assert (
+        model_verdict(score(pred, None, by=()), score(pred, None))["criteria"]["target_pct"]
+        == VERDICT_CRITERIA["target_pct"]
+    )

@@ -729,3 +729,17 @@ def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gp
         and "15.0 % time and 7.8 % energy over 7 runs" in body
     )
     assert "measured by a hardware counter" in headline.answer_box(v, runs.assign(energy_measured=True)).data
+
+
+def test_the_verdict_table_states_the_thresholds_the_artifact_recorded(validation):
+    v = copy.deepcopy(validation)
+    v["model_verdict"]["criteria"] = {
+        "target_pct": 12.0,
+        "split_pct": 18.0,
+        "coverage": [80.0, 97.0],
+        "stretch": 2.0,
+        "calibrated_ratio": 0.6,
+    }
+    crit = headline.verdict_table(v).criterion.tolist()
+    assert "at most 12 %" in crit[0] and "at most 18 %" in crit[1] and "80–97 %" in crit[3]
+    assert "0.6 × its own calibrated tier" in crit[9]

@@ -32,6 +32,14 @@ SPLIT_WORDS = {
     "holdout": "off-grid runs",
     "test": "test set",
 }
+# the primary model's criteria (``model_verdict``'s defaults, written into validation.json with its verdict)
+VERDICT_CRITERIA = {
+    "target_pct": 10.0,
+    "split_pct": 15.0,
+    "coverage": (85.0, 95.0),
+    "stretch": 1.5,
+    "calibrated_ratio": 0.7,
+}
 # groups of runs the sweep never fits, scored apart from its cross-validation splits and never pooled with them:
 # the off-grid validation set (design constants were chosen looking at it) and the test set (reporting only)
 OFF_GRID = ("holdout", "test")
@@ -181,7 +189,8 @@ def explain(v: dict, df: pd.DataFrame) -> str:
         f"{v['best_baseline_mape_pct']:.1f} %. The criteria the validation page sets for the paper's law, the bar "
         f"of a law said to predict energy before the run (its parameter target_mape_pct): a MAPE of at most "
         f"{v.get('target_mape_pct', 5.0):g} %, and at most half the best baseline's. The primary model is held "
-        "to its own verdict's criteria on the summary page (10 % pooled, 15 % in every split). "
+        f"to its own verdict's criteria on the summary page ({VERDICT_CRITERIA['target_pct']:g} % pooled, "
+        f"{VERDICT_CRITERIA['split_pct']:g} % in every split). "
     )
     met = int(v["meets_target"]) + int(v["beats_half_best_baseline"])
     if met == 2:
@@ -688,12 +697,12 @@ def model_verdict(
     pooled: pd.DataFrame,
     by_split: pd.DataFrame,
     model: str = "operator_roofline",
-    target_pct: float = 10.0,
-    split_pct: float = 15.0,
-    coverage=(85.0, 95.0),
-    stretch: float = 1.5,
+    target_pct: float = VERDICT_CRITERIA["target_pct"],
+    split_pct: float = VERDICT_CRITERIA["split_pct"],
+    coverage=VERDICT_CRITERIA["coverage"],
+    stretch: float = VERDICT_CRITERIA["stretch"],
     level: float = 0.9,
-    calibrated_ratio: float = 0.7,
+    calibrated_ratio: float = VERDICT_CRITERIA["calibrated_ratio"],
     calibrated: str = "calibrated_tier",
 ) -> dict:
     """The primary model's criteria for one model, from ``score`` tables (pooled: by=(); by_split: by=('split',)).
@@ -707,7 +716,16 @@ def model_verdict(
     from companion.energy.registry import PRE_RUN_BASELINES
 
     pre_run = list(PRE_RUN_BASELINES)
-    out = {"model": model, "targets": {}}
+    # the thresholds it judged by travel with the verdict, so the pages state them from the artifact
+    criteria = {
+        "target_pct": float(target_pct),
+        "split_pct": float(split_pct),
+        "coverage": [float(coverage[0]), float(coverage[1])],
+        "stretch": float(stretch),
+        "calibrated_ratio": float(calibrated_ratio),
+        "level": float(level),
+    }
+    out = {"model": model, "criteria": criteria, "targets": {}}
     for target in ("time", "energy"):
         p = pooled[(pooled.target == target)].set_index("model")
         s = by_split[(by_split.model == model) & (by_split.target == target)]
@@ -809,8 +827,9 @@ CRITERIA_WORDS = {
 
 
 def describe_verdict(v: dict) -> str:
-    """Plain text: what the model reached against each criterion."""
+    """Plain text: what the model reached against each criterion (the thresholds are the verdict's own)."""
     parts = []
+    c = {**VERDICT_CRITERIA, **(v.get("criteria") or {})}
     for target, t in v["targets"].items():
         keys = ["meets_pooled", "meets_every_split", "beats_half_best_baseline", "coverage_in_range"]
         keys += ["meets_holdout"] if t.get("meets_holdout") is not None else []
@@ -818,8 +837,9 @@ def describe_verdict(v: dict) -> str:
         missed = [CRITERIA_WORDS[k] for k in keys if not t[k]]
         worst, best = t["worst_split"], t["best_baseline"]
         parts.append(
-            f"{target}: pooled held-out MAPE {t['pooled_mape_pct']:.1f} % (target 10 %), worst split "
-            f"({SPLIT_WORDS.get(worst, worst)}) {t['worst_split_mape_pct'] or float('nan'):.1f} % (target 15 %), "
+            f"{target}: pooled held-out MAPE {t['pooled_mape_pct']:.1f} % (target {c['target_pct']:g} %), worst "
+            f"split ({SPLIT_WORDS.get(worst, worst)}) {t['worst_split_mape_pct'] or float('nan'):.1f} % (target "
+            f"{c['split_pct']:g} %), "
             f"best pre-run baseline ({LAWS[best].label if best in LAWS else best}) "
             f"{t['best_baseline_mape_pct'] or float('nan'):.1f} %"
             + (

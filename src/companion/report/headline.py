@@ -105,22 +105,15 @@ def split_label(name) -> str:
     return SPLITS.get(name, str(name).replace("_", " "))
 
 
-def verdict_criteria() -> dict:
-    """The thresholds ``model_verdict`` judged by (its defaults), so the page states the criteria it was held to."""
-    try:
-        from companion.energy.validation import model_verdict
+def verdict_criteria(validation: dict | None = None) -> dict:
+    """The thresholds the primary model's verdict judged by, as validation.json's verdict records them (those of
+    an artifact written before it recorded them: ``validation.VERDICT_CRITERIA``)."""
+    from companion.energy.validation import VERDICT_CRITERIA
 
-        p = inspect.signature(model_verdict).parameters
-        lo, hi = p["coverage"].default
-        return {
-            "target_pct": float(p["target_pct"].default),
-            "split_pct": float(p["split_pct"].default),
-            "coverage": (float(lo), float(hi)),
-            "stretch": float(p["stretch"].default),
-            "calibrated_ratio": float(p["calibrated_ratio"].default),
-        }
-    except Exception:  # a changed signature: the criteria are "not available", the booleans still read
-        return {}
+    v = validation.get("model_verdict") if isinstance(validation, dict) else None
+    c = {**VERDICT_CRITERIA, **((v or {}).get("criteria") or {} if isinstance(v, dict) else {})}
+    lo, hi = c["coverage"]
+    return {**c, "coverage": (float(lo), float(hi))}
 
 
 def level_pct(validation: dict) -> str:
@@ -252,7 +245,7 @@ def score_table(validation: dict, target: str) -> pd.DataFrame:
     s = s[s.target == target] if len(s) else s
     if s.empty:
         return pd.DataFrame()
-    rng = verdict_criteria().get("coverage")
+    rng = verdict_criteria(validation).get("coverage")
     models = [m for m in MODELS if m in set(s.model)] + [m for m in dict.fromkeys(s.model) if m not in MODELS]
     columns = {}
     for split in split_order(s):
@@ -646,7 +639,7 @@ def _consistent(t: dict) -> str:
     return "no" + (f" ({'; '.join(out)})" if out else "")
 
 
-def _stretch(t: dict) -> str:
+def _stretch(t: dict, limit: float | None = None) -> str:
     """The stretch criterion: met or not, with the split whose MAPE is the most times its runs' floor."""
     ratios = t.get("floor_ratio_by_split")
     if not isinstance(ratios, dict) or not ratios:
@@ -660,7 +653,7 @@ def _stretch(t: dict) -> str:
     # where an exact model's own error (estimated from the passes) is more than the stretch times the floor, no
     # model can be expected to meet it: MAPE / floor over MAPE / exact error is the exact error over the floor
     exact = t.get("exact_floor_ratio_by_split")
-    limit = verdict_criteria().get("stretch")
+    limit = verdict_criteria().get("stretch") if limit is None else limit
     if isinstance(exact, dict) and _num(limit) is not None:
         beyond = [
             f"{split_label(k)}, {known[k] / exact[k]:.1f} x"
@@ -694,7 +687,7 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None) -> pd.Da
     ``builds``: the coverage pooled over the stored builds (``companion.energy.stored.pooled_coverage`` of stage
     07's ``builds.csv``): how close to the nominal level each split comes on many builds' predictions, where one
     build's splits are too small to say; without it that row reads "not available"."""
-    c = verdict_criteria()
+    c = verdict_criteria(validation)
     rng = c.get("coverage")
     level = level_pct(validation)
     fmt = lambda key: f"{c[key]:.0f} %" if key in c else NA  # noqa: E731
@@ -758,7 +751,7 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None) -> pd.Da
                 if _num(t.get("holdout_noise_floor_pct")) is not None
                 else " (measured once each: no floor of their own)"
             ),
-            _stretch(t),
+            _stretch(t, c.get("stretch")),
             _exact_ratio(t),
             f"{_met(t.get('beats_calibrated_tier'))} (calibrated tier {_pct(t.get('calibrated_tier_mape_pct'))}"
             + (

@@ -121,3 +121,13 @@ def test_every_chart_is_a_numbered_captioned_figure_with_its_svg(built_book):
             assert (page.parent / href).resolve().is_file(), href
         if charts:
             assert "<noscript><img" in text, page.name
+
+
+def test_the_downloadable_notebooks_name_no_path_of_the_build_machine(built_book):
+    root, index = built_book
+    sources = sorted((index.parent / "_sources").rglob("*.ipynb"))
+    assert sources, "the book offers no notebook"
+    for nb in sources:
+        text = nb.read_text()
+        assert str(root) not in text and str(stages.SOURCE_ROOT) not in text, nb.name
+        assert str(index.parent.parent.parent) not in text, nb.name  # nor the folder the book was built in

@@ -216,7 +216,13 @@ def present(stage: str, executed: Path, profile: str, log: Path) -> None:
         presentation.path_roots(paths.repo_root(), SOURCE_ROOT),
         artifact,
     )
-    executed.write_text(json.dumps(nb, indent=1, ensure_ascii=False))
+    # the notebook the book offers for download names no path of the machine that built it (papermill's
+    # metadata, the hidden set-up cell's log): the checkout and the data root become relative
+    text = json.dumps(nb, indent=1, ensure_ascii=False)
+    book_src = executed.resolve().parent.parent  # <book>/generated/<stage>.ipynb
+    for root in sorted({str(paths.repo_root()), str(SOURCE_ROOT), str(book_src)}, key=len, reverse=True):
+        text = text.replace(root + "/", "").replace(root, ".")
+    executed.write_text(text)
     if moved:
         with log.open("a") as f:
             f.write("\n".join(moved))

@@ -801,8 +801,16 @@ def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
         set(s.split_label) - set(SPLIT_WORDS.values())
     )
     base = alt.Chart(s).encode(y=alt.Y("label:N", title=None, sort=models, axis=alt.Axis(labelLimit=130)))
-    bars = base.mark_bar().encode(
-        x=alt.X("mape_pct:Q", title="MAPE on held-out runs (%)"),
+    # errors span from a few % to several hundred: a log axis keeps the primary model and the laws legible
+    top = float(np.nanmax(s[["mape_pct", "mape_hi_pct"]].to_numpy(float))) if len(s) else 100.0
+    scale = alt.Scale(type="log", domain=[1, max(10.0, top * 1.2)], clamp=True)
+    bars = base.mark_point(filled=True, size=55, opacity=0.95).encode(
+        x=alt.X(
+            "mape_pct:Q",
+            title="MAPE on held-out runs (%, log scale)",
+            scale=scale,
+            axis=alt.Axis(values=[1, 2, 5, 10, 20, 50, 100, 200, 500], format="~g"),
+        ),
         color=alt.Color("kind:N", title="model", scale=MODEL_KIND_SCALE, legend=alt.Legend(orient="bottom")),
         tooltip=[
             alt.Tooltip("label:N", title="model"),
@@ -815,9 +823,9 @@ def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
             alt.Tooltip("coverage_pct:Q", format=".0f", title="interval coverage (%)"),
         ],
     )
-    rules = base.mark_rule(color="#333").encode(x="mape_lo_pct:Q", x2="mape_hi_pct:Q")
+    rules = base.mark_rule(color="#333").encode(x=alt.X("mape_lo_pct:Q", scale=scale), x2="mape_hi_pct:Q")
     return (
-        alt.layer(bars, rules)
+        alt.layer(rules, bars)
         .properties(width=COMPARISON_WIDTH, height=16 * len(models))
         .facet(
             row=alt.Row(
@@ -831,8 +839,8 @@ def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
         )
         .properties(
             title=_title("Held-out MAPE: every model", df),
-            description="Held-out MAPE of every model per split, time and energy apart; the black line is its "
-            "interval from resampling whole groups. Shorter bars predict unseen runs better.",
+            description="Held-out MAPE of every model per split, time and energy apart, on a log axis; the black "
+            "line is its interval from resampling whole groups. Points further left predict unseen runs better.",
         )
     )
 

@@ -743,3 +743,8 @@ def test_the_verdict_table_states_the_thresholds_the_artifact_recorded(validatio
     crit = headline.verdict_table(v).criterion.tolist()
     assert "at most 12 %" in crit[0] and "at most 18 %" in crit[1] and "80–97 %" in crit[3]
     assert "0.6 × its own calibrated tier" in crit[9]
+
+
+def test_the_answer_box_compares_nothing_it_does_not_have():
+    body = headline.answer_box({}, pd.DataFrame({"energy_measured": [False], "world_size": [1]})).data
+    assert "no comparison in this build" in body and "does not beat" not in body and "no verdict" in body

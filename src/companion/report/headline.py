@@ -987,7 +987,12 @@ def answer_box(validation: dict, runs: pd.DataFrame, gpu: dict | None = None, de
         f"<b>Primary model</b> (operator roofline, fitted), on runs it never saw: {_pct(t.get('pooled_mape_pct'))} "
         f"time, {_pct(e.get('pooled_mape_pct'))} energy pooled{html.escape(test)}; {verdict}; {_ratio_words(t)}.",
         f"<b>The paper's law</b>: {_pct(paper)} energy pooled, against {_pct(base)} for the best baseline "
-        f"({html.escape(model_name(best)) if best else NA}): it {'beats' if beats else 'does not beat'} it.",
+        f"({html.escape(model_name(best)) if best else NA})"
+        + (
+            f": it {'beats' if beats else 'does not beat'} it."
+            if _num(paper) is not None and _num(base) is not None
+            else ": no comparison in this build."
+        ),
     ]
     if gpu and gpu.get("tiers"):
         g = gpu["tiers"].get("calibrated", {})

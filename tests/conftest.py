@@ -41,6 +41,18 @@ def companion_cmd(*args: str, timeout: float = 600, cwd=None, **kw) -> subproces
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, **kw)
 
 
+def processes_naming(text: str) -> list[int]:
+    """The live processes whose command line holds ``text`` (a zombie's is empty: it is not listed)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                pids.append(int(cmdline.parent.name))
+        except OSError:  # ended while listed
+            pass
+    return pids
+
+
 @pytest.fixture(scope="session")
 def ci_root(tmp_path_factory):
     """A data root (COMPANION_ROOT) holding the records of one `companion sweep --profile ci`.

@@ -13,7 +13,7 @@ import pytest
 
 from companion.cli import main
 from companion.runs.records import load_records
-from conftest import companion_cmd
+from conftest import companion_cmd, processes_naming
 
 PROFILE = """
 device: cpu
@@ -67,17 +67,6 @@ def test_ctrl_c_during_a_sweep_is_one_line_and_keeps_finished_records(tmp_path, 
     assert not list(out.glob(".*.tmp"))
 
 
-def _processes_naming(text: str) -> list[int]:
-    pids = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if text.encode() in cmdline.read_bytes():
-                pids.append(int(cmdline.parent.name))
-        except OSError:  # ended while listed
-            pass
-    return pids
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="lists processes through /proc")
 def test_a_killed_sweep_leaves_no_rank_running(tmp_path):
@@ -101,13 +90,13 @@ def test_a_killed_sweep_leaves_no_rank_running(tmp_path):
     deadline = time.time() + 300
     while time.time() < deadline and not list(out.glob("*.json")):
         time.sleep(0.1)
-    assert len(_processes_naming(str(out))) >= 3  # the launch and its two ranks, mid-sweep
+    assert len(processes_naming(str(out))) >= 3  # the launch and its two ranks, mid-sweep
     proc.kill()
     proc.wait()
     deadline = time.time() + 60
-    while time.time() < deadline and _processes_naming(str(out)):
+    while time.time() < deadline and processes_naming(str(out)):
         time.sleep(0.2)
-    assert not _processes_naming(str(out))
+    assert not processes_naming(str(out))
     assert all(r["status"] == "ok" for r in load_records(out))
 
 

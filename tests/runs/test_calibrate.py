@@ -22,7 +22,7 @@ from companion.runs.calibrate import (
     fit_alpha_beta,
     fit_gemm_roof,
 )
-from conftest import companion_cmd
+from conftest import companion_cmd, processes_naming
 
 
 def test_gemm_roof_fit_recovers_peak_and_half_dim_despite_a_disturbed_timing():
@@ -175,27 +175,6 @@ def test_command_line_without_a_gpu():
     assert res.returncode == 2 and res.stderr.startswith("error: device='cuda' but no GPU is visible")
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
-    except OSError:
-        return []
-
-
-def _group_members(pgid: int) -> list[int]:
-    """Live processes in a process group (zombies excluded: their parent has gone)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                found.append(int(entry))
-    return found
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "sig,code,how", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
@@ -228,9 +207,10 @@ def test_a_calibrate_stopped_during_its_multi_rank_pass_stops_its_ranks_and_writ
     )
     try:
         deadline = time.monotonic() + 120
-        while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        # the command and the ranks forked from it name the output file on their command lines
+        while len(processes_naming(str(out))) < 3 and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
-        assert len(_children(proc.pid)) >= 2, "the multi-rank pass never started"
+        assert len(processes_naming(str(out))) >= 3, "the multi-rank pass never started"
         time.sleep(0.5)  # the ranks are in (or near) their rendezvous
         os.kill(proc.pid, sig)
         _, err = proc.communicate(timeout=60)
@@ -244,6 +224,6 @@ def test_a_calibrate_stopped_during_its_multi_rank_pass_stops_its_ranks_and_writ
     # the ranks' rendezvous folder is gone (torch's own compile cache may stay)
     assert [p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor")] == []
     deadline = time.monotonic() + 10
-    while _group_members(proc.pid) and time.monotonic() < deadline:
+    while processes_naming(str(out)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _group_members(proc.pid) == []  # no rank outlives the command
+    assert processes_naming(str(out)) == []  # no rank outlives the command

@@ -180,24 +180,7 @@ def regime_points(device: str, root: Path | None = None, tier: str = "calibrated
     frames = [runs]
     if len(prof):
         prof = prof.assign(source="step profile")
-        prof["flops_per_step"] = [
-            proxies.flops_per_step(
-                proxies.StepShape(
-                    r.layers,
-                    r.hidden,
-                    r.heads,
-                    r.ffn,
-                    r.vocab,
-                    r.max_positions,
-                    r.num_labels,
-                    r.batch_size,
-                    r.padded_tokens,
-                    r.attention_pairs,
-                    precision=r.precision,
-                )
-            )
-            for r in prof.itertuples()
-        ]
+        prof["flops_per_step"] = [proxies.flops_per_step(tables.step_shape(r)) for r in prof.itertuples()]
         frames.append(prof)
     df = pd.concat(frames, ignore_index=True)
     dev = tier_devices(device, root)[tier]
@@ -208,12 +191,13 @@ def regime_points(device: str, root: Path | None = None, tier: str = "calibrated
     peak = hardware.peak_flops_per_s(
         device, "bf16"
     )  # MFU against the datasheet's dense peak, as usually quoted
-    name = [
-        f"L{int(r.layers)} h{int(r.hidden)} s{int(r.seq_len)} b{int(r.batch_size)}" for r in df.itertuples()
-    ]
     return pd.DataFrame(
         {
-            "name": name,
+            "run_id": df.run_id,
+            "name": [
+                f"L{int(r.layers)} h{int(r.hidden)} s{int(r.seq_len)} b{int(r.batch_size)}"
+                for r in df.itertuples()
+            ],
             "source": df.source,
             "layers": df.layers.astype(int),
             "flops_per_step": df.flops_per_step.astype(float),
@@ -235,18 +219,12 @@ def reference_numbers(device: str, root: Path | None = None, level: float = 0.9)
     ref_path = folder / "gpu_reference.json"
     ref = json.loads(ref_path.read_text()) if ref_path.is_file() else {}
     base = ref.get("bert_base_s512_bf16", {})
-    runs = reference_runs(device, root)
     tiers = summary(scores)
     # the runs the calibrated tier finds host-bound, and how much their own step time moved window to window
     pts = regime_points(device, root)
-    host_bound = set(pts[(pts.source == "fine-tune runs") & (pts.host_s > pts.device_s)].name)
-    cal = scores[scores.tier == "calibrated"].assign(
-        name=lambda f: [
-            f"L{int(r.layers)} h{int(r.hidden)} s{int(r.seq_len)} b{int(r.batch_size)}"
-            for r in f.itertuples()
-        ]
-    )
-    bound = cal[cal.name.isin(host_bound)]
+    host_bound = set(pts[(pts.source == "fine-tune runs") & (pts.host_s > pts.device_s)].run_id)
+    cal = scores[scores.tier == "calibrated"]
+    bound = cal[cal.run_id.isin(host_bound)]
     spread = []
     for path in sorted(((folder / "runs").glob("*.json"))):
         rec = json.loads(path.read_text())
@@ -286,8 +264,8 @@ def reference_numbers(device: str, root: Path | None = None, level: float = 0.9)
         "power_w": {
             "idle": ref.get("idle", {}).get("mean_power_w"),
             "hot_idle": ref.get("hot_idle", {}).get("mean_power_w"),
-            "runs_min": float((runs.energy_per_step_j / runs.step_s).min()),
-            "runs_max": float((runs.energy_per_step_j / runs.step_s).max()),
+            "runs_min": float((cal.energy_per_step_j_measured / cal.step_s_measured).min()),
+            "runs_max": float((cal.energy_per_step_j_measured / cal.step_s_measured).max()),
         },
         "bert_base_s512": {
             "step_ms": base.get("step_s", math.nan) * 1e3,

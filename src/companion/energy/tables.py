@@ -141,6 +141,26 @@ def load_runs(folder: Path) -> pd.DataFrame:
     return runs_frame(load_records(Path(folder)))
 
 
+def step_shape(row) -> proxies.StepShape:
+    """What the proxies need of a run (a row of ``runs_frame``, or any row with the same columns)."""
+    return proxies.StepShape(
+        layers=row.layers,
+        hidden=row.hidden,
+        heads=row.heads,
+        ffn=row.ffn,
+        vocab=row.vocab,
+        max_positions=row.max_positions,
+        num_labels=row.num_labels,
+        sequences=row.batch_size,
+        padded_tokens=row.padded_tokens,
+        attention_pairs=row.attention_pairs,
+        tp=row.tp,
+        dp=row.dp,
+        precision=row.precision,
+        fused_attention=row.attention_kernel == "fused",
+    )
+
+
 def proxies_frame(runs: pd.DataFrame, measured_roofs: dict | None = None) -> pd.DataFrame:
     """Add FLOPs, bytes, communication, arithmetic intensity, roofline position and measured eta.
 
@@ -149,22 +169,7 @@ def proxies_frame(runs: pd.DataFrame, measured_roofs: dict | None = None) -> pd.
     out = measured_eta(runs)
     records = []
     for _, row in out.iterrows():
-        shape = proxies.StepShape(
-            layers=row.layers,
-            hidden=row.hidden,
-            heads=row.heads,
-            ffn=row.ffn,
-            vocab=row.vocab,
-            max_positions=row.max_positions,
-            num_labels=row.num_labels,
-            sequences=row.batch_size,
-            padded_tokens=row.padded_tokens,
-            attention_pairs=row.attention_pairs,
-            tp=row.tp,
-            dp=row.dp,
-            precision=row.precision,
-            fused_attention=row.attention_kernel == "fused",
-        )
+        shape = step_shape(row)
         p = proxies.step_proxies(shape)
         if p.pop("parameters") != row.parameters:
             raise AssertionError(f"{row.run_id}: the proxies' parameter count disagrees with the model's")

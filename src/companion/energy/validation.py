@@ -650,30 +650,37 @@ def score_build(
     return BuildScores(pred, by_split, pooled, df, noise, kept, noises, ci_filter, dropped)
 
 
+def _split_figures(s: pd.DataFrame) -> tuple[pd.Series | None, float | None, float | None]:
+    """From one model's per-split scores for one target: the worst cross-validation split's row, and the MAPE of
+    the off-grid validation runs and of the test set (None where absent)."""
+    cv = s[~s.split.isin(OFF_GRID)]
+
+    def group(name):
+        g = s[s.split == name]
+        return float(g.mape_pct.iloc[0]) if len(g) else None
+
+    return (cv.loc[cv.mape_pct.idxmax()] if len(cv) else None), group("holdout"), group("test")
+
+
 def headline_figures(by_split: pd.DataFrame, pooled: pd.DataFrame, model: str = "operator_roofline") -> dict:
     """One model's headline figures per target: pooled MAPE, the worst cross-validation split and its MAPE, the
     off-grid validation runs' and the test set's MAPE, and the coverage of the pooled and of the worst split."""
     out = {}
     for target in ("time", "energy"):
         p = pooled[(pooled.model == model) & (pooled.target == target)]
-        s = by_split[(by_split.model == model) & (by_split.target == target)]
         if p.empty:
             continue
-        cv = s[~s.split.isin(OFF_GRID)]
-        worst = cv.loc[cv.mape_pct.idxmax()] if len(cv) else None
-
-        def group(name):
-            g = s[s.split == name]
-            return float(g.mape_pct.iloc[0]) if len(g) else None
-
+        worst, holdout, test = _split_figures(
+            by_split[(by_split.model == model) & (by_split.target == target)]
+        )
         out[target] = {
             "pooled_mape_pct": float(p.mape_pct.iloc[0]),
             "pooled_coverage_pct": float(p.coverage_pct.iloc[0]),
             "worst_split": None if worst is None else worst.split,
             "worst_split_mape_pct": None if worst is None else float(worst.mape_pct),
             "worst_split_coverage_pct": None if worst is None else float(worst.coverage_pct),
-            "holdout_mape_pct": group("holdout"),
-            "test_mape_pct": group("test"),
+            "holdout_mape_pct": holdout,
+            "test_mape_pct": test,
         }
     return out
 
@@ -732,13 +739,12 @@ def model_verdict(
         if model not in p.index:
             continue
         # the test set is reported beside the criteria, never judged with the splits it was kept apart from
+        worst, holdout, test = _split_figures(s)
         tested, s = s[s.split == "test"], s[s.split != "test"]
         cv = s[~s.split.isin(OFF_GRID)]
         best = min((n for n in pre_run if n in p.index), key=lambda n: p.loc[n, "mape_pct"], default=None)
         mape = float(p.loc[model, "mape_pct"])
         held = s[s.split == "holdout"]
-        holdout = float(held.mape_pct.iloc[0]) if len(held) else None
-        test = float(tested.mape_pct.iloc[0]) if len(tested) else None
         held_floor = held.noise_floor_pct.iloc[0] if len(held) else None
         # the stretch: every MAPE (pooled, each split, off-grid) within stretch x the floor of the runs it scores
         scored = pd.concat(
@@ -760,8 +766,8 @@ def model_verdict(
             },
             "beats_calibrated_tier": None if not cal_pooled else mape <= calibrated_ratio * cal_pooled,
             "pooled_mape_pct": mape,
-            "worst_split": None if cv.empty else cv.loc[cv.mape_pct.idxmax(), "split"],
-            "worst_split_mape_pct": None if cv.empty else float(cv.mape_pct.max()),
+            "worst_split": None if worst is None else worst.split,
+            "worst_split_mape_pct": None if worst is None else float(worst.mape_pct),
             "best_baseline": best,
             "best_baseline_mape_pct": None if best is None else float(p.loc[best, "mape_pct"]),
             "holdout_mape_pct": holdout,

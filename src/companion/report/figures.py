@@ -261,6 +261,16 @@ def _log(title: str, fmt: str = SI, **scale) -> dict:
     return {"title": title, "scale": alt.Scale(type="log", **scale), "axis": alt.Axis(format=fmt)}
 
 
+def _identity_line(lim: list[float], scale: alt.Scale | None = None) -> alt.Chart:
+    """The dashed y = x line of a predicted-against-measured figure, over ``lim`` (on ``scale`` where given)."""
+    x, y = (alt.X("x:Q", scale=scale), alt.Y("y:Q", scale=scale)) if scale is not None else ("x:Q", "y:Q")
+    return (
+        alt.Chart(pd.DataFrame({"x": lim, "y": lim}))
+        .mark_line(color="#999", strokeDash=[4, 4])
+        .encode(x=x, y=y)
+    )
+
+
 # -------------------------------------------------------------------------------------------- figures
 def energy_vs_flops(df: pd.DataFrame) -> alt.Chart:
     """Energy per step (J) against FLOPs per step, log-log, coloured by layout (click the legend)."""
@@ -478,11 +488,7 @@ def predicted_vs_measured(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt
         float(min(p.measured_j.min(), p.predicted_j.min()) * 0.8),
         float(max(p.measured_j.max(), p.predicted_j.max()) * 1.25),
     ]
-    diag = (
-        alt.Chart(pd.DataFrame({"x": lim, "y": lim}))
-        .mark_line(color="#999", strokeDash=[4, 4])
-        .encode(x="x:Q", y="y:Q")
-    )
+    diag = _identity_line(lim)
     sel = alt.selection_point(fields=["split_label"], bind="legend")
     scale = alt.Scale(type="log", domain=lim)
     color = alt.Color(
@@ -998,11 +1004,7 @@ def gpu_predicted_vs_measured(scores: pd.DataFrame, device: str) -> alt.Chart:
             float(max(f.measured.max(), f.predicted.max()) * 1.25),
         ]
         scale = alt.Scale(type="log", domain=lim)
-        diag = (
-            alt.Chart(pd.DataFrame({"x": lim, "y": lim}))
-            .mark_line(color="#999", strokeDash=[4, 4])
-            .encode(x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale))
-        )
+        diag = _identity_line(lim, scale)
         measured_word = "measured (NVML)" if target == "energy_per_step_j" else "measured"
         dots = (
             alt.Chart(f)
@@ -1162,11 +1164,7 @@ def hero_predictions(pred: pd.DataFrame, df: pd.DataFrame, target: str = "energy
     panels = []
     for key, label in models.items():
         g = p[p.model == key]
-        diag = (
-            alt.Chart(pd.DataFrame({"x": lim, "y": lim}))
-            .mark_line(color="#999", strokeDash=[4, 4])
-            .encode(x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale))
-        )
+        diag = _identity_line(lim, scale)
         dots = (
             alt.Chart(g)
             .mark_point(filled=True, size=40, opacity=0.75)

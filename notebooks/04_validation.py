@@ -44,7 +44,7 @@ from companion.energy.models import fit_point
 from companion.energy.registry import validated_models
 from companion.energy.calibration import load_device_roofs
 from companion.energy.opmodel import INTERVAL_OVERHEAD_WEIGHT, proxy_roofs
-from companion.energy.tables import load_runs, proxies_frame, usable_runs
+from companion.energy.tables import off_grid_runs, usable_runs
 
 figures.use_offline_renderer()
 all_runs = pd.read_csv(paths.derived_dir(profile) / "proxies.csv")
@@ -152,15 +152,13 @@ models = validated_models(dev)
 # the off-grid groups, the validation set (holdout) and the test set (scored for reporting only, never pooled and
 # never looked at to choose a constant), with their proxies; the scoring is the stored builds' (score_build)
 roofs = {dev.name: proxy_roofs(dev)}
-off_grid_all = {
-    split: proxies_frame(load_runs(folder), roofs)
-    if folder is not None and any(folder.glob("*.json"))
-    else None
-    for split, folder in (
-        ("holdout", paths.runs_dir(holdout_profile) if holdout_profile else None),
-        ("test", paths.runs_dir(test_profile) if test_profile else None),
-    )
-}
+off_grid_all = off_grid_runs(
+    {
+        "holdout": paths.runs_dir(holdout_profile) if holdout_profile else None,
+        "test": paths.runs_dir(test_profile) if test_profile else None,
+    },
+    roofs,
+)
 build_scores = val.score_build(all_runs, off_grid_all, models, level, max_step_ci95_rel)
 model_pred, by_split, pooled, noise = (
     build_scores.pred,

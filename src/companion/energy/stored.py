@@ -127,7 +127,7 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
     from companion.energy.calibration import load_device_roofs
     from companion.energy.registry import validated_models
     from companion.energy.opmodel import proxy_roofs
-    from companion.energy.tables import load_runs, proxies_frame
+    from companion.energy.tables import load_runs, off_grid_runs, proxies_frame
 
     raw = load_runs(Path(data) / "runs" / PROFILE)
     dev = load_device_roofs(
@@ -135,13 +135,10 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
     )  # the runs' precision
     roofs = {dev.name: proxy_roofs(dev)}
     every = validated_models(dev)
-    off_grid = {
-        split: proxies_frame(load_runs(folder), roofs) if any(folder.glob("*.json")) else None
-        for split, folder in (
-            ("holdout", Path(data) / "runs" / HOLDOUT),
-            ("test", Path(data) / "runs" / TEST),
-        )
-    }  # archives packed before the test set existed have none
+    # archives packed before the test set existed have none
+    off_grid = off_grid_runs(
+        {"holdout": Path(data) / "runs" / HOLDOUT, "test": Path(data) / "runs" / TEST}, roofs
+    )
     b = val.score_build(
         proxies_frame(raw, roofs), off_grid, {k: every[k] for k in model_names}, level, max_step_ci95_rel
     )

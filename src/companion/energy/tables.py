@@ -141,6 +141,18 @@ def load_runs(folder: Path) -> pd.DataFrame:
     return runs_frame(load_records(Path(folder)))
 
 
+def off_grid_runs(folders: dict, measured_roofs: dict | None = None) -> dict:
+    """{split: its runs with their proxies (``proxies_frame``)} for the off-grid groups' record folders
+    ({split: folder or None}); None for a group with no folder or no records (an archive packed before it
+    existed, a profile without it)."""
+    return {
+        split: proxies_frame(load_runs(folder), measured_roofs)
+        if folder is not None and any(Path(folder).glob("*.json"))
+        else None
+        for split, folder in folders.items()
+    }
+
+
 def step_shape(row) -> proxies.StepShape:
     """What the proxies need of a run (a row of ``runs_frame``, or any row with the same columns)."""
     return proxies.StepShape(

@@ -639,7 +639,7 @@ def _consistent(t: dict) -> str:
     return "no" + (f" ({'; '.join(out)})" if out else "")
 
 
-def _stretch(t: dict, limit: float | None = None) -> str:
+def _stretch(t: dict, limit: float | None) -> str:
     """The stretch criterion: met or not, with the split whose MAPE is the most times its runs' floor."""
     ratios = t.get("floor_ratio_by_split")
     if not isinstance(ratios, dict) or not ratios:
@@ -653,7 +653,6 @@ def _stretch(t: dict, limit: float | None = None) -> str:
     # where an exact model's own error (estimated from the passes) is more than the stretch times the floor, no
     # model can be expected to meet it: MAPE / floor over MAPE / exact error is the exact error over the floor
     exact = t.get("exact_floor_ratio_by_split")
-    limit = verdict_criteria().get("stretch") if limit is None else limit
     if isinstance(exact, dict) and _num(limit) is not None:
         beyond = [
             f"{split_label(k)}, {known[k] / exact[k]:.1f} x"

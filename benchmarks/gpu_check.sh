@@ -4,6 +4,17 @@
 # packed into one archive. About 7 minutes on an H200. Run it from a clone of the project, on the GPU's machine:
 #
 #     bash benchmarks/gpu_check.sh [OUT_DIR]       # -> OUT_DIR/gpu_check-<device>-<UTC time>.tgz (default build/)
+#     STEPS="calibrate testset repeat tests" bash benchmarks/gpu_check.sh OUT_DIR     # only these steps
+#
+# Steps, in this order (STEPS picks some; the default, about 7 minutes, leaves out testset and repeat):
+#   probe      nvidia-smi and the stack's versions
+#   calibrate  companion calibrate --device cuda (sized to the device, self-checked; ~40 s)
+#   testset    the GPU test set, profile gpu-test (6 runs drawn once, never tuned on; ~3 min)
+#   sweep      the reference profile data/reference/H200/gpu-check.yaml (7 runs, ~3.5 min)
+#   repeat     two of the reference configurations again (data/reference/H200/gpu-repeat.yaml; ~1 min)
+#   reference  idle / hot-idle power, MFU and GFLOP/J of BERT-base (benchmarks/gpu_reference.py; ~35 s)
+#   tests      the CUDA-only tests, marker gpu (~1 min: one of them calibrates)
+#   counter    8 s of the raw NVML energy counter (~30 s)
 #
 # With a GPU stack installed already (torch with CUDA, transformers, nvidia-ml-py, CodeCarbon), it runs from the
 # tree (PYTHONPATH=src) and never installs anything; each step's output is kept even when a later one fails,
@@ -29,12 +40,19 @@ step() {  # name, command...: time one step, keep going when it fails, re-pack
   pack
 }
 cd "$ROOT"
-step probe sh -c "nvidia-smi; $PY -c 'import torch, transformers; print(torch.__version__, transformers.__version__)'"
-step sweep $PY -m companion.cli sweep --profile data/reference/H200/gpu-check.yaml --device-name "$DEVICE" \
+STEPS=${STEPS:-probe sweep calibrate reference tests counter}
+echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown); steps: $STEPS"
+want() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+want probe && step probe sh -c "nvidia-smi; $PY -c 'import torch, transformers; print(torch.__version__, transformers.__version__)'"
+want calibrate && step calibrate $PY -m companion.cli calibrate --device cuda --out "$W/devices/$DEVICE.json"
+want testset && step testset $PY -m companion.cli sweep --profile gpu-test --device-name "$DEVICE" \
+  --out "$W/testset/runs" --quiet
+want sweep && step sweep $PY -m companion.cli sweep --profile data/reference/H200/gpu-check.yaml --device-name "$DEVICE" \
   --out "$W/runs" --quiet
-step calibrate $PY -m companion.cli calibrate --device cuda --out "$W/devices/$DEVICE.json"
-step reference $PY benchmarks/gpu_reference.py --out "$W/gpu_reference.json" --idle-s 8
-step tests $PY -m pytest -q -p no:cacheprovider -o addopts="" tests/runs/test_calibrate.py tests/energy/test_memory.py \
-  tests/runs/test_gpu_dry_run.py
-step counter $PY benchmarks/record_meter_log.py --counter-trace 8 --device cuda --out "$W/nvml_counter_$DEVICE.jsonl"
+want repeat && step repeat $PY -m companion.cli sweep --profile data/reference/H200/gpu-repeat.yaml \
+  --device-name "$DEVICE" --out "$W/repeat/runs" --quiet
+want reference && step reference $PY benchmarks/gpu_reference.py --out "$W/gpu_reference.json" --idle-s 8
+want tests && step tests $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/runs/test_calibrate.py \
+  tests/energy/test_memory.py tests/runs/test_meters.py
+want counter && step counter $PY benchmarks/record_meter_log.py --counter-trace 8 --device cuda --out "$W/nvml_counter_$DEVICE.jsonl"
 echo "done: $ARCHIVE (unpack into data/reference/$DEVICE/ and score with python benchmarks/model_accuracy.py --device $DEVICE)"

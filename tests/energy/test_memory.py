@@ -248,6 +248,7 @@ def test_a_sweep_with_a_run_that_cannot_fit_is_refused_and_the_check_can_be_skip
     )
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize(
     "attn, dropout, padded", [("sdpa", 0.1, False), ("eager", 0.1, True), ("sdpa", 0.0, True)]

@@ -163,6 +163,7 @@ def test_bad_device_and_budget():
     assert device_tag("NVIDIA H100 80GB HBM3") == "H100"
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_cuda_calibration():  # pragma: no cover - GPU only
     rec = calibrate("cuda", budget_s=20)

@@ -1,5 +1,7 @@
 """The off-grid profiles (validation set, test set) are what their seeded generator draws, beyond the cpu grid."""
 
+from pathlib import Path
+
 from companion.paths import PROFILES_DIR
 from companion.runs.holdout import draw, profile_yaml
 from companion.runs.profiles import load_profile
@@ -60,3 +62,25 @@ def test_the_test_set_is_its_own_seeded_draw_apart_from_grid_and_validation_set(
     assert max(r.model.layers for r in runs) > 8
     # the cpu sweep measures it in its own launches, as it does the validation set
     assert "testset" in load_profile("cpu").measured_with
+
+
+def test_the_gpu_test_set_is_its_own_draw_outside_every_other_profile():
+    from companion.runs.holdout import GPU_TEST
+
+    assert (PROFILES_DIR / "gpu-test.yaml").read_text() == profile_yaml(spec=GPU_TEST)
+    runs = load_profile("gpu-test").runs
+    assert len(runs) == GPU_TEST.n and {r.layout.mode for r in runs} == {"single"}
+
+    def key(r):
+        return (r.model.layers, r.model.hidden, r.model.heads, r.data.seq_len, r.data.batch_size)
+
+    others = [
+        "gpu-1",
+        "gpu-node",
+        *map(str, sorted((Path(__file__).parents[2] / "data" / "reference").glob("*/gpu-*.yaml"))),
+    ]
+    seen = {key(r) for name in others for r in load_profile(name).runs}
+    assert len(seen) > 20 and not {key(r) for r in runs} & seen
+    # beyond the GPU profiles: a head width they never have, and widths between theirs
+    assert {r.model.hidden // r.model.heads for r in runs} - {64}
+    assert {r.model.hidden for r in runs} - {256, 512, 768, 1024}

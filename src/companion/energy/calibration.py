@@ -37,6 +37,7 @@ MIN_SIZE_RANK_CORRELATION = 0.8  # Spearman correlation of GEMM time with FLOPs:
 PASS_SPREAD_MAX = 1.5  # two passes of one benchmark differ by at most this (median ratio of their timings)
 CPU_PEAK_PER_CORE = 400e9  # FLOP/s: 2 AVX-512 FMA units x 16 fp32 lanes x 2 FLOP x 6 GHz, above any x86 core
 RATE_OVER_COPY = 1.5  # element-wise and optimizer rates, at most this times the copy bandwidth
+MAX_LAYER_INCREMENT_RATIO = 1.5  # the host probe's per-layer increments: a busy spell moves one by more
 HALF_DIM_BOUND = 0.99e5  # the GEMM fit's upper bound on k0: a fit there is launch-bound, not a roof
 # On a GPU a benchmark must run at BERT sizes, or it times kernel launches (about 10 us each)
 GPU_MIN_GEMM_DIM = 8192  # the largest GEMM dimension
@@ -258,6 +259,14 @@ def check_op_counts(rec: dict) -> list[str]:
     cost = ops.get("per_op_s")
     if cost is not None and not (_positive(cost) and cost < 1e-2):
         out.append(f"cost per operator {cost!r} s not within (0, 10 ms)")
+    # the cost is a slope over depths: each added layer must cost about the same (older files have no increments)
+    inc = [x for x in ops.get("layer_increments_s") or [] if isinstance(x, (int, float))]
+    if len(inc) >= 2 and (min(inc) <= 0 or max(inc) / min(inc) > MAX_LAYER_INCREMENT_RATIO):
+        shown = ", ".join(f"{x * 1e3:.3g}" for x in inc)
+        out.append(
+            f"added layers cost {shown} ms each, more than {MAX_LAYER_INCREMENT_RATIO}x apart: the step is not "
+            "linear in depth (a busy host, or a probe that is not host-bound)"
+        )
     return out
 
 

@@ -277,12 +277,20 @@ def launch_benchmark(device, budget_s: float) -> dict:
     return {"launch_s": t / reps, "method": f"{reps} dependent one-element adds"}
 
 
-def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
-    """Operators one training step launches (forward, backward, AdamW, zero_grad), counted at the aten level
-    for BERTs of 1 and 2 layers: ops = per_step + per_layer * layers. With a ``budget_s``, the same steps are
-    timed too (best of repeats): at these tiny shapes a step is almost all per-operator cost, so the extra
-    time of the second layer over its extra operators is the cost of one operator *inside a training step*
-    (autograd and optimizer included), which a loop of bare adds underestimates several-fold."""
+HOST_PROBE_DEPTHS = (1, 2, 3)  # the per-layer host cost is the slope over these depths
+HOST_PROBE_ROUNDS = 3  # depths timed in turn, this many rounds: a busy spell hits one timing, not one depth
+
+
+def host_probe(
+    device,
+    depths=HOST_PROBE_DEPTHS,
+    budget_s: float = 0.0,
+    rounds: int = HOST_PROBE_ROUNDS,
+    probe: dict | None = None,
+) -> dict:
+    """Operators dispatched by one training step (forward, backward, AdamW, zero_grad) of a BERT of each depth in
+    ``depths``, counted at the aten level, and with a ``budget_s`` each step's best time: the depths are timed in
+    turn over ``rounds`` rounds, each keeping its fastest. Returns {"counts": {depth: ops}, "step_s": {depth: s}}."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from companion.runs.config import ModelConfig
@@ -300,22 +308,20 @@ def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
 
     kind = torch.device(device).type
     kernel = adamw_kernel(kind)
-    q = SIZES[kind]["op_probe"]
+    q = probe or SIZES[kind]["op_probe"]
     # GPUs train under bf16 autocast: its casts are operators too (a CPU's sweeps train fp32)
-    autocast = kind == "cuda"
-    amp = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if autocast else contextlib.nullcontext
-    counts, times = {}, {}
-    for layers in (1, 2):
+    amp = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if kind == "cuda" else contextlib.nullcontext
+
+    def make_step(layers: int):
         torch.manual_seed(0)
-        model = build_model(
-            ModelConfig(
-                layers=layers,
-                hidden=q["hidden"],
-                heads=q["heads"],
-                vocab=q["vocab"],
-                max_positions=max(64, q["seq"]),
-            )
-        ).to(device)
+        config = ModelConfig(
+            layers=layers,
+            hidden=q["hidden"],
+            heads=q["heads"],
+            vocab=q["vocab"],
+            max_positions=max(64, q["seq"]),
+        )
+        model = build_model(config).to(device)
         model.train()
         opt = torch.optim.AdamW(
             model.parameters(), lr=1e-4, **kernel
@@ -334,33 +340,65 @@ def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-        step()  # first step outside the count (lazy state)
+        return step
+
+    steps, counts = {}, {}
+    for layers in depths:
+        steps[layers] = make_step(layers)
+        steps[layers]()  # first step outside the count (lazy state)
         Count.n = 0
         with Count():
-            step()
+            steps[layers]()
         counts[layers] = Count.n
-        if budget_s > 0:
-            times[layers] = _best_time(step, device, budget_s / 2, min_sample_s=0.02)
-        model = opt = None  # freed before the next depth's model
-    per_layer = counts[2] - counts[1]
+    times = {layers: float("inf") for layers in depths}
+    if budget_s > 0:
+        per = budget_s / (rounds * len(depths))
+        for _ in range(rounds):
+            for layers in depths:
+                times[layers] = min(times[layers], _best_time(steps[layers], device, per, min_sample_s=0.02))
+    return {"counts": counts, "step_s": times if budget_s > 0 else {}, "probe": q, "autocast": kind == "cuda"}
+
+
+def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
+    """Operators one training step launches, for BERTs of 1 to 3 layers (``host_probe``): ops = per_step +
+    per_layer * layers. With a ``budget_s``, the steps are timed too: at the probe's shape a step is almost all
+    per-operator cost, so the slope of step time over depth per extra operator is the cost of one operator
+    *inside a training step* (autograd and optimizer included), which a loop of bare adds underestimates
+    several-fold. Each depth's increment is kept: they must agree (``calibration.check_op_counts``)."""
+    found = host_probe(device, budget_s=budget_s)
+    counts, times = found["counts"], found["step_s"]
+    depths = sorted(counts)
+    per_layer = counts[depths[1]] - counts[depths[0]]
+    q = found["probe"]
+    kernel = adamw_kernel_name(device)
     out = {
         "per_layer": per_layer,
-        "per_step": counts[1] - per_layer,
-        "counts": counts,
-        "autocast": autocast,
-        "method": f"aten operators dispatched by one training step (AdamW {', '.join(kernel)}"
-        + (", bf16 autocast" if autocast else "")
-        + "), 1- and 2-layer BERT",
+        "per_step": counts[depths[0]] - per_layer * depths[0],
+        "counts": {str(k): v for k, v in counts.items()},
+        "autocast": found["autocast"],
+        "method": f"aten operators dispatched by one training step (AdamW {kernel}"
+        + (", bf16 autocast" if found["autocast"] else "")
+        + f"), BERT of {', '.join(map(str, depths))} layers",
     }
     if times:
-        per_op = max(times[2] - times[1], 0.0) / per_layer
+        x = np.array(depths, float)
+        y = np.array([times[d] for d in depths])
+        slope = float(np.polyfit(x, y, 1)[0])
         out.update(
             step_s={str(k): v for k, v in times.items()},
-            per_op_s=per_op,
-            per_op_method=f"(step time of 2 layers - of 1 layer) / extra operators, hidden {q['hidden']}, "
-            f"{q['batch']} x {q['seq']} tokens",
+            layer_increments_s=[float(b - a) for a, b in zip(y, y[1:])],
+            per_op_s=max(slope, 0.0) / per_layer,
+            per_op_method=f"slope of the best step time over {', '.join(map(str, depths))} layers (timed in turn, "
+            f"{HOST_PROBE_ROUNDS} rounds) / operators per layer; hidden {q['hidden']}, {q['batch']} x {q['seq']} "
+            "tokens",
         )
     return out
+
+
+def adamw_kernel_name(device) -> str:
+    from companion.runs.parallel import adamw_kernel
+
+    return ", ".join(adamw_kernel(torch.device(device).type))
 
 
 # ------------------------------------------------------------------------------------------ collectives

@@ -179,7 +179,8 @@ $(DERIVED)/builds.csv: $(DERIVED)/validation.json $(DERIVED)/runs.csv $(wildcard
 	$(call stage,07_builds)
 
 # the GPU chapter: the committed reference measurements of one GPU, scored by every tier (no sweep of this build)
-$(DERIVED)/gpu.json: $(wildcard data/reference/H200/*.json data/reference/H200/runs/*.json) notebooks/08_gpu.py \
+$(DERIVED)/gpu.json: $(wildcard data/reference/H200/*.json data/reference/H200/runs/*.json data/reference/H200/*/*.json \
+		data/reference/H200/*/runs/*.json data/reference/H200/testset/repeat/runs/*.json) notebooks/08_gpu.py \
 		params/08_gpu.yaml $(E)/reference.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/registry.py $(E)/hardware.py \
 		$(E)/resources/hardware.yaml $(E)/proxies.py $(E)/tables.py $(R)/gpu.py $(R)/figures.py $(R)/headline.py $(R)/prose.py | $(STAMP)
 	$(call stage,08_gpu)

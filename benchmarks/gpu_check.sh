@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# One command that re-measures a single GPU for the project: the reference sweep, the calibration (sized to the
-# device, self-checked), idle/hot-idle/loaded power and MFU, the CUDA-only tests and an NVML counter trace, all
-# packed into one archive. About 7 minutes on an H200. Run it from a clone of the project, on the GPU's machine:
+# One command that re-measures a single GPU for the project: the calibration (sized to the device, self-checked),
+# the test set and the reference sweep on the same machine, the CUDA-only tests, and on request idle/hot-idle
+# power and MFU and an NVML counter trace, all packed into one archive. About 8 minutes on an H200. Run it from a
+# clone of the project, on the GPU's machine:
 #
 #     bash benchmarks/gpu_check.sh [OUT_DIR]       # -> OUT_DIR/gpu_check-<device>-<UTC time>.tgz (default build/)
 #     STEPS="calibrate testset repeat tests" bash benchmarks/gpu_check.sh OUT_DIR     # only these steps
 #
-# Steps, in this order (STEPS picks some; the default, about 7 minutes, leaves out testset and repeat):
+# Steps, in this order (STEPS picks some; the default, about 8 minutes, is probe calibrate testset sweep tests:
+# the calibration and the runs it predicts from one machine, since a host-bound step's time is the host's):
 #   probe      nvidia-smi and the stack's versions
 #   calibrate  companion calibrate --device cuda (sized to the device, self-checked; ~40 s)
 #   testset    the GPU test set, profile gpu-test (6 runs drawn once, never tuned on; ~3 min)
@@ -40,7 +42,7 @@ step() {  # name, command...: time one step, keep going when it fails, re-pack
   pack
 }
 cd "$ROOT"
-STEPS=${STEPS:-probe sweep calibrate reference tests counter}
+STEPS=${STEPS:-probe calibrate testset sweep tests}
 echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown); steps: $STEPS"
 want() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 want probe && step probe sh -c "nvidia-smi; $PY -c 'import torch, transformers; print(torch.__version__, transformers.__version__)'"

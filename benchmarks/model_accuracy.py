@@ -151,6 +151,38 @@ def gpu_reference(device: str) -> int:
     if not profile.empty:
         print("\nstep profile (eager, step time only): MAPE % per tier")
         print(profile.groupby("tier", sort=False).step_s_ape.mean().round(1).to_string())
+    test = reference.testset_numbers(device, level=LEVEL)
+    if test:
+        t = pd.DataFrame(test["scores"])
+        cal = test["calibration"]
+        print(
+            f"\ntest set ({test['runs']} runs of profile gpu-test, another machine, never tuned on): prior; "
+            f"calibrated from that machine's calibration (host probe over depths {cal['probe_depths']}, "
+            f"{cal['per_op_us']:.3g} us per operator); fitted on every reference run"
+        )
+        print(
+            t.pivot(index="run_id", columns="tier", values=["step_s_ape", "energy_per_step_j_ape"])
+            .round(1)
+            .to_string()
+        )
+        print(reference.summary(t).round(1).to_string())
+        for r in test["repeat"]:
+            print(
+                f"measured on both machines: {r['run_id']}: step x{r['step_s_again'] / r['step_s_first']:.3f}, "
+                f"energy x{r['energy_j_again'] / r['energy_j_first']:.3f}"
+            )
+    host = reference.host_speed(device)
+    if host:
+        print(f"\n{host['config']} per machine (ms per step):")
+        print(pd.DataFrame(host["rows"]).round(1).to_string(index=False))
+        print(
+            f"host cost per operator from the three-depth probe: {host['probe_per_op_us']:.3g} us; its calibration "
+            "gives the calibrated tier (time / energy MAPE %): "
+            + "; ".join(
+                f"{k} {v['time_mape_pct']:.1f} / {v['energy_mape_pct']:.1f}"
+                for k, v in host["calibrated_from_probe_machine"].items()
+            )
+        )
     return 0
 
 

@@ -82,6 +82,34 @@ gpu.tier_table(numbers).style.hide(axis="index").set_table_attributes('class="co
 figures.gpu_predicted_vs_measured(scores, device)
 
 # %% [markdown]
+# ## On runs it never saw
+
+# %%
+# hide
+glue("gpu_test_text", headline.paragraph(gpu.test_text(numbers)), display=False)
+if numbers["test"]:
+    display(
+        gpu.tier_table(numbers["test"], {"fitted": "fitted (on the reference runs)"})
+        .style.hide(axis="index")
+        .set_table_attributes('class="companion-numbers"')
+    )
+
+# %% [markdown]
+# ```{glue:} gpu_test_text
+# ```
+#
+# ## The host sets the floor
+
+# %%
+# hide
+glue("gpu_host_text", headline.paragraph(gpu.host_text(numbers)), display=False)
+if numbers["host_speed"]:
+    display(gpu.host_table(numbers).style.hide(axis="index"))
+
+# %% [markdown]
+# ```{glue:} gpu_host_text
+# ```
+#
 # ## Two regimes
 #
 # A step takes whichever is longer: the processor issuing its kernels, or the board running them.

@@ -3,7 +3,10 @@ tier with nothing fitted on them (the fitted tier leaves each run out)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pandas as pd
 import pytest
 
 from companion.energy import opmodel
@@ -103,3 +106,33 @@ def test_the_headline_sentence_quotes_each_tier():
         assert f"{numbers['tiers'][tier]['time_mape_pct']:.0f} %" in text
     assert "NVML" in text and "H200" in text
     assert len(gpu.tier_table(numbers)) == 3 and gpu.flagged_banner(numbers).count("datasheet") == 1
+
+
+def test_the_test_set_is_scored_by_a_fit_on_the_reference_runs_alone():
+    numbers = ref.testset_numbers("H200")
+    test_runs = ref.reference_runs("H200", ref.reference_dir("H200") / ref.TESTSET)
+    assert numbers["runs"] == len(test_runs) == 6
+    # the fitted tier is the point fitted on the 7 reference runs, applied unchanged to the test runs
+    t, e = ref.fitted_point("H200").predict(test_runs.reset_index(drop=True))
+    fitted = pd.DataFrame(numbers["scores"]).query("tier == 'fitted'")
+    assert fitted.step_s_predicted.to_numpy() == pytest.approx(t)
+    assert fitted.energy_per_step_j_predicted.to_numpy() == pytest.approx(e)
+    assert not set(fitted.run_id) & set(ref.reference_runs("H200").run_id)
+    # the calibrated tier reads the test machine's own calibration, not the reference folder's
+    assert numbers["calibration"]["probe_depths"] == [1, 2] and numbers["calibration"]["per_op_us"] > 20
+    # the configurations measured on both machines pair a reference record with its repeat
+    assert [r["run_id"].split(".")[-1] for r in numbers["repeat"]] == ["bae48d", "7ade32"]
+
+
+def test_the_host_speed_rows_come_from_the_files_and_the_probe_passes_its_check():
+    from companion.energy.calibration import check_op_counts
+
+    host = ref.host_speed("H200")
+    assert len(host["rows"]) == 5 and {r["how"] for r in host["rows"]} == {"companion run", "bare loop"}
+    lo, hi = host["step_ms_range"]
+    assert lo == min(r["step_ms"] for r in host["rows"]) and hi / lo > 1.5
+    rec = json.loads((ref.reference_dir("H200") / ref.HOST / "H200.json").read_text())
+    assert len(rec["op_counts"]["layer_increments_s"]) == 2 and not check_op_counts(rec)
+    # one layer that costs twice another is a host that was busy: flagged
+    bent = {**rec, "op_counts": {**rec["op_counts"], "layer_increments_s": [1.5e-3, 3.1e-3]}}
+    assert "not linear in depth" in check_op_counts(bent)[0]

@@ -74,10 +74,13 @@ def profile_rows(device: str, root: Path | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def tier_devices(device: str, root: Path | None = None) -> dict[str, opmodel.DeviceRoofs]:
-    """The prior's and the calibrated tier's roofs of ``device`` (its shipped calibration, checked)."""
+def tier_devices(
+    device: str, root: Path | None = None, calibration: Path | None = None
+) -> dict[str, opmodel.DeviceRoofs]:
+    """The prior's and the calibrated tier's roofs of ``device`` (the folder's calibration, or ``calibration``,
+    checked)."""
     folder = root or reference_dir(device)
-    cal = load_calibration(folder / f"{device}.json", device, "bf16")
+    cal = load_calibration(calibration or folder / f"{device}.json", device, "bf16")
     return {"prior": opmodel.roofs_from_spec(device, "bf16"), "calibrated": cal.roofs}
 
 
@@ -98,20 +101,36 @@ def _fit_point(dev: opmodel.DeviceRoofs, df: pd.DataFrame) -> OperatorPoint:
     return OperatorPoint(dev, time, energy)
 
 
-def score_reference(device: str, root: Path | None = None, level: float = 0.9) -> pd.DataFrame:
+def fitted_point(device: str, root: Path | None = None) -> OperatorPoint:
+    """The fitted tier as the reference runs leave it: fitted on every one of them (the calibrated tier's roofs)."""
+    return _fit_point(
+        tier_devices(device, root)["calibrated"], reference_runs(device, root).reset_index(drop=True)
+    )
+
+
+def score_reference(
+    device: str,
+    root: Path | None = None,
+    level: float = 0.9,
+    fitted: OperatorPoint | None = None,
+    calibration: Path | None = None,
+) -> pd.DataFrame:
     """One row per run and tier: measured and predicted step time and energy, and whether the tier's stated
     interval at ``level`` covers the measurement (prior and calibrated: the hardware table's factor; the fitted
-    tier's leave-one-out has too few runs for a conformal interval: none)."""
+    tier's leave-one-out has too few runs for a conformal interval: none). The fitted tier is refitted on the
+    other runs for each run (leave one out), or, given ``fitted`` (a point fitted elsewhere), that point."""
     from companion.energy import hardware
 
     df = reference_runs(device, root).reset_index(drop=True)
-    devs = tier_devices(device, root)
+    devs = tier_devices(device, root, calibration)
     factor = float(hardware.priors().get("gpu", {}).get("interval_factor", 2.0))
     z = NormalDist().inv_cdf
     half = math.log(factor) * z((1 + level) / 2) / z((1 + 0.9) / 2)
     out = []
     for tier in TIERS:
-        if tier == "fitted":
+        if tier == "fitted" and fitted is not None:
+            t, e = fitted.predict(df)
+        elif tier == "fitted":
             preds = []
             for i in range(len(df)):
                 train = df.drop(index=i)
@@ -236,13 +255,7 @@ def reference_numbers(device: str, root: Path | None = None, level: float = 0.9)
         "energy": "measured (NVML energy counter)",
         "interval_level": level,
         "runs": int(scores.run_id.nunique()),
-        "tiers": {
-            t: {
-                k: (None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v))
-                for k, v in row.items()
-            }
-            for t, row in tiers.iterrows()
-        },
+        "tiers": _tier_dict(tiers),
         "profile_time_mape_pct": {t: float(g.step_s_ape.mean()) for t, g in prof.groupby("tier")}
         if len(prof)
         else {},
@@ -281,6 +294,121 @@ def reference_numbers(device: str, root: Path | None = None, level: float = 0.9)
             else None,
         },
         "scores": scores.to_dict(orient="records"),
+        "test": testset_numbers(device, root, level),
+        "host_speed": host_speed(device, root),
+    }
+
+
+def _tier_dict(tiers: pd.DataFrame) -> dict:
+    return {
+        t: {
+            k: (None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v))
+            for k, v in row.items()
+        }
+        for t, row in tiers.iterrows()
+    }
+
+
+TESTSET = "testset"  # the test set's sub-folder of a reference folder: its runs, its machine's calibration
+HOST = "host"  # the host-speed measurements' sub-folder (benchmarks/host_cost.py, benchmarks/host_gap.py)
+BASE_S128_B32 = (12, 768, 128, 32)  # BERT-base at 128 tokens, batch 32: the host-bound step every file times
+
+
+def _record_step(path: Path) -> float:
+    return float(json.loads(path.read_text())["time"]["step_mean_s"])
+
+
+def testset_numbers(device: str, root: Path | None = None, level: float = 0.9) -> dict | None:
+    """The test set of ``device`` (``<folder>/testset``: runs drawn once, profile gpu-test, measured on another
+    day's machine with that machine's calibration), scored by the three tiers: the prior, the calibrated tier
+    from the test machine's own calibration, and the fitted tier as fitted on every reference run. None
+    where the folder has no test set. Also the configurations measured on both machines (``repeat/``)."""
+    folder = root or reference_dir(device)
+    test = folder / TESTSET
+    if not (test / "runs").is_dir():
+        return None
+    scores = score_reference(device, test, level, fitted=fitted_point(device, root))
+    cal = json.loads((test / f"{device}.json").read_text())
+    ops = cal.get("op_counts") or {}
+    repeat = []
+    for path in sorted((test / "repeat" / "runs").glob("*.json")):
+        first = folder / "runs" / path.name
+        if first.is_file():
+            a, b = json.loads(first.read_text()), json.loads(path.read_text())
+            repeat.append(
+                {
+                    "run_id": b["run_id"],
+                    "step_s_first": a["time"]["step_mean_s"],
+                    "step_s_again": b["time"]["step_mean_s"],
+                    "energy_j_first": a["energy"]["per_step_mean_j"],
+                    "energy_j_again": b["energy"]["per_step_mean_j"],
+                }
+            )
+    return {
+        "runs": int(scores.run_id.nunique()),
+        "tiers": _tier_dict(summary(scores)),
+        "calibration": {
+            "per_op_us": float(ops["per_op_s"]) * 1e6 if ops.get("per_op_s") else None,
+            "probe_depths": sorted(int(k) for k in (ops.get("step_s") or {})),
+            "flagged": sorted(load_calibration(test / f"{device}.json", device, "bf16").problems),
+        },
+        "repeat": repeat,
+        "scores": scores.to_dict(orient="records"),
+    }
+
+
+def host_speed(device: str, root: Path | None = None) -> dict | None:
+    """BERT-base's host-bound step (128 tokens, batch 32) as each measurement of ``device``'s folder timed it:
+    the reference sweep's run, the test machine's run of it, a bare training loop on two further machines
+    (``host/``) and a run there; and the host cost per operator the three-depth probe measured. None without
+    a ``host/`` folder."""
+    folder = root or reference_dir(device)
+    host = folder / HOST
+    if not host.is_dir():
+        return None
+    L, h, s, b = BASE_S128_B32
+    name = f"L{L}-h{h}-a{h // 64}-s{s}-b{b}_tp1-dp1@{device}-bf16"
+    rows = []
+    for where, path in (
+        ("reference sweep", folder / "runs"),
+        ("test machine", folder / TESTSET / "repeat" / "runs"),
+    ):
+        for rec in sorted(path.glob(f"{name}.*.json")):
+            rows.append({"machine": where, "how": "companion run", "step_ms": _record_step(rec) * 1e3})
+    cost = json.loads((host / "host_cost.json").read_text())
+    for r in cost["rows"]:
+        if (r["batch"], r["seq"], r["hidden"]) == (b, s, h) and L in r["depths"]:
+            rows.append(
+                {
+                    "machine": "host probe machine",
+                    "how": "bare loop",
+                    "step_ms": r["step_s"][r["depths"].index(L)] * 1e3,
+                }
+            )
+    gap = json.loads((host / "host_gap.json").read_text())
+    for r in gap["rows"]:
+        if r["variant"] in ("bare, mask", "companion run, meter auto"):
+            how = "bare loop" if r["variant"].startswith("bare") else "companion run"
+            rows.append({"machine": "host gap machine", "how": how, "step_ms": r["step_s"] * 1e3})
+    per_op = [r["per_op_s"] * 1e6 for r in cost["rows"]]
+    # the calibrated tier from this machine's calibration (three-depth host probe), on runs of other machines
+    elsewhere = {
+        split: summary(score_reference(device, where, calibration=host / f"{device}.json")).loc["calibrated"]
+        for split, where in (("reference", folder), ("test", folder / TESTSET))
+        if (where / "runs").is_dir()
+    }
+    probe = json.loads((host / f"{device}.json").read_text()).get("op_counts") or {}
+    return {
+        "config": name,
+        "rows": rows,
+        "step_ms_range": [min(r["step_ms"] for r in rows), max(r["step_ms"] for r in rows)],
+        "per_op_us": [min(per_op), max(per_op)],
+        "probe_per_op_us": float(probe["per_op_s"]) * 1e6 if probe.get("per_op_s") else None,
+        "probe_increments_ms": [x * 1e3 for x in probe.get("layer_increments_s") or []],
+        "calibrated_from_probe_machine": {
+            split: {"time_mape_pct": float(r.time_mape_pct), "energy_mape_pct": float(r.energy_mape_pct)}
+            for split, r in elsewhere.items()
+        },
     }
 
 

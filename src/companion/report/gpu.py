@@ -7,9 +7,11 @@ import pandas as pd
 from companion.report.figures import TIER_WORDS
 
 
-def tier_table(numbers: dict) -> pd.DataFrame:
-    """Per tier: the step-time and energy errors and how many runs its stated interval covers."""
+def tier_table(numbers: dict, words: dict | None = None) -> pd.DataFrame:
+    """Per tier: the step-time and energy errors and how many runs its stated interval covers (``words``: tier
+    names other than ``TIER_WORDS``)."""
     n = numbers["runs"]
+    words = {**TIER_WORDS, **(words or {})}
 
     def covered(value):
         return "—" if value is None else f"{value:.0f} of {n}"
@@ -17,7 +19,7 @@ def tier_table(numbers: dict) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
-                "tier": TIER_WORDS[t],
+                "tier": words[t],
                 "step time error (%)": f"{v['time_mape_pct']:.1f}",
                 "energy error (%)": f"{v['energy_mape_pct']:.1f}",
                 "time covered": covered(v["time_covered"]),
@@ -80,6 +82,61 @@ def flagged_banner(numbers: dict) -> str | None:
     return calibration_banner(numbers["device"], problems, gpu=True)
 
 
+def test_text(numbers: dict) -> str:
+    """What the test set shows: the tiers on runs no choice was made on, from another machine."""
+    test = numbers.get("test")
+    if not test:
+        return ""
+    t, cal = test["tiers"], test["calibration"]
+    out = (
+        f"{test['runs']} further configurations were drawn once at random (profile gpu-test: other depths, widths, "
+        "head sizes, sequence lengths and batches) and measured on another day, on another machine; nothing was "
+        f"chosen by their scores. The prior is off by {t['prior']['time_mape_pct']:.1f} % in step time and "
+        f"{t['prior']['energy_mape_pct']:.1f} % in energy, the fitted tier (fitted on the {numbers['runs']} runs "
+        f"above) by {t['fitted']['time_mape_pct']:.1f} % and {t['fitted']['energy_mape_pct']:.1f} %. The "
+        f"calibrated tier, from that machine's own calibration, is off by {t['calibrated']['time_mape_pct']:.0f} % "
+        f"and {t['calibrated']['energy_mape_pct']:.0f} %: its host probe timed two depths only and put "
+        f"{cal['per_op_us']:.0f} µs on each operator."
+    )
+    if test["repeat"]:
+        moved = ", ".join(
+            f"{(r['step_s_again'] / r['step_s_first'] - 1) * 100:+.0f} %" for r in test["repeat"]
+        )
+        out += f" Two reference configurations measured again on that machine moved by {moved} in step time."
+    return out
+
+
+def host_table(numbers: dict) -> pd.DataFrame:
+    """BERT-base's host-bound step as each machine timed it."""
+    host = numbers["host_speed"]
+    return pd.DataFrame(
+        [
+            {"machine": r["machine"], "timed as": r["how"], "ms per step": f"{r['step_ms']:.1f}"}
+            for r in host["rows"]
+        ]
+    )
+
+
+def host_text(numbers: dict) -> str:
+    """Why a GPU calibration's host side does not travel between machines."""
+    host = numbers.get("host_speed")
+    if not host:
+        return ""
+    lo, hi = host["step_ms_range"]
+    inc = " and ".join(f"{x:.2f}" for x in host["probe_increments_ms"])
+    other = host["calibrated_from_probe_machine"]
+    return (
+        f"The same host-bound step took {lo:.0f} to {hi:.0f} ms on machines sold as the same board: its time is "
+        "the processor's, and the processor beside the GPU differs from machine to machine and minute to minute. "
+        f"The calibration's host probe now times three depths in turn (added layers cost {inc} ms each on the "
+        f"machine that measured it; {host['probe_per_op_us']:.1f} µs per operator) and checks that they agree, "
+        "but its figure describes the machine it ran on: taken to the other machines' runs, the calibrated tier "
+        f"is off by {other['reference']['time_mape_pct']:.0f} % in step time on the reference runs and "
+        f"{other['test']['time_mape_pct']:.0f} % on the test set. A calibration and the runs it predicts must "
+        "come from one machine."
+    )
+
+
 def headline_sentence(numbers: dict) -> str:
     """The GPU's figures in one sentence, for the headline beside the CPU's."""
     t = numbers["tiers"]
@@ -89,4 +146,13 @@ def headline_sentence(numbers: dict) -> str:
         f"{t['calibrated']['energy_mape_pct']:.0f} % from its calibration alone (prior: "
         f"{t['prior']['time_mape_pct']:.0f} % / {t['prior']['energy_mape_pct']:.0f} %; fitted, leave one out: "
         f"{t['fitted']['time_mape_pct']:.0f} % / {t['fitted']['energy_mape_pct']:.0f} %)."
+        + (
+            f" On {numbers['test']['runs']} test runs from another machine, never tuned on: prior "
+            f"{numbers['test']['tiers']['prior']['time_mape_pct']:.0f} % / "
+            f"{numbers['test']['tiers']['prior']['energy_mape_pct']:.0f} %, fitted "
+            f"{numbers['test']['tiers']['fitted']['time_mape_pct']:.0f} % / "
+            f"{numbers['test']['tiers']['fitted']['energy_mape_pct']:.0f} %."
+            if numbers.get("test")
+            else ""
+        )
     )

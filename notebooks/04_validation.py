@@ -28,8 +28,11 @@ target_mape_pct = 5.0
 max_step_ci95_rel = 0.1
 holdout_profile = "holdout"
 test_profile = "testset"
+workers = 2  # processes for the held-out fits (the scores are the same with any number)
 
 # %%
+
+import os
 
 import pandas as pd
 from myst_nb import glue
@@ -159,7 +162,8 @@ off_grid_all = off_grid_runs(
     },
     roofs,
 )
-build_scores = val.score_build(all_runs, off_grid_all, models, level, max_step_ci95_rel)
+n_workers = min(workers, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else workers
+build_scores = val.score_build(all_runs, off_grid_all, models, level, max_step_ci95_rel, workers=n_workers)
 model_pred, by_split, pooled, noise = (
     build_scores.pred,
     build_scores.by_split,
@@ -195,7 +199,7 @@ filter_check = {
     "dropped": dropped,
     "with_filter": val.headline_figures(by_split, pooled),
     "without_filter": val.filter_sensitivity(
-        all_runs, unfiltered, "operator_roofline", models["operator_roofline"], level
+        all_runs, unfiltered, "operator_roofline", models["operator_roofline"], level, workers=n_workers
     )
     if any(dropped.values())
     else None,

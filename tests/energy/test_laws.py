@@ -765,3 +765,20 @@ def test_the_verdict_records_the_thresholds_it_judged_by():
         model_verdict(score(pred, None, by=()), score(pred, None))["criteria"]["target_pct"]
         == VERDICT_CRITERIA["target_pct"]
     )
+
+
+def test_model_validation_in_worker_processes_gives_the_same_rows():
+    import companion.energy.models as models_mod
+    from companion.energy.validation import validate_models
+
+    X = _frame_for_validation()
+    X["energy_per_step_j"] = X.energy_per_step_j.astype(float)
+    models = {
+        "roofline_power_law": models_mod.paper_law(n_boot=0),
+        "flops_power_law": REGISTRY["flops_power_law"].build(None),
+    }
+    splits = ["leave_one_size_out", "leave_one_mode_out"]
+    one = validate_models(X, models, splits=splits)
+    two = validate_models(X, models, splits=splits, workers=2)
+    assert len(one) > 20
+    pd.testing.assert_frame_equal(one, two)

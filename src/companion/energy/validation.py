@@ -253,47 +253,80 @@ PRED_COLUMNS = [
 
 
 def validate_models(
-    df: pd.DataFrame, models: dict, splits=None, level: float = 0.9, min_train: int = 6
+    df: pd.DataFrame, models: dict, splits=None, level: float = 0.9, min_train: int = 6, workers: int = 1
 ) -> pd.DataFrame:
     """One row per held-out run x model x target: measured, predicted and the ``level`` interval.
 
     Each fold fits every model (and, inside ``fit_model``, its interval residuals) on the training rows only.
+    ``workers`` > 1 fits the (fold, model) pairs in that many forked processes; the rows come back in the same
+    order, so the result is the same as with one.
     """
-    from companion.energy.models import fit_model
-
     energy_kind(df)
     models = _point_fits(models)
+    tasks = [
+        (split, fold, train_idx, test_idx, name)
+        for split in splits or MODEL_SPLITS
+        for fold, train_idx, test_idx in folds(df, split)
+        if len(test_idx) and len(train_idx) >= min_train
+        for name in models
+    ]
+    global _FOLD_STATE
+    _FOLD_STATE = (df, models, level)
+    try:
+        if workers > 1 and len(tasks) > 1 and _can_fork():
+            import multiprocessing
+
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                chunks = pool.map(_fold_rows, tasks, chunksize=max(1, len(tasks) // (4 * workers)))
+        else:
+            chunks = [_fold_rows(t) for t in tasks]
+    finally:
+        _FOLD_STATE = None
+    return _scored([row for chunk in chunks for row in chunk])
+
+
+_FOLD_STATE = (
+    None  # (runs, models, level) of the validate_models call in progress, inherited by forked workers
+)
+
+
+def _can_fork() -> bool:
+    """Whether worker processes may be forked here: on a platform with fork, outside a pool's own worker."""
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods() and not multiprocessing.current_process().daemon
+
+
+def _fold_rows(task) -> list[dict]:
+    """The prediction rows of one (split, fold, model): fitted on the fold's training rows, scored on its test rows."""
+    from companion.energy.models import fit_model
+
+    split, fold, train_idx, test_idx, name = task
+    df, models, level = _FOLD_STATE
+    train, test = df.loc[train_idx], df.loc[test_idx]
+    pred = fit_model(models[name], train).predict(test, level)
     rows = []
-    for split in splits or MODEL_SPLITS:
-        for fold, train_idx, test_idx in folds(df, split):
-            if len(test_idx) == 0 or len(train_idx) < min_train:
+    for target, what in TARGETS.items():
+        for r, p, lo, hi in zip(test.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]):
+            if not np.isfinite(p):
                 continue
-            train, test = df.loc[train_idx], df.loc[test_idx]
-            for name, model in models.items():
-                pred = fit_model(model, train).predict(test, level)
-                for target, what in TARGETS.items():
-                    for r, p, lo, hi in zip(
-                        test.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]
-                    ):
-                        if not np.isfinite(p):
-                            continue
-                        rows.append(
-                            {
-                                "split": split,
-                                "fold": fold,
-                                "model": name,
-                                "target": what,
-                                "run_id": r.run_id,
-                                "size": f"L{r.layers}-h{r.hidden}-a{r.heads}",
-                                "mode": r.mode,
-                                "world_size": r.world_size,
-                                "measured": getattr(r, target),
-                                "predicted": p,
-                                "lo": lo,
-                                "hi": hi,
-                            }
-                        )
-    return _scored(rows)
+            rows.append(
+                {
+                    "split": split,
+                    "fold": fold,
+                    "model": name,
+                    "target": what,
+                    "run_id": r.run_id,
+                    "size": f"L{r.layers}-h{r.hidden}-a{r.heads}",
+                    "mode": r.mode,
+                    "world_size": r.world_size,
+                    "measured": getattr(r, target),
+                    "predicted": p,
+                    "lo": lo,
+                    "hi": hi,
+                }
+            )
+    return rows
 
 
 def _point_fits(models: dict) -> dict:
@@ -622,18 +655,20 @@ def score_build(
     models: dict,
     level: float = 0.9,
     max_step_ci95_rel: float | None = 0.1,
+    workers: int = 1,
 ) -> BuildScores:
     """The one scoring of a build, for the validation page and for every stored build alike: the step-time filter
     on the sweep's runs (``runs_all``, with proxies) and on each off-grid group (``off_grid_all``: {'holdout' (the
     validation set) or 'test' (the test set): runs, or None}), every model validated on the held-out splits of the
-    kept runs, the off-grid groups predicted by fits on all of them, and the scores per split and pooled."""
+    kept runs, the off-grid groups predicted by fits on all of them, and the scores per split and pooled
+    (``workers``: processes for the held-out fits, ``validate_models``)."""
     from companion.energy.noise import replicate_noise
     from companion.energy.tables import filter_counts, usable_runs
 
     df, left_out = usable_runs(runs_all, max_step_ci95_rel)
     ci_filter = {"max_step_ci95_rel": max_step_ci95_rel, "sweep": filter_counts(runs_all, left_out)}
     dropped = {"sweep": list(left_out)}
-    pred = validate_models(df, models, level=level)
+    pred = validate_models(df, models, level=level, workers=workers)
     kept, noises = {}, {}
     for split, frame_all in off_grid_all.items():
         if frame_all is None or frame_all.empty:
@@ -686,11 +721,11 @@ def headline_figures(by_split: pd.DataFrame, pooled: pd.DataFrame, model: str = 
 
 
 def filter_sensitivity(
-    runs: pd.DataFrame, off_grid: dict, model_name: str, model, level: float = 0.9
+    runs: pd.DataFrame, off_grid: dict, model_name: str, model, level: float = 0.9, workers: int = 1
 ) -> dict:
     """The headline figures of one model (``headline_figures``) scored on every run, the step-time filter
     switched off: ``runs`` the sweep's runs and ``off_grid`` {split: runs} the off-grid groups, all unfiltered."""
-    pred = validate_models(runs, {model_name: model}, level=level)
+    pred = validate_models(runs, {model_name: model}, level=level, workers=workers)
     for split, frame in off_grid.items():
         if len(frame):
             pred = pd.concat(

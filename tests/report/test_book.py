@@ -131,3 +131,12 @@ def test_the_downloadable_notebooks_name_no_path_of_the_build_machine(built_book
         text = nb.read_text()
         assert str(root) not in text and str(stages.SOURCE_ROOT) not in text, nb.name
         assert str(index.parent.parent.parent) not in text, nb.name  # nor the folder the book was built in
+
+
+def test_the_book_keeps_its_word_budget_and_shows_no_plumbing(built_book):
+    from companion.report.book_check import budget_problems, word_counts
+
+    _, index = built_book
+    counts = word_counts(index.parent)
+    assert len(counts) >= 14
+    assert budget_problems(counts) == []

@@ -212,3 +212,13 @@ def test_a_browser_that_dies_is_started_again_and_the_page_read(tmp_path, browse
     browser._proc.kill()  # between two pages, as an out-of-memory kill would
     r = book_check.check_page(page, browser)
     assert r.ok, r.problems
+
+
+def test_the_budget_rule_counts_every_page_and_spares_the_reproduce_page():
+    from companion.report.book_check import budget_problems
+
+    ok = {"intro.html": {"words": 500, "leaks": []}, "reproduce.html": {"words": 400, "leaks": ["make_setup"]}}
+    assert budget_problems(ok, budget=1000) == []
+    over = {**ok, "limitations.html": {"words": 200, "leaks": ["layout_scale"]}}
+    problems = budget_problems(over, budget=1000)
+    assert len(problems) == 2 and "1100 words" in problems[0] and "layout_scale" in problems[1]

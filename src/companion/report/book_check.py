@@ -642,6 +642,28 @@ def code_leaks(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+BUDGET_WORDS = 9000  # the whole book, every page's visible text (dropdowns and tables included)
+PLUMBING_ALLOWED = ("reproduce.html",)  # the one page that names files and commands
+
+
+def budget_problems(counts: dict[str, dict], budget: int = BUDGET_WORDS) -> list[str]:
+    """What breaks the book's reading budget in ``word_counts``: more words than ``budget`` in all, and any code
+    name, file name, path or run id on a page other than the one on reproducing. Empty when it keeps it."""
+    out = []
+    total = sum(c["words"] for c in counts.values())
+    if total > budget:
+        top = sorted(counts.items(), key=lambda kv: -kv[1]["words"])[:3]
+        out.append(
+            f"{total} words, over the budget of {budget} (longest: "
+            + ", ".join(f"{p} {c['words']}" for p, c in top)
+            + ")"
+        )
+    for page, c in counts.items():
+        if c["leaks"] and not page.endswith(PLUMBING_ALLOWED):
+            out.append(f"{page}: code-like text {', '.join(c['leaks'][:5])}")
+    return out
+
+
 def word_counts(html_dir: Path) -> dict[str, dict]:
     """Per page (its path under ``html_dir``): the words a reader sees and the code-like tokens among them."""
     out = {}

@@ -4,6 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from companion.energy import intervals
+
 from companion.energy import opmodel
 from companion.energy.models import OperatorRoofline, _kind_halfwidth, fit_model, heldout_log_residuals
 
@@ -255,7 +257,7 @@ def test_the_interval_scale_grows_with_the_share_of_fixed_costs_and_collectives(
     cols = {k: [0.0, 0.0, 0.0, 0.0] for k in opmodel.TIME_TERMS}
     cols["gemm_s"], cols["state_s"] = [1.0, 0.5, 0.2, 0.0], [0.0, 0.25, 0.0, 0.0]
     cols["comm_bytes_s"], cols["step_fixed_s"] = [0.0, 0.125, 0.4, 0.0], [0.0, 0.125, 0.4, 0.0]
-    w = opmodel.INTERVAL_OVERHEAD_WEIGHT
+    w = intervals.INTERVAL_OVERHEAD_WEIGHT
     unit = {
         k: 1.0 for k in opmodel.TIME_TERMS
     }  # every term at face value: the columns are the step's seconds
@@ -279,11 +281,11 @@ def test_an_interval_is_as_wide_as_the_novelty_of_the_run():
     # a run new in nothing that of a new size
     q = {k: fitted.halfwidth("step_s", 0.9, k) for k in [("layout", "mode"), ("size", "range"), ()]}
     kind_q = {
-        k: opmodel.conformal_halfwidth(r["step_s"], 0.9)
+        k: intervals.conformal_halfwidth(r["step_s"], 0.9)
         for k, r in fitted.residuals_by_kind.items()
         if len(r["step_s"])
     }
-    pooled = opmodel.conformal_halfwidth(
+    pooled = intervals.conformal_halfwidth(
         fitted.residuals["step_s"], 0.9
     )  # sizes and layouts left out, pooled
     assert q[()] == pytest.approx(kind_q["size"])
@@ -335,7 +337,7 @@ def test_a_new_head_dimension_takes_the_width_of_head_dimensions_left_out():
     new = df[(head_dim == 16) & (df.world_size == 1) & (df.layers == 2)].iloc[:1]
     assert fitted.novelty(new) == [("size", "head_dim")]
     kind_q = {
-        k: opmodel.conformal_halfwidth(fitted.residuals_by_kind[k]["step_s"], 0.9)
+        k: intervals.conformal_halfwidth(fitted.residuals_by_kind[k]["step_s"], 0.9)
         for k in ("size", "head_dim")
     }
     q = fitted.halfwidth("step_s", 0.9, ("size", "head_dim"))
@@ -358,14 +360,14 @@ def test_the_conformal_width_covers_a_new_residual_as_often_as_its_level_says():
         # uniform |residuals|: the interpolated rank's expected coverage is exactly level (0.947 at n = 18 for
         # the ceil rank); 40000 draws put the sampling error near 0.0015
         r = rng.uniform(-1.0, 1.0, (40000, n + 1))
-        widths = np.array([opmodel.conformal_halfwidth(row[:n], 0.9) for row in r])
+        widths = np.array([intervals.conformal_halfwidth(row[:n], 0.9) for row in r])
         covered = np.mean(np.abs(r[:, n]) <= widths)
         assert covered == pytest.approx(0.90, abs=0.006), n
         # the width is an order statistic, or between two neighbouring ones
-        assert opmodel.conformal_halfwidth(np.arange(1.0, n + 1), 0.9) == pytest.approx(0.9 * (n + 1))
-    assert opmodel.conformal_halfwidth([0.1] * 8, 0.9) == float("inf")  # rank 8.1 of 8: too few
-    assert opmodel.conformal_halfwidth([], 0.9) == float("inf")
-    assert opmodel.conformal_halfwidth([*np.arange(1.0, 19), np.nan], 0.9) == pytest.approx(
+        assert intervals.conformal_halfwidth(np.arange(1.0, n + 1), 0.9) == pytest.approx(0.9 * (n + 1))
+    assert intervals.conformal_halfwidth([0.1] * 8, 0.9) == float("inf")  # rank 8.1 of 8: too few
+    assert intervals.conformal_halfwidth([], 0.9) == float("inf")
+    assert intervals.conformal_halfwidth([*np.arange(1.0, 19), np.nan], 0.9) == pytest.approx(
         17.1
     )  # NaN dropped
 
@@ -394,7 +396,7 @@ def test_a_run_above_the_fitted_flops_takes_the_width_of_the_largest_runs_left_o
     assert fitted.novelty(train.iloc[:3]) == [()] * 3
     q = fitted.halfwidth("energy_per_step_j", 0.9, ("scale",))
     assert q == pytest.approx(
-        opmodel.conformal_halfwidth(fitted.residuals_by_kind["scale"]["energy_per_step_j"], 0.9)
+        intervals.conformal_halfwidth(fitted.residuals_by_kind["scale"]["energy_per_step_j"], 0.9)
     )
     # the fit artifact keeps it; one written before the kind has no runs new in scale
     stub = interval_model(fitted.residuals, fitted.residuals_by_kind, keys_to_json(fitted.train_keys))
@@ -420,7 +422,7 @@ def test_a_new_degree_takes_the_width_of_degrees_left_out_and_few_residuals_stay
     assert len(fitted.residuals_by_kind["degree"]["step_s"]) == 0
     assert len(fitted.residuals_by_kind["layout"]["step_s"]) > 0
     layout_q = _kind_halfwidth(fitted.residuals_by_kind["layout"]["step_s"], 0.9)
-    pooled = opmodel.conformal_halfwidth(fitted.residuals["step_s"], 0.9)
+    pooled = intervals.conformal_halfwidth(fitted.residuals["step_s"], 0.9)
     assert fitted.halfwidth("step_s", 0.9, ("layout", "degree")) == pytest.approx(max(layout_q, pooled))
     # where the pooled width is the wider, the degree that has no held-out groups takes it
     narrow = {
@@ -439,7 +441,7 @@ def test_a_new_degree_takes_the_width_of_degrees_left_out_and_few_residuals_stay
     # would "cover" every run
     few = {"step_s": np.array([0.01, -0.3, 0.05]), "energy_per_step_j": np.array([0.02])}
     fitted.residuals_by_kind["degree"] = few
-    assert opmodel.conformal_halfwidth(few["step_s"], 0.9) == float("inf")
+    assert intervals.conformal_halfwidth(few["step_s"], 0.9) == float("inf")
     assert fitted.halfwidth("step_s", 0.9, ("degree",)) == pytest.approx(0.3)
     assert fitted.halfwidth("energy_per_step_j", 0.9, ("degree",)) == pytest.approx(0.02)
     assert np.isfinite(fitted.predict(wider)[["step_s_lo", "step_s_hi"]].to_numpy()).all()

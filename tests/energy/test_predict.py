@@ -12,7 +12,7 @@ from companion.energy.fit import FittedModel, fit_all
 from companion.runs.records import write_json
 from companion.energy.laws import LAWS
 from companion.energy.models import law_intervals
-from companion.energy.opmodel import conformal_halfwidth
+from companion.energy.intervals import conformal_halfwidth
 from companion.energy.predict import find_fit, make_plan, plan_frame, predict
 from companion.energy.proxies import StepShape, step_proxies
 from conftest import companion_cmd

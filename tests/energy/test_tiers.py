@@ -6,6 +6,8 @@ import json
 import numpy as np
 import pytest
 
+from companion.energy import intervals
+
 from companion.energy import opmodel
 from companion.energy.models import OperatorRoofline, fit_operator, fit_point
 from companion.energy.predict import (
@@ -95,7 +97,7 @@ def test_the_fitted_tier_widens_a_plan_s_interval_with_its_share_of_overheads(ro
         for key, target in (("time_h", "step_s"), ("energy_kwh", "energy_per_step_j")):
             assert np.log(p[f"{key}_interval"][1] / p[key]) == pytest.approx(novelty[target] * scale)
         scales.append(scale)
-    assert 1.0 <= scales[0] < scales[1] == pytest.approx(1 + opmodel.INTERVAL_OVERHEAD_WEIGHT)
+    assert 1.0 <= scales[0] < scales[1] == pytest.approx(1 + intervals.INTERVAL_OVERHEAD_WEIGHT)
 
 
 def test_calibrated_tier_reads_the_calibration_file(roots, tmp_path):

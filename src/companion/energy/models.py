@@ -10,7 +10,7 @@ the fit to every run, not on each refit's prediction as the jackknife+ / CV+ wou
 refitted with each model size, layout, parallel degree, mode and head dimension left out in turn (and the
 largest and the smallest value of each axis, and the runs of the largest FLOPs per step), and the log errors on
 the left-out runs give the interval half-width, the conformal quantile of |log(measured / predicted)|
-(``opmodel.conformal_halfwidth``), from the errors of the kind of novelty a new run has. In-sample residuals,
+(``intervals.conformal_halfwidth``), from the errors of the kind of novelty a new run has. In-sample residuals,
 which are too small for a flexible model, are never used. ``fit_point`` is the only place that fits.
 """
 
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from companion.energy import opmodel
-from companion.energy.opmodel import conformal_halfwidth
+from companion.energy.intervals import conformal_halfwidth, interval_scale_of_share
 from companion.energy.efficiency import fit_usl
 from companion.energy.fit import design_matrix
 from companion.energy.laws import LAWS, TIME_LAW, fit_law
@@ -80,7 +80,7 @@ class OperatorPoint:
     def interval_scale(self, df: pd.DataFrame) -> np.ndarray:
         """Per run, the factor on its interval's width (``opmodel.interval_scale``): wider where more of the
         predicted step is fixed costs, layout overheads and collectives."""
-        return opmodel.interval_scale_of_share(self.overhead_share(df))
+        return interval_scale_of_share(self.overhead_share(df))
 
     def overhead_share(self, df: pd.DataFrame) -> np.ndarray:
         """Per run, the share of its predicted step in fixed costs, layout overheads and collectives

@@ -59,6 +59,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from companion.energy.intervals import INTERVAL_OVERHEAD_WEIGHT, interval_scale_of_share  # noqa: F401 (the weight: stage 04)
+
 from companion.energy import proxies
 
 
@@ -633,16 +635,6 @@ def fit_layout_scales(
     return out
 
 
-# The interval of a run scales with the share of its predicted step outside the compute terms (per-step and
-# per-layer fixed costs, a layout's overheads, collectives): 1 for a step of GEMMs, attention, elementwise and
-# optimizer traffic only, 1 + INTERVAL_OVERHEAD_WEIGHT from half the step in those costs on. Held-out errors are
-# divided by it before their quantile is taken and a prediction's width is multiplied by it (normalised
-# conformal intervals: the guarantee holds for any scale fixed before the run is measured). Runs whose step is
-# mostly such costs err more than compute-bound ones, so one width for both covers the first too rarely and the
-# second too often. (The weight's choice and its checks: docs/decisions.md.)
-INTERVAL_OVERHEAD_WEIGHT = 0.5
-
-
 def overhead_share(
     terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None, layouts=None
 ) -> np.ndarray:
@@ -666,11 +658,6 @@ def interval_scale(
     """Per run, the factor on its interval's log half-width (``INTERVAL_OVERHEAD_WEIGHT``): 1 + weight x
     min(``overhead_share``, 0.5) / 0.5."""
     return interval_scale_of_share(overhead_share(terms, time_coef, layout_scale, layouts))
-
-
-def interval_scale_of_share(share) -> np.ndarray:
-    """``interval_scale`` from a run's ``overhead_share``."""
-    return 1.0 + INTERVAL_OVERHEAD_WEIGHT * np.clip(np.asarray(share, float), 0.0, 0.5) / 0.5
 
 
 def predict_energy_j(
@@ -832,29 +819,6 @@ def fit_energy_coefficients(
     c = np.zeros(A.shape[1])
     c[used] = _relative_nnls(A[:, used], np.asarray(energy_j, float))
     return dict(zip(ENERGY_PARAMS, c.tolist()))
-
-
-def conformal_halfwidth(log_residuals, level: float) -> float:
-    """Conformal quantile of |log residual| that a new exchangeable residual falls within with probability
-    about ``level``: the k-th smallest of n does with probability k / (n + 1), so the quantile sits at rank
-    k = level x (n + 1), interpolated between the two order statistics around it (coverage between
-    floor(k) / (n + 1) and ceil(k) / (n + 1), so up to 1 / (n + 1) below ``level``); inf where k > n (too few
-    residuals: at level 0.9, fewer than 9). Non-finite residuals are dropped.
-
-    The usual rank ceil(level x (n + 1)) guarantees at least ``level`` and gives up to level + 1 / (n + 1):
-    on the 8-20 residuals of one kind of novelty (modes, layouts, head dimensions left out) that is 90-95 %,
-    and the stored cpu sweeps' held-out intervals covered 95-97 % of the runs of the splits those kinds
-    serve (``benchmarks/model_accuracy.py``). A nominal 90 % interval is meant to cover 90 %."""
-    r = np.abs(np.asarray(log_residuals, float))
-    r = np.sort(r[np.isfinite(r)])
-    n = len(r)
-    k = level * (n + 1)
-    if n == 0 or k > n:
-        return float("inf")
-    if k <= 1:
-        return float(r[0])
-    i = int(np.floor(k))  # rank i (1-based) and the next, k - i of the way between them
-    return float(r[i - 1] + (k - i) * (r[min(i, n - 1)] - r[i - 1]))
 
 
 # ------------------------------------------------------------------------------------ where roofs come from

@@ -795,7 +795,7 @@ def _halfwidths_per_plan(res: dict, X, level: float) -> list[dict]:
 
 def _halfwidths_at(res: dict, level: float) -> dict:
     """Log half-widths at ``level``: conformal from stored held-out residuals where the tier has them."""
-    from companion.energy.opmodel import conformal_halfwidth
+    from companion.energy.intervals import conformal_halfwidth
 
     if res.get("residuals"):
         return {k: conformal_halfwidth(v, level) for k, v in res["residuals"].items()}

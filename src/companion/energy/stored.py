@@ -225,6 +225,7 @@ SCORED_BY = (
     "efficiency.py",
     "fit.py",
     "hardware.py",
+    "intervals.py",
     "laws.py",
     "models.py",
     "noise.py",

@@ -380,6 +380,7 @@ class Protocol:
 PRECISIONS = ("fp32", "bf16")
 DEVICES = ("cpu", "cuda")
 METERS = ("auto", "nvml", "codecarbon", "none")
+EXECUTIONS = ("eager", "compile", "cudagraphs")  # how the training step runs (``train.compiled``)
 
 
 @dataclass(frozen=True)
@@ -399,6 +400,7 @@ class RunConfig:
     country: str = "USA"  # ISO 3166-1 alpha-3 code for the carbon intensity of electricity
     threads: int = 0  # intra-op CPU threads per rank; 0 = the launcher's default (torchrun: 1 per rank)
     replicate: int = 0  # repeated measurement of the same configuration (0 = first; >0 named "-r<n>")
+    execution: str = "eager"  # eager, compile (torch.compile) or cudagraphs (reduce-overhead, CUDA only)
 
     def __post_init__(self) -> None:
         m, d, lay = self.model, self.data, self.layout
@@ -427,6 +429,19 @@ class RunConfig:
             not (self.meter == "nvml" and self.device != "cuda"),
             f"meter='nvml' reads a GPU's counter and needs device='cuda' (device={self.device!r}); "
             "on CPU use meter: codecarbon, auto or none",
+        )
+        _require(
+            isinstance(self.execution, str) and self.execution in EXECUTIONS,
+            f"execution={self.execution!r} is unknown; use one of {', '.join(EXECUTIONS)}",
+        )
+        _require(
+            self.execution != "cudagraphs" or self.device == "cuda",
+            "execution='cudagraphs' captures CUDA graphs and needs device='cuda'; on CPU use compile or eager",
+        )
+        _require(
+            self.execution == "eager" or self.layout.world_size == 1,
+            f"execution={self.execution!r} is measured on one device only (layout {self.layout.name}); "
+            "use tp1-dp1, or execution: eager for tensor-parallel and FSDP layouts",
         )
         _number("lr", self.lr, "1e-4")
         _integer("seed", self.seed, "0")
@@ -476,7 +491,8 @@ class RunConfig:
         readable = (
             f"L{m.layers}-h{m.hidden}-a{m.heads}{ffn}{ckpt}-s{d.seq_len}{d.lengths.tag()}-b{d.batch_size}"
             f"_{lay.name}@{self.device_name}-{self.precision}"
-            f"{f'-t{self.threads}' if self.threads else ''}{f'-r{self.replicate}' if self.replicate else ''}"
+            f"{f'-t{self.threads}' if self.threads else ''}{f'-{self.execution}' if self.execution != 'eager' else ''}"
+            f"{f'-r{self.replicate}' if self.replicate else ''}"
         )
         return f"{readable}.{self.digest()[:6]}"
 
@@ -564,7 +580,7 @@ def known_countries() -> frozenset[str] | None:
 
 
 # Fields added after the first records: left out of the digest at these (default) values.
-_LATER_FIELDS = {"threads": 0, "replicate": 0}
+_LATER_FIELDS = {"threads": 0, "replicate": 0, "execution": "eager"}
 _LATER_PROTOCOL_FIELDS = {"warmup_s": 0.0}
 
 # Flat field names accepted in profiles and on the command line, and the section each belongs to.
@@ -572,7 +588,18 @@ MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 DATA_FIELDS = tuple(f.name for f in dataclasses.fields(DataConfig))
 LAYOUT_FIELDS = ("tp", "dp")
 PROTOCOL_FIELDS = tuple(f.name for f in dataclasses.fields(Protocol))
-RUN_FIELDS = ("device", "device_name", "precision", "lr", "seed", "meter", "country", "threads", "replicate")
+RUN_FIELDS = (
+    "device",
+    "device_name",
+    "precision",
+    "lr",
+    "seed",
+    "meter",
+    "country",
+    "threads",
+    "replicate",
+    "execution",
+)
 
 
 def field_help() -> dict[str, str]:

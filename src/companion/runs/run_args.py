@@ -71,6 +71,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         "precision",
         "meter",
         "country",
+        "execution",
     ]
     from companion.runs.config import field_help
 

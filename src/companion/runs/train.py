@@ -106,7 +106,7 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
 
     # bf16: autocast in every layout, so TP, FSDP and one device compute the same arithmetic (bf16 matmuls,
     # fp32 softmax/layer norm); FSDP's mixed-precision policy adds bf16 all-gathers and fp32 reductions.
-    step = make_train_step(model, optimizer, bf16_autocast=cfg.precision == "bf16")
+    step = make_train_step(compiled(model, cfg.execution), optimizer, bf16_autocast=cfg.precision == "bf16")
     losses: list[torch.Tensor] = []
     step_index = [0]
 
@@ -117,8 +117,15 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
 
     # ---- warm-up (at least warmup_steps and warmup_s: a GPU needs seconds to reach its steady clock and
     # temperature), then calibrate the window length from a few steady steps
-    for _ in range(proto.warmup_steps):
+    # the first step pays a compiled execution's compilation (and a CUDA graph's capture): timed apart, never
+    # inside a measured window
+    first_step_s = None
+    for i in range(max(proto.warmup_steps, 0 if cfg.execution == "eager" else 1)):
+        t_first = time.perf_counter()
         train_step()
+        if i == 0:
+            ctx.sync()
+            first_step_s = _agree_max(time.perf_counter() - t_first, device)
     ctx.sync()
     if proto.warmup_s > 0:
         t_warm = time.perf_counter()
@@ -194,6 +201,11 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         body["time"]["windows_close_on"] = "counter update"
     body["time"]["min_window_s"] = max(proto.min_window_s, meter.min_window_s)
     body["time"]["probe_step_s"] = probe_step_s  # the timed steps before the first window (slowest rank)
+    body["execution"] = {
+        "mode": cfg.execution,
+        "first_step_s": first_step_s,
+        **compile_settings(cfg.execution),
+    }
     body["precision_policy"] = parallel.precision_policy(cfg.layout, cfg.precision)
     body["optimizer"] = parallel.describe_optimizer(optimizer)
     telemetry = {str(r["rank"]): [x.get("telemetry") or {} for x in r["measurements"]] for r in per_rank}
@@ -368,6 +380,25 @@ def make_train_step(model, optimizer, bf16_autocast: bool):
         return loss.detach()
 
     return step
+
+
+COMPILE_MODES = {"compile": "default", "cudagraphs": "reduce-overhead"}  # execution -> torch.compile mode
+
+
+def compile_settings(execution: str) -> dict:
+    """What a record says about how its step ran: torch.compile's mode and backend, where compiled."""
+    if execution == "eager":
+        return {}
+    return {"torch_compile_mode": COMPILE_MODES[execution], "backend": "inductor"}
+
+
+def compiled(model, execution: str):
+    """``model`` for ``execution``: itself (eager), or wrapped by ``torch.compile`` (the same parameters, so the
+    optimizer built on the model updates the compiled module's weights). The forward and, through AOTAutograd,
+    the backward are compiled; the optimizer step stays eager."""
+    if execution == "eager":
+        return model
+    return torch.compile(model, mode=COMPILE_MODES[execution])
 
 
 def _agree_max(value: float, device) -> float:

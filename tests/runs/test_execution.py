@@ -1,0 +1,85 @@
+"""The execution axis (eager, compile, cudagraphs): validated before launch, named in the run id only when not
+eager (earlier runs keep their ids), and a compiled step trains as the eager one does."""
+
+import json
+
+import pytest
+
+from companion.errors import ConfigError
+from companion.runs.config import build_run
+
+TINY = {
+    "layers": 1,
+    "hidden": 32,
+    "heads": 2,
+    "vocab": 128,
+    "max_positions": 64,
+    "seq_len": 16,
+    "batch_size": 4,
+}
+
+
+def test_eager_runs_keep_their_ids_and_a_compiled_run_is_named_apart():
+    eager = build_run(TINY)
+    assert eager.execution == "eager" and "eager" not in eager.run_id
+    # records written before the field existed rebuild to the ids they were written under
+    from pathlib import Path
+
+    from companion.runs.config import RunConfig
+
+    records = sorted((Path(__file__).parents[2] / "data" / "reference" / "H200" / "runs").glob("*.json"))
+    assert len(records) == 7
+    for path in records:
+        rec = json.loads(path.read_text())
+        assert "execution" not in rec["config"]
+        config = {k: v for k, v in rec["config"].items() if k not in ("mode", "world_size")}  # derived, shown
+        assert RunConfig.from_dict(config).run_id == rec["run_id"]
+    compiled = build_run({**TINY, "execution": "compile"})
+    assert "-compile." in compiled.run_id and compiled.config_id != eager.config_id
+
+
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ({"execution": "jit"}, "execution='jit' is unknown"),
+        ({"execution": "cudagraphs"}, "needs device='cuda'"),
+        ({"execution": "compile", "tp": 2}, "one device only"),
+    ],
+)
+def test_an_execution_the_runner_cannot_do_is_refused_with_one_line(fields, words):
+    with pytest.raises(ConfigError, match=words):
+        build_run({**TINY, **fields})
+
+
+@pytest.mark.slow
+def test_a_compiled_step_trains_as_the_eager_step_does(tmp_path):
+    """Without dropout (compiled dropout draws other random numbers), the losses of a compiled run follow the eager
+    run's step for step; the compilation lands in the first, unmeasured step and is recorded apart."""
+    from conftest import companion_cmd
+
+    curves, records = {}, {}
+    for execution in ("eager", "compile"):
+        out = tmp_path / execution
+        res = companion_cmd(
+            "run",
+            *[f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()],
+            "--dropout=0",
+            "--meter=none",
+            "--warmup-steps=1",
+            "--window-steps=2",
+            "--min-windows=2",
+            "--max-steps=8",
+            f"--execution={execution}",
+            "--out",
+            str(out),
+            timeout=900,
+        )
+        assert res.returncode == 0, res.stderr[-2000:]
+        (path,) = out.glob("*.json")
+        records[execution] = json.loads(path.read_text())
+        curves[execution] = records[execution]["loss"]["curve"]
+    assert len(curves["eager"]) == len(curves["compile"]) >= 5
+    assert curves["compile"] == pytest.approx(curves["eager"], rel=1e-4, abs=1e-5)
+    ex = records["compile"]["execution"]
+    assert ex["mode"] == "compile" and ex["torch_compile_mode"] == "default"
+    assert ex["first_step_s"] > records["compile"]["time"]["step_mean_s"]

@@ -17,6 +17,8 @@
 #   reference  idle / hot-idle power, MFU and GFLOP/J of BERT-base (benchmarks/gpu_reference.py; ~35 s)
 #   tests      the CUDA-only tests, marker gpu (~1 min: one of them calibrates)
 #   counter    8 s of the raw NVML energy counter (~30 s)
+#   modes      BERT-base s128 and s512 b32 eager, compiled and with CUDA graphs (data/reference/H200/gpu-modes.yaml;
+#              ~3 min, compilation included)
 #
 # With a GPU stack installed already (torch with CUDA, transformers, nvidia-ml-py, CodeCarbon), it runs from the
 # tree (PYTHONPATH=src) and never installs anything; each step's output is kept even when a later one fails,
@@ -57,4 +59,6 @@ want reference && step reference $PY benchmarks/gpu_reference.py --out "$W/gpu_r
 want tests && step tests $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/runs/test_calibrate.py \
   tests/energy/test_memory.py tests/runs/test_meters.py
 want counter && step counter $PY benchmarks/record_meter_log.py --counter-trace 8 --device cuda --out "$W/nvml_counter_$DEVICE.jsonl"
+want modes && step modes $PY -m companion.cli sweep --profile data/reference/H200/gpu-modes.yaml \
+  --device-name "$DEVICE" --out "$W/modes/runs" --quiet
 echo "done: $ARCHIVE (unpack into data/reference/$DEVICE/ and score with python benchmarks/model_accuracy.py --device $DEVICE)"

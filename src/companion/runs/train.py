@@ -106,7 +106,12 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
 
     # bf16: autocast in every layout, so TP, FSDP and one device compute the same arithmetic (bf16 matmuls,
     # fp32 softmax/layer norm); FSDP's mixed-precision policy adds bf16 all-gathers and fp32 reductions.
-    step = make_train_step(compiled(model, cfg.execution), optimizer, bf16_autocast=cfg.precision == "bf16")
+    step = make_train_step(
+        compiled(model, cfg.execution),
+        optimizer,
+        bf16_autocast=cfg.precision == "bf16",
+        graphs=cfg.execution == "cudagraphs",
+    )
     losses: list[torch.Tensor] = []
     step_index = [0]
 
@@ -363,10 +368,14 @@ def without_full_mask(tensors: dict) -> dict:
     return tensors
 
 
-def make_train_step(model, optimizer, bf16_autocast: bool):
-    """``step(batch) -> detached loss``: forward (under bf16 autocast if asked), backward, optimizer step."""
+def make_train_step(model, optimizer, bf16_autocast: bool, graphs: bool = False):
+    """``step(batch) -> detached loss``: forward (under bf16 autocast if asked), backward, optimizer step. With
+    ``graphs`` (a model compiled for CUDA graphs), each step begins a new graph replay and the loss is copied out
+    of the graph's memory, which the next replay overwrites."""
 
     def step(batch: dict) -> torch.Tensor:
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         ctx = (
             torch.autocast(batch["input_ids"].device.type, dtype=torch.bfloat16)
             if bf16_autocast
@@ -377,7 +386,7 @@ def make_train_step(model, optimizer, bf16_autocast: bool):
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return loss.detach()
+        return loss.detach().clone() if graphs else loss.detach()
 
     return step
 

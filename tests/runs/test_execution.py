@@ -83,3 +83,45 @@ def test_a_compiled_step_trains_as_the_eager_step_does(tmp_path):
     ex = records["compile"]["execution"]
     assert ex["mode"] == "compile" and ex["torch_compile_mode"] == "default"
     assert ex["first_step_s"] > records["compile"]["time"]["step_mean_s"]
+
+
+def test_the_accelerate_engine_is_named_apart_and_refused_on_several_ranks():
+    eager = build_run(TINY)
+    acc = build_run({**TINY, "engine": "accelerate"})
+    assert "-accelerate." in acc.run_id and acc.config_id != eager.config_id
+    with pytest.raises(ConfigError, match="runs on one device here"):
+        build_run({**TINY, "engine": "accelerate", "dp": 2})
+    with pytest.raises(ConfigError, match="engine='deepspeed' is unknown"):
+        build_run({**TINY, "engine": "deepspeed"})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_accelerate_trains_as_the_native_engine_does(tmp_path, precision):
+    """Accelerate's step on one device (its prepare, backward and mixed precision) gives the native step's losses,
+    dropout included (the same seed, data and optimizer)."""
+    from conftest import companion_cmd
+
+    curves = {}
+    for engine in ("native", "accelerate"):
+        out = tmp_path / engine
+        res = companion_cmd(
+            "run",
+            *[f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()],
+            f"--precision={precision}",
+            "--meter=none",
+            "--warmup-steps=1",
+            "--window-steps=2",
+            "--min-windows=2",
+            "--max-steps=8",
+            f"--engine={engine}",
+            "--out",
+            str(out),
+        )
+        assert res.returncode == 0, res.stderr[-2000:]
+        (path,) = out.glob("*.json")
+        rec = json.loads(path.read_text())
+        curves[engine] = rec["loss"]["curve"]
+        assert rec["engine"]["name"] == engine
+    assert len(curves["native"]) >= 5
+    assert curves["accelerate"] == pytest.approx(curves["native"], rel=1e-5)

@@ -381,6 +381,7 @@ PRECISIONS = ("fp32", "bf16")
 DEVICES = ("cpu", "cuda")
 METERS = ("auto", "nvml", "codecarbon", "none")
 EXECUTIONS = ("eager", "compile", "cudagraphs")  # how the training step runs (``train.compiled``)
+ENGINES = ("native", "accelerate")  # what drives the step (``train.accelerate_step``)
 
 
 @dataclass(frozen=True)
@@ -401,6 +402,7 @@ class RunConfig:
     threads: int = 0  # intra-op CPU threads per rank; 0 = the launcher's default (torchrun: 1 per rank)
     replicate: int = 0  # repeated measurement of the same configuration (0 = first; >0 named "-r<n>")
     execution: str = "eager"  # eager, compile (torch.compile) or cudagraphs (reduce-overhead, CUDA only)
+    engine: str = "native"  # native (this project's TP/FSDP2 plan) or accelerate (HF Accelerate, one device)
 
     def __post_init__(self) -> None:
         m, d, lay = self.model, self.data, self.layout
@@ -442,6 +444,15 @@ class RunConfig:
             self.execution == "eager" or self.layout.world_size == 1,
             f"execution={self.execution!r} is measured on one device only (layout {self.layout.name}); "
             "use tp1-dp1, or execution: eager for tensor-parallel and FSDP layouts",
+        )
+        _require(
+            isinstance(self.engine, str) and self.engine in ENGINES,
+            f"engine={self.engine!r} is unknown; use one of {', '.join(ENGINES)}",
+        )
+        _require(
+            self.engine == "native" or self.layout.world_size == 1,
+            f"engine={self.engine!r} runs on one device here (layout {self.layout.name}); Accelerate has no "
+            "tensor-parallel plan for BERT: use tp1-dp1, or engine: native for TP and FSDP layouts",
         )
         _number("lr", self.lr, "1e-4")
         _integer("seed", self.seed, "0")
@@ -492,6 +503,7 @@ class RunConfig:
             f"L{m.layers}-h{m.hidden}-a{m.heads}{ffn}{ckpt}-s{d.seq_len}{d.lengths.tag()}-b{d.batch_size}"
             f"_{lay.name}@{self.device_name}-{self.precision}"
             f"{f'-t{self.threads}' if self.threads else ''}{f'-{self.execution}' if self.execution != 'eager' else ''}"
+            f"{f'-{self.engine}' if self.engine != 'native' else ''}"
             f"{f'-r{self.replicate}' if self.replicate else ''}"
         )
         return f"{readable}.{self.digest()[:6]}"
@@ -580,7 +592,7 @@ def known_countries() -> frozenset[str] | None:
 
 
 # Fields added after the first records: left out of the digest at these (default) values.
-_LATER_FIELDS = {"threads": 0, "replicate": 0, "execution": "eager"}
+_LATER_FIELDS = {"threads": 0, "replicate": 0, "execution": "eager", "engine": "native"}
 _LATER_PROTOCOL_FIELDS = {"warmup_s": 0.0}
 
 # Flat field names accepted in profiles and on the command line, and the section each belongs to.
@@ -599,6 +611,7 @@ RUN_FIELDS = (
     "threads",
     "replicate",
     "execution",
+    "engine",
 )
 
 

@@ -72,6 +72,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         "meter",
         "country",
         "execution",
+        "engine",
     ]
     from companion.runs.config import field_help
 

@@ -106,12 +106,16 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
 
     # bf16: autocast in every layout, so TP, FSDP and one device compute the same arithmetic (bf16 matmuls,
     # fp32 softmax/layer norm); FSDP's mixed-precision policy adds bf16 all-gathers and fp32 reductions.
-    step = make_train_step(
-        compiled(model, cfg.execution),
-        optimizer,
-        bf16_autocast=cfg.precision == "bf16",
-        graphs=cfg.execution == "cudagraphs",
-    )
+    if cfg.engine == "accelerate":
+        step, engine = accelerate_step(compiled(model, cfg.execution), optimizer, cfg)
+    else:
+        step = make_train_step(
+            compiled(model, cfg.execution),
+            optimizer,
+            bf16_autocast=cfg.precision == "bf16",
+            graphs=cfg.execution == "cudagraphs",
+        )
+        engine = {"name": "native"}
     losses: list[torch.Tensor] = []
     step_index = [0]
 
@@ -206,6 +210,7 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         body["time"]["windows_close_on"] = "counter update"
     body["time"]["min_window_s"] = max(proto.min_window_s, meter.min_window_s)
     body["time"]["probe_step_s"] = probe_step_s  # the timed steps before the first window (slowest rank)
+    body["engine"] = engine
     body["execution"] = {
         "mode": cfg.execution,
         "first_step_s": first_step_s,
@@ -389,6 +394,38 @@ def make_train_step(model, optimizer, bf16_autocast: bool, graphs: bool = False)
         return loss.detach().clone() if graphs else loss.detach()
 
     return step
+
+
+def accelerate_step(model, optimizer, cfg: RunConfig):
+    """The step as HF Accelerate drives it on one device: ``Accelerator.prepare`` on the model and optimizer
+    (bf16 mixed precision as the run asks, the model's forward under its autocast), ``accelerator.backward``,
+    the same optimizer and data as the native step. Returns (step, what the record says about the engine)."""
+    import accelerate
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(
+        cpu=cfg.device == "cpu",
+        mixed_precision="bf16" if cfg.precision == "bf16" else "no",
+        device_placement=False,  # the runner placed the model and the batches already
+    )
+    model, optimizer = accelerator.prepare(model, optimizer)
+    graphs = cfg.execution == "cudagraphs"
+
+    def step(batch: dict) -> torch.Tensor:
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        loss = model(**batch).loss
+        accelerator.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach().clone() if graphs else loss.detach()
+
+    return step, {
+        "name": "accelerate",
+        "version": accelerate.__version__,
+        "distributed_type": str(accelerator.distributed_type).split(".")[-1],
+        "mixed_precision": accelerator.mixed_precision,
+    }
 
 
 COMPILE_MODES = {"compile": "default", "cudagraphs": "reduce-overhead"}  # execution -> torch.compile mode

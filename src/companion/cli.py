@@ -1,7 +1,7 @@
 """The ``companion`` command.
 
 companion run ...          one configuration (also under torchrun: ``torchrun -m companion.runs.train``)
-companion sweep --profile  a named grid of runs, resumable; or --emit torchrun|slurm for a cluster
+companion sweep --profile  a named grid of runs, resumable; or --emit torchrun|slurm|accelerate for a cluster
 companion profiles         the profiles and how many runs each holds
 companion predict ...      a planned fine-tune's energy, time and CO2, with intervals, before running it
 companion plan ...         every TP x FSDP layout and batch size of a fine-tune, ranked, with the Pareto front
@@ -319,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sw.add_argument(
         "--emit",
-        choices=["torchrun", "slurm"],
+        choices=["torchrun", "slurm", "accelerate"],
         help="write multi-node launch scripts and plans instead of running",
     )
     sw.add_argument("--emit-dir", type=Path, help="where --emit writes (default build/launch/<profile>)")

@@ -175,3 +175,26 @@ def test_emit_torchrun_and_slurm(tmp_path):
         ["bash", "-n", str(tmp_path / "s" / "slurm-gpu-node-n2.sbatch")], capture_output=True
     )
     assert res.returncode == 0, res.stderr
+
+
+def test_emit_accelerate_writes_one_config_per_world_size_and_a_launch_script(tmp_path):
+    import yaml
+
+    profile = load_profile("gpu-node", device_name="H100")
+    files = emit_launch(profile, "accelerate", tmp_path / "a", tmp_path / "records", gpus_per_node=4)
+    configs = {f.name: yaml.safe_load(f.read_text()) for f in files if f.suffix == ".yaml"}
+    assert set(configs) == {
+        "accelerate-ws1.yaml",
+        "accelerate-ws2.yaml",
+        "accelerate-ws4.yaml",
+        "accelerate-ws8.yaml",
+    }
+    eight = configs["accelerate-ws8.yaml"]
+    assert (eight["num_machines"], eight["num_processes"], eight["distributed_type"]) == (2, 8, "MULTI_GPU")
+    assert configs["accelerate-ws1.yaml"]["distributed_type"] == "NO"
+    script = (tmp_path / "a" / "launch-accelerate.sh").read_text()
+    assert script.count("accelerate launch --config_file") == 4 and "-m companion.runs.train --plan" in script
+    res = subprocess.run(["bash", "-n", str(tmp_path / "a" / "launch-accelerate.sh")], capture_output=True)
+    assert res.returncode == 0, res.stderr
+    plans = [f for f in files if f.suffix == ".json"]
+    assert sum(len(json.loads(p.read_text())["runs"]) for p in plans) == len(profile.runs)

@@ -416,6 +416,60 @@ def _progress_bar(total: int, enabled: bool):
 
 
 # --------------------------------------------------------------------------------- cluster scripts
+EMIT_KINDS = ("torchrun", "slurm", "accelerate")
+
+
+def _emit_accelerate(
+    profile, plans, items, shape, emit_dir: Path, out: str, port: int, others: str
+) -> list[Path]:
+    """One Accelerate config per world size (its machines, processes and rendezvous; the machine rank comes from
+    NODE_RANK at launch) and ``launch-accelerate.sh`` running ``accelerate launch -m companion.runs.train``
+    with each: the project's runner under Accelerate's launcher, as Accelerate users start their jobs."""
+    import yaml
+
+    written, lines = (
+        [],
+        [
+            "#!/usr/bin/env bash",
+            f"# accelerate launch commands for profile '{profile.name}' ({len(profile.runs)} runs){others}.",
+            "# Run this script on every node of the job with the same MASTER_ADDR and this node's NODE_RANK",
+            "# (0 on the master). Records go to a folder all nodes share; re-running skips finished runs.",
+            "set -euo pipefail",
+            ': "${MASTER_ADDR:?set MASTER_ADDR to the first node\'s address}"',
+            ': "${NODE_RANK:?set NODE_RANK to this node\'s index, 0..NNODES-1}"',
+            f"MASTER_PORT=${{MASTER_PORT:-{port}}}",
+            "",
+        ],
+    )
+    for ws, plan in plans.items():
+        nodes, nproc = shape[ws]
+        config = {
+            "compute_environment": "LOCAL_MACHINE",
+            "distributed_type": "MULTI_GPU" if ws > 1 else "NO",
+            "num_machines": nodes,
+            "num_processes": ws,
+            "machine_rank": 0,
+            "main_training_function": "main",
+            "mixed_precision": "no",  # each run sets its own precision (autocast or FSDP's policy)
+            "rdzv_backend": "c10d" if nodes > 1 else "static",
+            "same_network": True,
+            "use_cpu": False,
+        }
+        path = emit_dir / f"accelerate-ws{ws}.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=True))
+        written.append(path)
+        guard, end = ("", "") if nodes > 1 else ('if [ "$NODE_RANK" = 0 ]; then ', "; fi")
+        lines.append(f"# world size {ws}: {len(items[ws])} runs on {nodes} node(s) x {nproc} GPU(s)")
+        lines.append(
+            f"{guard}accelerate launch --config_file {path} --machine_rank $NODE_RANK --main_process_ip "
+            f"$MASTER_ADDR --main_process_port $MASTER_PORT -m companion.runs.train --plan {plan} --out {out}{end}"
+        )
+    script = emit_dir / "launch-accelerate.sh"
+    script.write_text("\n".join(lines) + "\n")
+    script.chmod(0o755)
+    return [*written, script]
+
+
 def emit_launch(
     profile: Profile,
     kind: str,
@@ -428,13 +482,14 @@ def emit_launch(
     """Write per-world-size plans and launch scripts for several nodes; return the files written.
 
     ``torchrun``: ``launch-torchrun.sh``, one multi-node rendezvous command per world size, to run on every
-    node with MASTER_ADDR and NODE_RANK set. ``slurm``: one array script per node count whose tasks are
+    node with MASTER_ADDR and NODE_RANK set. ``accelerate``: the same as ``accelerate launch`` commands, one
+    Accelerate config file per world size (``accelerate-ws<N>.yaml``) and ``launch-accelerate.sh``. ``slurm``: one array script per node count whose tasks are
     the world sizes needing that many nodes; each task starts torchrun once per node with ``srun``.
     ``alongside`` (as ``run_sweep``'s): other profiles' runs in the same plans, in the order a local sweep
     launches them, each record filed under its own profile and folder.
     """
-    if kind not in ("torchrun", "slurm"):
-        raise ConfigError(f"--emit {kind!r} is unknown; use torchrun or slurm")
+    if kind not in EMIT_KINDS:
+        raise ConfigError(f"--emit {kind!r} is unknown; use {', '.join(EMIT_KINDS)}")
     if gpus_per_node < 1:
         raise ConfigError("--gpus-per-node must be at least 1")
     emit_dir, out_dir = Path(emit_dir), Path(out_dir)
@@ -489,6 +544,8 @@ def emit_launch(
         script.write_text("\n".join(lines) + "\n")
         script.chmod(0o755)
         return written + [script]
+    if kind == "accelerate":
+        return written + _emit_accelerate(profile, plans, items, shape, emit_dir, out, port, others)
     by_nodes: dict[int, list[int]] = {}
     for ws in plans:
         by_nodes.setdefault(shape[ws][0], []).append(ws)

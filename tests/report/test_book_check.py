@@ -217,7 +217,10 @@ def test_a_browser_that_dies_is_started_again_and_the_page_read(tmp_path, browse
 def test_the_budget_rule_counts_every_page_and_spares_the_reproduce_page():
     from companion.report.book_check import budget_problems
 
-    ok = {"intro.html": {"words": 500, "leaks": []}, "reproduce.html": {"words": 400, "leaks": ["make_setup"]}}
+    ok = {
+        "intro.html": {"words": 500, "leaks": []},
+        "reproduce.html": {"words": 400, "leaks": ["make_setup"]},
+    }
     assert budget_problems(ok, budget=1000) == []
     over = {**ok, "limitations.html": {"words": 200, "leaks": ["layout_scale"]}}
     problems = budget_problems(over, budget=1000)

@@ -91,7 +91,9 @@ def run_row(rec: dict) -> dict:
         "host_cpus": (rec.get("threads") or {}).get("host_cpus"),
         "oversubscribed": bool((rec.get("threads") or {}).get("oversubscribed", False)),
         "data_source": d.get("source", "synthetic"),
-        "execution": c.get("execution", "eager"),  # eager, compile or cudagraphs (records before the axis: eager)
+        "execution": c.get(
+            "execution", "eager"
+        ),  # eager, compile or cudagraphs (records before the axis: eager)
         "engine": c.get("engine", "native"),  # native or accelerate (records before the axis: native)
         "checkpoint": m.get("checkpoint"),
         "ram_energy_share": _component_share(e, "ram"),

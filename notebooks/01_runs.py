@@ -13,10 +13,8 @@
 # %% [markdown]
 # # The runs
 #
-# Every number in this companion comes from run records: one JSON file per fine-tune configuration,
-# written by the sweep below. This stage runs (or resumes) the sweep of a profile and collects its
-# finished records into one table. A run that already has a record is skipped, so re-executing this
-# notebook after an interruption only runs what is missing.
+# Every number in this book comes from these run records, one per fine-tune configuration. To run or resume
+# the sweep: [](../reproduce.md).
 
 # %% tags=["parameters"]
 profile = "cpu"  # ci, cpu, gpu-1, gpu-node, or a profile .yaml path
@@ -44,9 +42,8 @@ records_dir = paths.runs_dir(prof.name)
 # %% [markdown]
 # ## The sweep
 #
-# What this build asked of the sweep: runs finished now, runs whose records already existed, and failures.
-# A profile can name others to be measured with it: the cpu grid names its validation set and its test set,
-# configurations off the grid that the validation predicts without ever fitting on them. Each has its own row. Its runs are interleaved with the grid's, so both see the same minutes of the machine.
+# Runs done in this build, already on record, or failed, for the grid and the off-grid validation and test
+# sets measured with it.
 
 # %%
 if run_sweep:
@@ -65,16 +62,21 @@ if run_sweep:
             for r in [result, *result.alongside]
         ]
     )
-else:
+else:  # records copied in: what each profile's folder holds
     sweep_table = pd.DataFrame(
         [
             {
-                "profile": prof.name,
-                "runs": len(prof.runs),
+                "profile": p.name,
+                "runs": len(p.runs),
                 "run now": 0,
-                "already recorded": "all (run_sweep is off: records copied in)",
-                "failed": "—",
+                "already recorded": sum(
+                    r["run_id"] in {c.run_id for c in p.runs} for r in load_records(folder, "ok")
+                ),
+                "failed": sum(
+                    r["run_id"] in {c.run_id for c in p.runs} for r in load_records(folder, "failed")
+                ),
             }
+            for p, folder in [(prof, records_dir), *sweep.measured_alongside(prof, records_dir)]
         ]
     )
 sweep_table.style.hide(axis="index")
@@ -82,9 +84,9 @@ sweep_table.style.hide(axis="index")
 # %% [markdown]
 # ## What was measured
 #
-# One row per layout and degree: how many runs, their median step time and energy per step, and their mean
-# power. `energy` says whether the joules came from a hardware counter (NVML, RAPL: measured) or from a power
-# model (CodeCarbon's, where the machine has no counter: estimated); the two are never mixed.
+# One row per layout and degree. How joules are measured or estimated: [](../measurement.md); the machine and
+# software: [](../provenance.md).
+#
 # {glue:text}`energy_method_text`
 #
 # {glue:text}`data_text`
@@ -99,7 +101,6 @@ mine = [r for r in records if r["run_id"] in in_profile]
 runs = tables.runs_frame(mine)
 failed = [r for r in records if r.get("status") == "failed"]
 glue("n_runs", len(runs), display=False)
-glue("n_failed", len(failed), display=False)
 # the device, and on a CPU the machine by its CPU model and cores (one device name covers many machines)
 cores = pd.to_numeric(runs.get("host_cpus"), errors="coerce").max() if "host_cpus" in runs else float("nan")
 glue(
@@ -132,9 +133,13 @@ glue("data_text", prose.data_text(runs), display=False)
 glue("oversubscription_text", prose.oversubscription_text(runs), display=False)
 
 # %%
+# hide
 summary = (
-    runs.assign(energy=runs.energy_measured.map({True: "measured", False: "estimated"}))
-    .groupby(["mode", "world_size", "energy"])
+    runs.assign(
+        energy=runs.energy_measured.map({True: "measured", False: "estimated"}),
+        order=runs["mode"].map(lambda m: figures.MODE_ORDER.index(m) if m in figures.MODE_ORDER else 99),
+    )
+    .groupby(["order", "mode", "world_size", "energy"])
     .agg(
         runs=("run_id", "count"),
         median_step_ms=("step_s", lambda s: s.median() * 1e3),
@@ -142,9 +147,11 @@ summary = (
         mean_power_w=("mean_power_w", "mean"),
     )
     .reset_index()
+    .drop(columns="order")
+    .assign(mode=lambda t: t["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)))
     .rename(
         columns={
-            "mode": "parallel mode",
+            "mode": "layout",
             "world_size": "ranks",
             "median_step_ms": "median step (ms)",
             "median_energy_per_step_j": "median energy per step (J)",
@@ -152,19 +159,16 @@ summary = (
         }
     )
 )
-glue("runs_summary", summary.style.format(precision=3).hide(axis="index"), display=False)
+if summary.energy.nunique() < 2:  # one kind of joules for every run: the sentence above says which
+    summary = summary.drop(columns="energy")
 summary.style.format(
     {"median step (ms)": "{:.1f}", "median energy per step (J)": "{:.3g}", "mean power (W)": "{:.1f}"}
 ).hide(axis="index")
 
-# %% [markdown]
-# ## Where and with what
-#
-# The hardware of every data source, as its run records describe it (the profiles measured with this one
-# included), and the build that turned the records into this book. The same tables close the book ([provenance](../provenance.md)).
-
 # %%
-# the profile's records and those of the profiles measured with it (the cpu grid's off-grid holdout runs)
+# hide
+# the hardware and software tables of the provenance page: the profile's records and those of the
+# profiles measured with it (the cpu grid's off-grid runs)
 alongside = []
 for other, folder in sweep.measured_alongside(prof, records_dir):
     theirs = {c.run_id for c in other.runs}
@@ -175,7 +179,6 @@ glue("sources_table", sources.style, display=False)
 glue("versions_table", versions.style.hide(axis="index"), display=False)
 glue("build_commit", provenance.git_commit(SOURCE_ROOT), display=False)
 glue("build_date", provenance.build_date(), display=False)
-sources.style
 
 # %%
 # The artifact of this stage: one row per finished run.

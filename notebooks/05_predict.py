@@ -14,15 +14,11 @@
 # # Predict your own fine-tune
 #
 # A planned fine-tune's energy, time and CO₂ can be predicted before it runs, each with an interval, in one of
-# three tiers that every answer states: **fitted** (the operator roofline with coefficients fitted on this
-# device's sweep), **calibrated** (the operator roofline at face value from the device's calibration file,
-# `companion calibrate`, nothing fitted to a sweep; its interval is as wide as its errors on a swept device's
-# runs, that device's own where it has a sweep) and **prior** (spec-sheet roofs and TDP with the efficiency and power priors
-# cited in the hardware table, and wide intervals: what spec-sheet estimators such as LLMCarbon
-# {cite}`faiz2024llmcarbon` give, with the uncertainty stated). The same is available from the shell (the table's first
-# row's command is printed below it), and for a device never measured here,
-# `companion plan --model bert-base --examples 100000 --epochs 3 --device H100 --devices 8`.
-# Change the parameters below (or pass them to papermill) to explore.
+# three tiers that every prediction states: **fitted** (the operator roofline fitted on this device's sweep),
+# **calibrated** (the operator roofline from the device's calibration alone, its interval as wide as its errors
+# on a swept device's runs) and **prior** (spec-sheet roofs and TDP with published efficiency and power priors,
+# and wide intervals, as spec-sheet estimators such as LLMCarbon {cite}`faiz2024llmcarbon` give). The commands,
+# for any model and device: [](../reproduce.md).
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -40,6 +36,7 @@ plan_devices = 8
 plan_model = "bert-base"
 
 # %%
+# hide
 import pandas as pd
 from myst_nb import glue
 
@@ -98,11 +95,16 @@ glue("example_kwh_hi", f"{first.energy_kwh_hi:.3g}", display=False)
 glue("example_time_h", f"{first.time_h:.3g}", display=False)
 glue(
     "explore_setting",
-    f"a batch of {batch_size} sequences, {examples:,} examples and {epochs} epochs on {device}; "
-    f"CO₂ at the grid intensity of {country} ({first.carbon_g_per_kwh:.0f} g per kWh)",
+    f"a batch of {batch_size} sequences, {examples:,} examples and {epochs} epochs on {device}",
     display=False,
 )
-# the page shows a compact view (the full table is explore.csv): one interval column per model
+warned = int((explore.warnings > 0).sum())
+glue(
+    "explore_warnings",
+    f"The paper's law warns on {warned} of these {len(explore)} requests",
+    display=False,
+)
+# the page shows a compact view (the full table is the stage's download): one interval column per model
 shown = pd.DataFrame(
     {
         "model": explore.model,
@@ -117,92 +119,78 @@ shown = pd.DataFrame(
                 ("paper's law kWh [90 %]", "energy_kwh"),
             )
         },
-        "warnings": explore.warnings,
     }
 )
-shown_style = shown.style.hide(axis="index").set_table_attributes(
-    'class="companion-numbers"'
-)  # warnings: a count
+shown_style = shown.style.hide(axis="index").set_table_attributes('class="companion-numbers"')
 glue("explore_table", shown_style, display=False)
 shown_style
 
-# %%
-# the table's first row from the shell (the operator roofline; --law roofline_power_law for the paper's column)
-print(
-    f"companion predict --model {first.model} --seq-len {first.seq_len} --batch-size {batch_size} --vocab {vocab} \\\n"
-    f"    --examples {examples} --epochs {epochs} --device {device} --country {country}"
-)
-
 # %% [markdown]
-# Each row is {glue:text}`explore_setting`. The roofline columns are the operator roofline in the tier named in
-# `tier`; the last interval column is the
-# paper's law fitted on the same runs. Both intervals come from each model's errors on groups of runs left out
-# of its fit (the operator roofline's, in its fitted tier, scaled for each request by the share of its predicted
-# step in fixed costs, layout overheads and collectives: hence widths that differ from row to row); the paper's
-# law errs more off its fitted runs, and its interval says so. `explore.csv` holds
-# every figure unrounded. `warnings` counts the paper's law's warnings for that request: a value outside the
-# range its runs covered, and where they apply a precision its runs were not measured at, the fit's own flags
-# on that law, an η(p) its fit has no curve for, a layout that may not fit the device's memory; the text of each is in
-# `companion predict --law roofline_power_law --json`.
+# Each row is {glue:text}`explore_setting`. The roofline columns are the operator roofline in the row's tier; the
+# last is the paper's law fitted on the same runs. Each interval is as wide as its model's errors on runs left
+# out of its fit ([](04_validation.ipynb)); the operator roofline's also widens with the step's share of fixed
+# costs, layout overheads and collectives. The paper's law errs more, and its intervals say so.
+# {glue:text}`explore_warnings` (an input outside its runs' range, a precision or parallel degree they lack, a
+# layout that may not fit in memory).
 #
 # ## Planning on a device never measured here
 #
-# Every valid TP × FSDP layout (TP dividing the heads, the rest FSDP) and batch size of a {glue:text}`plan_model`
-# fine-tune on {glue:text}`plan_devices` × {glue:text}`plan_device`, ranked by predicted energy; `Pareto` marks the
-# layouts no other beats on both energy and time. Sequences of {glue:text}`plan_seq_len` tokens, in
-# {glue:text}`plan_precision`; the batch size is global (examples per optimizer step, split over the FSDP ranks).
-# CO₂ is at the grid intensity of the same country as above. `memory` is the step's estimated peak on one GPU
-# (`companion.energy.memory`: weights, gradients and AdamW states as the layout shards them, the activations
-# autograd saves, FSDP's gathered layers, backward's first buffers); a layout whose estimate exceeds 90 % of the
-# GPU's memory is left out, and the notes say so.
-# Tier: {glue:text}`plan_tier`; {glue:text}`plan_notes`.
+# The table predicts every layout (TP dividing the heads, the rest FSDP) and global batch (examples per optimizer
+# step) of a {glue:text}`plan_model` fine-tune on {glue:text}`plan_devices` × {glue:text}`plan_device`, with
+# sequences of {glue:text}`plan_seq_len` tokens in {glue:text}`plan_precision`.
+# Tier: {glue:text}`plan_tier`; {glue:text}`plan_notes`. Layouts whose estimated memory exceeds 90 % of the
+# GPU's are left out. {glue:text}`plan_best`.
 
 # %%
+# hide
 planned = plan_layouts(
     plan_devices, model=plan_model, examples=examples, epochs=epochs, device=plan_device, country=country
 )
 plan_table = pd.DataFrame(planned["layouts"])
-# each layout's point and interval in one cell, as the table above shows them (the page's width holds no more)
-for col, name in (("energy_kwh", "kWh [90 %]"), ("time_h", "h [90 %]")):
-    plan_table[col] = interval_cells(
-        plan_table[col], plan_table[f"{col}_interval"].str[0], plan_table[f"{col}_interval"].str[1]
-    )
-    plan_table = plan_table.drop(columns=f"{col}_interval").rename(columns={col: name})
-plan_table = plan_table.drop(
-    columns=["steps", "mean_power_w", "co2_kg_interval"]
-)  # all in `companion plan --json`
 for key, value in (
     ("plan_model", plan_model),
     ("plan_devices", str(plan_devices)),
     ("plan_device", plan_device),
-    ("plan_tier", f"{planned['tier']} ({planned['tier_means']})"),
+    ("plan_tier", planned["tier"]),
     ("plan_seq_len", str(planned["seq_len"])),
     ("plan_precision", planned["precision"]),
     ("plan_notes", "; ".join(planned["notes"]) or "no notes"),
 ):
     glue(key, value, display=False)
-plan_table = plan_table.rename(
-    columns={
-        "tp": "TP",
-        "dp": "FSDP",
-        "batch_size": "global batch",
-        "co2_kg": "CO₂ (kg)",
-        "eta": "η(p)",
-        "memory_gb": "memory (GB)",
-        "pareto": "Pareto",
-    }
+best, faster = plan_table.iloc[0], len(planned["pareto_front"]) - 1
+glue(
+    "plan_best",
+    (
+        "The cheapest is also the fastest"
+        if not faster
+        else f"The cheapest ({faster} faster layouts cost more)"
+    )
+    + f": TP {best.tp} × FSDP {best.dp} at a global batch of {best.batch_size}, {best.energy_kwh:.3g} kWh, "
+    f"{best.time_h:.3g} h, {best.co2_kg:.3g} kg CO₂ at the grid intensity of {country} "
+    f"({first.carbon_g_per_kwh:.0f} g per kWh); η(p) {best.eta:.2f}, {best.memory_gb:.3g} GB per GPU",
+    display=False,
 )
-plan_table["Pareto"] = plan_table["Pareto"].map({True: "yes", False: ""})
-plan_styled = plan_table.style.format({"CO₂ (kg)": "{:.3g}", "η(p)": "{:.2f}", "memory (GB)": "{:.3g}"}).hide(
-    axis="index"
+# the page shows energy and time, one column per layout (CO₂, η(p) and memory: the download and the command)
+plan_table["cell"] = [f"{e:.3g} / {t:.3g}" for e, t in zip(plan_table.energy_kwh, plan_table.time_h)]
+plan_table["layout"] = [f"TP {tp} × FSDP {dp}" for tp, dp in zip(plan_table.tp, plan_table.dp)]
+plan_view = (
+    plan_table.pivot(index="batch_size", columns="layout", values="cell")
+    .sort_index(ascending=False)
+    .fillna("—")
+    .reset_index()
+    .rename(columns={"batch_size": "global batch"})
+)
+plan_view.columns.name = None
+plan_styled = (
+    plan_view.style.hide(axis="index")
+    .set_table_attributes('class="companion-numbers"')
+    .set_caption(
+        f"Predicted, not measured ({planned['tier']} tier): kWh / hours for {plan_model} on {plan_devices} × "
+        f"{plan_device}"
+    )
 )
 glue("plan_table", plan_styled, display=False)
 plan_styled
-
-# %% [markdown]
-# Every prediction, here and from `companion predict --json`, carries its tier and whether its energy rests on
-# measured or estimated power; a fitted tier's prediction also lists each input outside the range of the runs it
-# was fitted on (`warnings`).
 
 # %%
 out = paths.derived_dir(profile) / "explore.csv"

@@ -16,9 +16,8 @@
 # ```{glue:} gpu_intro
 # ```
 #
-# Each tier of the operator model predicts them without seeing them: the **prior** from the datasheet, the
-# **calibrated** tier from the board's own calibration (fitted on nothing) and the **fitted** tier refitted on
-# the other runs each time (leave one out).
+# Each tier of the operator model predicts them unseen: the **prior** from the datasheet, the **calibrated**
+# tier from the board's calibration alone, the **fitted** tier refitted on the other runs.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -43,9 +42,8 @@ power, base, tiers = numbers["power_w"], numbers["bert_base_s512"], numbers["tie
 glue(
     "gpu_intro",
     headline.paragraph(
-        f"{numbers['runs']} fine-tunes of BERT-class models ran on one {device} in bf16, their energy read from the "
-        f"board's energy counter (measured, NVML): {power['runs_min']:.0f} to {power['runs_max']:.0f} W while "
-        f"training, against {power['idle']:.0f} W idle."
+        f"{numbers['runs']} fine-tunes of BERT-class models ran on one {device} in bf16, their energy measured by "
+        f"the board's counter (NVML): {power['runs_min']:.0f} to {power['runs_max']:.0f} W while training."
     ),
     display=False,
 )
@@ -57,8 +55,8 @@ if banner:
 # %% [markdown]
 # ## How close each tier comes
 #
-# Per step, the mean absolute percentage error over the runs, and how many runs each tier's stated
-# {glue:text}`gpu_level` interval covers (the fitted tier has too few runs for an interval of its own).
+# Mean error per step (MAPE) and how many runs each tier's {glue:text}`gpu_level` interval covers (the fitted
+# tier has too few runs for one).
 
 # %%
 # hide
@@ -83,6 +81,9 @@ figures.gpu_predicted_vs_measured(scores, device)
 
 # %% [markdown]
 # ## On runs it never saw
+#
+# ```{glue:} gpu_test_text
+# ```
 
 # %%
 # hide
@@ -95,10 +96,10 @@ if numbers["test"]:
     )
 
 # %% [markdown]
-# ```{glue:} gpu_test_text
-# ```
-#
 # ## The host sets the floor
+#
+# ```{glue:} gpu_host_text
+# ```
 
 # %%
 # hide
@@ -107,12 +108,10 @@ if numbers["host_speed"]:
     display(gpu.host_table(numbers).style.hide(axis="index"))
 
 # %% [markdown]
-# ```{glue:} gpu_host_text
-# ```
-#
 # ## Two regimes
 #
-# A step takes whichever is longer: the processor issuing its kernels, or the board running them.
+# A step takes whichever is longer: the processor issuing its kernels, or the board running them at up to
+# {glue:text}`gpu_peak_tflops` (its dense bf16 peak).
 
 # %%
 # hide
@@ -123,14 +122,9 @@ glue("gpu_peak_tflops", f"{peak / 1e12:.0f} TFLOP/s", display=False)
 figures.gpu_regimes(points, floors, peak, device)
 
 # %% [markdown]
-# The black line is the board's dense bf16 peak ({glue:text}`gpu_peak_tflops`); the red dashes are the
-# calibrated model's host floor for each depth. Where a depth's floor lies above the line, its steps take the
-# floor's time whatever their work.
-
-# %% [markdown]
 # ## Power and efficiency
 #
-# One BERT-base step (512 tokens, batch 32, bf16), as measured:
+# One BERT-base step (512 tokens, batch 32), as measured:
 
 # %%
 # hide

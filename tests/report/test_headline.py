@@ -124,7 +124,7 @@ def test_score_table_reads_model_scores_per_split_and_model(validation):
         for m in ("operator_roofline", "roofline_power_law", "flops_power_law", "tokens_linear")
     ]
     headers = list(t.columns)
-    assert headers[0] == "model" and headers[1].startswith("pooled") and "n = 106" in headers[1]
+    assert headers[0] == "model" and headers[1].startswith("pooled") and "106 runs" in headers[1]
     assert [h.split("<br>")[0] for h in headers[1:]] == [
         "pooled",
         "size",
@@ -132,13 +132,13 @@ def test_score_table_reads_model_scores_per_split_and_model(validation):
         "off-grid",
     ]  # holdout included
     cell = t.iloc[0][headers[1]]
-    assert cell.startswith("<b>9.9</b>") and "[8.1, 11]" in cell and "cov 91 %" in cell
+    assert cell.startswith("<b>9.9</b>") and "8.1" in cell and "11]" in cell and "91 %" in cell
     mode = t.iloc[0][headers[3]]
     assert (
-        "<b>18.2</b>" in mode and "[17, 19]" in mode and 'color:#b00">cov 59 %' in mode
+        "<b>18.2</b>" in mode and "17" in mode and "19]" in mode and 'color:#b00">59 %' in mode
     )  # below the range: red
     assert "color" not in t.iloc[0][headers[2]]
-    assert 'color:#b00">cov 99 %' in t.iloc[1][headers[1]]  # above the range (wider than promised): red too
+    assert 'color:#b00">99 %' in t.iloc[1][headers[1]]  # above the range (wider than promised): red too
     # where the scores carry the binomial range, it decides: 100 % on 17 runs is what exact intervals often show
     rows = validation["model_scores"]
     for r in rows:
@@ -151,18 +151,22 @@ def test_score_table_reads_model_scores_per_split_and_model(validation):
         "time",
     )
     degree = [c for c in ranged.columns if c.startswith("degree")][0]
-    assert "cov 100 %" in ranged.iloc[0][degree] and "color" not in ranged.iloc[0][degree]
-    assert 'color:#b00">cov 59 %' in ranged.iloc[0][headers[3]]  # 58.8 % on 17 runs: below even that range
+    assert "100 %" in ranged.iloc[0][degree] and "color" not in ranged.iloc[0][degree]
+    assert 'color:#b00">59 %' in ranged.iloc[0][headers[3]]  # 58.8 % on 17 runs: below even that range
     assert t.iloc[3][headers[3]] == "—"  # tokens-linear was not scored on that split
     assert "floor" not in cell  # no floor of the cell's own runs in these scores: none shown
-    floored = headline.score_table(
-        {
-            **validation,
-            "model_scores_pooled": [{**r, "runs_floor_pct": 7.26} for r in validation["model_scores_pooled"]],
-        },
-        "time",
-    )
-    assert floored.iloc[0][headers[1]].endswith("<small>floor 7.3</small>")
+    # the floor of a split's runs: under its name where every model scores the same runs, else in each cell
+    pooled_floor = {
+        **validation,
+        "model_scores_pooled": [{**r, "runs_floor_pct": 7.26} for r in validation["model_scores_pooled"]],
+    }
+    floored = headline.score_table(pooled_floor, "time")
+    assert "floor 7.3" in floored.columns[1] and "floor" not in floored.iloc[0, 1]
+    uneven = copy.deepcopy(pooled_floor)
+    uneven["model_scores_pooled"][0]["runs_floor_pct"] = 5.04
+    cells = headline.score_table(uneven, "time")
+    assert "floor" not in cells.columns[1] and cells.iloc[0, 1].endswith("<small>floor 5.0</small>")
+    assert not any("floor" in c for c in headline.score_table(pooled_floor, "time", floors=False).columns)
     # an exact model's MAPE on a split's runs sits under its name, where the scores carry it
     assert "exact" not in headers[1]
     exact = headline.score_table(
@@ -177,6 +181,10 @@ def test_score_table_reads_model_scores_per_split_and_model(validation):
     assert exact.columns[1].endswith("<br><small>exact 7.2</small>") and "exact" not in exact.columns[2]
     energy = headline.score_table(validation, "energy")
     assert energy.model.iloc[-1] == headline.MODELS["tdp_time"]  # the after-the-fact baseline: energy only
+    before = headline.score_table(
+        validation, "energy", after_the_fact=False
+    )  # predictions made before running
+    assert headline.MODELS["tdp_time"] not in set(before.model) and len(before) == len(energy) - 1
     assert (
         "<b>27.8</b>" in energy.iloc[1][energy.columns[1]]
     )  # pooled energy of the paper's law, not time's 28.5
@@ -514,13 +522,21 @@ def test_the_headline_page_types_no_number():
 
 def test_the_introduction_results_are_glued():
     intro = (ROOT / "book" / "intro.md").read_text()
-    first, rest = intro.split("## Results first", 1)
-    results = rest.split("## The claim", 1)[0]
+    first, rest = intro.split("## The claim", 1)
     assert "answer_box" in first and "fig_hero" in first  # the first screen: the answer and one figure
-    for key in ("summary_text", "energy_honesty_text", "filter_sensitivity_text", "gpu_text", "paper_table"):
-        assert key in results, key
-    assert "generated/06_headline.ipynb)" in results  # the per-split tables live there, linked
-    assert not re.findall(r"\d", _prose(results.splitlines())), _prose(results.splitlines())
+    assert "paper_table" in rest  # the paper's claims beside this build's figures
+    assert "generated/06_headline.ipynb)" in rest  # the per-split tables live there, linked
+    # every number of the answer and the claims is glued: the text types none (the law's symbols and p aside)
+    text = _prose(re.sub(r"\$\$.*?\$\$|\$[^$]*\$|\{cite\}`[^`]*`", " ", intro, flags=re.S).splitlines())
+    assert not re.findall(r"\d", text), re.findall(r".{20}\d.{20}", text)
+
+
+def test_the_paper_claims_table_keeps_the_figures(validation):
+    fit = {}
+    text = " ".join(headline.paper_claims(validation, fit)["this build"])
+    for figure in ("27.8 % [15.0, 34.4]", "61.4 %", "27.6 % [21.9, 30.8]", "0.2 points worse"):
+        assert figure in text, figure
+    assert f"α = {NA}" in text  # no fit.json: the coefficients are not available, nothing raises
 
 
 def test_a_usl_fitted_at_one_degree_says_kappa_was_fixed_not_fitted():
@@ -596,6 +612,10 @@ def test_the_runs_the_scores_rest_on_are_named_and_a_busy_machine_is_said(valida
         },
     }
     assert "busy" in headline.scored_runs_text(par, sweep_noise)
+    # the test set's runs are counted too, where the artifact has any
+    tested = copy.deepcopy(quiet)
+    tested["ci_filter"]["test"] = {"runs": 10, "kept": 7}
+    assert "parallel runs) and 7 of the 10 test-set runs" in headline.scored_runs_text(tested, sweep_noise)
     # an artifact from before the filter's counts were written: said, not guessed
     assert NA in headline.scored_runs_text(validation) and NA in headline.scored_runs_short(validation)
 
@@ -700,9 +720,9 @@ def test_the_headline_figures_are_given_with_and_without_the_step_time_filter():
         }
     )
     text = headline.filter_sensitivity_text(v, runs)
-    assert "±10 % of it" in text and "left out 3 runs" in text
+    assert "left out 3 runs" in text
     assert "time 9.0 % pooled, mode 14.0 % at worst, off-grid 11.0 %, test set 8.0 %" in text
-    assert "Without it, every run scored: time 11.5 % pooled" in text
+    assert "Without it: time 11.5 % pooled" in text
     assert "4 layers × 256 wide, 256 tokens × 8 (tp on 4 ranks)" in text and "64 wide" not in text
     v["filter_sensitivity"]["dropped"] = {"sweep": []}
     assert "left out no run" in headline.filter_sensitivity_text(v, runs)
@@ -721,7 +741,9 @@ def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gp
     body = headline.answer_box(v, runs, gpu, "cpu (host amd-epyc)").data
     assert "cpu (host amd-epyc), 3 runs on 1 to 4 ranks" in body and "estimated" in body
     assert (
-        "9.9 % time" in body and "on the test set 8.6 % time" in body and "0.83 × its calibrated tier" in body
+        "9.9 % time" in body
+        and "on the test set 8.6 % time" in body
+        and "0.83 × the error of its calibrated" in body
     )
     assert (
         "criteria met for time" in body
@@ -729,6 +751,8 @@ def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gp
         and "15.0 % time and 7.8 % energy over 7 runs" in body
     )
     assert "measured by a hardware counter" in headline.answer_box(v, runs.assign(energy_measured=True)).data
+    # beside the errors, how far the same runs measured twice differ (the replicate floor), where it is known
+    assert "5.1 %" not in body and "5.1 % and 6.3 %" in headline.answer_box(v, runs, gpu, "cpu", NOISE).data
 
 
 def test_the_verdict_table_states_the_thresholds_the_artifact_recorded(validation):

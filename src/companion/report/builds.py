@@ -109,46 +109,72 @@ def per_host_table(table: pd.DataFrame, model: str = "operator_roofline") -> pd.
 
 
 def sweeps_text(table: pd.DataFrame) -> str:
-    """Which builds were scored: how many stored, from when to when, measured by how many commits; and whether
-    this build's own sweep is among them."""
+    """Which builds were scored: how many stored, from which day to which, by how many commits, on which hosts
+    (``one machine`` where the scores name none or one); and whether this build's own sweep is among them."""
     if table.empty:
         return "no stored builds"
     names = sorted(set(table.sweep) - {THIS_BUILD})
     here = THIS_BUILD in set(table.sweep)
     if not names:
         return "no stored builds, only this build's own sweep"
-    commits = {c for c in table[table.sweep != THIS_BUILD].get("commit", pd.Series(dtype=object)).dropna()}
-    first, last = names[0][:15], names[-1][:15]  # 2026-11-24T2207: the calibration's time (UTC)
-    when = f"from {_time(first)} to {_time(last)} (UTC)" if len(names) > 1 else f"at {_time(first)} (UTC)"
-    made = f" by {len(commits)} different commits of this project" if len(commits) > 1 else ""
-    return f"{len(names)} stored builds, made {when}{made} on one machine" + (
-        ", and this build's own sweep (marked in the figure)" if here else ""
+    stored = table[table.sweep != THIS_BUILD]
+    commits = {c for c in stored.get("commit", pd.Series(dtype=object)).dropna()}
+    first, last = names[0][:10], names[-1][:10]  # 2026-11-24: the day of the calibration (UTC)
+    when = f"from {first} to {last}" if first != last else f"on {first}"
+    made = f" by {len(commits)} commits" if len(commits) > 1 else ""
+    hosts = (
+        stored.dropna(subset=["host"]).groupby("host").sweep.nunique()
+        if "host" in stored
+        else pd.Series(dtype=int)
+    )
+    where = (
+        f"{len(hosts)} kinds of host, "
+        + _and([f"{h} ({n} builds)" if i == 0 else f"{h} ({n})" for i, (h, n) in enumerate(hosts.items())])
+        if len(hosts) > 1
+        else "one machine"
+    )
+    own = ""
+    if here:
+        mine = table[table.sweep == THIS_BUILD].get("host", pd.Series(dtype=object)).dropna()
+        own = f", and this build's own sweep ({mine.iloc[0] + ', ' if len(hosts) > 1 and len(mine) else ''}marked in the figure)"
+    return f"{len(names)} stored builds, made {when}{made} on {where}{own}"
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def hosts_text(table: pd.DataFrame, model: str = "operator_roofline", target: str = "time") -> str:
+    """The pooled held-out MAPE per host, the builds' mean (this build apart): a clause, or nothing where the
+    scores name fewer than two hosts."""
+    t = table[(table.model == model) & (table.split == POOLED) & (table.target == target)]
+    if "host" not in t or t.host.dropna().nunique() < 2:
+        return ""
+    stored = t[t.sweep != THIS_BUILD].dropna(subset=["mape_pct", "host"])
+    means = stored.groupby("host").mape_pct.mean()
+    here = t[t.sweep == THIS_BUILD].mape_pct.dropna()
+    return (
+        f"its pooled held-out {target} MAPE averages "
+        + _and([f"{m:.1f} % on {h}" for h, m in means.items()])
+        + (f" (this build: {here.iloc[0]:.1f} %)" if len(here) else "")
     )
 
 
-def _time(stamp: str) -> str:
-    """'2026-11-24T2207' -> '2026-11-24 22:07'."""
-    day, _, hm = stamp.partition("T")
-    return f"{day} {hm[:2]}:{hm[2:4]}" if len(hm) >= 4 else stamp
-
-
 def split_sizes_text(table: pd.DataFrame, level: float, model: str = "operator_roofline") -> str:
-    """How many held-out predictions a group of one build holds (the fewest and the most over the builds, and
-    which groups), and the coverage range exact ``level`` intervals show nine times in ten on a typical split."""
+    """How many held-out predictions a group of one build holds (the fewest and the most over the builds), and
+    the coverage range exact ``level`` intervals show nine times in ten on a typical split."""
     from companion.energy.validation import coverage_range_pct
 
     t = table[(table.model == model) & (table.target == "time") & (table.split != POOLED)]
     if t.empty:
         return "a few dozen held-out runs or fewer"
     n = t.n - t.n_unbounded
-    low, high = t.loc[n.idxmin()], t.loc[n.idxmax()]
     small = n[~t.split.isin(["leave_one_size_out"])]
     typical = int((small if len(small) else n).median())
     lo, hi = coverage_range_pct(typical, level)
     return (
-        f"from {int(n.min())} held-out runs ({GROUP_WORDS.get(low.split, low.split)}) to {int(n.max())} "
-        f"({GROUP_WORDS.get(high.split, high.split)}), most splits about {typical}; on {typical} runs even "
-        f"exact {level * 100:.0f} % intervals cover anywhere from {lo:.0f} to {hi:.0f} % of them nine times in ten"
+        f"from {int(n.min())} to {int(n.max())} held-out runs, most about {typical}; on {typical} runs even exact "
+        f"{level * 100:.0f} % intervals cover anywhere from {lo:.0f} to {hi:.0f} % nine times in ten"
     )
 
 
@@ -200,41 +226,29 @@ def _lean(seen_below: int, seen_above: int, exp_below: float, exp_above: float, 
 
     over, under = seen_above - exp_above, seen_below - exp_below
     if beyond(seen_above, exp_above) and over > 0 and not (beyond(seen_below, exp_below) and under > 0):
-        return (
-            "more often above the band than exact intervals would be: the intervals lean wide (conservative)"
-        )
+        return "more often above: the intervals lean wide (conservative)"
     if beyond(seen_below, exp_below) and under > 0 and not (beyond(seen_above, exp_above) and over > 0):
-        return "more often below the band than exact intervals would be: the intervals lean narrow"
+        return "more often below: the intervals lean narrow"
     if beyond(seen_below, exp_below) or beyond(seen_above, exp_above):
         return "the misses differ from exact intervals' beyond sampling"
-    return "about as often, each way, as exact intervals would"
+    return "as often, each way, as exact intervals"
 
 
 def coverage_text(pooled: pd.DataFrame, level: float, model: str = "operator_roofline", band=BAND_PCT) -> str:
-    """The page's verdict on the intervals: per target, the range of the pooled coverage over the groups and
-    whether every group lies within ``band`` (naming ranges that reach past it); the splits pooled, against
-    ``level``; then how often single builds' groups fall below and above the band, against exact intervals."""
+    """The page's statistics on the intervals (their range over the groups is ``coverage_short``'s, each group's
+    range the figure's): the splits pooled, against ``level``; any group outside ``band``; then how often single
+    builds' groups fall below and above the band, against exact intervals."""
     p = pooled[pooled.model == model] if "model" in pooled else pooled.iloc[:0]
     if p.empty:
         return "No stored build was scored, so nothing is said here about the intervals across builds."
     pct, lo, hi = f"{level * 100:.0f} %", f"{band[0]:.0f}", f"{band[1]:.0f} %"
     groups = p[p.split != POOLED]
-    parts, outside, reach, misses = [], [], [], []
+    outside, misses = [], []
     for target in [t for t in TARGETS if t in set(groups.target)]:
         t = groups[groups.target == target]
-        lead = "" if parts else "of a group's held-out predictions "
-        parts.append(
-            f"between {t.coverage_pct.min():.1f} and {t.coverage_pct.max():.1f} % {lead}for {target}"
-        )
         outside += [
             f"{GROUP_WORDS.get(r.split, r.split)}, {target} ({r.coverage_pct:.1f} %)"
             for r in t[~t.in_band].itertuples()
-        ]
-        reach += [
-            f"{GROUP_WORDS.get(r.split, r.split)}, {target} ({_range(r.coverage_lo_pct, r.coverage_hi_pct)} %)"
-            for r in t[
-                t.in_band & ((t.coverage_lo_pct < band[0]) | (t.coverage_hi_pct > band[1]))
-            ].itertuples()
         ]
         cells = int(t.sweeps.sum())
         b, a, eb, ea = (
@@ -244,16 +258,14 @@ def coverage_text(pooled: pd.DataFrame, level: float, model: str = "operator_roo
             float(t.sweeps_above_exact.sum()),
         )
         misses.append(
-            f"of {cells} groups for {target}, {b} fall below {lo} % and {a} above {hi} (exact intervals: "
-            f"{eb:.1f} and {ea:.1f}): {_lean(b, a, eb, ea, cells)}"
+            (
+                f"{b} of {cells} groups fall below {lo} % and {a} above {hi} for {target} (exact intervals: "
+                f"{eb:.1f} and {ea:.1f})"
+                if not misses
+                else f"{b} and {a} of {cells} for {target} ({eb:.1f} and {ea:.1f})"
+            )
+            + f": {_lean(b, a, eb, ea, cells)}"
         )
-    verdict = (
-        f"every group's pooled coverage lies within {lo}–{hi}"
-        if not outside
-        else f"outside {lo}–{hi}: " + "; ".join(outside)
-    )
-    if reach:
-        verdict += f", though the {p.range_pct.iloc[0]:.0f} % ranges of {'; '.join(reach)} reach past it"
     whole = []
     for r in p[p.split == POOLED].itertuples():
         side = (
@@ -263,28 +275,23 @@ def coverage_text(pooled: pd.DataFrame, level: float, model: str = "operator_roo
             if r.coverage_hi_pct < level * 100
             else "consistent with"
         )
-        whole.append(
-            f"{r.coverage_pct:.1f} % for {r.target} ({_range(r.coverage_lo_pct, r.coverage_hi_pct)} %, "
-            f"{side} {pct})"
-        )
-    return (
-        f"Pooled over the {int(p.sweeps.max())} builds, the nominal {pct} intervals cover {', '.join(parts)}: "
-        f"{verdict}. All splits pooled, they cover {' and '.join(whole)}. Build by build (a group: one build's "
-        f"split or its off-grid runs), {'; '.join(misses)}"
-    )
+        whole.append(f"{side} {pct} for {r.target} ({_range(r.coverage_lo_pct, r.coverage_hi_pct)} %)")
+    out = f"All splits pooled, coverage is {' and '.join(whole)}." if whole else ""
+    if outside:
+        out += f" Outside {lo}–{hi}: " + "; ".join(outside) + "."
+    return (out + f" Build by build, {'; '.join(misses)}.").strip()
 
 
 def one_build_text(meeting: pd.DataFrame, band=BAND_PCT) -> str:
     """How many builds meet the one-build criterion (every group within ``band`` at once), per target, beside
     how many would with exact intervals (``companion.energy.stored.builds_meeting_band``)."""
     if meeting.empty:
-        return "No stored build was scored"
+        return "No stored build was scored."
     parts = [f"{r.meeting} of {r.sweeps} for {r.target}" for r in meeting.itertuples()]
     exact = " and ".join(f"{r.meeting_exact:.1f}" for r in meeting.itertuples())
     return (
-        f"The criterion as written asks more of one build: every group within {band[0]:.0f}–{band[1]:.0f} % at "
-        f"once. Builds that meet it: {' and '.join(parts)}; exact intervals would meet it in about {exact} builds "
-        "(a rough figure: it takes a build's groups as independent, and they share runs)"
+        f"Builds with every group within {band[0]:.0f}–{band[1]:.0f} % at once, as the criterion asks: "
+        f"{' and '.join(parts)}; exact intervals would manage roughly {exact}."
     )
 
 
@@ -296,10 +303,7 @@ def energy_text(table: pd.DataFrame) -> str:
         return ""
     measured = set(t.energy_measured.astype(bool))
     if measured == {False}:
-        return (
-            "The energy of these builds is estimated, not measured (a power model over the measured time and "
-            "load), so its scores largely follow the time's."
-        )
+        return "These builds' energy is estimated from time and load, so its scores follow the time's."
     if measured == {True}:
         return "The energy of these builds is measured, so its scores are a second result beside the time's."
     return "Some builds' energy is measured and some estimated; the two kinds are pooled here."
@@ -314,7 +318,7 @@ def floor_text(table: pd.DataFrame, model: str = "operator_roofline", target: st
         .sort_values("exact_floor_pct")
     )
     if len(t) < 4:
-        return f"Too few stored builds ({len(t)}) to say how a build's error follows its floor"
+        return f"Too few stored builds ({len(t)}) to say how a build's error follows its floor."
     r = float(t.mape_pct.corr(t.exact_floor_pct))
     half = len(t) // 2
     quiet, busy = t.iloc[:half], t.iloc[-half:]
@@ -324,10 +328,8 @@ def floor_text(table: pd.DataFrame, model: str = "operator_roofline", target: st
         return f"{(x.mape_pct - x.exact_floor_pct).mean():.1f}"
 
     return (
-        f"Over the {len(t)} builds, a build's pooled {target} MAPE {follows} its floor (Pearson r = {r:.2f}; "
-        f"both are computed on the same runs, so noisier runs raise both): the {half} builds of lowest floor "
-        f"({_range(quiet.exact_floor_pct.min(), quiet.exact_floor_pct.max())} %) score "
-        f"{quiet.mape_pct.mean():.1f} % on average, {above(quiet)} points above their floor, the {half} of highest "
-        f"({_range(busy.exact_floor_pct.min(), busy.exact_floor_pct.max())} %) {busy.mape_pct.mean():.1f} %, "
-        f"{above(busy)} points above theirs"
+        f"A build's pooled {target} MAPE {follows} its exact-model floor (r = {r:.2f} over {len(t)} "
+        f"builds; noisier runs raise both): the {half} quietest builds score {quiet.mape_pct.mean():.1f} %, "
+        f"{above(quiet)} points above their floor, the {half} noisiest {busy.mape_pct.mean():.1f} %, "
+        f"{above(busy)} points above."
     )

@@ -281,8 +281,8 @@ def energy_vs_flops(df: pd.DataFrame) -> alt.Chart:
             width=WIDTH,
             height=HEIGHT,
             title=_title("Energy per step vs compute", df),
-            description="Energy per step against the FLOPs of a step, one colour per layout; at equal FLOPs, "
-            "the vertical gap between layouts is the energy that parallelism adds or saves.",
+            description="Energy per step against FLOPs per step; at equal FLOPs, the gap between layouts "
+            "is what parallelism adds or saves.",
         )
         .mark_circle(size=70, opacity=0.85)
         .encode(
@@ -367,14 +367,6 @@ def roofline(df: pd.DataFrame) -> alt.Chart:
         )
         .add_params(sel)
     )
-    ai = df.intensity_flops_per_byte
-    where = (
-        "right of the ridge (compute-bound)"
-        if ai.min() > ridge
-        else "left of the ridge (memory-bound)"
-        if ai.max() < ridge
-        else "on both sides of the ridge"
-    )
     return (
         alt.layer(
             line,
@@ -385,9 +377,7 @@ def roofline(df: pd.DataFrame) -> alt.Chart:
             title=_title(
                 "Roofline: achieved FLOP/s per rank under the device's two roofs", df, time_only=True
             ),
-            description=f"By the analytic byte count (the paper's Q, the x axis), the runs lie {where} "
-            "(the operator-level count, with more bytes, moves them left); a run's distance below "
-            "the roof is the "
+            description="Each run under the compute and memory roofs; its distance below the roof is the "
             "utilisation it reached (hover for MFU).",
         )
         .resolve_scale(strokeDash="independent")
@@ -476,8 +466,8 @@ def eta_curves(df: pd.DataFrame, usl: list[dict]) -> alt.Chart:
         width=WIDTH,
         height=HEIGHT,
         title=_title("Efficiency factor η(p): measured points and fitted USL curves", df, time_only=True),
-        description="Each layout's measured η(p) with its fitted USL curve (band: 90 % interval); "
-        "a dashed curve is extrapolated beyond the degrees that layout was measured at.",
+        description="Each layout's measured η(p) and fitted USL curve (band: 90 % interval; dashed: "
+        "extrapolated).",
     )
 
 
@@ -616,9 +606,8 @@ def coefficients(coef: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
         .resolve_scale(x="independent", y="independent")
         .properties(
             title=_title("Fitted coefficients", df),
-            description="Each coefficient with its 90 % bootstrap interval, in the unit its panel names; an interval "
-            "that spans orders of "
-            "magnitude, or crosses zero, is a coefficient these runs cannot identify.",
+            description="Each law's coefficients with 90 % bootstrap intervals; an interval spanning orders of "
+            "magnitude, or zero, marks a coefficient these runs cannot identify.",
         )
     )
 
@@ -688,9 +677,7 @@ def static_vs_dynamic(split: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
         alt.Chart(
             long,
             title=_title("Static vs dynamic energy (energy roofline decomposition)", df),
-            description="The share of each run's modelled energy that the fitted energy roofline "
-            "assigns to compute (ε_F·F), memory traffic (ε_Q·Q) and static power (P₀·T); "
-            "runs ordered by FLOPs per step.",
+            description="Each run's modelled energy by part, runs ordered by FLOPs per step.",
         )
         .mark_bar()
         .encode(
@@ -739,8 +726,7 @@ def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
         )
         .properties(
             width=WIDTH,
-            description="Each bar is one run, split into the shares of its modelled step time "
-            "that each operator class takes; runs are ordered by FLOPs per step, smallest at the top.",
+            description="Each run's modelled step time by operator class, runs ordered by FLOPs per step.",
         )
     )
 
@@ -773,8 +759,8 @@ def eta_model_vs_measured(eta: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     ).properties(
         width=HEIGHT,
         height=HEIGHT,
-        description="Each point is one parallel run: the efficiency factor the "
-        "operator roofline predicts against the measured one; on the dashed diagonal they agree.",
+        description="Each parallel run's η(p), predicted by the operator roofline against measured; on the "
+        "dashed diagonal they agree.",
     )
 
 

@@ -57,10 +57,11 @@ def host_bound_text(numbers: dict) -> str:
         return ""
     low = hb["calibrated_all_low"]
     return (
-        f"The calibrated tier errs on the {hb['runs']} host-bound runs (the processor issuing kernels is the "
-        f"bottleneck), {'all of them low, ' if low else ''}by {-hb['calibrated_signed_error_pct']:.0f} % on average"
-        f"{'' if low else ' low'}; their own step time moved by {hb['window_spread_pct'][0]:.0f} to "
-        f"{hb['window_spread_pct'][1]:.0f} % between the windows of one run."
+        f"On the {hb['runs']} host-bound runs (where issuing kernels is the bottleneck), the calibrated "
+        f"tier's step time is low{' on every one' if low else ''}, by {-hb['calibrated_signed_error_pct']:.0f} % "
+        "on average; their own "
+        f"step time moved by {hb['window_spread_pct'][0]:.0f} to {hb['window_spread_pct'][1]:.0f} % between "
+        "windows of one run."
     )
 
 
@@ -69,8 +70,8 @@ def profile_text(numbers: dict) -> str:
     if not prof:
         return ""
     return (
-        f"On {numbers['profile_rows']} further steps timed alone (best of three), the calibrated tier's step time "
-        f"is off by {prof['calibrated']:.1f} % and the prior's by {prof['prior']:.1f} %."
+        f"On {numbers['profile_rows']} further steps timed alone, the calibrated tier's step time is off by "
+        f"{prof['calibrated']:.1f} %, the prior's by {prof['prior']:.1f} %."
     )
 
 
@@ -87,22 +88,18 @@ def test_text(numbers: dict) -> str:
     test = numbers.get("test")
     if not test:
         return ""
-    t, cal = test["tiers"], test["calibration"]
+    cal = test["calibration"]
     out = (
-        f"{test['runs']} further configurations were drawn once at random (profile gpu-test: other depths, widths, "
-        "head sizes, sequence lengths and batches) and measured on another day, on another machine; nothing was "
-        f"chosen by their scores. The prior is off by {t['prior']['time_mape_pct']:.1f} % in step time and "
-        f"{t['prior']['energy_mape_pct']:.1f} % in energy, the fitted tier (fitted on the {numbers['runs']} runs "
-        f"above) by {t['fitted']['time_mape_pct']:.1f} % and {t['fitted']['energy_mape_pct']:.1f} %. The "
-        f"calibrated tier, from that machine's own calibration, is off by {t['calibrated']['time_mape_pct']:.0f} % "
-        f"and {t['calibrated']['energy_mape_pct']:.0f} %: its host probe timed two depths only and put "
+        f"{test['runs']} further configurations, drawn once at random (other depths, widths, head sizes, sequence "
+        "lengths and batches), were measured later on another machine; no choice was made on their scores. The "
+        "calibrated tier uses that machine's calibration, whose host probe timed only two depths and put "
         f"{cal['per_op_us']:.0f} µs on each operator."
     )
     if test["repeat"]:
-        moved = ", ".join(
+        moved = " and ".join(
             f"{(r['step_s_again'] / r['step_s_first'] - 1) * 100:+.0f} %" for r in test["repeat"]
         )
-        out += f" Two reference configurations measured again on that machine moved by {moved} in step time."
+        out += f" Two reference configurations measured again there moved by {moved} in step time."
     return out
 
 
@@ -123,16 +120,14 @@ def host_text(numbers: dict) -> str:
     if not host:
         return ""
     lo, hi = host["step_ms_range"]
-    inc = " and ".join(f"{x:.2f}" for x in host["probe_increments_ms"])
     other = host["calibrated_from_probe_machine"]
     return (
-        f"The same host-bound step took {lo:.0f} to {hi:.0f} ms on machines sold as the same board: its time is "
-        "the processor's, and the processor beside the GPU differs from machine to machine and minute to minute. "
-        f"The calibration's host probe now times three depths in turn (added layers cost {inc} ms each on the "
-        f"machine that measured it; {host['probe_per_op_us']:.1f} µs per operator) and checks that they agree, "
-        "but its figure describes the machine it ran on: taken to the other machines' runs, the calibrated tier "
-        f"is off by {other['reference']['time_mape_pct']:.0f} % in step time on the reference runs and "
-        f"{other['test']['time_mape_pct']:.0f} % on the test set. A calibration and the runs it predicts must "
+        f"The same host-bound step took {lo:.0f} to {hi:.0f} ms on machines with the same board: the processor "
+        "beside the GPU sets it, and it differs between machines. The calibration's host probe "
+        f"({host['probe_per_op_us']:.1f} µs per operator, from three depths that agree) describes its own machine: "
+        "on the other machines' runs, the calibrated tier's step time is off by "
+        f"{other['reference']['time_mape_pct']:.0f} % (reference runs) and {other['test']['time_mape_pct']:.0f} % "
+        "(test set). A calibration and the runs it predicts must "
         "come from one machine."
     )
 

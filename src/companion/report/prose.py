@@ -11,8 +11,8 @@ import pandas as pd
 
 # CodeCarbon's model of a CPU without an energy counter, in the words every page uses (codecarbon 3.x:
 # codecarbon.external.hardware.CPU._get_power_from_cpu_load, codecarbon.external.ram.RAM).
-CPU_LOAD_MODEL = "the CPU's power from its load, as TDP × (0.1 + 0.9 × load³)"
-RAM_MODEL = "the RAM's power from the installed memory alone, a constant whatever the run does"
+CPU_LOAD_MODEL = "the CPU's power from its load, TDP × (0.1 + 0.9 × load³)"
+RAM_MODEL = "the RAM's power as a constant"
 
 
 def _pct(x: float) -> str:
@@ -31,23 +31,21 @@ def energy_method_text(runs: pd.DataFrame) -> str:
     """How the estimated joules of these runs were obtained and how much of them is the constant RAM term."""
     est = runs[~runs.energy_measured.astype(bool)]
     if est.empty:
-        return (
-            "Every run's joules come from a hardware energy counter (measured); no power model is involved."
-        )
+        return "Every run's joules come from a hardware energy counter; no power model is involved."
     sources = " ".join(sorted(set(est.energy_source.astype(str))))
     parts = [
         w for key, w in (("cpu=cpu_load", CPU_LOAD_MODEL), ("ram=ram_model", RAM_MODEL)) if key in sources
     ]
     text = (
-        f"{len(est)} of {len(runs)} runs have estimated joules: CodeCarbon found no energy counter, so it "
-        f"modelled {', and '.join(parts) if parts else 'their power'}."
+        f"{len(est)} of {len(runs)} runs have estimated joules: with no energy counter, CodeCarbon modelled "
+        f"{', and '.join(parts) if parts else 'their power'}."
     )
     share = ram_shares(est)
     if len(share):
         text += (
-            f" The RAM term is {_pct(share.median())} of a run's estimated joules (median; "
-            f"{_pct(share.min())}–{_pct(share.max())} across runs): a constant power × time, so the "
-            "differences between runs' energies come from the CPU term and from their step times."
+            f" The RAM term is {_pct(share.median())} of a run's joules (median; "
+            f"{_pct(share.min())}–{_pct(share.max())} across runs), so runs' energies differ through the CPU "
+            "term and their step times."
         )
     return text
 
@@ -59,18 +57,14 @@ def data_text(runs: pd.DataFrame) -> str:
     weights = (
         f"from the local checkpoint{'s' if len(ckpts) > 1 else ''} {', '.join(ckpts)}"
         if ckpts
-        else "from random weights (a BERT built from its configuration, no checkpoint)"
+        else "from random weights"
     )
     if sources == ["synthetic"]:
         what = (
-            "generated text: a classification task whose classes each have their own marker tokens (so the "
-            "loss falls), with real lengths drawn from each run's length distribution and padded per batch"
+            "generated text: a classification task with marker tokens per class (so the loss falls) and "
+            "realistic lengths, padded per batch"
         )
-        why = (
-            " A step's time and energy depend on the tokens' count and the tensors' shapes, not on the words, "
-            "so generated text measures the same cost. A profile's source field can point at a local CSV "
-            "or JSONL file of real text instead."
-        )
+        why = " A step's cost depends on the tokens' count and the tensors' shapes, not on the words."
     else:
         what, why = "the text file" + ("s " if len(sources) > 1 else " ") + ", ".join(sources), ""
     return f"Every run fine-tunes {weights} on {what}.{why}"
@@ -88,10 +82,8 @@ def oversubscription_text(runs: pd.DataFrame) -> str:
     n_par = int((runs.world_size > 1).sum())
     return (
         f"{len(over)} of the {n_par} parallel runs started more ranks than the machine has cores (up to "
-        f"{int(over.world_size.max())} ranks{on}): their ranks take turns on a core, so their step times hold "
-        "that sharing on top of the layout's own cost, and their η(p) is lower than a machine with a core per "
-        "rank would show. The operator roofline counts a waiting rank's core as busy; the Limitations page "
-        "says what this means for other machines."
+        f"{int(over.world_size.max())} ranks{on}). Their ranks take turns on a core, so their η(p) is lower "
+        "than with a core per rank; the Limitations page says what this means for other machines."
     )
 
 
@@ -99,19 +91,17 @@ def static_power_text(static_share: float, p0_w: float, idle_w: float | None, ra
     """The energy roofline's static share, its fitted P₀ against the calibration's idle power, and the part of
     the joules that is CodeCarbon's constant RAM term."""
     text = (
-        f"On these runs the static part P₀·T is {_pct(static_share)} of the energy and the fitted P₀ is "
-        f"{p0_w:.1f} W."
+        f"On these runs the static part P₀·T is {_pct(static_share)} of the energy, with P₀ = {p0_w:.1f} W."
     )
     if idle_w and p0_w < 0.8 * idle_w:
         text += (
-            f" That is below the node's idle power from its calibration ({idle_w:.1f} W): memory traffic Q "
-            "grows with the step time across these runs, so ε_Q·Q takes over part of the static power, and "
-            "the 'memory' share is in part time."
+            f" That is below the calibrated idle power ({idle_w:.1f} W): memory traffic Q grows with step time "
+            "here, so ε_Q·Q absorbs part of the static power, and the 'memory' share is partly time."
         )
     if ram_share is not None and ram_share > 0:
         text += (
-            f" For comparison, {_pct(ram_share)} of the estimated joules (median run) are CodeCarbon's RAM "
-            "term, a constant power: static by construction, whatever share the fit gives it."
+            f" CodeCarbon's constant RAM term alone is {_pct(ram_share)} of the estimated joules (median run): "
+            "static by construction."
         )
     return text
 
@@ -132,7 +122,20 @@ def calibration_banner(device: str, problems: dict, gpu: bool) -> str | None:
     )
 
 
-def calibration_notes(found) -> list[str]:
-    """A checked calibration's warnings (``energy.calibration.Calibration``) as a page says them: without the
-    file's path on the machine that built the book."""
-    return [str(w).replace(f"calibration {found.path}", "the calibration") for w in found.warnings]
+def calibration_notes(found, recorded=()) -> list[str]:
+    """A checked calibration's warnings (``energy.calibration.Calibration``), after those the file ``recorded``
+    itself, as a page says them: without the file's path on the machine that built the book, each quantity by
+    its name in words."""
+    import re
+
+    from companion.energy.calibration import QUANTITY_WORDS
+
+    def plain(text: str) -> str:
+        text = str(text).replace(f"calibration {found.path}", "the calibration")
+        return re.sub(
+            r"\b(" + "|".join(QUANTITY_WORDS) + r")\b(?= failed its check)",
+            lambda m: f"the {QUANTITY_WORDS[m.group(1)]}",
+            text,
+        )
+
+    return [plain(w) for w in [*recorded, *found.warnings]]

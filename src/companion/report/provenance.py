@@ -37,6 +37,33 @@ def _gib(n) -> str:
     return f"{n / 2**30:.0f} GiB" if isinstance(n, (int, float)) and n else UNKNOWN
 
 
+# How a run record's meter ``source`` reads on a page: no code names (``codecarbon[cpu=cpu_load,ram=ram_model]``).
+METER_WORDS = {"nvml": "NVML counter", "codecarbon": "CodeCarbon"}
+METHOD_WORDS = {
+    "cpu_load": "CPU load model",
+    "ram_model": "RAM model",
+    "intel_rapl": "RAPL counter",
+    "intel_power_gadget": "Power Gadget counter",
+    "windows_emi": "EMI counter",
+    "nvml": "NVML counter",
+}
+
+
+def meter_words(source: str) -> str:
+    """A meter source in plain words: ``codecarbon[cpu=cpu_load,ram=ram_model]`` reads "CodeCarbon: CPU load
+    model, RAM model"; ``replay:nvml`` reads "replayed NVML counter"; an unknown name loses its underscores."""
+    source = str(source)
+    for prefix, words in (("replay:", "replayed "), ("injected:", "injected ")):
+        if source.startswith(prefix):
+            return words + meter_words(source[len(prefix) :])
+    name, _, rest = source.partition("[")
+    text = METER_WORDS.get(name, name.replace("_", " "))
+    if rest:
+        methods = [m.partition("=")[2] or m for m in rest.rstrip("]").split(",") if m]
+        text += ": " + ", ".join(METHOD_WORDS.get(m, m.replace("_", " ")) for m in methods)
+    return text
+
+
 def data_sources(records: list[dict]) -> pd.DataFrame:
     """One row per data source (profile × hardware): runs, CPU model, cores, memory, GPU, driver, energy, code."""
     rows: dict[tuple, dict] = {}
@@ -51,7 +78,10 @@ def data_sources(records: list[dict]) -> pd.DataFrame:
         energy = (
             ", ".join(
                 sorted(
-                    {("measured" if m.get("measured") else "estimated") + f" ({m['source']})" for m in meters}
+                    {
+                        ("measured" if m.get("measured") else "estimated") + f" ({meter_words(m['source'])})"
+                        for m in meters
+                    }
                 )
             )
             or UNKNOWN

@@ -125,10 +125,12 @@ def host_text(numbers: dict) -> str:
         f"The same host-bound step took {lo:.0f} to {hi:.0f} ms on machines with the same board: the processor "
         "beside the GPU sets it, and it differs between machines. The calibration's host probe "
         f"({host['probe_per_op_us']:.1f} µs per operator, from three depths that agree) describes its own machine: "
-        "on the other machines' runs, the calibrated tier's step time is off by "
-        f"{other['reference']['time_mape_pct']:.0f} % (reference runs) and {other['test']['time_mape_pct']:.0f} % "
-        "(test set). A calibration and the runs it predicts must "
-        "come from one machine."
+        "used for the other machines' runs in place of their own calibrations, it puts the calibrated tier's step "
+        f"time off by {other['reference']['time_mape_pct']:.0f} % on the reference runs (against "
+        f"{numbers['tiers']['calibrated']['time_mape_pct']:.0f} % with the reference machine's own) and "
+        f"{other['test']['time_mape_pct']:.0f} % on the test set (against "
+        f"{numbers['test']['tiers']['calibrated']['time_mape_pct']:.0f} %). A calibration and the runs it predicts "
+        "must come from one machine."
     )
 
 

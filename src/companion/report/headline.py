@@ -1083,7 +1083,15 @@ def answer_box(
         items.append(
             f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured): the calibrated "
             f"model, fitted on nothing, {_pct(g.get('time_mape_pct'))} time and "
-            f"{_pct(g.get('energy_mape_pct'))} energy over {gpu.get('runs')} runs."
+            f"{_pct(g.get('energy_mape_pct'))} energy over {gpu.get('runs')} runs"
+            + (
+                f"; on {t['runs']} test runs from another machine the prior is off by "
+                f"{_pct(t['tiers']['prior']['time_mape_pct'])} / {_pct(t['tiers']['prior']['energy_mape_pct'])}, "
+                f"the calibrated tier by {_pct(t['tiers']['calibrated']['time_mape_pct'])} (host speed differs "
+                "between machines)."
+                if (t := gpu.get("test"))
+                else "."
+            )
         )
     body = "".join(f"<li>{i}</li>" for i in items)
     return HTML(

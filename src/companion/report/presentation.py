@@ -314,8 +314,7 @@ def finish(
                     "cell_type": "markdown",
                     "metadata": {},
                     "source": f"```{{admonition}} Data of this page\n:class: seealso companion-download\n{{download}}`{src.name} <{rel}>` "
-                    f"({src.stat().st_size / 1024:.1f} kB): {what}. It is the artifact this stage wrote "
-                    f"under `data/derived/<profile>/`.\n```\n",
+                    f"({src.stat().st_size / 1024:.1f} kB): {what}. It is the artifact this stage wrote.\n```\n",
                 }
             )
     return moved

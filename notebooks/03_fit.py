@@ -107,14 +107,15 @@ figures.coefficients(coef[coef.target == "energy_per_step_j"], df)
 #
 # ## Static and dynamic energy
 #
-# The energy roofline splits each run's energy into compute ε_F·F, memory ε_Q·Q and static P₀·T.
-# {glue:text}`static_power_text`
+# The energy roofline splits each run's energy ({glue:text}`fit_energy_label`) into compute ε_F·F, memory ε_Q·Q
+# and static P₀·T. {glue:text}`static_power_text`
 
 # %%
 # hide
 theta = fitted.energy["energy_roofline"].theta
 parts = LAWS["energy_roofline"].decompose(design_matrix(df, fitted.usl), theta)
 split = pd.concat([df[["run_id", "mode", "flops_per_step"]], parts], axis=1)
+glue("fit_energy_label", figures.energy_label(df), display=False)
 glue(
     "static_power_text",  # CodeCarbon's RAM share is said on the runs' page, where the joules are described
     prose.static_power_text(parts.static_j.sum() / parts.sum(axis=1).sum(), theta[2], dev.idle_w, None),

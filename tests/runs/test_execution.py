@@ -78,8 +78,9 @@ def test_a_compiled_step_trains_as_the_eager_step_does(tmp_path):
         (path,) = out.glob("*.json")
         records[execution] = json.loads(path.read_text())
         curves[execution] = records[execution]["loss"]["curve"]
-    assert len(curves["eager"]) == len(curves["compile"]) >= 5
-    assert curves["compile"] == pytest.approx(curves["eager"], rel=1e-4, abs=1e-5)
+    n = min(len(curves["eager"]), len(curves["compile"]))  # when a run stops depends on the machine's speed
+    assert n >= 5
+    assert curves["compile"][:n] == pytest.approx(curves["eager"][:n], rel=1e-4, abs=1e-5)
     ex = records["compile"]["execution"]
     assert ex["mode"] == "compile" and ex["torch_compile_mode"] == "default"
     assert ex["first_step_s"] > records["compile"]["time"]["step_mean_s"]
@@ -123,5 +124,7 @@ def test_accelerate_trains_as_the_native_engine_does(tmp_path, precision):
         rec = json.loads(path.read_text())
         curves[engine] = rec["loss"]["curve"]
         assert rec["engine"]["name"] == engine
-    assert len(curves["native"]) >= 5
-    assert curves["accelerate"] == pytest.approx(curves["native"], rel=1e-5)
+    # when a run stops depends on the machine's speed; the losses of the steps both ran do not
+    n = min(len(curves["native"]), len(curves["accelerate"]))
+    assert n >= 5
+    assert curves["accelerate"][:n] == pytest.approx(curves["native"][:n], rel=1e-5)

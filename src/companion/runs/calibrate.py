@@ -32,6 +32,7 @@ import json
 import math
 import os
 import platform
+import signal
 import socket
 import tempfile
 import time
@@ -411,10 +412,12 @@ def _collective_worker(
     budget_s: float,
     layout_budget_s: float = 0.0,
 ) -> None:
+    import signal
     import warnings
 
     import torch.distributed as dist
 
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held by the parent while it started the ranks
     warnings.filterwarnings("ignore", category=FutureWarning)
     torch.set_num_threads(1)
     device = torch.device(f"cuda:{rank}") if backend == "nccl" else torch.device("cpu")
@@ -639,6 +642,9 @@ def single_probe_steps(device, budget_s: float) -> list[dict]:
     return _one_thread(_layout_rows, [Layout(1, 1)], device, budget_s, distributed=False)
 
 
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
 def collective_benchmark(world: int, backend: str, budget_s: float, layout_budget_s: float = 0.0) -> dict:
     """Collectives over ``world`` ranks, fitted to alpha and beta; with ``layout_budget_s``, the same ranks then
     time the tiny BERT under each layout of that size (``layouts``: rows for ``layout_overheads``)."""
@@ -654,23 +660,31 @@ def collective_benchmark(world: int, backend: str, budget_s: float, layout_budge
             from companion.runs.launch import preload
 
             preload()
-        ctx = mp.start_processes(
-            _collective_worker,
-            args=(world, init, backend, out, budget_s, layout_budget_s),
-            nprocs=world,
-            join=False,
-            start_method=method,
-        )
+        # Ctrl-C and SIGTERM are held while the ranks start: one arriving between two forks would otherwise
+        # leave the ranks already started waiting on their rendezvous, unknown to the cleanup below (and holding
+        # the command's output open); held, it arrives once every rank is known
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        ctx = None
         try:
+            ctx = mp.start_processes(
+                _collective_worker,
+                args=(world, init, backend, out, budget_s, layout_budget_s),
+                nprocs=world,
+                join=False,
+                start_method=method,
+            )
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             while not ctx.join():
                 pass
         except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             # stopped (Ctrl-C, SIGTERM) or a rank failed: stop every rank before the folder holding their
             # rendezvous file goes, or a rank waiting on it waits forever
-            for proc in ctx.processes:
+            procs = ctx.processes if ctx is not None else []
+            for proc in procs:
                 if proc.is_alive():
                     proc.terminate()
-            for proc in ctx.processes:
+            for proc in procs:
                 proc.join(5)
                 if proc.is_alive():
                     proc.kill()

@@ -304,10 +304,15 @@ def _fold_rows(task) -> list[dict]:
     split, fold, train_idx, test_idx, name = task
     df, models, level = _FOLD_STATE
     train, test = df.loc[train_idx], df.loc[test_idx]
-    pred = fit_model(models[name], train).predict(test, level)
+    return prediction_rows(test, fit_model(models[name], train).predict(test, level), split, fold, name)
+
+
+def prediction_rows(runs: pd.DataFrame, pred: dict, split: str, fold, name: str) -> list[dict]:
+    """One scored row per run of ``runs`` and target with a finite prediction in ``pred`` (a fitted model's
+    ``predict``): the columns of ``PRED_COLUMNS`` before the error and coverage ``_scored`` adds."""
     rows = []
     for target, what in TARGETS.items():
-        for r, p, lo, hi in zip(test.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]):
+        for r, p, lo, hi in zip(runs.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]):
             if not np.isfinite(p):
                 continue
             rows.append(
@@ -608,28 +613,9 @@ def score_holdout(
     models = _point_fits(models)
     rows = []
     for name, model in models.items():
-        pred = fit_model(model, train).predict(holdout, level)
-        for target, what in TARGETS.items():
-            for r, p, lo, hi in zip(
-                holdout.itertuples(), pred[target], pred[f"{target}_lo"], pred[f"{target}_hi"]
-            ):
-                if np.isfinite(p):
-                    rows.append(
-                        {
-                            "split": split,
-                            "fold": "off-grid",
-                            "model": name,
-                            "target": what,
-                            "run_id": r.run_id,
-                            "size": f"L{r.layers}-h{r.hidden}-a{r.heads}",
-                            "mode": r.mode,
-                            "world_size": r.world_size,
-                            "measured": getattr(r, target),
-                            "predicted": p,
-                            "lo": lo,
-                            "hi": hi,
-                        }
-                    )
+        rows += prediction_rows(
+            holdout, fit_model(model, train).predict(holdout, level), split, "off-grid", name
+        )
     return _scored(rows)
 
 

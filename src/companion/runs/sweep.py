@@ -419,6 +419,23 @@ def _progress_bar(total: int, enabled: bool):
 EMIT_KINDS = ("torchrun", "slurm", "accelerate")
 
 
+def _launch_header(title: str, profile, others: str, port: int) -> list[str]:
+    """The opening lines of a multi-node launch script (torchrun's, Accelerate's): what it launches, how to run
+    it on every node, and the rendezvous variables it requires."""
+    return [
+        "#!/usr/bin/env bash",
+        f"# {title} for profile '{profile.name}' ({len(profile.runs)} runs){others}.",
+        "# Run this script on every node of the job with the same MASTER_ADDR and this node's NODE_RANK",
+        "# (0 on the master).",
+        "# Records go to a folder all nodes share; re-running skips finished runs.",
+        "set -euo pipefail",
+        ': "${MASTER_ADDR:?set MASTER_ADDR to the first node\'s address}"',
+        ': "${NODE_RANK:?set NODE_RANK to this node\'s index, 0..NNODES-1}"',
+        f"MASTER_PORT=${{MASTER_PORT:-{port}}}",
+        "",
+    ]
+
+
 def _emit_accelerate(
     profile, plans, items, shape, emit_dir: Path, out: str, port: int, others: str
 ) -> list[Path]:
@@ -427,20 +444,7 @@ def _emit_accelerate(
     with each: the project's runner under Accelerate's launcher, as Accelerate users start their jobs."""
     import yaml
 
-    written, lines = (
-        [],
-        [
-            "#!/usr/bin/env bash",
-            f"# accelerate launch commands for profile '{profile.name}' ({len(profile.runs)} runs){others}.",
-            "# Run this script on every node of the job with the same MASTER_ADDR and this node's NODE_RANK",
-            "# (0 on the master). Records go to a folder all nodes share; re-running skips finished runs.",
-            "set -euo pipefail",
-            ': "${MASTER_ADDR:?set MASTER_ADDR to the first node\'s address}"',
-            ': "${NODE_RANK:?set NODE_RANK to this node\'s index, 0..NNODES-1}"',
-            f"MASTER_PORT=${{MASTER_PORT:-{port}}}",
-            "",
-        ],
-    )
+    written, lines = [], _launch_header("accelerate launch commands", profile, others, port)
     for ws, plan in plans.items():
         nodes, nproc = shape[ws]
         config = {
@@ -518,18 +522,7 @@ def emit_launch(
     shape = {ws: (max(1, ws // gpus_per_node), min(ws, gpus_per_node)) for ws in plans}  # (nodes, procs/node)
     out = str(out_dir)
     if kind == "torchrun":
-        lines = [
-            "#!/usr/bin/env bash",
-            f"# Launch commands for profile '{profile.name}' ({len(profile.runs)} runs){others}.",
-            "# Run this script on every node of the job with the same MASTER_ADDR and this node's NODE_RANK",
-            "# (0 on the master).",
-            "# Records go to a folder all nodes share; re-running skips finished runs.",
-            "set -euo pipefail",
-            ': "${MASTER_ADDR:?set MASTER_ADDR to the first node\'s address}"',
-            ': "${NODE_RANK:?set NODE_RANK to this node\'s index, 0..NNODES-1}"',
-            f"MASTER_PORT=${{MASTER_PORT:-{port}}}",
-            "",
-        ]
+        lines = _launch_header("Launch commands", profile, others, port)
         for ws, plan in plans.items():
             nodes, nproc = shape[ws]
             guard = "" if nodes > 1 else 'if [ "$NODE_RANK" = 0 ]; then '

@@ -373,10 +373,11 @@ def without_full_mask(tensors: dict) -> dict:
     return tensors
 
 
-def make_train_step(model, optimizer, bf16_autocast: bool, graphs: bool = False):
+def make_train_step(model, optimizer, bf16_autocast: bool, graphs: bool = False, backward=None):
     """``step(batch) -> detached loss``: forward (under bf16 autocast if asked), backward, optimizer step. With
     ``graphs`` (a model compiled for CUDA graphs), each step begins a new graph replay and the loss is copied out
-    of the graph's memory, which the next replay overwrites."""
+    of the graph's memory, which the next replay overwrites. ``backward(loss)``: another engine's backward
+    (Accelerate's) in place of ``loss.backward()``."""
 
     def step(batch: dict) -> torch.Tensor:
         if graphs:
@@ -388,7 +389,10 @@ def make_train_step(model, optimizer, bf16_autocast: bool, graphs: bool = False)
         )
         with ctx:
             loss = model(**batch).loss
-        loss.backward()
+        if backward is None:
+            loss.backward()
+        else:
+            backward(loss)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return loss.detach().clone() if graphs else loss.detach()
@@ -409,17 +413,14 @@ def accelerate_step(model, optimizer, cfg: RunConfig):
         device_placement=False,  # the runner placed the model and the batches already
     )
     model, optimizer = accelerator.prepare(model, optimizer)
-    graphs = cfg.execution == "cudagraphs"
-
-    def step(batch: dict) -> torch.Tensor:
-        if graphs:
-            torch.compiler.cudagraph_mark_step_begin()
-        loss = model(**batch).loss
-        accelerator.backward(loss)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.detach().clone() if graphs else loss.detach()
-
+    # the prepared model's forward runs under Accelerate's own autocast: no second one around it
+    step = make_train_step(
+        model,
+        optimizer,
+        bf16_autocast=False,
+        graphs=cfg.execution == "cudagraphs",
+        backward=accelerator.backward,
+    )
     return step, {
         "name": "accelerate",
         "version": accelerate.__version__,

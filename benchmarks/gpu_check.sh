@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
 # One command that re-measures a single GPU for the project: the calibration (sized to the device, self-checked),
 # the test set and the reference sweep on the same machine, the CUDA-only tests, and on request idle/hot-idle
-# power and MFU and an NVML counter trace, all packed into one archive. About 8 minutes on an H200. Run it from a
+# power and MFU and an NVML counter trace, all packed into one archive. About 7.5 minutes on an H200. Run it from a
 # clone of the project, on the GPU's machine:
 #
 #     bash benchmarks/gpu_check.sh [OUT_DIR]       # -> OUT_DIR/gpu_check-<device>-<UTC time>.tgz (default build/)
 #     STEPS="calibrate testset repeat tests" bash benchmarks/gpu_check.sh OUT_DIR     # only these steps
 #
-# Steps, in this order (STEPS picks some; the default, about 8 minutes, is probe calibrate testset sweep tests:
-# the calibration and the runs it predicts from one machine, since a host-bound step's time is the host's):
+# Steps, in this order (STEPS picks some; the default, about 7.5 minutes, is probe calibrate testset sweep: the
+# calibration and the runs it predicts from one machine, since a host-bound step's time is the host's). The
+# archive unpacks as data/reference/<device>/one-machine/ reads it (<device>.json, runs/, testset/runs/):
 #   probe      nvidia-smi and the stack's versions
 #   calibrate  companion calibrate --device cuda (sized to the device, self-checked; ~40 s)
 #   testset    the GPU test set, profile gpu-test (6 runs drawn once, never tuned on; ~3 min)
 #   sweep      the reference profile data/reference/H200/gpu-check.yaml (7 runs, ~3.5 min)
 #   repeat     two of the reference configurations again (data/reference/H200/gpu-repeat.yaml; ~1 min)
 #   reference  idle / hot-idle power, MFU and GFLOP/J of BERT-base (benchmarks/gpu_reference.py; ~35 s)
-#   tests      the CUDA-only tests, marker gpu (~1 min: one of them calibrates)
-#   counter    8 s of the raw NVML energy counter (~30 s)
 #   modes      BERT-base s128 and s512 b32 eager, compiled and with CUDA graphs (data/reference/H200/gpu-modes.yaml;
-#              ~3 min, compilation included)
+#              ~4 min, compilation included)
+#   counter    8 s of the raw NVML energy counter (~30 s)
+#   tests      the CUDA-only tests, marker gpu (~1 min: one of them calibrates)
 #
 # With a GPU stack installed already (torch with CUDA, transformers, nvidia-ml-py, CodeCarbon), it runs from the
 # tree (PYTHONPATH=src) and never installs anything; each step's output is kept even when a later one fails,
@@ -34,8 +35,8 @@ DEVICE=$($PY -c 'import torch; from companion.runs.provenance import short_gpu_n
 STAMP=$(date -u +%Y%m%dT%H%M%S)
 W=$(mktemp -d)
 ARCHIVE="$OUT/gpu_check-$DEVICE-$STAMP.tgz"
-exec > >(tee -a "$W/log.txt") 2>&1
-pack() { tar -czf "$ARCHIVE" -C "$W" . && echo "packed $ARCHIVE"; }
+exec > >(tee -a "$W/gpu_check.log") 2>&1
+pack() { tar -czf "$ARCHIVE" --exclude=.lock --exclude=.plans --exclude=logs -C "$W" . && echo "packed $ARCHIVE"; }
 step() {  # name, command...: time one step, keep going when it fails, re-pack
   local name=$1; shift
   echo "== $name: $*"
@@ -44,11 +45,11 @@ step() {  # name, command...: time one step, keep going when it fails, re-pack
   pack
 }
 cd "$ROOT"
-STEPS=${STEPS:-probe calibrate testset sweep tests}
+STEPS=${STEPS:-probe calibrate testset sweep}
 echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown); steps: $STEPS"
 want() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 want probe && step probe sh -c "nvidia-smi; $PY -c 'import torch, transformers; print(torch.__version__, transformers.__version__)'"
-want calibrate && step calibrate $PY -m companion.cli calibrate --device cuda --out "$W/devices/$DEVICE.json"
+want calibrate && step calibrate $PY -m companion.cli calibrate --device cuda --out "$W/$DEVICE.json"
 want testset && step testset $PY -m companion.cli sweep --profile gpu-test --device-name "$DEVICE" \
   --out "$W/testset/runs" --quiet
 want sweep && step sweep $PY -m companion.cli sweep --profile data/reference/H200/gpu-check.yaml --device-name "$DEVICE" \
@@ -56,9 +57,9 @@ want sweep && step sweep $PY -m companion.cli sweep --profile data/reference/H20
 want repeat && step repeat $PY -m companion.cli sweep --profile data/reference/H200/gpu-repeat.yaml \
   --device-name "$DEVICE" --out "$W/repeat/runs" --quiet
 want reference && step reference $PY benchmarks/gpu_reference.py --out "$W/gpu_reference.json" --idle-s 8
-want tests && step tests $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/runs/test_calibrate.py \
-  tests/energy/test_memory.py tests/runs/test_meters.py
-want counter && step counter $PY benchmarks/record_meter_log.py --counter-trace 8 --device cuda --out "$W/nvml_counter_$DEVICE.jsonl"
 want modes && step modes $PY -m companion.cli sweep --profile data/reference/H200/gpu-modes.yaml \
   --device-name "$DEVICE" --out "$W/modes/runs" --quiet
-echo "done: $ARCHIVE (unpack into data/reference/$DEVICE/ and score with python benchmarks/model_accuracy.py --device $DEVICE)"
+want counter && step counter $PY benchmarks/record_meter_log.py --counter-trace 8 --device cuda --out "$W/nvml_counter_$DEVICE.jsonl"
+want tests && step tests $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/runs/test_calibrate.py \
+  tests/energy/test_memory.py tests/runs/test_meters.py
+echo "done: $ARCHIVE (unpack into data/reference/$DEVICE/one-machine/ and score with python benchmarks/model_accuracy.py --device $DEVICE)"

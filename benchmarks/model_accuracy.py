@@ -171,6 +171,23 @@ def gpu_reference(device: str) -> int:
                 f"measured on both machines: {r['run_id']}: step x{r['step_s_again'] / r['step_s_first']:.3f}, "
                 f"energy x{r['energy_j_again'] / r['energy_j_first']:.3f}"
             )
+    one = reference.one_machine_numbers(device, level=LEVEL)
+    if one:
+        cal = one["calibration"]
+        print(
+            f"\none machine: its calibration ({cal['per_op_us']:.3g} us per operator over depths "
+            f"{cal['probe_depths']}, flagged: {cal['flagged'] or 'nothing'}), then its runs; calibrated and prior "
+            "fitted on nothing, fitted: leave one out (reference), fitted on that machine's reference runs (test)"
+        )
+        for split, rows in one["scores"].items():
+            t = pd.DataFrame(rows)
+            print(f"{split}:")
+            print(
+                t.pivot(index="run_id", columns="tier", values=["step_s_ape", "energy_per_step_j_ape"])
+                .round(1)
+                .to_string()
+            )
+            print(reference.summary(t).round(1).to_string())
     host = reference.host_speed(device)
     if host:
         print(f"\n{host['config']} per machine (ms per step):")

@@ -53,10 +53,26 @@ if banner:
     display(HTML(banner))
 
 # %% [markdown]
+# ## Calibration and runs from one machine
+#
+# ```{glue:} gpu_one_machine_text
+# ```
+
+# %%
+# hide
+glue("gpu_one_machine_text", headline.paragraph(gpu.one_machine_text(numbers)), display=False)
+if numbers["one_machine"]:
+    display(
+        gpu.one_machine_table(numbers)
+        .style.hide(axis="index")
+        .set_table_attributes('class="companion-numbers"')
+    )
+
+# %% [markdown]
 # ## How close each tier comes
 #
-# Mean error per step (MAPE) and how many runs each tier's {glue:text}`gpu_level` interval covers (the fitted
-# tier has too few runs for one).
+# On the first machine's runs: mean error per step (MAPE) and how many runs each tier's
+# {glue:text}`gpu_level` interval covers (the fitted tier has too few runs for one).
 
 # %%
 # hide

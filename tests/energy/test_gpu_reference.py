@@ -102,9 +102,16 @@ def test_the_headline_sentence_quotes_each_tier():
 
     numbers = ref.reference_numbers("H200")
     text = gpu.headline_sentence(numbers)
+    # the one machine's figures lead: its test runs by the calibrated tier and the prior, its reference runs
+    one = numbers["one_machine"]["tiers"]
+    for split, tier in (("test", "calibrated"), ("test", "prior"), ("reference", "calibrated")):
+        for target in ("time", "energy"):
+            assert f"{one[split][tier][f'{target}_mape_pct']:.0f} %" in text
+    assert "NVML" in text and "H200" in text
+    # without that set, the first machine's three tiers
+    text = gpu.headline_sentence({**numbers, "one_machine": None})
     for tier in ("prior", "calibrated", "fitted"):
         assert f"{numbers['tiers'][tier]['time_mape_pct']:.0f} %" in text
-    assert "NVML" in text and "H200" in text
     assert len(gpu.tier_table(numbers)) == 3 and gpu.flagged_banner(numbers).count("datasheet") == 1
 
 
@@ -136,3 +143,30 @@ def test_the_host_speed_rows_come_from_the_files_and_the_probe_passes_its_check(
     # one layer that costs twice another is a host that was busy: flagged
     bent = {**rec, "op_counts": {**rec["op_counts"], "layer_increments_s": [1.5e-3, 3.1e-3]}}
     assert "not linear in depth" in check_op_counts(bent)[0]
+
+
+def test_a_calibration_predicts_the_runs_of_its_own_machine_within_ten_percent():
+    numbers = ref.one_machine_numbers("H200")
+    folder = ref.reference_dir("H200") / ref.ONE_MACHINE
+    assert numbers["runs"] == {"reference": 7, "test": 6}
+    assert numbers["calibration"]["flagged"] == [] and numbers["calibration"]["probe_depths"] == [1, 2, 3]
+    for split, tiers in numbers["tiers"].items():
+        rows = pd.DataFrame(numbers["scores"][split]).query("tier == 'calibrated'")
+        assert tiers["calibrated"]["time_mape_pct"] == pytest.approx(rows.step_s_ape.mean())
+        # the calibrated tier, fitted on nothing, within the target, its intervals covering every run
+        for target in ("time", "energy"):
+            assert tiers["calibrated"][f"{target}_mape_pct"] <= 10.0, (split, target)
+            assert tiers["calibrated"][f"{target}_covered"] == numbers["runs"][split]
+        assert tiers["prior"]["time_mape_pct"] <= 25.0 and tiers["prior"]["energy_mape_pct"] <= 25.0
+    from companion.report import gpu
+
+    table = gpu.one_machine_table({"one_machine": numbers})
+    row = table.set_index("tier").loc["calibrated"]
+    assert row["test runs: time (%)"] == f"{numbers['tiers']['test']['calibrated']['time_mape_pct']:.1f}"
+    assert row["inside the interval"] == "13 of 13"
+    # the test runs are none of the reference runs, and their fitted tier is the point fitted on those
+    test_runs = ref.reference_runs("H200", folder / ref.TESTSET).reset_index(drop=True)
+    assert not set(test_runs.run_id) & set(ref.reference_runs("H200", folder).run_id)
+    t, _ = ref.fitted_point("H200", folder).predict(test_runs)
+    fitted = pd.DataFrame(numbers["scores"]["test"]).query("tier == 'fitted'")
+    assert fitted.step_s_predicted.to_numpy() == pytest.approx(t)

@@ -210,11 +210,13 @@ def check_bandwidth(rec: dict) -> list[str]:
     return []
 
 
-def _check_rate(rec: dict, key: str, label: str, size_bytes) -> list[str]:
+def _check_rate(rec: dict, key: str, label: str, size_bytes, rate=None) -> list[str]:
+    """``rate``: the rate as the model reads it, where that differs from the file's (``opmodel.elementwise_rate``)."""
     part = rec.get(key)
     if not part:
         return []
-    rate, bw = part.get("bytes_per_s"), (rec.get("bandwidth") or {}).get("bandwidth_bytes_per_s")
+    rate = part.get("bytes_per_s") if rate is None else rate
+    bw = (rec.get("bandwidth") or {}).get("bandwidth_bytes_per_s")
     if not _positive(rate):
         return [f"{label} rate {rate!r} not finite and positive"]
     out = []
@@ -290,12 +292,20 @@ def check_power(rec: dict) -> list[str]:
 
 def check_calibration(rec: dict) -> dict[str, list[str]]:
     """{quantity: problems} for every quantity of ``QUANTITIES`` that fails its checks (empty: all pass)."""
+    from companion.energy import opmodel
+
     ew = rec.get("elementwise") or {}
     opt = rec.get("optimizer") or {}
     found = {
         "gemm": check_gemm(rec),
         "bandwidth": check_bandwidth(rec),
-        "elementwise": _check_rate(rec, "elementwise", "element-wise", ew.get("bytes")),
+        "elementwise": _check_rate(
+            rec,
+            "elementwise",
+            "element-wise",
+            ew.get("bytes"),
+            opmodel.elementwise_rate(ew, rec.get("dtype")),
+        ),
         "optimizer": _check_rate(
             rec, "optimizer", "optimizer", 4 * opt["parameters"] if _positive(opt.get("parameters")) else None
         ),

@@ -173,6 +173,35 @@ AUTOCAST_OPS_PER_LAYER, AUTOCAST_OPS_PER_STEP = 32, 12
 # attention, the optimizer and views removed, CPU dropout's four operators replaced by CUDA's fused one) gave
 # 240 bytes per token x hidden x layer, against the model's 3 x (8 h + 2 f) = 48 elements: 5 bytes each.
 ELEMENTWISE_BYTES = {"fp32": 4.0, "bf16": 5.0}
+
+
+def elementwise_precision(dtype: str | None) -> str:
+    """The ``ELEMENTWISE_BYTES`` key of a calibration's dtype ("float32", "bfloat16", ...): 2-byte types are bf16."""
+    return (
+        "bf16"
+        if str(dtype or "").removeprefix("torch.") in ("bfloat16", "bf16", "float16", "fp16")
+        else "fp32"
+    )
+
+
+def elementwise_rate(part: dict | None, dtype: str | None) -> float | None:
+    """The element-wise benchmark's rate in the operator model's bytes (``ELEMENTWISE_BYTES`` per element of the
+    calibration's precision), which the elementwise term divides. A file that records ``bytes_per_element`` counted
+    that way; older files counted the tensors' own element size (2 bytes in bf16, not the model's 5), so their
+    rate is recounted from the benchmark's shape: same time, the model's bytes."""
+    part = part or {}
+    rate = part.get("bytes_per_s")
+    if rate is None or part.get("bytes_per_element") is not None:
+        return rate
+    tokens, hidden, nbytes = part.get("tokens"), part.get("hidden"), part.get("bytes")
+    if not (tokens and hidden and nbytes):
+        return rate
+    counted = float(nbytes) / (
+        3 * float(tokens) * 16 * float(hidden)
+    )  # 3 x tokens x (8 h + 2 x 4 h) elements
+    return float(rate) * ELEMENTWISE_BYTES[elementwise_precision(dtype)] / counted
+
+
 TIME_UNITS = {
     "gemm_s": "x roofline",
     "kernel_s": "x tiny kernels' floor",
@@ -946,7 +975,7 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
         node_cores=int(rec.get("provenance", {}).get("torch_threads") or 1),
         thread_exponent=float((rec.get("thread_scaling") or {}).get("exponent", 1.0)),
         attention_s_per_score=attention_cost_per_score(rec.get("attention") or []),
-        elementwise_bytes_per_s=(rec.get("elementwise") or {}).get("bytes_per_s"),
+        elementwise_bytes_per_s=elementwise_rate(rec.get("elementwise"), rec.get("dtype")),
         optimizer_bytes_per_s=(rec.get("optimizer") or {}).get("bytes_per_s"),
         idle_w=float(idle or 0.0),
         loaded_w=float(loaded if loaded is not None else idle or 0.0),

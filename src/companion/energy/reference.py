@@ -295,6 +295,7 @@ def reference_numbers(device: str, root: Path | None = None, level: float = 0.9)
         },
         "scores": scores.to_dict(orient="records"),
         "test": testset_numbers(device, root, level),
+        "one_machine": one_machine_numbers(device, root, level),
         "host_speed": host_speed(device, root),
     }
 
@@ -311,6 +312,9 @@ def _tier_dict(tiers: pd.DataFrame) -> dict:
 
 TESTSET = "testset"  # the test set's sub-folder of a reference folder: its runs, its machine's calibration
 HOST = "host"  # the host-speed measurements' sub-folder (benchmarks/host_cost.py, benchmarks/host_gap.py)
+ONE_MACHINE = (
+    "one-machine"  # a calibration and the runs it predicts from one machine (benchmarks/gpu_check.sh)
+)
 BASE_S128_B32 = (12, 768, 128, 32)  # BERT-base at 128 tokens, batch 32: the host-bound step every file times
 
 
@@ -354,6 +358,35 @@ def testset_numbers(device: str, root: Path | None = None, level: float = 0.9) -
         },
         "repeat": repeat,
         "scores": scores.to_dict(orient="records"),
+    }
+
+
+def one_machine_numbers(device: str, root: Path | None = None, level: float = 0.9) -> dict | None:
+    """The three tiers where the calibration and the runs it predicts come from one machine
+    (``<folder>/one-machine``, as ``benchmarks/gpu_check.sh`` packs them): the reference profile's runs (the
+    fitted tier leaves each out) and the test set's (the fitted tier as fitted on every reference run of that
+    machine). The calibrated tier is fitted on nothing. None where the folder has no such set."""
+    folder = (root or reference_dir(device)) / ONE_MACHINE
+    cal_path = folder / f"{device}.json"
+    if not ((folder / "runs").is_dir() and cal_path.is_file()):
+        return None
+    splits = {"reference": score_reference(device, folder, level, calibration=cal_path)}
+    if (folder / TESTSET / "runs").is_dir():
+        splits["test"] = score_reference(
+            device, folder / TESTSET, level, fitted=fitted_point(device, folder), calibration=cal_path
+        )
+    rec = json.loads(cal_path.read_text())
+    ops = rec.get("op_counts") or {}
+    return {
+        "runs": {k: int(v.run_id.nunique()) for k, v in splits.items()},
+        "tiers": {k: _tier_dict(summary(v)) for k, v in splits.items()},
+        "calibration": {
+            "per_op_us": float(ops["per_op_s"]) * 1e6 if ops.get("per_op_s") else None,
+            "probe_depths": sorted(int(k) for k in (ops.get("step_s") or {})),
+            "flagged": sorted(load_calibration(cal_path, device, "bf16").problems),
+            "measured_at": (rec.get("provenance") or {}).get("measured_at"),
+        },
+        "scores": {k: v.to_dict(orient="records") for k, v in splits.items()},
     }
 
 

@@ -103,6 +103,55 @@ def test_text(numbers: dict) -> str:
     return out
 
 
+ONE_MACHINE_SPLITS = {"reference": "reference runs", "test": "test runs"}
+
+
+def one_machine_table(numbers: dict) -> pd.DataFrame:
+    """Per tier, on the runs of the machine that took the calibration: the errors on the reference profile and
+    on the test set, and how many runs the stated interval covers over both."""
+    one = numbers["one_machine"]
+    n = sum(one["runs"].values())
+    rows = []
+    for t in one["tiers"]["reference"]:
+        row = {
+            "tier": "fitted (leave one out; test runs: on the reference runs)"
+            if t == "fitted"
+            else TIER_WORDS[t]
+        }
+        for split, words in ONE_MACHINE_SPLITS.items():
+            v = one["tiers"].get(split, {}).get(t)
+            if v:
+                row[f"{words}: time (%)"] = f"{v['time_mape_pct']:.1f}"
+                row[f"{words}: energy (%)"] = f"{v['energy_mape_pct']:.1f}"
+        cover = [one["tiers"][k][t][c] for k in one["tiers"] for c in ("time_covered", "energy_covered")]
+        row["inside the interval"] = "—" if None in cover else f"{sum(cover) / 2:.0f} of {n}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def one_machine_text(numbers: dict) -> str:
+    """What the tiers do where the calibration and the runs come from one machine: the check that counts."""
+    one = numbers.get("one_machine")
+    if not one:
+        return ""
+    ref, test = one["tiers"]["reference"]["calibrated"], one["tiers"].get("test", {}).get("calibrated")
+    out = (
+        f"One machine took its calibration ({one['calibration']['per_op_us']:.1f} µs of host time per operator, "
+        f"{'no check failed' if not one['calibration']['flagged'] else 'some checks failed'}), then ran the "
+        f"{one['runs']['reference']} reference configurations"
+        + (f" and the {one['runs']['test']} test configurations" if test else "")
+        + ". From that calibration alone, fitted on nothing, the calibrated tier is off by "
+        f"{ref['time_mape_pct']:.0f} % in step time and {ref['energy_mape_pct']:.0f} % in energy on the reference "
+        "runs"
+    )
+    if test:
+        out += (
+            f", and by {test['time_mape_pct']:.0f} % and {test['energy_mape_pct']:.0f} % on the test runs, "
+            "which no choice was made on"
+        )
+    return out + "."
+
+
 def host_table(numbers: dict) -> pd.DataFrame:
     """BERT-base's host-bound step as each machine timed it."""
     host = numbers["host_speed"]
@@ -137,6 +186,18 @@ def host_text(numbers: dict) -> str:
 def headline_sentence(numbers: dict) -> str:
     """The GPU's figures in one sentence, for the headline beside the CPU's."""
     t = numbers["tiers"]
+    one = numbers.get("one_machine")
+    if one and "test" in one["tiers"]:
+        c, r = one["tiers"]["test"]["calibrated"], one["tiers"]["reference"]["calibrated"]
+        return (
+            f"On one {numbers['device']} (energy measured by its NVML counter), from a calibration of the same "
+            f"machine and fitted on nothing, the operator model predicts {one['runs']['test']} test runs' step "
+            f"time within {c['time_mape_pct']:.0f} % and energy within {c['energy_mape_pct']:.0f} % "
+            f"({one['runs']['reference']} reference runs: {r['time_mape_pct']:.0f} % / "
+            f"{r['energy_mape_pct']:.0f} %; the datasheet prior on the test runs: "
+            f"{one['tiers']['test']['prior']['time_mape_pct']:.0f} % / "
+            f"{one['tiers']['test']['prior']['energy_mape_pct']:.0f} %)."
+        )
     return (
         f"On one {numbers['device']} ({numbers['runs']} runs, energy measured by its NVML counter), the operator "
         f"model predicts step time within {t['calibrated']['time_mape_pct']:.0f} % and energy within "

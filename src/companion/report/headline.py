@@ -1078,7 +1078,17 @@ def answer_box(
             else ": no comparison in this build."
         ),
     ]
-    if gpu and gpu.get("tiers"):
+    one = (gpu or {}).get("one_machine") or {}
+    if one and "test" in one.get("tiers", {}):
+        c, r = one["tiers"]["test"]["calibrated"], one["tiers"]["reference"]["calibrated"]
+        items.append(
+            f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured): from a calibration of "
+            f"the same machine, fitted on nothing, {_pct(c.get('time_mape_pct'))} time and "
+            f"{_pct(c.get('energy_mape_pct'))} energy over {one['runs']['test']} test runs never tuned on "
+            f"({_pct(r.get('time_mape_pct'))} / {_pct(r.get('energy_mape_pct'))} over "
+            f"{one['runs']['reference']} reference runs); a calibration describes its own machine's host."
+        )
+    elif gpu and gpu.get("tiers"):
         g = gpu["tiers"].get("calibrated", {})
         items.append(
             f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured): the calibrated "

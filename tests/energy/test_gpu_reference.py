@@ -159,9 +159,10 @@ def test_a_calibration_predicts_the_runs_of_its_own_machine_within_ten_percent()
             assert tiers["calibrated"][f"{target}_covered"] == numbers["runs"][split]
         assert tiers["prior"]["time_mape_pct"] <= 25.0 and tiers["prior"]["energy_mape_pct"] <= 25.0
     from companion.report import gpu
+    from companion.report.figures import TIER_WORDS
 
     table = gpu.one_machine_table({"one_machine": numbers})
-    row = table.set_index("tier").loc["calibrated"]
+    row = table.set_index("tier").loc[TIER_WORDS["calibrated"]]
     assert row["test runs: time (%)"] == f"{numbers['tiers']['test']['calibrated']['time_mape_pct']:.1f}"
     assert row["inside the interval"] == "13 of 13"
     # the test runs are none of the reference runs, and their fitted tier is the point fitted on those

@@ -135,58 +135,16 @@ data/runs/testset/.complete: src/companion/runs/profiles/testset.yaml | $(STAMP)
 	$(BIN)/companion sweep --profile testset --quiet
 	touch $@
 
-# ---- stages: each target is the artifact its notebook writes; editing a later stage never re-runs training
-$(DERIVED)/runs.csv: $(STAMP) $(PROFILE_FILE) $(HOLDOUT_FILE) notebooks/01_runs.py params/01_runs.yaml $(E)/tables.py \
-		$(R)/figures.py $(R)/prose.py $(R)/provenance.py
-	$(call stage,01_runs)
+# ---- stages: each target is the artifact its notebook writes; editing a later stage never re-runs training.
+# The rules are written from the stage table (companion/report/stage_table.py: what each stage reads, and the
+# modules it imports), with the system's Python, before any set-up.
+STAGE_RULES := build/stage-rules.mk
+$(STAGE_RULES): $(wildcard notebooks/*.py) $(shell find src/companion -name "*.py")
+	@mkdir -p $(@D)
+	@PYTHONPATH=src $(PYTHON) -m companion.report.stage_table make > $@.tmp && mv $@.tmp $@
+include $(STAGE_RULES)
 
-# a CPU's roofs come from its calibration (one measurement for the proxies and the operator model)
-$(DERIVED)/proxies.csv: $(DERIVED)/runs.csv notebooks/02_proxies.py params/02_proxies.yaml $(CALIBRATION) \
-		$(E)/proxies.py $(E)/tables.py $(E)/hardware.py $(E)/efficiency.py $(E)/resources/hardware.yaml $(E)/opcount.py \
-		$(E)/noise.py $(E)/opmodel.py $(E)/calibration.py $(E)/predict.py $(R)/figures.py src/companion/runs/calibrate.py \
-		$(R)/prose.py
-	$(call stage,02_proxies)
-
-# stage 02 writes the replicate noise floor beside proxies.csv (one producer, two files)
-$(DERIVED)/noise.json: $(DERIVED)/proxies.csv
-	@test -f $@ || { echo "$@ is missing: remove $< and re-run, stage 02_proxies writes both"; exit 1; }
-
-$(DERIVED)/fit.json: $(DERIVED)/proxies.csv notebooks/03_fit.py params/03_fit.yaml $(CALIBRATION) \
-		$(E)/laws.py $(E)/efficiency.py $(E)/fit.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/registry.py $(E)/tables.py $(R)/figures.py \
-		$(R)/headline.py $(R)/prose.py
-	$(call stage,03_fit)
-
-$(DERIVED)/validation.json: $(DERIVED)/proxies.csv notebooks/04_validation.py params/04_validation.yaml \
-		params/03_fit.yaml $(CALIBRATION) $(HOLDOUT) $(E)/validation.py $(E)/laws.py $(E)/efficiency.py $(E)/fit.py \
-		$(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/registry.py $(E)/noise.py $(E)/tables.py $(R)/figures.py $(R)/headline.py
-	$(call stage,04_validation)
-
-$(DERIVED)/explore.csv: $(DERIVED)/fit.json notebooks/05_predict.py params/05_predict.yaml $(E)/predict.py \
-		$(E)/opmodel.py $(E)/fit.py $(E)/resources/hardware.yaml
-	$(call stage,05_predict)
-
-$(DERIVED)/headline.json: $(DERIVED)/validation.json $(DERIVED)/explore.csv $(DERIVED)/builds.csv $(DERIVED)/gpu.json \
-		notebooks/06_headline.py params/06_headline.yaml params/05_predict.yaml $(E)/stored.py $(R)/headline.py \
-		$(R)/figures.py $(R)/gpu.py
-	$(call stage,06_headline)
-
-# every stored sweep of the profile (data/reference/PROFILE/*.tar.gz), scored by today's models as stage 04 scores its own
-# (the folder as well: an archive removed changes its time, where the list of archives alone would not notice)
-$(DERIVED)/builds.csv: $(DERIVED)/validation.json $(DERIVED)/runs.csv $(wildcard data/reference/$(PROFILE_NAME) \
-		data/reference/$(PROFILE_NAME)/*.tar.gz) notebooks/07_builds.py \
-		params/07_builds.yaml $(E)/stored.py $(E)/validation.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/registry.py $(E)/noise.py $(E)/tables.py \
-		$(E)/proxies.py $(R)/builds.py $(R)/figures.py $(R)/headline.py $(R)/provenance.py
-	$(call stage,07_builds)
-
-# the GPU chapter: the committed reference measurements of one GPU, scored by every tier (no sweep of this build)
-$(DERIVED)/gpu.json: $(wildcard data/reference/H200/*.json data/reference/H200/runs/*.json data/reference/H200/*/*.json \
-		data/reference/H200/*/runs/*.json data/reference/H200/testset/repeat/runs/*.json) notebooks/08_gpu.py \
-		params/08_gpu.yaml $(E)/reference.py $(E)/opmodel.py $(E)/calibration.py $(E)/models.py $(E)/registry.py $(E)/hardware.py \
-		$(E)/resources/hardware.yaml $(E)/proxies.py $(E)/tables.py $(R)/gpu.py $(R)/figures.py $(R)/headline.py $(R)/prose.py | $(STAMP)
-	$(call stage,08_gpu)
-
-ARTIFACTS := $(DERIVED)/runs.csv $(DERIVED)/proxies.csv $(DERIVED)/noise.json $(DERIVED)/fit.json $(DERIVED)/validation.json \
-	$(DERIVED)/explore.csv $(DERIVED)/headline.json $(DERIVED)/builds.csv $(DERIVED)/gpu.json
+ARTIFACTS := $(STAGE_ARTIFACTS)
 
 analysis: $(ARTIFACTS) ## run every stage whose inputs changed (sweep -> proxies -> fit -> validation -> predict)
 fit: $(DERIVED)/fit.json ## the fit stage (and what it needs)

@@ -83,60 +83,6 @@ def test_table_of_contents_matches_sources():
             assert (ROOT / "book" / f"{f}.md").is_file(), f
 
 
-# Modules a notebook imports whose change need not re-run its stage: the stage runner itself, JSON I/O, and the
-# sweep of stage 01 (a run with a record is skipped, so new sweep code changes no record; the profile file is
-# a prerequisite of its own).
-NOT_PREREQUISITES = {
-    "src/companion/report/stages.py",
-    "src/companion/runs/records.py",
-    "src/companion/runs/sweep.py",
-    "src/companion/runs/profiles.py",
-}
-
-
-def _stage_prerequisites() -> dict:
-    """Each stage's prerequisites in the Makefile ($(E) and $(R) expanded), by notebook name."""
-    lines = (ROOT / "Makefile").read_text().replace("\\\n", " ").splitlines()
-    rules = {}
-    for line, recipe in zip(lines, lines[1:]):
-        target, stage = (
-            re.match(r"^\$\(DERIVED\)/\S+:(.*)$", line),
-            re.search(r"\$\(call stage,(\w+)\)", recipe),
-        )
-        if target and stage:
-            rules[stage.group(1)] = (
-                target.group(1)
-                .replace("$(E)", "src/companion/energy")
-                .replace("$(R)", "src/companion/report")
-                .split()
-            )
-    return rules
-
-
-def test_every_module_a_notebook_imports_re_runs_its_stage():
-    """`make reproduce` re-runs only stages whose inputs changed, from the Makefile's lists: a module a page
-    imports but its rule does not list would leave the page stale after an edit."""
-    import ast
-
-    rules = _stage_prerequisites()
-    notebooks = sorted((ROOT / "notebooks").glob("*.py"))
-    assert {nb.stem for nb in notebooks} == set(rules)
-    for nb in notebooks:
-        imported = set()
-        for node in ast.walk(ast.parse(nb.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("companion."):
-                parts = node.module.split(".")
-                imported |= (
-                    {f"src/companion/{parts[1]}/{a.name}.py" for a in node.names}
-                    if len(parts) == 2
-                    else {"src/" + "/".join(parts) + ".py"}
-                )
-        missing = sorted(
-            m for m in imported - NOT_PREREQUISITES - set(rules[nb.stem]) if (ROOT / m).is_file()
-        )
-        assert not missing, f"{nb.stem}: add {missing} to its rule in the Makefile"
-
-
 def test_the_sources_pass_the_linter_and_the_formatter():
     """`make lint`: ruff's checks and its formatter (pyproject.toml), over sources, tests, benchmarks and notebooks."""
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")

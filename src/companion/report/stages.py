@@ -25,69 +25,11 @@ from companion.errors import ConfigError
 from companion.paths import PACKAGE_DIR, derived_dir
 from companion.report import presentation
 
+# the stages in the order they run, the artifact each writes (offered for download on its page) and what each
+# reads: stated once, in the stage table, from which the Makefile's rules are written too
+from companion.report.stage_table import ARTIFACTS, INPUTS, PRODUCER, STAGES
+
 SOURCE_ROOT = PACKAGE_DIR.parent.parent  # the checkout: notebooks/, params/, book/, _config.yml
-# in the order they run: 07 (every stored build scored) and 08 (the GPU's reference runs) before 06, whose
-# verdict reads builds.csv and which quotes gpu.json
-STAGES = (
-    "01_runs",
-    "02_proxies",
-    "03_fit",
-    "04_validation",
-    "05_predict",
-    "07_builds",
-    "08_gpu",
-    "06_headline",
-)
-# The artifact each stage writes under data/derived/<profile>/, offered for download on its page.
-ARTIFACTS = {
-    "01_runs": (
-        "runs.csv",
-        "one row per finished run: its configuration, step time, energy and where the energy came from",
-    ),
-    "02_proxies": (
-        "proxies.csv",
-        "the runs with their proxies: FLOPs, bytes, intensity, MFU and the measured η(p)",
-    ),
-    "03_fit": (
-        "fit.json",
-        "the fitted models (operator roofline, the paper's law, baselines) with intervals, per device",
-    ),
-    "04_validation": (
-        "validation.json",
-        "held-out metrics per split and model, every held-out prediction, the verdict",
-    ),
-    "05_predict": ("explore.csv", "the predictions of the table above"),
-    "06_headline": (
-        "headline.json",
-        "the values of this page: per-split metrics, the law's coefficients, the comparison",
-    ),
-    "07_builds": (
-        "builds.csv",
-        "the held-out scores of every stored sweep: one row per sweep, group and target",
-    ),
-    "08_gpu": (
-        "gpu.json",
-        "the GPU's reference runs as each tier predicts them, and the board's measured figures",
-    ),
-}
-
-
-# what each stage reads from data/derived/<profile>/ (stage 01 reads the run records)
-INPUTS = {
-    "02_proxies": ("runs.csv",),
-    "03_fit": ("proxies.csv",),
-    "04_validation": ("proxies.csv",),
-    "05_predict": ("fit.json", "runs.csv"),
-    "06_headline": ("validation.json", "explore.csv"),
-    "07_builds": ("validation.json", "runs.csv"),
-}
-PRODUCER = {
-    "runs.csv": "01_runs",
-    "proxies.csv": "02_proxies",
-    "fit.json": "03_fit",
-    "validation.json": "04_validation",
-    "explore.csv": "05_predict",
-}
 
 
 class StageFailed(RuntimeError):

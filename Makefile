@@ -18,7 +18,10 @@ HTML    := _build/html/index.html
 PROFILE_FILE := $(or $(wildcard src/companion/runs/profiles/$(PROFILE).yaml),$(wildcard $(PROFILE)))
 # the device the profile runs on, named as its records name it: cpu, or the GPU model (make ... DEVICE_NAME=H100)
 DEVICE_NAME ?= $(if $(filter gpu%,$(notdir $(basename $(PROFILE)))),H100,cpu)
-CALIBRATION := data/devices/$(DEVICE_NAME).json
+# a CPU's calibration is named by its host (companion.energy.calibration.calibration_names): a checkout that moves
+# to another CPU model calibrates that one, where a GPU's is named by the board
+HOST_SLUG = $(shell PYTHONPATH=src $(PYTHON) -c 'from companion.runs.provenance import cpu_model, host_slug; print(host_slug(cpu_model()))')
+CALIBRATION := data/devices/$(if $(filter cpu,$(DEVICE_NAME)),cpu-$(HOST_SLUG),$(DEVICE_NAME)).json
 # the off-grid runs the cpu profile's models are scored on (none for other profiles): the validation set
 # (holdout) and the test set (testset)
 HOLDOUT := $(if $(filter cpu,$(PROFILE)),data/runs/holdout/.complete data/runs/testset/.complete)
@@ -123,7 +126,7 @@ benchmark: setup ## print the meter's overhead (step time with / without the met
 $(CALIBRATION): | $(STAMP)
 	$(BIN)/companion calibrate --device $(if $(filter cpu,$(DEVICE_NAME)),cpu,cuda) --device-name $(DEVICE_NAME) --out $@
 
-calibrate: $(CALIBRATION) ## calibrate this device once (data/devices/DEVICE_NAME.json)
+calibrate: $(CALIBRATION) ## calibrate this device once (data/devices/cpu-HOST.json, or DEVICE_NAME.json for a GPU)
 
 # ---- the off-grid holdout sweep (cpu profile): scored, never fitted. The cpu sweep measures it in its own launches
 # (cpu.yaml's measured_with), so this only resumes what is missing (a changed holdout profile's new runs)

@@ -13,7 +13,7 @@ and waiting outside a collective. "busy" is the CPU time of every rank's threads
 cores the step keeps busy on average (at most the node's), so the node's idle share is what no rank had work
 for, the waiting that compute did not fill. The model's columns are the operator model's terms for the same configuration
 (``companion.energy.opmodel.scaled_terms``): the fitted tier where this checkout has a fit of the profile
-(data/derived/<profile>/fit.json), else the calibrated tier (data/devices/cpu.json), with its collectives
+(data/derived/<profile>/fit.json), else the calibrated tier (data/devices/cpu-<host>.json), with its collectives
 (latency and bytes), the layout's overheads (dispatch, hooks) and the rest. The profiler adds its own cost to
 every operator, so "rest" is read against the untimed wall time, not as an exact split; the collectives' share is
 what this measures. Each collective is also timed alone by ``companion calibrate`` (its ``collectives`` rows):
@@ -184,7 +184,7 @@ def main(argv=None) -> int:
         type=Path,
         default=ROOT / "data",
         help="the data folder whose calibration "
-        "(devices/cpu.json) and fit (derived/PROFILE/fit.json) give the model's terms (default data/)",
+        "(devices/cpu-<host>.json or cpu.json) and fit (derived/PROFILE/fit.json) give the model's terms (default data/)",
     )
     args = ap.parse_args(argv)
     if args.steps < 1:

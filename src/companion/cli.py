@@ -227,7 +227,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from companion.runs.calibrate import calibrate, write_calibration
     from companion.paths import devices_dir
 
-    from companion.energy.calibration import check_calibrate_args, check_calibration
+    from companion.energy.calibration import calibration_names, check_calibrate_args, check_calibration
 
     from companion.runs.provenance import canonical_device_name
 
@@ -243,7 +243,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         print(f"calibrate {how}: no calibration file written", file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
-    out = args.out or devices_dir() / f"{rec['device_name']}.json"
+    out = args.out or devices_dir() / calibration_names(rec["device_name"])[0]
     write_calibration(rec, out)
     g, p = rec["gemm"], rec["power"]
     print(

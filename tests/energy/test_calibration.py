@@ -132,6 +132,24 @@ def test_another_host_s_calibration_is_used_with_a_warning_naming_both(tmp_path)
     )
 
 
+def test_a_cpu_calibration_is_named_by_its_host_and_this_host_s_is_read_first(tmp_path):
+    from companion.energy.calibration import calibration_names, calibration_path
+    from companion.runs.provenance import cpu_model, host_slug
+
+    assert calibration_names("cpu", "AMD EPYC 7B13 64-Core Processor") == [
+        "cpu-amd-epyc-7b13.json",
+        "cpu.json",
+    ]
+    assert calibration_names("H200") == ["H200.json"]
+    assert calibration_path("cpu", tmp_path) is None
+    _write(tmp_path, _cpu_cal())  # the name before: still read
+    assert calibration_path("cpu", tmp_path).name == "cpu.json"
+    mine = f"cpu-{host_slug(cpu_model())}.json"
+    _write(tmp_path, _cpu_cal(), name=mine)
+    _write(tmp_path, _cpu_cal(), name="cpu-some-other-host.json")  # another host's: never this host's
+    assert calibration_path("cpu", tmp_path).name == mine
+
+
 def test_predict_falls_back_to_the_prior_on_a_broken_file_and_says_which(tmp_path):
     (tmp_path / "derived").mkdir()
     path = _write(tmp_path, '{"truncated', "H200.json")

@@ -57,6 +57,18 @@ def test_pack_is_deterministic_and_unpacks_to_the_scored_layout(tmp_path):
     assert stored.stored_sweeps(tmp_path / "a") == [first] and stored.stored_sweeps(tmp_path / "none") == []
 
 
+def test_a_host_named_calibration_is_packed_under_the_device_s_name(tmp_path):
+    from companion.runs.provenance import cpu_model, host_slug
+
+    data = tmp_path / "data"
+    _sweep(data)
+    plain = stored.pack(data, tmp_path / "a")
+    (data / "devices" / "cpu.json").rename(data / "devices" / f"cpu-{host_slug(cpu_model())}.json")
+    named = stored.pack(data, tmp_path / "b")
+    assert named.read_bytes() == plain.read_bytes()  # the same sweep, the same archive
+    assert stored.unpacked(data, tmp_path / "x") == data  # the folder itself is a sweep too
+
+
 def test_pack_and_scoring_refuse_what_is_not_a_sweep(bench, tmp_path):
     with pytest.raises(ConfigError, match="holds no sweep"):
         stored.pack(tmp_path, tmp_path / "out")

@@ -22,7 +22,7 @@ import numpy as np
 
 from companion.errors import ConfigError
 
-from companion.runs.provenance import cpu_model  # noqa: E402
+from companion.runs.provenance import cpu_model, host_slug  # noqa: E402
 from companion.runs.records import CALIBRATION_FORMAT  # noqa: E402
 
 # the precision of a calibration file's dtype
@@ -444,17 +444,28 @@ def load_calibration(
     return Calibration(path, rec, problems, warnings, roofs)
 
 
+def calibration_names(device: str, cpu: str | None = None) -> list[str]:
+    """The file names a calibration of ``device`` goes by, the one ``companion calibrate`` writes first. A CPU's
+    is named by its host, since results, calibrations and stored builds are per CPU model
+    (``cpu-<host>.json``, the host as ``provenance.host_slug`` names it; ``cpu`` defaults to this machine's);
+    ``cpu.json``, the name before, is still read (with a warning where it describes another machine)."""
+    if device != "cpu":
+        return [f"{device}.json"]
+    return [f"cpu-{host_slug(cpu if cpu is not None else cpu_model())}.json", "cpu.json"]
+
+
 def calibration_path(device: str, root: Path | None = None) -> Path | None:
     """The calibration file of ``device``: in ``root`` where given, else this checkout's own
-    (data/devices/<device>.json) and then the one shipped with its reference measurements
+    (data/devices/, ``calibration_names``) and then the one shipped with its reference measurements
     (data/reference/<device>/<device>.json); None where there is none."""
     from companion.paths import devices_dir, reference_dir
 
     places = [Path(root)] if root is not None else [devices_dir(), reference_dir(device)]
     for folder in places:
-        path = folder / f"{device}.json"
-        if path.is_file():
-            return path
+        for name in calibration_names(device):
+            path = folder / name
+            if path.is_file():
+                return path
     return None
 
 

@@ -1,7 +1,7 @@
 """Stored sweeps: each build's measurements packed as one archive, and the models scored on all of them.
 
 A stored sweep is what one `make reproduce` measured: the run records of the profile (``runs/cpu/``), of the
-off-grid profile measured alongside it (``runs/holdout/``) and the device's calibration (``devices/cpu.json``),
+off-grid profile measured alongside it (``runs/holdout/``) and the device's calibration (``devices/cpu.json`` in an archive),
 packed as one archive (``pack``) under ``data/reference/<profile>/``. Scored again by today's code
 (``score_sweep``: the validation page's splits, step-time filter and interval level), the stored sweeps judge
 what one build cannot: a split of one build scores from a handful to a hundred held-out runs, and on a few
@@ -33,11 +33,13 @@ def _sweep_files(data: Path) -> list[Path]:
     """The files of ``data``'s sweep that an archive holds: run records of the profile and of the off-grid profiles
     (validation and test sets; records set aside in failed/ or corrupt/, logs and locks are not among them), then the calibration."""
     data = Path(data)
+    from companion.energy.calibration import calibration_path
+
     files = [f for p in (PROFILE, HOLDOUT, TEST) for f in sorted((data / "runs" / p).glob("*.json"))]
-    calibration = data / "devices" / f"{DEVICE}.json"
-    if not calibration.is_file() or not files:
+    calibration = calibration_path(DEVICE, data / "devices") if (data / "devices").is_dir() else None
+    if calibration is None or not files:
         raise ConfigError(
-            f"{data} holds no sweep: it needs runs/{PROFILE}/*.json and devices/{DEVICE}.json "
+            f"{data} holds no sweep: it needs runs/{PROFILE}/*.json and a calibration in devices/ "
             "(run `make reproduce` first)"
         )
     return [*files, calibration]
@@ -64,7 +66,9 @@ def pack(data: Path, out_dir: Path) -> Path:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for f in files:
-            info = tar.gettarinfo(str(f), arcname=str(f.relative_to(data)))
+            # an archive is one host's sweep: its calibration goes by the device's plain name inside it
+            name = f"devices/{DEVICE}.json" if f == files[-1] else str(f.relative_to(data))
+            info = tar.gettarinfo(str(f), arcname=name)
             info.mtime, info.uid, info.gid, info.uname, info.gname = (
                 0,
                 0,
@@ -87,9 +91,12 @@ def unpacked(source: Path, tmp: Path) -> Path:
             tar.extractall(dest, filter="data")
     else:
         dest = source
-    if not (dest / "runs" / PROFILE).is_dir() or not (dest / "devices" / f"{DEVICE}.json").is_file():
+    from companion.energy.calibration import calibration_path
+
+    devices = dest / "devices"
+    if not (dest / "runs" / PROFILE).is_dir() or not (devices.is_dir() and calibration_path(DEVICE, devices)):
         raise ConfigError(
-            f"{source} is not a stored sweep: it needs runs/{PROFILE}/ and devices/{DEVICE}.json "
+            f"{source} is not a stored sweep: it needs runs/{PROFILE}/ and a calibration in devices/ "
             "(an archive of `pack`, or a data/ folder after `make reproduce`)"
         )
     return dest

@@ -1,6 +1,6 @@
 """Device calibration: the microbenchmarks the operator roofline needs, in about a minute.
 
-    companion calibrate --device cpu            -> data/devices/cpu.json
+    companion calibrate --device cpu            -> data/devices/cpu-<host>.json (host: the CPU model, slugged)
     companion calibrate --device cuda           -> data/devices/<GPU name>.json (NCCL, NVML)
 
 What it measures (best of repeated timings; times in s, rates in FLOP/s and bytes/s):

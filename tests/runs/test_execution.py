@@ -89,12 +89,14 @@ def test_a_compiled_step_trains_as_the_eager_step_does(tmp_path):
     assert ex["first_step_s"] > records["compile"]["time"]["step_mean_s"]
 
 
-def test_the_accelerate_engine_is_named_apart_and_refused_on_several_ranks():
+def test_the_accelerate_engine_is_named_apart_and_refused_under_tensor_parallelism():
     eager = build_run(TINY)
     acc = build_run({**TINY, "engine": "accelerate"})
     assert "-accelerate." in acc.run_id and acc.config_id != eager.config_id
-    with pytest.raises(ConfigError, match="runs on one device here"):
-        build_run({**TINY, "engine": "accelerate", "dp": 2})
+    assert build_run({**TINY, "engine": "accelerate", "dp": 2}).layout.name == "tp1-dp2"
+    for layout in ({"tp": 2}, {"tp": 2, "dp": 2}):
+        with pytest.raises(ConfigError, match="no tensor-parallel plan for BERT"):
+            build_run({**TINY, "engine": "accelerate", **layout})
     with pytest.raises(ConfigError, match="engine='deepspeed' is unknown"):
         build_run({**TINY, "engine": "deepspeed"})
 
@@ -128,6 +130,36 @@ def test_accelerate_trains_as_the_native_engine_does(tmp_path, precision):
         curves[engine] = rec["loss"]["curve"]
         assert rec["engine"]["name"] == engine
     # when a run stops depends on the machine's speed; the losses of the steps both ran do not
+    n = min(len(curves["native"]), len(curves["accelerate"]))
+    assert n >= 5
+    assert curves["accelerate"][:n] == pytest.approx(curves["native"][:n], rel=1e-5)
+
+
+@pytest.mark.slow
+def test_accelerate_data_parallel_trains_as_the_native_fsdp_plan_does(tmp_path):
+    """Two ranks over gloo: Accelerate's data parallelism (DDP on a CPU, where it runs no FSDP) gives the native
+    FSDP2 plan's losses, each rank on its shard of the batch; the record says which wrapper ran."""
+    import subprocess
+    import sys
+
+    curves = {}
+    for engine in ("native", "accelerate"):
+        out = tmp_path / engine
+        res = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+            + ["-m", "companion.cli", "run", *[f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]]
+            + ["--dp=2", "--meter=none", "--warmup-steps=1", "--window-steps=2", "--min-windows=2"]
+            + ["--max-steps=8", f"--engine={engine}", "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        assert res.returncode == 0, res.stderr[-2000:]
+        (path,) = out.glob("*.json")
+        rec = json.loads(path.read_text())
+        curves[engine] = rec["loss"]["curve"]
+    assert rec["engine"]["data_parallel"] == "ddp" and rec["engine"]["distributed_type"] == "MULTI_CPU"
     n = min(len(curves["native"]), len(curves["accelerate"]))
     assert n >= 5
     assert curves["accelerate"][:n] == pytest.approx(curves["native"][:n], rel=1e-5)

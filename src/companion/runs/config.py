@@ -402,7 +402,10 @@ class RunConfig:
     threads: int = 0  # intra-op CPU threads per rank; 0 = the launcher's default (torchrun: 1 per rank)
     replicate: int = 0  # repeated measurement of the same configuration (0 = first; >0 named "-r<n>")
     execution: str = "eager"  # eager, compile (torch.compile) or cudagraphs (reduce-overhead, CUDA only)
-    engine: str = "native"  # native (this project's TP/FSDP2 plan) or accelerate (HF Accelerate, one device)
+    engine: str = (
+        "native"  # native (this project's TP/FSDP2 plan) or accelerate (HF Accelerate: one device, or
+    )
+    # data parallel: its FSDP2 plugin on GPUs, DDP on CPUs, where Accelerate runs no FSDP)
 
     def __post_init__(self) -> None:
         m, d, lay = self.model, self.data, self.layout
@@ -450,9 +453,9 @@ class RunConfig:
             f"engine={self.engine!r} is unknown; use one of {', '.join(ENGINES)}",
         )
         _require(
-            self.engine == "native" or self.layout.world_size == 1,
-            f"engine={self.engine!r} runs on one device here (layout {self.layout.name}); Accelerate has no "
-            "tensor-parallel plan for BERT: use tp1-dp1, or engine: native for TP and FSDP layouts",
+            self.engine == "native" or self.layout.tp == 1,
+            f"engine={self.engine!r} has no tensor-parallel plan for BERT (layout {self.layout.name}); use a "
+            "data-parallel layout (tp1-dpN), or engine: native for TP and 2-D layouts",
         )
         _number("lr", self.lr, "1e-4")
         _integer("seed", self.seed, "0")

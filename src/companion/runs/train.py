@@ -88,7 +88,8 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     model = build_model(cfg.model).to(device)
     n_params = parameter_count(model)
     mesh = ctx.mesh(cfg.layout)
-    model = parallel.parallelize_bert(model, cfg.layout, mesh, cfg.precision)
+    if cfg.engine == "native":  # Accelerate wraps the plain model itself (accelerate_step)
+        model = parallel.parallelize_bert(model, cfg.layout, mesh, cfg.precision)
     model.train()
     optimizer = parallel.make_optimizer(model, cfg.layout, cfg.lr)
     dp_rank, dp = parallel.dp_coordinates(cfg.layout, mesh)
@@ -401,16 +402,30 @@ def make_train_step(model, optimizer, bf16_autocast: bool, graphs: bool = False,
 
 
 def accelerate_step(model, optimizer, cfg: RunConfig):
-    """The step as HF Accelerate drives it on one device: ``Accelerator.prepare`` on the model and optimizer
-    (bf16 mixed precision as the run asks, the model's forward under its autocast), ``accelerator.backward``,
-    the same optimizer and data as the native step. Returns (step, what the record says about the engine)."""
+    """The step as HF Accelerate drives it: ``Accelerator.prepare`` on the plain model and its optimizer (bf16
+    mixed precision as the run asks, the model's forward under its autocast), ``accelerator.backward``, the same
+    optimizer and data as the native step. On several ranks (tp1-dpN, the process group already up) Accelerate
+    wraps the model for data parallelism: its FSDP2 plugin, each encoder layer a unit as in the native plan, on
+    GPUs; DDP on CPUs, where Accelerate runs no FSDP (the record says which). Each rank takes its shard of the
+    batch as in the native engine. Returns (step, what the record says about the engine)."""
     import accelerate
     from accelerate import Accelerator
 
+    kwargs = {}
+    if cfg.layout.dp > 1 and cfg.device == "cuda":
+        from accelerate import FullyShardedDataParallelPlugin
+
+        kwargs["fsdp_plugin"] = FullyShardedDataParallelPlugin(
+            fsdp_version=2,
+            auto_wrap_policy="transformer_based_wrap",
+            transformer_cls_names_to_wrap=["BertLayer"],
+            reshard_after_forward=True,
+        )
     accelerator = Accelerator(
         cpu=cfg.device == "cpu",
         mixed_precision="bf16" if cfg.precision == "bf16" else "no",
         device_placement=False,  # the runner placed the model and the batches already
+        **kwargs,
     )
     model, optimizer = accelerator.prepare(model, optimizer)
     # the prepared model's forward runs under Accelerate's own autocast: no second one around it
@@ -425,6 +440,7 @@ def accelerate_step(model, optimizer, cfg: RunConfig):
         "name": "accelerate",
         "version": accelerate.__version__,
         "distributed_type": str(accelerator.distributed_type).split(".")[-1],
+        "data_parallel": None if cfg.layout.dp == 1 else ("fsdp2" if "fsdp_plugin" in kwargs else "ddp"),
         "mixed_precision": accelerator.mixed_precision,
     }
 

@@ -46,7 +46,7 @@ from myst_nb import glue
 
 from companion import paths
 
-from companion.report import figures, headline, prose
+from companion.report import figures, prose, sentences
 from companion.energy.fit import FittedModel, design_matrix, fit_all
 from companion.runs.records import write_json
 from companion.energy.laws import LAWS
@@ -152,7 +152,7 @@ for p in op_coef.param:
         mode = "2d" if tp > 1 and dp > 1 else "tp" if tp > 1 else "fsdp" if dp > 1 else "single"
         names.append(f"{figures.MODE_WORDS[mode]}, {tp * dp} ranks")
     else:
-        names.append(headline.coefficient_words(p))
+        names.append(sentences.coefficient_words(p))
 pd.DataFrame(
     {
         "coefficient": names,

@@ -39,7 +39,7 @@ from myst_nb import glue
 
 from companion import paths
 
-from companion.report import figures, headline
+from companion.report import figures, sentences, tables
 from companion.runs.records import write_json
 from companion.energy.validation import MODEL_SPLITS, validate, verdict
 from companion.energy import validation as val
@@ -92,7 +92,7 @@ after = v["pooled_mape_pct"].get("tdp_time")
 # the limitations page may quote it: sentences travel as HTML paragraphs (pasted text would be bold end to end)
 glue(
     "verdict_text",
-    headline.paragraph(
+    sentences.paragraph(
         f"Pooled over the {len(v['splits'])} splits, the paper's law misses held-out energy by {v['mape_pct']:.1f} %, "
         f"and the best baseline that predicts before running ({LAWS[v['best_baseline']].label}) by "
         f"{v['best_baseline_mape_pct']:.1f} %. A law said to predict energy before the run should miss by at most "
@@ -210,7 +210,7 @@ for target, t in mv["targets"].items():
     baselines.append(f"{t['best_baseline_mape_pct'] or float('nan'):.1f} %")
 glue(
     "model_verdict_text",
-    headline.paragraph(
+    sentences.paragraph(
         f"The operator roofline misses held-out {'; '.join(parts)}. The best pre-run baseline misses by "
         f"{' and '.join(baselines)}. The operator roofline meets every criterion of its verdict"
         + (f" but {', '.join(sorted(unmet))}." if unmet else ".")
@@ -244,7 +244,7 @@ bias_table = degree_bias.assign(
     mode=degree_bias["mode"].map(lambda m: figures.MODE_WORDS.get(m, m))
 ).pivot_table(index=["world_size", "mode"], columns="target", values=["mean_error_pct", "n"])
 (
-    headline.styled_scores(
+    tables.styled_scores(
         pd.DataFrame(
             {
                 "ranks": bias_table.index.get_level_values(0),
@@ -287,7 +287,7 @@ coverage_view = (
     .reset_index()
 )
 coverage_view.insert(1, "runs", coverage_cells.groupby("overhead_share", sort=False).n.first().to_numpy())
-headline.styled_scores(
+tables.styled_scores(
     coverage_view.rename(
         columns={
             "overhead_share": "overheads' share",
@@ -299,7 +299,7 @@ headline.styled_scores(
 )
 
 # %%
-glue("coverage_bands_text", headline.coverage_bands_text(coverage_overhead), display=False)
+glue("coverage_bands_text", sentences.coverage_bands_text(coverage_overhead), display=False)
 glue("interval_scale_max", f"{1 + INTERVAL_OVERHEAD_WEIGHT:g}", display=False)
 
 # %%

@@ -27,56 +27,54 @@ from myst_nb import glue
 
 from companion import paths
 from companion.energy import stored
-from companion.report import figures, gpu, headline
+from companion.report import figures, gpu, numbers, sentences, tables
 from companion.report.stages import SOURCE_ROOT
 from companion.runs.records import write_json
 
 figures.use_offline_renderer()
 d = paths.derived_dir(profile)
-validation = headline._read_json(d / "validation.json")
-sweep_noise = headline._read_json(
+validation = numbers.read_json(d / "validation.json")
+sweep_noise = numbers.read_json(
     d / "noise.json"
 )  # every run of the sweep, the step-time filter's left-outs too
 # the floor of the runs the validation scored (within its CI filter); stage 02's floor of every run otherwise
 noise = validation.get("noise") or sweep_noise
-fit = headline._read_json(d / "fit.json")
-runs = headline._read_csv(d / "runs.csv")
-explore = headline._read_csv(d / "explore.csv")
+fit = numbers.read_json(d / "fit.json")
+runs = numbers.read_csv(d / "runs.csv")
+explore = numbers.read_csv(d / "explore.csv")
 try:
     predict_params = yaml.safe_load((SOURCE_ROOT / "params" / "05_predict.yaml").read_text()) or {}
 except (OSError, yaml.YAMLError):
     predict_params = {}
 try:
-    label = figures.energy_label(runs) or headline.NA
+    label = figures.energy_label(runs) or numbers.NA
 except (AttributeError, KeyError, TypeError):
-    label = headline.NA
+    label = numbers.NA
 # the page's tables: predictions made before running (the after-the-fact estimates are said in words)
-scores = {
-    t: headline.score_table(validation, t, after_the_fact=False, floors=False) for t in headline.TARGETS
-}
-paper = headline.paper_vs_reproduction(validation, fit, label, noise)
-coefficients = headline.coefficient_table(fit)
+scores = {t: tables.score_table(validation, t, after_the_fact=False, floors=False) for t in numbers.TARGETS}
+paper = tables.paper_vs_reproduction(validation, fit, label, noise)
+coefficients = tables.coefficient_table(fit)
 flagged = coefficients[coefficients.note != ""] if len(coefficients) else coefficients
-floor = headline.noise_floor(noise)
-answer = headline.absolute_answer(explore, predict_params, label, fit.get("device_name", headline.NA))
+floor = numbers.noise_floor(noise)
+answer = sentences.absolute_answer(explore, predict_params, label, fit.get("device_name", numbers.NA))
 # the coverage criterion on every stored build's runs (stage 07), where it exists
-stored_scores = headline._read_csv(d / "builds.csv")
-gpu_numbers = headline._read_json(d / "gpu.json")  # the GPU chapter's (stage 08): measured energy on a GPU
+stored_scores = numbers.read_csv(d / "builds.csv")
+gpu_numbers = numbers.read_json(d / "gpu.json")  # the GPU chapter's (stage 08): measured energy on a GPU
 builds = (
     stored.pooled_coverage(stored_scores, float(validation.get("level", 0.9))) if len(stored_scores) else None
 )
-verdict = headline.verdict_table(validation, builds)
+verdict = tables.verdict_table(validation, builds)
 glue("energy_label", label, display=False)
-glue("level_pct", headline.level_pct(validation), display=False)
-glue("mape_level_pct", headline.mape_level_pct(), display=False)
-glue("verdict_model", headline.verdict_model(validation), display=False)
+glue("level_pct", numbers.level_pct(validation), display=False)
+glue("mape_level_pct", numbers.mape_level_pct(), display=False)
+glue("verdict_model", numbers.verdict_model(validation), display=False)
 glue("n_flagged", str(len(flagged)), display=False)
 glue("n_coefficients", str(len(coefficients)), display=False)
 # the introduction's first screen: the answer in a box, and the held-out predictions of the primary model beside
 # the paper's law
 host = ", ".join(sorted(set(runs.host.astype(str)))) if "host" in runs else None
-device_words = str(fit.get("device_name", headline.NA)) + (f" (host {host})" if host else "")
-glue("answer_box", headline.answer_box(validation, runs, gpu_numbers, device_words, noise), display=False)
+device_words = str(fit.get("device_name", numbers.NA)) + (f" (host {host})" if host else "")
+glue("answer_box", sentences.answer_box(validation, runs, gpu_numbers, device_words, noise), display=False)
 glue(
     "fig_hero",
     figures.hero_predictions(pd.DataFrame(validation.get("model_predictions") or []), runs),
@@ -84,12 +82,12 @@ glue(
 )
 # sentences travel as HTML paragraphs (pasted text would be bold end to end); the introduction pastes them too
 for key, text in (
-    ("noise_text", headline.noise_text(noise)),
-    ("scored_runs_text", headline.scored_and_filter_text(validation, sweep_noise, runs)),
-    ("summary_text", headline.summary_text(validation, noise)),
+    ("noise_text", sentences.noise_text(noise)),
+    ("scored_runs_text", sentences.scored_and_filter_text(validation, sweep_noise, runs)),
+    ("summary_text", sentences.summary_text(validation, noise)),
     ("absolute_answer", answer),
-    ("energy_honesty_text", headline.energy_honesty_text(validation, runs)),
-    ("filter_sensitivity_text", headline.filter_sensitivity_text(validation, runs)),
+    ("energy_honesty_text", sentences.energy_honesty_text(validation, runs)),
+    ("filter_sensitivity_text", sentences.filter_sensitivity_text(validation, runs)),
     (
         "gpu_text",
         gpu.headline_sentence(gpu_numbers)
@@ -97,33 +95,33 @@ for key, text in (
         else "This build has no GPU reference measurements to score.",
     ),
 ):
-    glue(key, headline.paragraph(text), display=False)
-glue("split_legend", headline.legend_html(validation), display=False)
-glue("scored_runs_short", headline.scored_runs_short(validation), display=False)
-glue("device", str(fit.get("device_name", headline.NA)), display=False)
+    glue(key, sentences.paragraph(text), display=False)
+glue("split_legend", sentences.legend_html(validation), display=False)
+glue("scored_runs_short", sentences.scored_runs_short(validation), display=False)
+glue("device", str(fit.get("device_name", numbers.NA)), display=False)
 captions = {
-    t: f"{what.capitalize()}: held-out MAPE (%) [interval], coverage" for t, what in headline.TARGETS.items()
+    t: f"{what.capitalize()}: held-out MAPE (%) [interval], coverage" for t, what in numbers.TARGETS.items()
 }
-for target in headline.TARGETS:
-    glue(f"scores_{target}", headline.styled_scores(scores[target], captions[target]), display=False)
+for target in numbers.TARGETS:
+    glue(f"scores_{target}", tables.styled_scores(scores[target], captions[target]), display=False)
 # for the pages on measurement and limitations: the protocol's target, the replicates, the noise and coverage
-glue("target_ci_pct", headline.target_ci_pct(runs), display=False)
-glue("replicates_words", headline.replicates_words(runs), display=False)
+glue("target_ci_pct", numbers.target_ci_pct(runs), display=False)
+glue("replicates_words", sentences.replicates_words(runs), display=False)
 glue("noise_floor_time", floor["time"], display=False)
 glue("noise_floor_energy", floor["energy"], display=False)
 glue("exact_floor_time", floor["exact_time"], display=False)
 glue("exact_floor_energy", floor["exact_energy"], display=False)
-glue("pass_drift", headline.pass_drift_text(noise), display=False)
-holdout_floor = headline.noise_floor(
+glue("pass_drift", sentences.pass_drift_text(noise), display=False)
+holdout_floor = numbers.noise_floor(
     validation.get("noise_holdout") or {}
 )  # the off-grid runs' own replicates
 glue("holdout_floor_time", holdout_floor["time"], display=False)
 glue("holdout_floor_energy", holdout_floor["energy"], display=False)
-for key, text in headline.coverage_summary(validation).items():
+for key, text in numbers.coverage_summary(validation).items():
     glue(f"coverage_{key}", text, display=False)
-glue("verdict_table", headline.styled_prose(verdict), display=False)
+glue("verdict_table", tables.styled_prose(verdict), display=False)
 # the introduction's table of the paper's claims, in few words (headline.json keeps the long one)
-glue("paper_table", headline.styled_prose(headline.paper_claims(validation, fit)), display=False)
+glue("paper_table", tables.styled_prose(tables.paper_claims(validation, fit)), display=False)
 
 # %% [markdown]
 # ## Held-out error, per split and model
@@ -143,7 +141,7 @@ glue("paper_table", headline.styled_prose(headline.paper_claims(validation, fit)
 
 # %%
 # hide
-headline.styled_scores(scores["time"], captions["time"])
+tables.styled_scores(scores["time"], captions["time"])
 
 # %% [markdown]
 # ```{glue:} energy_honesty_text
@@ -151,7 +149,7 @@ headline.styled_scores(scores["time"], captions["time"])
 
 # %%
 # hide
-headline.styled_scores(scores["energy"], captions["energy"])
+tables.styled_scores(scores["energy"], captions["energy"])
 
 # %% [markdown]
 # ## The verdict on the primary model
@@ -160,7 +158,7 @@ headline.styled_scores(scores["energy"], captions["energy"])
 
 # %%
 # hide
-headline.styled_prose(headline.verdict_table(validation, builds, short=True), first_width="40%")
+tables.styled_prose(tables.verdict_table(validation, builds, short=True), first_width="40%")
 
 # %% [markdown]
 # Of the {glue:text}`n_coefficients` coefficients fitted to these runs, {glue:text}`n_flagged` are ones these runs
@@ -171,10 +169,10 @@ out = write_json(
     d / "headline.json",
     {
         "energy_label": label,
-        **headline.headline_record(validation, noise, builds),
+        **numbers.headline_record(validation, noise, verdict),
         "absolute_answer": answer,
         "gpu": {k: gpu_numbers.get(k) for k in ("device", "runs", "energy", "tiers")},
-        "law_coefficients": headline.law_coefficients(fit),
+        "law_coefficients": numbers.law_coefficients(fit),
         "coefficients": coefficients.to_dict("records"),
         "paper_vs_reproduction": paper.to_dict("records"),
     },

@@ -33,12 +33,12 @@ from myst_nb import glue
 
 from companion import paths
 from companion.energy import stored
-from companion.report import builds, figures, headline
+from companion.report import builds, figures, numbers, sentences, tables
 from companion.errors import ConfigError
 
 figures.use_offline_renderer()
 d = paths.derived_dir(profile)
-validation = headline._read_json(d / "validation.json")
+validation = numbers.read_json(d / "validation.json")
 level = float(validation.get("level", 0.9))
 max_step_ci95_rel = float((validation.get("ci_filter") or {}).get("max_step_ci95_rel", 0.1))
 # stored builds are the cpu profile's (with its off-grid runs); another profile has none
@@ -72,7 +72,7 @@ scores = [
 if here is not None and profile == stored.PROFILE:
     scores.append(
         stored.this_build_scores(
-            validation, headline._read_csv(d / "runs.csv"), stored.measured_commit(paths.data_dir()), models
+            validation, numbers.read_csv(d / "runs.csv"), stored.measured_commit(paths.data_dir()), models
         )
     )
 table = pd.concat([s for s in scores if len(s)] or scores[:1], ignore_index=True)
@@ -83,14 +83,16 @@ pooled = (
 )
 meeting = stored.builds_meeting_band(table, level)
 glue("sweeps_text", builds.sweeps_text(table), display=False)
-coverage_short = builds.coverage_short(pooled) if len(pooled) else "not available (no stored builds)"
+coverage_short = (
+    builds.coverage_over_builds_text(pooled) if len(pooled) else "not available (no stored builds)"
+)
 hosts = builds.hosts_text(table)
 glue("coverage_short", coverage_short, display=False)  # the limitations page quotes it
 glue("coverage_hosts_text", coverage_short + (f"; {hosts}" if hosts else ""), display=False)
 glue("level_pct", f"{level * 100:.0f} %", display=False)
 glue(
     "builds_stats_text",
-    headline.paragraph(
+    sentences.paragraph(
         f"{builds.energy_text(table)} One build's split holds "
         f"{builds.split_sizes_text(table, level)}: hence many builds. {builds.coverage_text(pooled, level)} "
         f"{builds.one_build_text(meeting)} {builds.floor_text(table)}"
@@ -115,7 +117,7 @@ figures.coverage_across_sweeps(table, pooled, level)
 cells = pooled[pooled.model == "operator_roofline"].set_index(["split", "target"]) if len(pooled) else None
 glue(
     "builds_table",
-    headline.styled_scores(
+    tables.styled_scores(
         pd.DataFrame(
             [
                 {
@@ -123,7 +125,7 @@ glue(
                     **{
                         f"{t} {what}": (f"{cells.loc[(g, t), col]:.1f}" if (g, t) in cells.index else "-")
                         for what, col in (("coverage %", "coverage_pct"), ("MAPE %", "mape_pct"))
-                        for t in builds.TARGETS
+                        for t in numbers.TARGETS
                     },
                 }
                 for g in builds.group_order(cells.index.get_level_values(0).unique())

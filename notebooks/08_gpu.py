@@ -32,7 +32,7 @@ from myst_nb import glue
 
 from companion import paths
 from companion.energy import hardware, reference
-from companion.report import figures, gpu, headline
+from companion.report import figures, gpu, sentences
 from companion.runs.records import write_json
 
 figures.use_offline_renderer()
@@ -41,7 +41,7 @@ scores = pd.DataFrame(numbers["scores"])
 power, base, tiers = numbers["power_w"], numbers["bert_base_s512"], numbers["tiers"]
 glue(
     "gpu_intro",
-    headline.paragraph(
+    sentences.paragraph(
         f"{numbers['runs']} fine-tunes of BERT-class models ran on one {device} in bf16, their energy measured by "
         f"the board's counter (NVML): {power['runs_min']:.0f} to {power['runs_max']:.0f} W while training."
     ),
@@ -60,7 +60,7 @@ if banner:
 
 # %%
 # hide
-glue("gpu_one_machine_text", headline.paragraph(gpu.one_machine_text(numbers)), display=False)
+glue("gpu_one_machine_text", sentences.paragraph(gpu.one_machine_text(numbers)), display=False)
 if numbers["one_machine"]:
     display(
         gpu.one_machine_table(numbers)
@@ -82,7 +82,7 @@ for t, v in tiers.items():
     glue(f"gpu_{t}_energy", f"{v['energy_mape_pct']:.1f} %", display=False)
 glue(
     "gpu_errors_text",
-    headline.paragraph(f"{gpu.host_bound_text(numbers)} {gpu.profile_text(numbers)}"),
+    sentences.paragraph(f"{gpu.host_bound_text(numbers)} {gpu.profile_text(numbers)}"),
     display=False,
 )
 gpu.tier_table(numbers).style.hide(axis="index").set_table_attributes('class="companion-numbers"')
@@ -103,7 +103,7 @@ figures.gpu_predicted_vs_measured(scores, device)
 
 # %%
 # hide
-glue("gpu_test_text", headline.paragraph(gpu.test_text(numbers)), display=False)
+glue("gpu_test_text", sentences.paragraph(gpu.test_text(numbers)), display=False)
 if numbers["test"]:
     display(
         gpu.tier_table(numbers["test"], {"fitted": "fitted (on the reference runs)"})
@@ -119,7 +119,7 @@ if numbers["test"]:
 
 # %%
 # hide
-glue("gpu_host_text", headline.paragraph(gpu.host_text(numbers)), display=False)
+glue("gpu_host_text", sentences.paragraph(gpu.host_text(numbers)), display=False)
 if numbers["host_speed"]:
     display(gpu.host_table(numbers).style.hide(axis="index"))
 

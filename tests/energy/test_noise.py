@@ -52,7 +52,7 @@ def test_replicate_noise_by_hand():
     drift = noise["between_passes"]["time_per_step"]
     assert drift["n_configs"] == 2 and drift["median_ratio"] == pytest.approx(2.0)
     assert drift["median_abs_change"] == pytest.approx(1.0)
-    from companion.report.headline import pass_drift_text
+    from companion.report.sentences import pass_drift_text
 
     assert pass_drift_text(noise).startswith("a median 100 % slower than the first")
     assert pass_drift_text({}) == pass_drift_text({"between_passes": None}) != ""

@@ -3,7 +3,7 @@ read it."""
 
 from companion.energy import registry
 from companion.energy.validation import model_verdict
-from companion.report import figures, headline
+from companion.report import figures, numbers
 
 
 def test_every_scored_model_has_its_words_and_kind_from_the_registry():
@@ -14,7 +14,7 @@ def test_every_scored_model_has_its_words_and_kind_from_the_registry():
         spec = registry.REGISTRY[name]
         assert spec.kind in registry.KINDS
         assert model.uses_measured_time == spec.uses_measured_time  # the spec's kind says what the model does
-        assert headline.model_label(name) == spec.label and figures.MODEL_WORDS[name] == spec.short
+        assert numbers.model_label(name) == spec.label and figures.MODEL_WORDS[name] == spec.short
     assert set(registry.PRE_RUN_BASELINES) == {"flops_power_law", "tokens_linear"}
     assert figures.MODEL_KIND_ORDER == list(registry.KINDS)
 

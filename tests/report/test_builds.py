@@ -42,7 +42,7 @@ def test_every_group_inside_the_band_is_said_so_with_its_range():
     # the splits pooled, against the nominal level, with their range from resampling builds; no group is outside
     assert text.startswith("All splits pooled") and "consistent with 90 % for time (" in text
     assert "Outside" not in text
-    assert builds.coverage_short(p) == (
+    assert builds.coverage_over_builds_text(p) == (
         "90.0–95.0 % for time and 90.0–95.0 % for energy per split over 4 builds, every split within 85–95 %"
     )
     # the table: pooled first, the off-grid runs last, predictions summed over builds
@@ -58,7 +58,15 @@ def test_a_group_outside_the_band_is_named_with_its_target():
     p = stored.pooled_coverage(t, 0.9, n_boot=200)
     text = builds.coverage_text(p, 0.9)
     assert "Outside 85–95 %: degree held out, time (80.0 %)" in text and "energy (85.0" not in text
-    assert builds.coverage_short(p).endswith("not every split within 85–95 %")
+    assert builds.coverage_over_builds_text(p).endswith("not every split within 85–95 %")
+    # the same summary for one target, as the verdict's row beside the one-build criterion says it
+    assert (
+        builds.coverage_over_builds_text(p, "time")
+        == "no (80.0–80.0 % over 4 builds; outside: degree 80.0 %)"
+    )
+    assert builds.coverage_over_builds_text(p, "energy", predictions=True) == (
+        "yes (85.0–85.0 % over 4 builds, 80–80 held-out predictions per split summed over them)"
+    )
 
 
 def test_the_sweep_by_sweep_count_is_weighed_against_exact_intervals():

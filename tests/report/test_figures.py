@@ -4,7 +4,7 @@ import re
 
 import pandas as pd
 
-from companion.report import figures, headline
+from companion.report import figures, numbers
 
 RUNS = pd.DataFrame({"device_name": ["cpu"], "energy_measured": [False], "energy_source": ["nvml"]})
 
@@ -54,8 +54,8 @@ def test_the_model_comparison_fits_the_text_column():
             "mape_hi_pct": 12.0,
             "coverage_pct": 90.0,
         }
-        for s in headline.SPLITS
-        for m in headline.MODELS
+        for s in numbers.SPLITS
+        for m in numbers.MODELS
         for t in ("time", "energy")
     ]
     svg = vlc.vegalite_to_svg(figures.static_spec(figures.model_comparison(pd.DataFrame(rows), RUNS)))

@@ -1,7 +1,10 @@
-"""The results-first headline, on small synthetic artifacts (no kernel, no book build).
+"""The results-first headline (the page of stage 06_headline), on small synthetic artifacts (no kernel, no
+book build).
 
-It reads the primary comparison (validation.json's model_scores, model_scores_pooled, model_verdict) and the
-replicate noise floor of noise.json, and says "not available" for whatever an artifact lacks.
+Its numbers (companion.report.numbers), tables (companion.report.tables) and sentences
+(companion.report.sentences) read the primary comparison (validation.json's model_scores, model_scores_pooled,
+model_verdict) and the replicate noise floor of noise.json, and say "not available" for whatever an artifact
+lacks.
 """
 
 import copy
@@ -11,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from companion.report import headline
+from companion.report import builds, numbers, sentences, tables
 
-NA = headline.NA
+NA = numbers.NA
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -118,9 +121,9 @@ NOISE = {
 
 
 def test_score_table_reads_model_scores_per_split_and_model(validation):
-    t = headline.score_table(validation, "time")
+    t = tables.score_table(validation, "time")
     assert list(t.model) == [
-        headline.MODELS[m]
+        numbers.MODELS[m]
         for m in ("operator_roofline", "roofline_power_law", "flops_power_law", "tokens_linear")
     ]
     headers = list(t.columns)
@@ -143,7 +146,7 @@ def test_score_table_reads_model_scores_per_split_and_model(validation):
     rows = validation["model_scores"]
     for r in rows:
         r.update({"coverage_lo_pct": 76.5, "coverage_hi_pct": 100.0} if r["n"] == 17 else {})
-    ranged = headline.score_table(
+    ranged = tables.score_table(
         {
             **validation,
             "model_scores": rows + [{**rows[1], "coverage_pct": 100.0, "split": "leave_one_degree_out"}],
@@ -160,16 +163,16 @@ def test_score_table_reads_model_scores_per_split_and_model(validation):
         **validation,
         "model_scores_pooled": [{**r, "runs_floor_pct": 7.26} for r in validation["model_scores_pooled"]],
     }
-    floored = headline.score_table(pooled_floor, "time")
+    floored = tables.score_table(pooled_floor, "time")
     assert "floor 7.3" in floored.columns[1] and "floor" not in floored.iloc[0, 1]
     uneven = copy.deepcopy(pooled_floor)
     uneven["model_scores_pooled"][0]["runs_floor_pct"] = 5.04
-    cells = headline.score_table(uneven, "time")
+    cells = tables.score_table(uneven, "time")
     assert "floor" not in cells.columns[1] and cells.iloc[0, 1].endswith("<small>floor 5.0</small>")
-    assert not any("floor" in c for c in headline.score_table(pooled_floor, "time", floors=False).columns)
+    assert not any("floor" in c for c in tables.score_table(pooled_floor, "time", floors=False).columns)
     # an exact model's MAPE on a split's runs sits under its name, where the scores carry it
     assert "exact" not in headers[1]
-    exact = headline.score_table(
+    exact = tables.score_table(
         {
             **validation,
             "model_scores_pooled": [
@@ -179,19 +182,17 @@ def test_score_table_reads_model_scores_per_split_and_model(validation):
         "time",
     )
     assert exact.columns[1].endswith("<br><small>exact 7.2</small>") and "exact" not in exact.columns[2]
-    energy = headline.score_table(validation, "energy")
-    assert energy.model.iloc[-1] == headline.MODELS["tdp_time"]  # the after-the-fact baseline: energy only
-    before = headline.score_table(
-        validation, "energy", after_the_fact=False
-    )  # predictions made before running
-    assert headline.MODELS["tdp_time"] not in set(before.model) and len(before) == len(energy) - 1
+    energy = tables.score_table(validation, "energy")
+    assert energy.model.iloc[-1] == numbers.MODELS["tdp_time"]  # the after-the-fact baseline: energy only
+    before = tables.score_table(validation, "energy", after_the_fact=False)  # predictions made before running
+    assert numbers.MODELS["tdp_time"] not in set(before.model) and len(before) == len(energy) - 1
     assert (
         "<b>27.8</b>" in energy.iloc[1][energy.columns[1]]
     )  # pooled energy of the paper's law, not time's 28.5
 
 
 def test_noise_floor_is_the_replicate_noise_of_noise_json(validation):
-    f = headline.noise_floor(NOISE)
+    f = numbers.noise_floor(NOISE)
     assert f == {
         "time": "5.1 %",
         "energy": "6.3 %",
@@ -200,14 +201,14 @@ def test_noise_floor_is_the_replicate_noise_of_noise_json(validation):
         "exact_time": NA,
         "exact_energy": NA,
     }
-    text = headline.noise_text(NOISE)
+    text = sentences.noise_text(NOISE)
     assert "5.1 %" in text and "6.3 %" in text and "configuration's mean" in text
     assert "99.0" not in text  # not the scores' column, not a CI half-width
     # an exact model scores between the floor (a shift shared by a pass) and the floor x sqrt(2) (noise of each
     # run its own) against single runs of a configuration measured twice
     assert "5.1–7.3 %" in text and "6.3–8.9 %" in text and "1.41" in text
     assert (
-        headline.perfect_model_mape(
+        numbers.perfect_model_mape(
             {
                 "metrics": {
                     "time_per_step": {"mape": 0.05, "n_configs": 4, "n_runs": 4},
@@ -218,14 +219,14 @@ def test_noise_floor_is_the_replicate_noise_of_noise_json(validation):
         == {}
     )
     no_replicates = {"metrics": {"time_per_step": {"mape": None, "n_configs": 0}}}
-    assert headline.noise_floor(no_replicates)["time"] == NA
-    assert NA in headline.noise_text({}) and NA in headline.noise_text(no_replicates)
+    assert numbers.noise_floor(no_replicates)["time"] == NA
+    assert NA in sentences.noise_text({}) and NA in sentences.noise_text(no_replicates)
     assert "later pass" not in text  # no drift figure in this noise.json: none said
     drifted = {
         **NOISE,
         "between_passes": {"time_per_step": {"median_ratio": 1.31, "median_abs_change": 0.31}},
     }
-    assert "The later pass of the sweep ran a median 31 % slower than the first" in headline.noise_text(
+    assert "The later pass of the sweep ran a median 31 % slower than the first" in sentences.noise_text(
         drifted
     )
     # the passes separate a pass's shift from each run's scatter: the exact model's error replaces the range
@@ -238,7 +239,7 @@ def test_noise_floor_is_the_replicate_noise_of_noise_json(validation):
             "passes": 2,
             "pass_shift_log": [0.0392, -0.0392],
         }
-    text = headline.noise_text(exact)
+    text = sentences.noise_text(exact)
     assert (
         "an exact model would score about 7.1 % for time and 8.8 % for energy" in text
         and "not a lower bound" in text
@@ -250,12 +251,12 @@ def test_noise_floor_is_the_replicate_noise_of_noise_json(validation):
         "a run scattered about its configuration with a standard deviation of 8.5 % in logs (a mean distance of "
         "6.8 %" in text
     )
-    f = headline.noise_floor(exact)
+    f = numbers.noise_floor(exact)
     assert (f["exact_time"], f["exact_energy"]) == ("7.1 %", "8.8 %")
 
 
 def test_verdict_table_reads_model_verdict(validation):
-    v = headline.verdict_table(validation)
+    v = tables.verdict_table(validation)
     time = v["time per step"].tolist()
     assert time[0] == "9.9 %: met"
     assert time[1] == "mode, 18.2 %: not met"
@@ -284,44 +285,46 @@ def test_verdict_table_reads_model_verdict(validation):
             "n": [900, 395, 542, 542],
         }
     )
-    builds_row = headline.verdict_table(validation, pooled)
+    builds_row = tables.verdict_table(validation, pooled)
     assert builds_row["time per step"][5] == (
         "no (88.6–95.4 % over 20 builds, 395–542 held-out predictions per split "
         "summed over them; outside: off-grid 95.4 %)"
     )
-    assert headline.builds_coverage(pooled, "energy", (85, 95)).startswith("yes (91.0–91.0 % over 20 builds")
+    assert builds.coverage_over_builds_text(pooled, "energy", band=(85, 95), predictions=True).startswith(
+        "yes (91.0–91.0 % over 20 builds"
+    )
     assert (
-        headline.builds_coverage(pooled, "energy", None) == NA
-        and headline.builds_coverage(None, "time", (85, 95)) == NA
+        builds.coverage_over_builds_text(pooled, "energy", band=None) == NA
+        and builds.coverage_over_builds_text(None, "time", band=(85, 95)) == NA
     )
     assert "10 %" in v.criterion[0] and "85–95 %" in v.criterion[3]  # model_verdict's own thresholds
-    assert headline.verdict_model(validation) == "operator roofline"
+    assert numbers.verdict_model(validation) == "operator roofline"
     # off-grid runs measured twice: the row shows their own replicate floor beside their MAPE
     twice = copy.deepcopy(validation)
     twice["model_verdict"]["targets"]["time"]["holdout_noise_floor_pct"] = 8.4
-    assert headline.verdict_table(twice)["time per step"].tolist()[6] == "22.3 %: not met (floor 8.4 %)"
+    assert tables.verdict_table(twice)["time per step"].tolist()[6] == "22.3 %: not met (floor 8.4 %)"
     # the stretch: the split whose MAPE is the most times the floor of its own runs, or why none is judged
     assert time[7] == NA and "1.5 x the replicate floor" in v.criterion[7]
     twice["model_verdict"]["targets"]["time"].update(
         floor_ratio_by_split={"pooled": 1.4, "leave_one_mode_out": 2.46, "holdout": 1.1}, meets_stretch=False
     )
-    assert headline.verdict_table(twice)["time per step"].tolist()[7] == "not met (mode, 2.5 x its floor)"
+    assert tables.verdict_table(twice)["time per step"].tolist()[7] == "not met (mode, 2.5 x its floor)"
     twice["model_verdict"]["targets"]["time"].update(
         floor_ratio_by_split={"pooled": 1.4, "holdout": None}, meets_stretch=None
     )
     assert (
-        headline.verdict_table(twice)["time per step"].tolist()[7]
+        tables.verdict_table(twice)["time per step"].tolist()[7]
         == f"{NA} (too few replicated runs for a floor: off-grid)"
     )
     # beside the coverage criterion: how often exact intervals would meet it on splits of these sizes
     twice["model_verdict"]["targets"]["time"]["coverage_in_range_chance"] = 0.043
     assert (
-        headline.verdict_table(twice)["time per step"]
+        tables.verdict_table(twice)["time per step"]
         .tolist()[3]
         .endswith("; exact intervals would meet it on splits of these sizes about 4 % of the time")
     )
-    assert headline.coverage_summary(twice)["chance_time"] == "4 % of the time"
-    assert headline.coverage_summary(validation)["chance_time"] == NA  # a verdict without it: not available
+    assert numbers.coverage_summary(twice)["chance_time"] == "4 % of the time"
+    assert numbers.coverage_summary(validation)["chance_time"] == NA  # a verdict without it: not available
     # beside the stretch, no criterion: the MAPEs over what an exact model would score on the same runs
     assert time[8] == NA and "no criterion" in v.criterion[8]
     twice["model_verdict"]["targets"]["time"]["exact_floor_ratio_by_split"] = {
@@ -330,14 +333,14 @@ def test_verdict_table_reads_model_verdict(validation):
         "leave_one_mode_out": 2.14,
         "holdout": None,
     }
-    assert headline.verdict_table(twice)["time per step"].tolist()[8] == "1.4 x (mode, 2.1 x)"
+    assert tables.verdict_table(twice)["time per step"].tolist()[8] == "1.4 x (mode, 2.1 x)"
     # the split where an exact model's own error is above the stretch times the floor is named: 1.3 / 0.8 = 1.6 x
     twice["model_verdict"]["targets"]["time"].update(
         floor_ratio_by_split={"pooled": 1.4, "leave_one_size_out": 1.3, "leave_one_mode_out": 2.46},
         exact_floor_ratio_by_split={"pooled": 1.38, "leave_one_size_out": 0.8, "leave_one_mode_out": 2.14},
         meets_stretch=False,
     )
-    assert headline.verdict_table(twice)["time per step"].tolist()[7] == (
+    assert tables.verdict_table(twice)["time per step"].tolist()[7] == (
         "not met (mode, 2.5 x its floor); an exact model would score above 1.5 x the floor itself on size, 1.6 x"
     )
     # the strongest baseline: the model's own calibrated tier, fitted on nothing
@@ -346,13 +349,12 @@ def test_verdict_table_reads_model_verdict(validation):
         calibrated_tier_mape_pct=16.5, over_calibrated_tier=9.9 / 16.5, beats_calibrated_tier=True
     )
     assert (
-        headline.verdict_table(twice)["time per step"].tolist()[9]
-        == "met (calibrated tier 16.5 %, ratio 0.60)"
+        tables.verdict_table(twice)["time per step"].tolist()[9] == "met (calibrated tier 16.5 %, ratio 0.60)"
     )
 
 
 def test_paper_vs_reproduction_from_the_artifacts(validation):
-    p = headline.paper_vs_reproduction(validation, {}, "estimated energy (x) on cpu", NOISE)
+    p = tables.paper_vs_reproduction(validation, {}, "estimated energy (x) on cpu", NOISE)
     text = " ".join(p["this reproduction"])
     assert "27.8 % [15.0, 34.4] pooled, worst split mode at 61.4 %, off-grid runs 38.8 %" in text
     assert "the FLOPs-only power law, 27.6 % [21.9, 30.8]" in text
@@ -382,25 +384,23 @@ def test_paper_vs_reproduction_from_the_artifacts(validation):
             },
         ],
     )
-    text = " ".join(headline.paper_vs_reproduction(better, {}, "x", NOISE)["this reproduction"])
+    text = " ".join(tables.paper_vs_reproduction(better, {}, "x", NOISE)["this reproduction"])
     assert "the law beats it by 20.0 points; their MAPE intervals do not overlap" in text
 
 
 def test_missing_or_changed_artifacts_give_not_available():
     for broken in ({}, {"model_scores": "changed"}, {"model_scores": [{"split": "s"}]}, {"model_verdict": 3}):
-        assert headline.score_table(broken, "time").empty
-        assert (
-            NA in headline.styled_scores(headline.score_table(broken, "time")).data
-        )  # a sentence, not a repr
-        assert set(headline.verdict_table(broken)["time per step"]) == {NA}
-        p = headline.paper_vs_reproduction(broken, {"energy_laws": 3}, NA, None)
+        assert tables.score_table(broken, "time").empty
+        assert NA in tables.styled_scores(tables.score_table(broken, "time")).data  # a sentence, not a repr
+        assert set(tables.verdict_table(broken)["time per step"]) == {NA}
+        p = tables.paper_vs_reproduction(broken, {"energy_laws": 3}, NA, None)
         assert all(NA in text for text in p["this reproduction"][:4])
-        assert NA in headline.summary_text(broken, {})
-        assert headline.split_legend(broken) == NA
-    assert headline.noise_floor({"metrics": "changed"})["energy"] == NA
-    assert headline.level_pct({"level": "0.9"}) == NA and headline.level_pct({"level": 0.9}) == "90"
-    assert headline.mape_level_pct() == "90"
-    assert headline.default_pct("companion.energy.validation", "no_such_function") == NA
+        assert NA in sentences.summary_text(broken, {})
+        assert sentences.split_legend(broken) == NA
+    assert numbers.noise_floor({"metrics": "changed"})["energy"] == NA
+    assert numbers.level_pct({"level": "0.9"}) == NA and numbers.level_pct({"level": 0.9}) == "90"
+    assert numbers.mape_level_pct() == "90"
+    assert numbers.default_pct("companion.energy.validation", "no_such_function") == NA
 
 
 def test_absolute_answer_names_the_model_and_tier():
@@ -425,75 +425,77 @@ def test_absolute_answer_names_the_model_and_tier():
     )
     params = {"examples": 100000, "epochs": 3, "batch_size": 8}
     label = "estimated energy (CodeCarbon: CPU power modelled from load and TDP) on cpu"
-    a = headline.absolute_answer(explore, params, label, "cpu")
+    a = sentences.absolute_answer(explore, params, label, "cpu")
     assert a.startswith(
         "Fine-tuning bert-tiny (sequence length 64, batch size 8) on 100,000 examples for 3 epochs "
         "costs 0.00644 kWh (90 % interval 0.0053–0.0078 kWh) and 0.23 h on cpu"
     )
     assert "by the operator roofline in its fitted tier" in a and "whose energy is estimated (CodeCarbon" in a
     assert "The paper's law, fitted to the same runs, says 0.00764 kWh (90 % interval 0.0056–0.010 kWh)" in a
-    calibrated = headline.absolute_answer(explore.assign(op_tier="calibrated"), params, label, "cpu")
+    calibrated = sentences.absolute_answer(explore.assign(op_tier="calibrated"), params, label, "cpu")
     assert "calibrated tier" in calibrated and "whose energy" not in calibrated
     old = explore.drop(
         columns=[c for c in explore if c.startswith("op_")]
     )  # an explore.csv of before the tiers
-    assert "by the paper's law fitted to this build's runs (estimated energy" in headline.absolute_answer(
+    assert "by the paper's law fitted to this build's runs (estimated energy" in sentences.absolute_answer(
         old, params, label
     )
-    assert headline.absolute_answer(explore, {}, label) == NA  # examples and epochs unknown
-    assert headline.absolute_answer(pd.DataFrame(), params, label) == NA
+    assert sentences.absolute_answer(explore, {}, label) == NA  # examples and epochs unknown
+    assert sentences.absolute_answer(pd.DataFrame(), params, label) == NA
 
 
 def test_sentences_become_paragraphs_with_their_numbers_in_bold():
-    html = headline.paragraph(
+    html = sentences.paragraph(
         "costs 0.00644 kWh (0.0053–0.0078 kWh) on 100,000 examples, L2-h128, p > 1, 5.1 %"
     ).data
     assert "<b>0.00644 kWh</b>" in html and "<b>0.0053–0.0078 kWh</b>" in html and "<b>100,000</b>" in html
     assert "<b>5.1 %</b>" in html and "L2-h128" in html and "&gt;" in html
     assert "<b>2</b>" not in html and "<b>128</b>" not in html
-    assert "<b>27.6 %</b>." in headline.paragraph("the baseline 27.6 %. Next").data
-    assert "3.2e+05 kWh" in headline.paragraph("between 2.3e-05 and 3.2e+05 kWh").data  # exponents stay whole
+    assert "<b>27.6 %</b>." in sentences.paragraph("the baseline 27.6 %. Next").data
+    assert (
+        "3.2e+05 kWh" in sentences.paragraph("between 2.3e-05 and 3.2e+05 kWh").data
+    )  # exponents stay whole
 
 
 def test_coefficient_table_puts_the_operator_roofline_first():
     fit = {
         "operator_model": {"time": {"gemm_s": 1.24, "comm_latency_s": 1.0}, "energy": {"e_flop_j": 4.4e-12}}
     }
-    rows = headline.operator_coefficients(fit)
+    rows = tables.operator_coefficients(fit)
     assert [r["coefficient"] for r in rows] == ["gemm_s", "comm_latency_s", "e_flop_j"]
     assert rows[0]["unit"] == "x roofline" and rows[2]["unit"] == "J/FLOP"
     assert rows[1]["note"] == "held at its calibrated value, not fitted" and rows[0]["note"] == ""
-    assert headline.operator_coefficients({"operator_model": "changed"}) == []
+    assert tables.operator_coefficients({"operator_model": "changed"}) == []
     # each layout's factor comes last, named by its layout, in words too
-    scaled = headline.operator_coefficients(
+    scaled = tables.operator_coefficients(
         {"operator_model": {**fit["operator_model"], "layout_scale": {"tp1-dp2": 0.84}}}
     )
     assert scaled[-1]["coefficient"] == "layout_scale[tp1-dp2]" and scaled[-1]["value"] == "0.84"
-    assert headline.coefficient_words(scaled[-1]["coefficient"]) == "factor on layout tp1-dp2"
-    dropped = headline.operator_coefficients(
+    assert sentences.coefficient_words(scaled[-1]["coefficient"]) == "factor on layout tp1-dp2"
+    dropped = tables.operator_coefficients(
         {"operator_model": {"time": {"elementwise_s": 0.0}, "energy": {"P_core_w": 0.0}}}
     )
     # an energy term is fitted non-negative too: at 0 (e_flop_j, e_comm_j on a sweep) the note says so
     assert "at its bound 0" in dropped[0]["note"] and "at its bound 0" in dropped[1]["note"]
     # a static power below the calibration's idle power is named, one at or above it is not
     static = {"energy": {"P_static_w": 13.5}, "dev": {"idle_w": 20.8, "shared_node": True}}
-    note = headline.operator_coefficients({"operator_model": static})[0]["note"]
+    note = tables.operator_coefficients({"operator_model": static})[0]["note"]
     assert "below the calibration's idle power (20.8 W)" in note and "per-core power trade off" in note
     static["dev"]["idle_w"] = 10.0
-    assert headline.operator_coefficients({"operator_model": static})[0]["note"] == ""
+    assert tables.operator_coefficients({"operator_model": static})[0]["note"] == ""
 
 
 def test_coefficient_notes_name_unphysical_signs_and_coefficients_at_their_bound():
-    assert "unphysical" in headline._flag("alpha", -0.8, -1.2, -0.3)
-    assert headline._flag("alpha", 0.8, 0.7, 0.9) == ""
-    sigma = headline._flag("sigma", 0.0, 0.0, 0.0)
+    assert "unphysical" in tables._flag("alpha", -0.8, -1.2, -0.3)
+    assert tables._flag("alpha", 0.8, 0.7, 0.9) == ""
+    sigma = tables._flag("sigma", 0.0, 0.0, 0.0)
     assert "at its bound 0" in sigma and "bootstrap" not in sigma  # one note, not two for the same fact
-    assert "at its bound 0" in headline._flag("kappa", 0.0, 0.0, 0.004)
-    assert "reaches its bound 0" in headline._flag("kappa", 0.001, 0.0, 0.004)  # cannot be told from none
-    assert headline._flag("sigma", 0.1, 0.05, 0.2) == ""
+    assert "at its bound 0" in tables._flag("kappa", 0.0, 0.0, 0.004)
+    assert "reaches its bound 0" in tables._flag("kappa", 0.001, 0.0, 0.004)  # cannot be told from none
+    assert tables._flag("sigma", 0.1, 0.05, 0.2) == ""
     # the baselines' and the energy roofline's non-negative coefficients: an interval from 0 is named
-    assert "reaches its bound 0" in headline._flag("b_j", 0.1, 0.0, 0.49)
-    assert "reaches its bound 0" in headline._flag("eps_Q_j_per_byte", 1e-10, 0.0, 3e-10)
+    assert "reaches its bound 0" in tables._flag("b_j", 0.1, 0.0, 0.49)
+    assert "reaches its bound 0" in tables._flag("eps_Q_j_per_byte", 1e-10, 0.0, 3e-10)
 
 
 def _prose(lines):
@@ -533,7 +535,7 @@ def test_the_introduction_results_are_glued():
 
 def test_the_paper_claims_table_keeps_the_figures(validation):
     fit = {}
-    text = " ".join(headline.paper_claims(validation, fit)["this build"])
+    text = " ".join(tables.paper_claims(validation, fit)["this build"])
     for figure in ("27.8 % [15.0, 34.4]", "61.4 %", "27.6 % [21.9, 30.8]", "0.2 points worse"):
         assert figure in text, figure
     assert f"α = {NA}" in text  # no fit.json: the coefficients are not available, nothing raises
@@ -544,7 +546,7 @@ def test_a_usl_fitted_at_one_degree_says_kappa_was_fixed_not_fitted():
         {"size": "L2-h256", "mode": "tp", "sigma": 0.61234, "kappa": 0.0412, "degrees": [2, 4]},
         {"size": "L2-h256", "mode": "2d", "sigma": 1.70848, "kappa": 0.0, "degrees": [4]},
     ]
-    t = headline.usl_table(fits)
+    t = tables.usl_table(fits)
     assert list(t.columns) == ["size", "mode", "σ", "κ", "degrees", "note"]
     assert t.iloc[0].tolist() == ["L2-h256", "tp", "0.612", "0.0412", "2, 4", ""]
     assert (
@@ -552,8 +554,8 @@ def test_a_usl_fitted_at_one_degree_says_kappa_was_fixed_not_fitted():
         and t.iloc[1]["degrees"] == "4"
         and "one degree only (4)" in t.iloc[1]["note"]
     )
-    assert "size" not in headline.usl_table([{k: v for k, v in fits[0].items() if k != "size"}])
-    sigma, kappa, *two = headline.usl_coefficient_rows(
+    assert "size" not in tables.usl_table([{k: v for k, v in fits[0].items() if k != "size"}])
+    sigma, kappa, *two = tables.usl_coefficient_rows(
         [
             {**fits[1], "sigma_ci90": [1.66, 1.76], "kappa_ci90": [0.0, 0.0]},
             {**fits[0], "sigma_ci90": [0.5, 0.7], "kappa_ci90": [0.0, 0.09]},
@@ -580,7 +582,7 @@ def test_the_runs_the_scores_rest_on_are_named_and_a_busy_machine_is_said(valida
             "holdout": {"runs": 28, "kept": 16},
         },
     }
-    text = headline.scored_runs_text(busy, sweep_noise)
+    text = sentences.scored_runs_text(busy, sweep_noise)
     assert "43 of the sweep's 106 runs (3 of its 20 parallel runs) and 16 of the 28 off-grid runs" in text
     assert "within ±10 %" in text and "18.1 % for time, against 5.1 % over the runs scored" in text
     assert "busy" in text and "quiet machine" in text
@@ -589,12 +591,12 @@ def test_the_runs_the_scores_rest_on_are_named_and_a_busy_machine_is_said(valida
     few["model_scores"] = [
         dict(r, n=3) if r["split"] == "leave_one_mode_out" else r for r in few["model_scores"]
     ]
-    assert "some splits rest on few (mode on 3 runs), which say little" in headline.scored_runs_text(
+    assert "some splits rest on few (mode on 3 runs), which say little" in sentences.scored_runs_text(
         few, sweep_noise
     )
-    assert "busy" in headline.scored_runs_short(
+    assert "busy" in sentences.scored_runs_short(
         busy
-    ) and "43 of the sweep's 106 runs" in headline.scored_runs_short(busy)
+    ) and "43 of the sweep's 106 runs" in sentences.scored_runs_short(busy)
     # a sweep the filter barely touched is not called busy; the parallel runs count on their own
     quiet = {
         **busy,
@@ -603,7 +605,7 @@ def test_the_runs_the_scores_rest_on_are_named_and_a_busy_machine_is_said(valida
             "sweep": {"runs": 106, "kept": 100, "parallel_runs": 20, "parallel_kept": 18},
         },
     }
-    assert "busy" not in headline.scored_runs_text(quiet, sweep_noise) + headline.scored_runs_short(quiet)
+    assert "busy" not in sentences.scored_runs_text(quiet, sweep_noise) + sentences.scored_runs_short(quiet)
     par = {
         **busy,
         "ci_filter": {
@@ -611,17 +613,17 @@ def test_the_runs_the_scores_rest_on_are_named_and_a_busy_machine_is_said(valida
             "sweep": {"runs": 106, "kept": 90, "parallel_runs": 20, "parallel_kept": 4},
         },
     }
-    assert "busy" in headline.scored_runs_text(par, sweep_noise)
+    assert "busy" in sentences.scored_runs_text(par, sweep_noise)
     # the test set's runs are counted too, where the artifact has any
     tested = copy.deepcopy(quiet)
     tested["ci_filter"]["test"] = {"runs": 10, "kept": 7}
-    assert "parallel runs) and 7 of the 10 test-set runs" in headline.scored_runs_text(tested, sweep_noise)
+    assert "parallel runs) and 7 of the 10 test-set runs" in sentences.scored_runs_text(tested, sweep_noise)
     # an artifact from before the filter's counts were written: said, not guessed
-    assert NA in headline.scored_runs_text(validation) and NA in headline.scored_runs_short(validation)
+    assert NA in sentences.scored_runs_text(validation) and NA in sentences.scored_runs_short(validation)
 
 
 def test_a_glued_paragraph_sets_commands_as_code():
-    html = headline.paragraph("measure again (then `make reproduce`) on 2 cores").data
+    html = sentences.paragraph("measure again (then `make reproduce`) on 2 cores").data
     assert "<code>make reproduce</code>" in html and "`" not in html
 
 
@@ -629,21 +631,21 @@ def test_a_gap_between_two_models_is_the_difference_of_the_printed_figures():
     # 33.24 and 33.46 print as 33.2 and 33.5: the text must say 0.3 points, not the unrounded 0.2
     s = pd.DataFrame(
         [
-            _score(headline.POOLED, "roofline_power_law", "energy", 33.24, 30.0, 36.0, 90.0),
-            _score(headline.POOLED, "flops_power_law", "energy", 33.46, 31.0, 36.5, 90.0),
+            _score(numbers.POOLED, "roofline_power_law", "energy", 33.24, 30.0, 36.0, 90.0),
+            _score(numbers.POOLED, "flops_power_law", "energy", 33.46, 31.0, 36.5, 90.0),
         ]
     )
-    text = headline._beats(s, "roofline_power_law", "flops_power_law", "energy")
+    text = tables._beats(s, "roofline_power_law", "flops_power_law", "energy")
     assert text.startswith("the law beats it by 0.3 points") and "intervals overlap" in text
     s.loc[1, "mape_pct"] = 33.21  # both print as 33.2
-    assert headline._beats(s, "roofline_power_law", "flops_power_law", "energy").startswith("the law ties")
+    assert tables._beats(s, "roofline_power_law", "flops_power_law", "energy").startswith("the law ties")
 
 
 def test_every_coefficient_has_words():
-    assert headline.coefficient_words("gemm_s") == "GEMMs" and headline.coefficient_words("alpha").startswith(
-        "α"
-    )
-    assert headline.coefficient_words("layout_scale[tp2-dp1]") == "factor on layout tp2-dp1"
+    assert sentences.coefficient_words("gemm_s") == "GEMMs" and sentences.coefficient_words(
+        "alpha"
+    ).startswith("α")
+    assert sentences.coefficient_words("layout_scale[tp2-dp1]") == "factor on layout tp2-dp1"
     from companion.energy.laws import LAWS
     from companion.energy.opmodel import ENERGY_PARAMS, TIME_UNITS
 
@@ -653,7 +655,7 @@ def test_every_coefficient_has_words():
         | set(TIME_UNITS)
         | {"sigma", "kappa"}
     )
-    assert not [n for n in names if headline.coefficient_words(n) == n], (
+    assert not [n for n in names if sentences.coefficient_words(n) == n], (
         "a coefficient the book shows as code"
     )
 
@@ -664,15 +666,15 @@ def test_estimated_energy_is_said_not_to_be_a_test_of_its_own(validation):
     v.setdefault("model_scores_pooled", []).append(
         {"model": "power_given_time", "target": "energy", "mape_pct": 3.21, "split": "pooled"}
     )
-    text = headline.energy_honesty_text(v, runs)
+    text = sentences.energy_honesty_text(v, runs)
     assert "estimated, not measured" in text and "not an independent test" in text and "3.2 %" in text
-    assert "is measured" in headline.energy_honesty_text(v, runs.assign(energy_measured=True))
-    assert NA in headline.energy_honesty_text(v, pd.DataFrame())
+    assert "is measured" in sentences.energy_honesty_text(v, runs.assign(energy_measured=True))
+    assert NA in sentences.energy_honesty_text(v, pd.DataFrame())
 
 
 def test_the_verdict_reports_the_test_set_apart(validation):
     v = copy.deepcopy(validation)
-    assert headline.verdict_table(v)["time per step"].tolist()[10] == f"{NA} (no test-set runs in this build)"
+    assert tables.verdict_table(v)["time per step"].tolist()[10] == f"{NA} (no test-set runs in this build)"
     v["model_verdict"]["targets"]["time"].update(
         test_mape_pct=8.25,
         meets_test=True,
@@ -680,7 +682,7 @@ def test_the_verdict_reports_the_test_set_apart(validation):
         test_coverage_pct=90.0,
         test_over_calibrated_tier=0.61,
     )
-    table = headline.verdict_table(v)
+    table = tables.verdict_table(v)
     assert (
         table["time per step"].tolist()[10]
         == "8.2 %: met (10 runs; coverage 90 %; 0.61 × the calibrated tier)"
@@ -719,14 +721,14 @@ def test_the_headline_figures_are_given_with_and_without_the_step_time_filter():
             "mode": ["tp", "single"],
         }
     )
-    text = headline.filter_sensitivity_text(v, runs)
+    text = sentences.filter_sensitivity_text(v, runs)
     assert "left out 3 runs" in text
     assert "time 9.0 % pooled, mode 14.0 % at worst, off-grid 11.0 %, test set 8.0 %" in text
     assert "Without it: time 11.5 % pooled" in text
     assert "4 layers × 256 wide, 256 tokens × 8 (tp on 4 ranks)" in text and "64 wide" not in text
     v["filter_sensitivity"]["dropped"] = {"sweep": []}
-    assert "left out no run" in headline.filter_sensitivity_text(v, runs)
-    assert NA in headline.filter_sensitivity_text({}, runs)
+    assert "left out no run" in sentences.filter_sensitivity_text(v, runs)
+    assert NA in sentences.filter_sensitivity_text({}, runs)
 
 
 def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gpu(validation):
@@ -738,7 +740,7 @@ def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gp
         "runs": 7,
         "tiers": {"calibrated": {"time_mape_pct": 15.0, "energy_mape_pct": 7.8}},
     }
-    body = headline.answer_box(v, runs, gpu, "cpu (host amd-epyc)").data
+    body = sentences.answer_box(v, runs, gpu, "cpu (host amd-epyc)").data
     assert "cpu (host amd-epyc), 3 runs on 1 to 4 ranks" in body and "estimated" in body
     assert (
         "9.9 % time" in body
@@ -750,9 +752,9 @@ def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gp
         and "H200" in body
         and "15.0 % time and 7.8 % energy over 7 runs" in body
     )
-    assert "measured by a hardware counter" in headline.answer_box(v, runs.assign(energy_measured=True)).data
+    assert "measured by a hardware counter" in sentences.answer_box(v, runs.assign(energy_measured=True)).data
     # beside the errors, how far the same runs measured twice differ (the replicate floor), where it is known
-    assert "5.1 %" not in body and "5.1 % and 6.3 %" in headline.answer_box(v, runs, gpu, "cpu", NOISE).data
+    assert "5.1 %" not in body and "5.1 % and 6.3 %" in sentences.answer_box(v, runs, gpu, "cpu", NOISE).data
 
 
 def test_the_verdict_table_states_the_thresholds_the_artifact_recorded(validation):
@@ -764,11 +766,11 @@ def test_the_verdict_table_states_the_thresholds_the_artifact_recorded(validatio
         "stretch": 2.0,
         "calibrated_ratio": 0.6,
     }
-    crit = headline.verdict_table(v).criterion.tolist()
+    crit = tables.verdict_table(v).criterion.tolist()
     assert "at most 12 %" in crit[0] and "at most 18 %" in crit[1] and "80–97 %" in crit[3]
     assert "0.6 × its own calibrated tier" in crit[9]
 
 
 def test_the_answer_box_compares_nothing_it_does_not_have():
-    body = headline.answer_box({}, pd.DataFrame({"energy_measured": [False], "world_size": [1]})).data
+    body = sentences.answer_box({}, pd.DataFrame({"energy_measured": [False], "world_size": [1]})).data
     assert "no comparison in this build" in body and "does not beat" not in body and "no verdict" in body

@@ -849,7 +849,8 @@ def coverage_across_sweeps(
     this build's own as an orange bar, their pool as a black diamond with its range from resampling builds
     (``pooled_coverage``), the band asked of every group shaded; time and energy side by side."""
     from companion.energy.stored import THIS_BUILD
-    from companion.report.builds import GROUP_WORDS, TARGETS, group_order
+    from companion.report.builds import GROUP_WORDS, group_order
+    from companion.report.numbers import TARGETS
 
     t = table[(table.model == model) & table.coverage_pct.notna()]
     p = pooled[pooled.model == model]

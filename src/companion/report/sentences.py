@@ -1,0 +1,605 @@
+"""The sentences the results' pages say, from the numbers of ``companion.report.numbers``: plain text for a
+``glue`` and the few HTML pieces a page pastes (a paragraph, the split legend, the answer box).
+
+Each says "not available" for whatever an artifact lacks. The sentences about the runs themselves and how they
+were measured (stages 01 to 03, the calibrations) are ``companion.report.prose``'.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+
+import pandas as pd
+
+from companion.report.numbers import (
+    MODELS,
+    NA,
+    PAPER,
+    POOLED,
+    PREDICT_LEVEL,
+    PRIMARY,
+    SPLITS,
+    TARGETS,
+    best_pre_run_baseline,
+    busy,
+    ci_filter_counts,
+    default_pct,
+    field,
+    finite,
+    model_name,
+    noise_floor,
+    pct,
+    perfect_model_mape,
+    reads_measured_time,
+    scores,
+    split_label,
+    verdict_target,
+)
+
+
+def paragraph(text: str):
+    """A sentence of the page as an HTML paragraph (numbers with their unit in bold, `commands` as code), for
+    ``glue``: pasted text would be bold from end to end, and a pasted paragraph can travel to another page."""
+    from IPython.display import HTML
+
+    body = html.escape(str(text), quote=False)
+    number = r"\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?"
+    body = re.sub(
+        rf"(?<![\w.,^+-])((?:{number})(?:–(?:{number}))?(?: %| kWh| h)?)(?!\w|\.\d|,\d)", r"<b>\1</b>", body
+    )
+    body = re.sub(r"`([^`]+)`", r"<code>\1</code>", body)  # a command, as the book's text sets one
+    return HTML(f'<p class="companion-glued">{body}</p>')
+
+
+# ---------------------------------------------------------------------------------------- the held-out scores
+# what the off-grid columns hold out (validation.json's model_splits says it of the cross-validation splits)
+HOLDOUT_TEXT = (
+    "the validation set: runs off the sweep's grid, predicted by models fitted on the whole sweep; design "
+    "constants were chosen by these scores"
+)
+TEST_TEXT = (
+    "the test set: other off-grid runs, drawn once, predicted the same way; nothing was chosen by them"
+)
+
+
+def split_items(validation: dict) -> list[tuple[str, str]]:
+    """(column name, what it holds out) for every column of the score tables, in validation.json's own words."""
+    splits = validation.get("model_splits") if isinstance(validation, dict) else None
+    if not isinstance(splits, dict) or not splits:
+        return []
+    s = scores(validation)
+    if s.empty:  # nothing scored: no column to explain
+        return []
+    present = set(s.split)
+    order = [k for k in [*SPLITS, *splits] if k in present and (k in splits or k in ("holdout", "test"))]
+    n_cv = len([k for k in splits if k in present])
+    return [
+        (
+            POOLED,
+            f"the {n_cv} cross-validation splits together (a run held out by two splits counts twice)",
+        )
+    ] + [
+        (split_label(k), str(splits[k]) if k in splits else TEST_TEXT if k == "test" else HOLDOUT_TEXT)
+        for k in dict.fromkeys(order)
+    ]
+
+
+def split_legend(validation: dict) -> str:
+    items = split_items(validation)
+    return "; ".join(f"{k}: {v}" for k, v in items) if items else NA
+
+
+def legend_html(validation: dict):
+    """The split legend as a short HTML list (column name in bold, then what it holds out), for ``glue``."""
+    from IPython.display import HTML
+
+    items = split_items(validation)
+    if not items:
+        return HTML(f"<p>What each column holds out is {NA}.</p>")
+    # "what each column holds out": the splits' own "hold out every run of ..." said once, by the heading
+    lis = "".join(
+        f"<li><b>{html.escape(k)}</b>: {html.escape(re.sub(r'^hold out every run of ', '', v))}</li>"
+        for k, v in items
+    )
+    return HTML(f'<ul class="companion-legend" style="font-size: 0.9em; margin-top: 0">{lis}</ul>')
+
+
+def summary_text(validation: dict, noise: dict) -> str:
+    """One sentence for the introduction: the primary model, the paper's law and the best pre-run baseline."""
+    s = scores(validation)
+    f = noise_floor(noise)
+    if s.empty:
+        return f"The held-out comparison of the models is {NA}."
+    out = []
+    for name, what in ((PRIMARY, "the operator roofline"), (PAPER, "the paper's law")):
+        out.append(
+            f"{what} {pct(field(s, name, 'time'))} for time and {pct(field(s, name, 'energy'))} for energy"
+        )
+    best = best_pre_run_baseline(validation, "energy")
+    return (
+        f"Pooled over the cross-validation splits, the held-out MAPE is: {out[0]}; {out[1]}; the best baseline "
+        f"that predicts before running ({model_name(best) if best else NA}) {pct(field(s, best, 'time'))} and "
+        f"{pct(field(s, best, 'energy'))}. The replicate noise floor is {f['time']} (time) and {f['energy']} "
+        f"(energy)."
+    )
+
+
+def energy_honesty_text(validation: dict, runs: pd.DataFrame) -> str:
+    """Where the runs' energy is estimated (a power model times the measured time), that the energy error is not
+    a test of its own, and the power model's error alone (given each run's measured time) beside the energy
+    error with predicted time; where it is measured, that it is."""
+    if runs is None or runs.empty or "energy_measured" not in runs:
+        return f"How this build's energy was obtained is {NA}."
+    s = scores(validation)
+    after = [
+        f"{pct(field(s, m, 'energy'))} for the {model_name(m)}"
+        for m in MODELS
+        if reads_measured_time(m) and finite(field(s, m, "energy")) is not None
+    ]
+    given = (
+        f" Given each held-out run's measured time (after the fact; not in the table), energy errs by "
+        f"{' and '.join(after)}, pooled."
+        if after
+        else ""
+    )
+    if runs.energy_measured.astype(bool).all():
+        return (
+            f"This build's energy is measured (an energy counter), so its error is a test of its own.{given}"
+        )
+    return (
+        "Energy here is estimated, not measured: a power model times the measured time, so its error largely "
+        f"repeats the time error and is not an independent test.{given}"
+    )
+
+
+def coverage_bands_text(table: pd.DataFrame) -> str:
+    """Which bands of ``validation.coverage_by_overhead``'s table have a coverage outside the range exact
+    intervals show nine times in ten on as many predictions, in words; or that none has."""
+    from companion.energy.validation import coverage_consistent
+
+    t = table[table.n > 0]
+    if t.empty:
+        return "No held-out prediction has a bounded interval and a share, so no band is counted."
+    out = t[~coverage_consistent(t.coverage_pct, t.range_lo_pct, t.range_hi_pct)]
+    if out.empty:
+        return (
+            "Every band's coverage lies within the range exact intervals show nine times in ten on as many "
+            "predictions: on this sweep, coverage does not fall with the share of overheads."
+        )
+    cells = [
+        f"{r.target} at a share of {r.overhead_share} ({r.coverage_pct:.0f} % against "
+        f"{r.range_lo_pct:.0f}–{r.range_hi_pct:.0f} %, {'wider' if r.coverage_pct > r.range_hi_pct else 'narrower'} "
+        f"than its errors)"
+        for r in out.itertuples()
+    ]
+    return (
+        f"Outside the range exact intervals show nine times in ten: {'; '.join(cells)}. On this sweep the "
+        "scaling of the widths with the share of overheads does not even out the coverage there."
+    )
+
+
+# -------------------------------------------------------------------------------------------- the noise floor
+def pass_drift_text(noise: dict) -> str:
+    """How far the later pass of the sweep ran from the first (noise.json's ``between_passes``, time per step):
+    the median change, signed, and the median size of the change."""
+    d = ((noise or {}).get("between_passes") or {}).get("time_per_step") if isinstance(noise, dict) else None
+    ratio = finite(d.get("median_ratio")) if isinstance(d, dict) else None
+    size = finite(d.get("median_abs_change")) if isinstance(d, dict) else None
+    if ratio is None or size is None:
+        return NA
+    way = "slower" if ratio > 1 else "faster"
+    n = d.get("n_configs")
+    over = f"over the {n} configurations scored in both passes, " if isinstance(n, int) and n > 0 else ""
+    return (
+        f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first ({over}the median size of a "
+        f"configuration's change between the passes, either way, was {size * 100:.0f} %)"
+    )
+
+
+def noise_text(noise: dict) -> str:
+    f = noise_floor(noise)
+    if f["time"] == NA and f["energy"] == NA:
+        return (
+            "The replicate noise floor is not available: no configuration of this build has more than one "
+            "run among the runs scored (or validation.json and noise.json are missing)."
+        )
+    text = (
+        f"The replicate noise floor, the mean distance of repeated runs of one configuration from that "
+        f"configuration's mean, is {f['time']} for time per step and {f['energy']} for energy per step "
+        f"({f['n_configs']} configurations with more than one run among the runs scored, {f['n_runs']} runs). "
+        f"It is how far the same fine-tune measured again disagrees with itself."
+    )
+    drift = pass_drift_text(noise)
+    if drift != NA:
+        text += f" The later pass of the sweep ran {drift}."
+    perfect, exact = perfect_model_mape(noise), exact_model_text(noise)
+    if exact:
+        text += " " + exact
+    elif perfect:
+        text += (
+            f" A model that knew every configuration's true mean would still score, against single runs, "
+            f"between the floor (noise that is a shift shared by a whole pass of the sweep) and the floor times "
+            f"{perfect['factor']} (noise of each run its own, {perfect['replicates']} replicates per "
+            f"configuration): {perfect['time']} for time and {perfect['energy']} for energy."
+        )
+    return text
+
+
+def exact_model_text(noise: dict) -> str:
+    """What a model that knew every configuration's true mean would score against single runs: the passes
+    separate a shift of the whole pass (which the floor counts in full) from each run's own scatter (of which it
+    counts 1 / sqrt(2) with two replicates); noise.json's ``exact_model``
+    (``companion.energy.noise.exact_model_floor``). "" where the replicates cannot tell."""
+    metrics = (noise or {}).get("metrics") if isinstance(noise, dict) else None
+    if not isinstance(metrics, dict):
+        return ""
+    found = {t: (metrics.get(f"{t}_per_step") or {}).get("exact_model") for t in TARGETS}
+    if not all(isinstance(x, dict) and finite(x.get("mape")) is not None for x in found.values()):
+        return ""
+    t = found["time"]
+    shift = max(abs(x) for x in t["pass_shift_log"]) if t.get("pass_shift_log") else 0.0
+    sd = t["scatter_sd_log"]
+    return (
+        f"A model that knew every configuration's true mean (an exact model) would still score more than the "
+        f"floor against single runs, since a configuration's mean shares part of each run's noise. Taking the "
+        f"noise as a shift of each whole pass of the sweep plus each run's own scatter, the passes estimate both: "
+        f"in time per step a pass sat {100 * (math.exp(shift) - 1):.1f} % off the mean of the passes (a mean "
+        f"over configurations in logs, which weighs them otherwise than the median ratio of the passes), and a run "
+        f"scattered about its configuration with a standard deviation of {100 * sd:.1f} % in logs (a mean "
+        f"distance of {100 * sd * math.sqrt(2 / math.pi):.1f} %; {t['n_configs']} configurations measured in "
+        f"every pass). So an exact model would score about {100 * t['mape']:.1f} % for time and "
+        f"{100 * found['energy']['mape']:.1f} % for energy (estimated the same way). It is an estimate, not a lower bound: "
+        "noise that moves both replicates of a configuration alike (a slowdown lasting the whole sweep) is missing "
+        "from it, and because it is estimated from the same runs a model is scored on, a model can score below "
+        "it."
+    )
+
+
+def replicates_words(runs: pd.DataFrame) -> str:
+    """How many times each configuration of the sweep was measured, in words ("twice"), from runs.csv."""
+    try:
+        n = int(pd.to_numeric(runs["replicate"], errors="coerce").max()) + 1 if "replicate" in runs else 1
+    except (TypeError, ValueError):
+        return NA
+    return {1: "once", 2: "twice", 3: "three times"}.get(n, f"{n} times") if len(runs) else NA
+
+
+# -------------------------------------------------------------------------------- the runs the scores rest on
+FEW_RUNS = 8  # a split scored on fewer runs than this says little about the model
+
+
+def _counts_words(sweep: dict, par: str, held: dict | None, validation: dict) -> str:
+    """'106 of the sweep's 106 runs (...), 28 of the 28 off-grid runs and 0 of the 10 test-set runs': the runs the
+    step-time filter kept of the sweep, the off-grid runs and the test set (validation.json's ``ci_filter``)."""
+    t = (validation.get("ci_filter") or {}).get("test") if isinstance(validation, dict) else None
+    parts = [f"{sweep['kept']} of the sweep's {sweep['runs']} runs{par}"]
+    parts += [f"{held['kept']} of the {held['runs']} off-grid runs"] if held else []
+    parts += (
+        [f"{t['kept']} of the {t['runs']} test-set runs"] if isinstance(t, dict) and t.get("runs") else []
+    )
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+
+
+def _off_grid_words(held: dict | None) -> str:
+    return f" and {held['kept']} of the {held['runs']} off-grid runs" if held else ""
+
+
+def scored_runs_text(validation: dict, sweep_noise: dict | None = None) -> str:
+    """Which runs the scores rest on: how many the step-time filter kept of the sweep (and of its parallel runs) and of
+    the off-grid runs (validation.json's ``ci_filter``), the floor over every run of the sweep beside the floor
+    over the runs scored (``sweep_noise``: noise.json), and, where the filter left out many, that the machine
+    was busy and which splits rest on few runs."""
+    sweep, held, limit = ci_filter_counts(validation)
+    if sweep is None:
+        return f"How many runs the scores rest on is {NA} (validation.json holds no ci_filter)."
+    par = (
+        f" ({sweep['parallel_kept']} of its {sweep['parallel_runs']} parallel runs)"
+        if sweep.get("parallel_runs")
+        else ""
+    )
+    text = (
+        f"These scores rest on {_counts_words(sweep, par, held, validation)}: "
+        f"the step-time filter leaves out a run whose step time is not known to within "
+        f"±{pct(100 * limit, 0) if limit is not None else NA} (95 % interval), a sign of other load on the "
+        f"machine."
+    )
+    every, scored = noise_floor(sweep_noise or {}), noise_floor(validation.get("noise") or {})
+    if every["time"] != NA and scored["time"] != NA and every["time"] != scored["time"]:
+        text += (
+            f" Over every run of the sweep the replicate floor is {every['time']} for time, against "
+            f"{scored['time']} over the runs scored."
+        )
+    if busy(sweep) or busy(held):
+        s = scores(validation)
+        few = (
+            s[(s.model == PRIMARY) & (s.target == "time") & ~s.split.isin([POOLED]) & (s.n < FEW_RUNS)]
+            if not s.empty
+            else s
+        )
+        named = ", ".join(f"{split_label(r.split)} on {int(r.n)} runs" for r in few.itertuples())
+        rest = f", and some splits rest on few ({named}), which say little" if len(few) else ""
+        text += (
+            f" The machine was busy while the runs were measured: the filter left out many runs{rest}. The "
+            f"verdict is judged on what remains; measure again on a quiet machine (the page on reproducing says "
+            f"how) before reading it as the model's accuracy."
+        )
+    return text
+
+
+def scored_and_filter_text(validation: dict, sweep_noise: dict | None = None, runs=None) -> str:
+    """``scored_runs_text``, and where the step-time filter left runs out, the figures with and without it."""
+    f = validation.get("filter_sensitivity") if isinstance(validation, dict) else None
+    dropped = isinstance(f, dict) and isinstance(f.get("dropped"), dict) and any(f["dropped"].values())
+    text = scored_runs_text(validation, sweep_noise)
+    return f"{text} {filter_sensitivity_text(validation, runs)}" if dropped else text
+
+
+def scored_runs_short(validation: dict) -> str:
+    """The runs the verdict judges, in a few words: the step-time filter's kept runs of the sweep and the off-grid runs,
+    and whether the machine was busy (the filter kept fewer than ``BUSY_KEPT_FRACTION`` of them)."""
+    sweep, held, _ = ci_filter_counts(validation)
+    if sweep is None:
+        return f"the runs the step-time filter kept (how many: {NA})"
+    text = f"{sweep['kept']} of the sweep's {sweep['runs']} runs{_off_grid_words(held)}"
+    return text + (
+        ", the rest left out by the step-time filter on a busy machine (see above)"
+        if busy(sweep) or busy(held)
+        else ", those the step-time filter kept"
+    )
+
+
+def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) -> str:
+    """The primary model's headline figures with and without the step-time filter, and the runs it left out
+    (their configurations, from ``runs``), from validation.json's ``filter_sensitivity``."""
+    f = validation.get("filter_sensitivity") if isinstance(validation, dict) else None
+    if not isinstance(f, dict):
+        return f"The headline figures without the step-time filter are {NA}."
+    dropped = [r for ids in (f.get("dropped") or {}).values() for r in ids]
+    if not dropped or not isinstance(f.get("without_filter"), dict):
+        return "The step-time filter left out no run: the figures are the same without it."
+
+    def figures_of(d: dict, target: str) -> str:
+        t = d.get(target) or {}
+        worst = t.get("worst_split")
+        parts = [
+            f"{pct(t.get('pooled_mape_pct'))} pooled",
+            f"{split_label(worst) if worst else NA} {pct(t.get('worst_split_mape_pct'))} at worst",
+        ]
+        if finite(t.get("holdout_mape_pct")) is not None:
+            parts.append(f"off-grid {pct(t['holdout_mape_pct'])}")
+        if finite(t.get("test_mape_pct")) is not None:
+            parts.append(f"test set {pct(t['test_mape_pct'])}")
+        return ", ".join(parts)
+
+    named = []
+    if runs is not None and len(runs) and "run_id" in runs:
+        rows = runs[runs.run_id.isin(dropped)]
+        named = [
+            f"{r.layers} layers × {r.hidden} wide, {r.seq_len} tokens × {r.batch_size} "
+            f"({'single process' if r.world_size == 1 else f'{r.mode} on {r.world_size} ranks'})"
+            for r in rows.itertuples()
+        ]
+    text = (
+        f"The filter left out {len(dropped)} runs. The operator roofline's held-out MAPE with it: time "
+        f"{figures_of(f['with_filter'], 'time')}; energy {figures_of(f['with_filter'], 'energy')}. Without it: "
+        f"time {figures_of(f['without_filter'], 'time')}; energy {figures_of(f['without_filter'], 'energy')}."
+    )
+    if named:
+        text += f" The sweep's runs it left out: {'; '.join(named)}."
+    return text
+
+
+# ------------------------------------------------------------------------------------------------- the answer
+VERDICT_KEYS = (
+    "meets_pooled",
+    "meets_every_split",
+    "beats_half_best_baseline",
+    "beats_calibrated_tier",
+    "coverage_in_range",
+    "meets_holdout",
+)
+
+
+def answer_box(
+    validation: dict, runs: pd.DataFrame, gpu: dict | None = None, device: str = NA, noise: dict | None = None
+):
+    """The introduction's one-screen answer (HTML, a short list): the hardware, how energy was obtained, the
+    primary model's held-out and test-set errors with its verdict beside the replicate noise floor (``noise``),
+    the paper's law against the best baseline, and the GPU's figures."""
+    from IPython.display import HTML
+
+    s = scores(validation)
+    t = verdict_target(validation, "time") or {}
+    e = verdict_target(validation, "energy") or {}
+    measured = (
+        runs is not None
+        and len(runs)
+        and "energy_measured" in runs
+        and runs.energy_measured.astype(bool).all()
+    )
+    n = len(runs) if runs is not None else 0
+    judged = [k for k in VERDICT_KEYS if isinstance(t.get(k), bool)]
+    met = sum(bool(t[k]) for k in judged)
+    best = best_pre_run_baseline(validation, "energy")
+    paper, base = field(s, PAPER, "energy"), field(s, best, "energy") if best else None
+    beats = finite(paper) is not None and finite(base) is not None and paper < base
+    test = (
+        f"; on the test set {pct(t.get('test_mape_pct'))} time, {pct(e.get('test_mape_pct'))} energy"
+        if finite(t.get("test_mape_pct")) is not None
+        else "; no test-set runs"
+    )
+    ws = (
+        pd.to_numeric(runs.world_size, errors="coerce")
+        if n and "world_size" in runs
+        else pd.Series(dtype=float)
+    )
+    ranks = (
+        f" on {int(ws.min())} to {int(ws.max())} ranks"
+        if len(ws.dropna()) and ws.min() != ws.max()
+        else f" on {int(ws.min())} rank{'s' if ws.min() > 1 else ''}"
+        if len(ws.dropna())
+        else ""
+    )
+    floor = noise_floor(noise or {})
+    floor_text = (
+        f" (runs measured twice differ by {floor['time']} and {floor['energy']})"
+        if floor["time"] != NA and floor["energy"] != NA
+        else ""
+    )
+    verdict = (
+        f"{met} of {len(judged)} criteria met for time"
+        if judged
+        else "no verdict (too few runs to hold out whole groups)"
+    )
+    items = [
+        f"<b>Hardware</b>: {html.escape(str(device))}, {n} runs{ranks}.",
+        "<b>Energy</b>: "
+        + (
+            "measured by a hardware counter."
+            if measured
+            else "estimated (a power model × measured time), so its error largely repeats the time error."
+        ),
+        f"<b>Primary model</b> (operator roofline, fitted), on runs it never saw: {pct(t.get('pooled_mape_pct'))} "
+        f"time, {pct(e.get('pooled_mape_pct'))} energy pooled{floor_text}{html.escape(test)}; {verdict}; "
+        f"{_ratio_words(t)}.",
+        f"<b>The paper's law</b>: {pct(paper)} energy pooled, against {pct(base)} for the best baseline "
+        f"({html.escape(model_name(best)) if best else NA})"
+        + (
+            f": it {'beats' if beats else 'does not beat'} it."
+            if finite(paper) is not None and finite(base) is not None
+            else ": no comparison in this build."
+        ),
+    ]
+    one = (gpu or {}).get("one_machine") or {}
+    if one and "test" in one.get("tiers", {}):
+        c, r = one["tiers"]["test"]["calibrated"], one["tiers"]["reference"]["calibrated"]
+        items.append(
+            f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured): from a calibration of "
+            f"the same machine, fitted on nothing, {pct(c.get('time_mape_pct'))} time and "
+            f"{pct(c.get('energy_mape_pct'))} energy over {one['runs']['test']} test runs never tuned on "
+            f"({pct(r.get('time_mape_pct'))} / {pct(r.get('energy_mape_pct'))} over "
+            f"{one['runs']['reference']} reference runs); a calibration describes its own machine's host."
+        )
+    elif gpu and gpu.get("tiers"):
+        g = gpu["tiers"].get("calibrated", {})
+        items.append(
+            f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured): the calibrated "
+            f"model, fitted on nothing, {pct(g.get('time_mape_pct'))} time and "
+            f"{pct(g.get('energy_mape_pct'))} energy over {gpu.get('runs')} runs"
+            + (
+                f"; on {t['runs']} test runs from another machine the prior is off by "
+                f"{pct(t['tiers']['prior']['time_mape_pct'])} / {pct(t['tiers']['prior']['energy_mape_pct'])}, "
+                f"the calibrated tier by {pct(t['tiers']['calibrated']['time_mape_pct'])} (host speed differs "
+                "between machines)."
+                if (t := gpu.get("test"))
+                else "."
+            )
+        )
+    body = "".join(f"<li>{i}</li>" for i in items)
+    return HTML(
+        '<div class="admonition companion-answer"><p class="admonition-title">The answer in one screen</p>'
+        f"<ul>{body}</ul></div>"
+    )
+
+
+def _ratio_words(t: dict) -> str:
+    r = finite(t.get("over_calibrated_tier"))
+    return (
+        f"{r:.2f} × the error of its calibrated tier (nothing fitted)"
+        if r is not None
+        else "its calibrated tier's error is not available"
+    )
+
+
+TIERS = {
+    "fitted": "fitted tier: coefficients fitted on this build's runs",
+    "calibrated": "calibrated tier: the device's calibration at face value, nothing fitted on runs",
+    "prior": "prior tier: spec-sheet roofs and priors, wide intervals",
+}
+
+
+def absolute_answer(explore: pd.DataFrame, predict_params: dict, energy_label: str, device: str = NA) -> str:
+    """One sentence a reader can use: a planned fine-tune's energy (kWh) and time with their intervals, naming the
+    model and tier that produced it and the energy (measured or estimated, on which device) it learned from."""
+    try:
+        r = explore.iloc[0]
+        p = predict_params if isinstance(predict_params, dict) else {}
+        examples, epochs = p.get("examples"), p.get("epochs")
+        if finite(examples) is None or finite(epochs) is None:
+            return NA
+        batch = f", batch size {p['batch_size']}" if finite(p.get("batch_size")) is not None else ""
+        what = (
+            f"Fine-tuning {r.model} (sequence length {int(r.seq_len)}{batch}) on {int(examples):,} examples for "
+            f"{int(epochs)} epochs"
+        )
+        where = f" on {device}" if device and device != NA else ""
+        kind = r.get("energy_kind")
+        learned = (
+            energy_label
+            if energy_label and energy_label != NA
+            else (f"{kind} energy" if isinstance(kind, str) else NA)
+        )
+
+        def kwh(col):
+            lo, hi = r.get(f"{col}_lo"), r.get(f"{col}_hi")
+            if finite(r.get(col)) is None:
+                return None
+            interval = (
+                f" ({default_pct(*PREDICT_LEVEL)} % interval {lo:#.2g}–{hi:#.2g} kWh)"
+                if finite(lo) is not None and finite(hi) is not None
+                else ""
+            )
+            return f"{r[col]:.3g} kWh{interval}"
+
+        paper, op = kwh("energy_kwh"), kwh("op_energy_kwh")
+        if op is not None and isinstance(r.get("op_tier"), str):
+            tier = r.op_tier
+            time = f" and {r.op_time_h:.2g} h" if finite(r.get("op_time_h")) is not None else ""
+            text = f"{what} costs {op}{time}{where}, by the operator roofline in its {TIERS.get(tier, f'{tier} tier')}"
+            if tier == "fitted":
+                text += ", whose energy is " + re.sub(r"^(measured|estimated) energy", r"\1", learned)
+            return text + (f". The paper's law, fitted to the same runs, says {paper}." if paper else ".")
+        if paper:
+            return f"{what} costs {paper}{where}, by the paper's law fitted to this build's runs ({learned})"
+        return NA
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        return NA
+
+
+# ------------------------------------------------------------------------------------------- the coefficients
+# What each coefficient of the laws, the USL and the operator roofline's energy is, in words (the operator
+# roofline's time terms take the words of its step-time figure, ``figures.OPERATOR_WORDS``).
+COEFFICIENT_WORDS = {
+    "log_c": "log of the scale c",
+    "alpha": "α, exponent of FLOPs",
+    "beta": "β, exponent of memory traffic",
+    "eps_F_j_per_flop": "ε_F, energy per FLOP",
+    "eps_Q_j_per_byte": "ε_Q, energy per byte moved",
+    "P0_w": "P₀, static power",
+    "u_compute": "u, share of the compute roof reached",
+    "v_memory": "v, share of the memory roof reached",
+    "a_j_per_token": "a, energy per padded token",
+    "b_j": "b, energy per step beyond the tokens",
+    "k": "k, the fitted power (as a share of TDP)",
+    "sigma": "σ, contention (USL)",
+    "kappa": "κ, coherency (USL)",
+    "P_static_w": "static power",
+    "P_core_w": "power per busy core",
+    "P_busy_w": "power above idle while the GPU computes",
+    "e_flop_j": "energy per FLOP",
+    "e_byte_j": "energy per byte moved",
+    "e_comm_j": "energy per byte communicated",
+    "thread_exponent": "thread-scaling exponent",
+}
+
+
+def coefficient_words(name: str) -> str:
+    """A coefficient's name in words: 'gemm_s' -> 'GEMMs', 'alpha' -> 'α, exponent of FLOPs'; a layout's factor
+    'layout_scale[tp2-dp1]' -> 'factor on layout tp2-dp1'; an unknown name as it is."""
+    from companion.report.figures import OPERATOR_WORDS
+
+    if name.startswith("layout_scale[") and name.endswith("]"):
+        return f"factor on layout {name[len('layout_scale[') : -1]}"
+    return COEFFICIENT_WORDS.get(name) or OPERATOR_WORDS.get(name) or name

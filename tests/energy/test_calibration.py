@@ -199,25 +199,26 @@ def test_calibrate_refuses_bad_arguments_before_any_benchmark(tmp_path, argv, wo
 def test_the_element_wise_rate_is_in_the_model_s_bytes_whatever_the_file_counted():
     shape = {"tokens": 1024, "hidden": 64, "time_s": 1e-3}
     elements = 3 * 1024 * 16 * 64  # 3 x tokens x (8 h + 2 x 4 h)
-    # a file written before the benchmark counted the model's bytes: 2 per bf16 element; recounted at 5
-    old = {**shape, "bytes": elements * 2, "bytes_per_s": elements * 2 / 1e-3}
-    assert opmodel.elementwise_rate(old, "bfloat16") == pytest.approx(elements * 5 / 1e-3)
-    # fp32 counted 4 bytes either way; a file that says how it counted is read as it is
+    # the file counts 2 bytes per bf16 element; the model 5 (norms and residuals stay fp32 under autocast)
+    bf16 = {**shape, "bytes": elements * 2, "bytes_per_s": elements * 2 / 1e-3}
+    assert opmodel.elementwise_rate(bf16, "bfloat16") == pytest.approx(elements * 5 / 1e-3)
+    assert opmodel.elementwise_rate({**bf16, "elements": elements}, "bfloat16") == pytest.approx(
+        elements * 5e3
+    )
+    # fp32 counts 4 bytes either way
     fp32 = {**shape, "bytes": elements * 4, "bytes_per_s": elements * 4 / 1e-3}
-    assert opmodel.elementwise_rate(fp32, "float32") == fp32["bytes_per_s"]
-    new = {**old, "bytes": elements * 5, "bytes_per_s": elements * 5 / 1e-3, "bytes_per_element": 5.0}
-    assert opmodel.elementwise_rate(new, "bfloat16") == new["bytes_per_s"]
+    assert opmodel.elementwise_rate(fp32, "float32") == pytest.approx(fp32["bytes_per_s"])
+    assert opmodel.elementwise_rate({"bytes_per_s": 7.0}, "bfloat16") == 7.0  # no shape: as written
     assert opmodel.elementwise_rate(None, "bfloat16") is None
 
 
-def test_the_element_wise_benchmark_counts_the_bytes_the_model_divides():
+def test_the_element_wise_benchmark_times_the_elements_the_model_counts():
     import torch
 
     from companion.runs.calibrate import elementwise_benchmark
 
     out = elementwise_benchmark(torch.device("cpu"), torch.bfloat16, 0.05, tokens=64, hidden=32)
-    assert out["bytes_per_element"] == opmodel.ELEMENTWISE_BYTES["bf16"]
-    assert out["bytes"] == 3 * 64 * (8 * 32 + 2 * 128) * opmodel.ELEMENTWISE_BYTES["bf16"]
-    assert out["bytes_per_s"] == pytest.approx(out["bytes"] / out["time_s"])
-    # and the model reads that rate unchanged
-    assert opmodel.elementwise_rate(out, "bfloat16") == out["bytes_per_s"]
+    assert out["elements"] == 3 * 64 * (8 * 32 + 2 * 128) and out["bytes"] == out["elements"] * 2
+    # the model reads the timing with its own bytes per element
+    rate = opmodel.elementwise_rate(out, "bfloat16")
+    assert rate == pytest.approx(out["elements"] * opmodel.ELEMENTWISE_BYTES["bf16"] / out["time_s"])

@@ -18,7 +18,7 @@ def test_every_producer_runs_before_its_readers_and_every_stage_has_its_files():
     order = {name: i for i, name in enumerate(stages.STAGES)}
     assert set(order) == {s.name for s in stage_table.TABLE}
     for s in stage_table.TABLE:
-        for artifact in s.reads:
+        for artifact in (*s.reads, *s.uses):
             assert order[stage_table.PRODUCER[artifact]] < order[s.name], (s.name, artifact)
         assert (ROOT / "notebooks" / f"{s.name}.py").is_file() and (
             ROOT / "params" / f"{s.name}.yaml"

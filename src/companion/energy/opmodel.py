@@ -185,21 +185,16 @@ def elementwise_precision(dtype: str | None) -> str:
 
 
 def elementwise_rate(part: dict | None, dtype: str | None) -> float | None:
-    """The element-wise benchmark's rate in the operator model's bytes (``ELEMENTWISE_BYTES`` per element of the
-    calibration's precision), which the elementwise term divides. A file that records ``bytes_per_element`` counted
-    that way; older files counted the tensors' own element size (2 bytes in bf16, not the model's 5), so their
-    rate is recounted from the benchmark's shape: same time, the model's bytes."""
+    """The element-wise benchmark's rate in the operator model's bytes: the elements it timed (3 x tokens x
+    (8 h + 2 x 4 h)) x ``ELEMENTWISE_BYTES`` of the calibration's precision, over its time. The file's own
+    ``bytes_per_s`` counts the tensors' element size (2 bytes in bf16, where the model counts 5: autocast keeps
+    norms and residuals in fp32), so the model never divides by it directly; fp32 counts 4 either way."""
     part = part or {}
-    rate = part.get("bytes_per_s")
-    if rate is None or part.get("bytes_per_element") is not None:
-        return rate
-    tokens, hidden, nbytes = part.get("tokens"), part.get("hidden"), part.get("bytes")
-    if not (tokens and hidden and nbytes):
-        return rate
-    counted = float(nbytes) / (
-        3 * float(tokens) * 16 * float(hidden)
-    )  # 3 x tokens x (8 h + 2 x 4 h) elements
-    return float(rate) * ELEMENTWISE_BYTES[elementwise_precision(dtype)] / counted
+    tokens, hidden, time_s = part.get("tokens"), part.get("hidden"), part.get("time_s")
+    if not (tokens and hidden and time_s):
+        return part.get("bytes_per_s")
+    elements = part.get("elements") or 3 * float(tokens) * 16 * float(hidden)
+    return float(elements) * ELEMENTWISE_BYTES[elementwise_precision(dtype)] / float(time_s)
 
 
 TIME_UNITS = {

@@ -28,7 +28,10 @@ class Stage:
     name: str
     artifact: str
     about: str  # what the artifact holds, for its download box
-    reads: tuple[str, ...] = ()  # artifacts of other stages
+    reads: tuple[str, ...] = ()  # artifacts of other stages it needs
+    uses: tuple[
+        str, ...
+    ] = ()  # artifacts of other stages it quotes where they exist (made first all the same)
     params: tuple[str, ...] = ()  # other stages' parameter files it reads
     needs: tuple[str, ...] = ()  # inputs outside the stages (``NEEDS``)
     also_writes: tuple[str, ...] = ()  # further files beside the artifact
@@ -84,8 +87,8 @@ TABLE = (
         "06_headline",
         "headline.json",
         "the values of this page: per-split metrics, the law's coefficients, the comparison",
-        # the verdict reads every stored build's scores and quotes the GPU's
-        reads=("validation.json", "explore.csv", "builds.csv", "gpu.json"),
+        reads=("validation.json", "explore.csv"),
+        uses=("builds.csv", "gpu.json"),  # the verdict reads every stored build's scores and quotes the GPU's
         params=("05_predict",),
     ),
     Stage(
@@ -119,7 +122,10 @@ def _ordered(table: tuple[Stage, ...]) -> tuple[str, ...]:
     done: list[str] = []
     pending = list(table)
     while pending:
-        ready = next((s for s in pending if all(producer[a] in done for a in s.reads if a in producer)), None)
+        ready = next(
+            (s for s in pending if all(producer[a] in done for a in (*s.reads, *s.uses) if a in producer)),
+            None,
+        )
         if ready is None:
             raise ValueError(f"stage table has a cycle among {[s.name for s in pending]}")
         done.append(ready.name)
@@ -199,7 +205,8 @@ def make_rules() -> str:
     ]
     for name in STAGES:
         s = BY_NAME[name]
-        deps = [f"$(DERIVED)/{a}" for a in s.reads] + [NEEDS[n] for n in s.needs] + stage_sources(name)
+        deps = [f"$(DERIVED)/{a}" for a in (*s.reads, *s.uses)] + [NEEDS[n] for n in s.needs]
+        deps += stage_sources(name)
         out.append(f"$(DERIVED)/{s.artifact}: " + " \\\n\t\t".join(deps) + f"\n\t$(call stage,{name})\n")
         for extra in s.also_writes:
             out.append(

@@ -205,13 +205,11 @@ def elementwise_benchmark(
 ) -> dict:
     """Achieved bytes/s of one layer's memory-bound operators, forward + backward, at a BERT shape: two layer
     norms, three dropouts and two residual adds on tokens x hidden, GELU on tokens x 4 hidden. The bytes are
-    counted as the operator model counts them (3 x tokens x (8 hidden + 2 ffn) elements x
-    ``opmodel.ELEMENTWISE_BYTES`` of the precision: 5 in bf16, where autocast keeps norms and residuals in fp32),
-    so the rate slots into its elementwise term; dropout's random numbers and GELU's arithmetic make it well
-    below a copy's bandwidth on CPUs."""
+    counted at the tensors' element size over the elements the operator model counts (3 x tokens x (8 hidden
+    + 2 ffn)); the model reads the timing with its own bytes per element (``opmodel.elementwise_rate``: 5 in
+    bf16, where autocast keeps norms and residuals in fp32). Dropout's random numbers and GELU's arithmetic make
+    it well below a copy's bandwidth on CPUs."""
     import torch.nn.functional as F
-
-    from companion.energy.opmodel import ELEMENTWISE_BYTES, elementwise_precision
 
     tokens, hidden = (
         tokens or SIZES[device.type]["elementwise"][0],
@@ -229,14 +227,14 @@ def elementwise_benchmark(
         (y.sum() + z.sum()).backward()
 
     t = _best_time(step, device, budget_s)
-    per_element = ELEMENTWISE_BYTES[elementwise_precision(str(dtype))]
-    nbytes = 3 * tokens * (8 * hidden + 2 * ffn) * per_element
+    elements = 3 * tokens * (8 * hidden + 2 * ffn)
+    nbytes = elements * x.element_size()
     return {
         "tokens": tokens,
         "hidden": hidden,
         "time_s": t,
+        "elements": elements,
         "bytes": nbytes,
-        "bytes_per_element": per_element,
         "bytes_per_s": nbytes / t,
         "method": "layer_norm x2, dropout x3, residual add x2, GELU on 4 hidden; fwd + bwd; model's byte count",
     }

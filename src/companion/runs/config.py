@@ -402,10 +402,7 @@ class RunConfig:
     threads: int = 0  # intra-op CPU threads per rank; 0 = the launcher's default (torchrun: 1 per rank)
     replicate: int = 0  # repeated measurement of the same configuration (0 = first; >0 named "-r<n>")
     execution: str = "eager"  # eager, compile (torch.compile) or cudagraphs (reduce-overhead, CUDA only)
-    engine: str = (
-        "native"  # native (this project's TP/FSDP2 plan) or accelerate (HF Accelerate: one device, or
-    )
-    # data parallel: its FSDP2 plugin on GPUs, DDP on CPUs, where Accelerate runs no FSDP)
+    engine: str = "native"  # native (the project's TP/FSDP2 plan) or accelerate (HF Accelerate, tp1-dpN)
 
     def __post_init__(self) -> None:
         m, d, lay = self.model, self.data, self.layout

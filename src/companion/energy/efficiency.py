@@ -13,6 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+from companion.energy.intervals import LEVEL
 from scipy.optimize import nnls
 
 # Columns that identify "the same fine-tune" apart from its layout.
@@ -116,7 +117,7 @@ class UslFit:
     def eta(self, p) -> np.ndarray:
         return usl_eta(p, self.sigma, self.kappa)
 
-    def eta_interval(self, p, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+    def eta_interval(self, p, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
         if not len(self.boot):
             e = self.eta(p)
             return e, e

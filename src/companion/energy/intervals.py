@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+# The level of every prediction interval the book states and scores (its default everywhere: one definition)
+LEVEL = 0.9
+
 # The interval of a run scales with the share of its predicted step outside the compute terms (per-step and
 # per-layer fixed costs, a layout's overheads, collectives): 1 for a step of GEMMs, attention, elementwise and
 # optimizer traffic only, 1 + INTERVAL_OVERHEAD_WEIGHT from half the step in those costs on. Held-out errors are

@@ -28,6 +28,7 @@ import pandas as pd
 from scipy.optimize import least_squares, lsq_linear, nnls
 
 from companion.errors import ConfigError
+from companion.energy.intervals import LEVEL
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,7 @@ class Fit:
     def predict(self, X: pd.DataFrame) -> np.ndarray:
         return LAWS[self.law].predict(X, self.theta)
 
-    def interval(self, X: pd.DataFrame, level: float = 0.9, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def interval(self, X: pd.DataFrame, level: float = LEVEL, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Bootstrap prediction interval: refitted predictions times a resampled training residual."""
         rng = np.random.default_rng(seed)
         law = LAWS[self.law]
@@ -262,7 +263,7 @@ class Fit:
         a = (1 - level) / 2
         return np.exp(np.quantile(draws, a, axis=0)), np.exp(np.quantile(draws, 1 - a, axis=0))
 
-    def coefficient_table(self, level: float = 0.9) -> pd.DataFrame:
+    def coefficient_table(self, level: float = LEVEL) -> pd.DataFrame:
         a = (1 - level) / 2
         lo = np.quantile(self.boot, a, axis=0) if len(self.boot) else self.theta
         hi = np.quantile(self.boot, 1 - a, axis=0) if len(self.boot) else self.theta

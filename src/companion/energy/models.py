@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from companion.energy import opmodel
-from companion.energy.intervals import conformal_halfwidth, interval_scale_of_share
+from companion.energy.intervals import LEVEL, conformal_halfwidth, interval_scale_of_share
 from companion.energy.efficiency import fit_usl
 from companion.energy.fit import design_matrix
 from companion.energy.laws import LAWS, TIME_LAW, fit_law
@@ -375,7 +375,7 @@ class Fitted:
     residuals_by_kind: dict = field(default_factory=dict)  # {kind: {target: residuals}}
     train_keys: dict = field(default_factory=dict)  # {kind: set of keys seen in training}
 
-    def predict(self, df: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
+    def predict(self, df: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
         """Point predictions and ``level`` intervals for step time (s) and energy per step (J). Where the
         training keys are known, each run's interval is as wide as its novelty: a parallel mode never fitted
         takes the width of modes left out in training, a new degree that of degrees left out, a layout never

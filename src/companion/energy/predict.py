@@ -36,6 +36,7 @@ from companion.runs.data import expected_token_counts
 from companion.energy.fit import FittedModel
 from companion.energy.laws import LAWS, TIME_LAW
 from companion.energy import opmodel
+from companion.energy.intervals import LEVEL
 from companion.paths import data_dir
 
 # Named BERT sizes (Turc et al. 2019 for the small ones; Devlin et al. 2019 for base and large).
@@ -312,7 +313,7 @@ def check_level(level) -> None:
         )
 
 
-def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", level: float = 0.9) -> dict:
+def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", level: float = LEVEL) -> dict:
     check_level(level)
     if law not in fitted.energy:
         raise ConfigError(f"law {law!r} is not in the fit artifact; use one of {', '.join(fitted.energy)}")
@@ -683,7 +684,7 @@ def tier_point(res: dict):
 def predict_tiered(
     plans: list[Plan] | Plan,
     tier: str | None = None,
-    level: float = 0.9,
+    level: float = LEVEL,
     derived_root: Path | None = None,
     devices_root: Path | None = None,
 ) -> list[dict] | dict:
@@ -854,7 +855,7 @@ def plan_layouts(
     devices: int,
     batch_sizes=(8, 16, 32, 64, 128),
     tier: str | None = None,
-    level: float = 0.9,
+    level: float = LEVEL,
     derived_root: Path | None = None,
     devices_root: Path | None = None,
     **request,

@@ -26,6 +26,7 @@ from companion.energy import opmodel, proxies, tables
 from companion.energy.calibration import QUANTITY_WORDS, load_calibration
 from companion.energy.models import OperatorPoint
 from companion.paths import reference_dir
+from companion.energy.intervals import LEVEL
 
 TIERS = ("prior", "calibrated", "fitted")
 TARGETS = ("step_s", "energy_per_step_j")
@@ -111,7 +112,7 @@ def fitted_point(device: str, root: Path | None = None) -> OperatorPoint:
 def score_reference(
     device: str,
     root: Path | None = None,
-    level: float = 0.9,
+    level: float = LEVEL,
     fitted: OperatorPoint | None = None,
     calibration: Path | None = None,
 ) -> pd.DataFrame:
@@ -228,7 +229,7 @@ def regime_points(device: str, root: Path | None = None, tier: str = "calibrated
     )
 
 
-def reference_numbers(device: str, root: Path | None = None, level: float = 0.9) -> dict:
+def reference_numbers(device: str, root: Path | None = None, level: float = LEVEL) -> dict:
     """Everything the GPU chapter and the headline quote about ``device``'s reference folder, in one typed
     record (the chapter writes it as its artifact): the tiers' scores, the step profile's, the calibration's
     flagged quantities and the board's power and efficiency figures."""
@@ -322,7 +323,7 @@ def _record_step(path: Path) -> float:
     return float(json.loads(path.read_text())["time"]["step_mean_s"])
 
 
-def testset_numbers(device: str, root: Path | None = None, level: float = 0.9) -> dict | None:
+def testset_numbers(device: str, root: Path | None = None, level: float = LEVEL) -> dict | None:
     """The test set of ``device`` (``<folder>/testset``: runs drawn once, profile gpu-test, measured on another
     day's machine with that machine's calibration), scored by the three tiers: the prior, the calibrated tier
     from the test machine's own calibration, and the fitted tier as fitted on every reference run. None
@@ -361,7 +362,7 @@ def testset_numbers(device: str, root: Path | None = None, level: float = 0.9) -
     }
 
 
-def one_machine_numbers(device: str, root: Path | None = None, level: float = 0.9) -> dict | None:
+def one_machine_numbers(device: str, root: Path | None = None, level: float = LEVEL) -> dict | None:
     """The three tiers where the calibration and the runs it predicts come from one machine
     (``<folder>/one-machine``, as ``benchmarks/gpu_check.sh`` packs them): the reference profile's runs (the
     fitted tier leaves each out) and the test set's (the fitted tier as fitted on every reference run of that

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from companion.errors import ConfigError
+from companion.energy.intervals import LEVEL
 
 PROFILE, HOLDOUT, TEST, DEVICE = "cpu", "holdout", "testset", "cpu"
 BAND_PCT = (85.0, 95.0)  # the coverage a nominal 90 % interval is asked to show in every split
@@ -348,7 +349,7 @@ def score_stored(
 # ------------------------------------------------------------------------------------- over all sweeps
 def pooled_coverage(
     table: pd.DataFrame,
-    level: float = 0.9,
+    level: float = LEVEL,
     band=BAND_PCT,
     n_boot: int = 2000,
     seed: int = 0,
@@ -439,7 +440,7 @@ POOLED_COLUMNS = [
 
 
 def builds_meeting_band(
-    table: pd.DataFrame, level: float = 0.9, band=BAND_PCT, model: str = "operator_roofline"
+    table: pd.DataFrame, level: float = LEVEL, band=BAND_PCT, model: str = "operator_roofline"
 ) -> pd.DataFrame:
     """Per target: how many sweeps have every group's coverage within ``band`` at once (the splits and the
     off-grid runs, the pool of the splits left out), beside how many would with exact ``level`` intervals on
@@ -464,7 +465,7 @@ def builds_meeting_band(
     return pd.DataFrame(rows, columns=["target", "sweeps", "meeting", "meeting_exact"])
 
 
-def coverage_cells(t: pd.DataFrame, level: float = 0.9, band=BAND_PCT) -> str:
+def coverage_cells(t: pd.DataFrame, level: float = LEVEL, band=BAND_PCT) -> str:
     """How many cells (sweep x group) have their intervals' coverage within ``band``, beside how many exact
     intervals would on groups of the same sizes, on average: a count well below that says the intervals are
     off, one near it says the band is as often missed as sampling alone misses it."""

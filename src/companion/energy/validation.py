@@ -17,6 +17,7 @@ import pandas as pd
 from companion.energy.efficiency import fit_usl
 from companion.energy.fit import check_design, check_n_boot, design_matrix, energy_kind
 from companion.energy.laws import LAWS, fit_law
+from companion.energy.intervals import LEVEL
 
 SPLITS = {
     "leave_one_size_out": "hold out every run of one model size (layers x hidden)",
@@ -94,7 +95,7 @@ def metrics(measured: np.ndarray, predicted: np.ndarray, lo: np.ndarray, hi: np.
 
 
 def validate(
-    df: pd.DataFrame, laws=None, splits=None, n_boot: int = 100, level: float = 0.9, seed: int = 0
+    df: pd.DataFrame, laws=None, splits=None, n_boot: int = 100, level: float = LEVEL, seed: int = 0
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(summary: one row per split x law, predictions: one row per held-out run x law).
 
@@ -253,7 +254,7 @@ PRED_COLUMNS = [
 
 
 def validate_models(
-    df: pd.DataFrame, models: dict, splits=None, level: float = 0.9, min_train: int = 6, workers: int = 1
+    df: pd.DataFrame, models: dict, splits=None, level: float = LEVEL, min_train: int = 6, workers: int = 1
 ) -> pd.DataFrame:
     """One row per held-out run x model x target: measured, predicted and the ``level`` interval.
 
@@ -353,7 +354,7 @@ MIN_BOOTSTRAP_GROUPS = 4  # fewer model sizes give no interval: resampling two o
 
 
 def group_bootstrap_mape(
-    g: pd.DataFrame, n_boot: int = 500, seed: int = 0, level: float = 0.9
+    g: pd.DataFrame, n_boot: int = 500, seed: int = 0, level: float = LEVEL
 ) -> tuple[float, float]:
     """Interval of the MAPE when whole model sizes (not single runs) are resampled; NaN with fewer than
     ``MIN_BOOTSTRAP_GROUPS`` sizes (the parallel runs of a grid often come from two, whose resampling gives an
@@ -370,7 +371,7 @@ def group_bootstrap_mape(
     return float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))
 
 
-def coverage_range_pct(n: int, level: float = 0.9, prob: float = 0.9) -> tuple[float, float]:
+def coverage_range_pct(n: int, level: float = LEVEL, prob: float = 0.9) -> tuple[float, float]:
     """The coverage (%) that exact ``level`` intervals show on ``n`` runs with probability ``prob``: the central
     binomial range. On 15 runs exact 90 % intervals cover all 15 one time in five; a split's coverage outside
     this range is evidence against the intervals, inside it is not."""
@@ -382,7 +383,7 @@ def coverage_range_pct(n: int, level: float = 0.9, prob: float = 0.9) -> tuple[f
     return float(binom.ppf(a, n, level) / n * 100), float(binom.isf(a, n, level) / n * 100)
 
 
-def chance_in_range(ns, level: float = 0.9, coverage=(85.0, 95.0)) -> float | None:
+def chance_in_range(ns, level: float = LEVEL, coverage=(85.0, 95.0)) -> float | None:
     """How often exact ``level`` intervals would put the coverage of every one of splits of ``ns`` runs within
     ``coverage`` (%), splits taken as independent: on 8 runs, exact 90 % intervals cover 85-95 % (7 of 8 is 87.5 %)
     only 38 % of the time, so a criterion asked of several small splits at once is one exact intervals mostly fail.
@@ -393,7 +394,7 @@ def chance_in_range(ns, level: float = 0.9, coverage=(85.0, 95.0)) -> float | No
     return float(np.prod([_chance_one_in_range(n, level, coverage) for n in ns]))
 
 
-def expected_in_range(ns, level: float = 0.9, coverage=(85.0, 95.0)) -> float:
+def expected_in_range(ns, level: float = LEVEL, coverage=(85.0, 95.0)) -> float:
     """How many of splits of ``ns`` runs exact ``level`` intervals would put within ``coverage`` (%), on average:
     the yardstick for a count of splits in range over many sweeps (on 20 runs exact 90 % intervals land in
     85-95 % three times in four, on 15 runs three times in five)."""
@@ -421,7 +422,7 @@ def coverage_by_overhead(
     pred: pd.DataFrame,
     share_by_run: dict,
     model: str = "operator_roofline",
-    level: float = 0.9,
+    level: float = LEVEL,
     bands=OVERHEAD_BANDS,
 ) -> pd.DataFrame:
     """Coverage of ``model``'s held-out intervals (``validate_models`` rows, every split and the off-grid runs)
@@ -467,7 +468,7 @@ def score(
     pred: pd.DataFrame,
     noise: dict | None = None,
     by=("split",),
-    level: float = 0.9,
+    level: float = LEVEL,
     split_noise: dict | None = None,
 ) -> pd.DataFrame:
     """MAPE (with a group-bootstrap interval), coverage and the replicate noise floor per model x target x group.
@@ -540,7 +541,7 @@ def score_splits(
     pred: pd.DataFrame,
     noise: dict | None,
     holdout_noise: dict | None = None,
-    level: float = 0.9,
+    level: float = LEVEL,
     test_noise: dict | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The validation page's two score tables: per split, the off-grid holdout against its own replicates'
@@ -602,7 +603,7 @@ def runs_exact_floor(noise: dict | None, target: str, run_ids) -> float | None:
 
 
 def score_holdout(
-    train: pd.DataFrame, holdout: pd.DataFrame, models: dict, level: float = 0.9, split: str = "holdout"
+    train: pd.DataFrame, holdout: pd.DataFrame, models: dict, level: float = LEVEL, split: str = "holdout"
 ) -> pd.DataFrame:
     """Fit every model on ``train`` (e.g. the cpu sweep) and predict the off-grid ``holdout`` runs, which are
     read only to score: the same rows as ``validate_models`` with split ``split`` ('holdout', the validation set,
@@ -639,7 +640,7 @@ def score_build(
     runs_all: pd.DataFrame,
     off_grid_all: dict,
     models: dict,
-    level: float = 0.9,
+    level: float = LEVEL,
     max_step_ci95_rel: float | None = 0.1,
     workers: int = 1,
 ) -> BuildScores:
@@ -707,7 +708,7 @@ def headline_figures(by_split: pd.DataFrame, pooled: pd.DataFrame, model: str = 
 
 
 def filter_sensitivity(
-    runs: pd.DataFrame, off_grid: dict, model_name: str, model, level: float = 0.9, workers: int = 1
+    runs: pd.DataFrame, off_grid: dict, model_name: str, model, level: float = LEVEL, workers: int = 1
 ) -> dict:
     """The headline figures of one model (``headline_figures``) scored on every run, the step-time filter
     switched off: ``runs`` the sweep's runs and ``off_grid`` {split: runs} the off-grid groups, all unfiltered."""
@@ -729,7 +730,7 @@ def model_verdict(
     split_pct: float = VERDICT_CRITERIA["split_pct"],
     coverage=VERDICT_CRITERIA["coverage"],
     stretch: float = VERDICT_CRITERIA["stretch"],
-    level: float = 0.9,
+    level: float = LEVEL,
     calibrated_ratio: float = VERDICT_CRITERIA["calibrated_ratio"],
     calibrated: str = "calibrated_tier",
 ) -> dict:

@@ -27,7 +27,6 @@ import pandas as pd
 from companion.energy import registry
 
 NA = "not available"
-LEVEL = 0.9  # the level of the models' prediction intervals and of the MAPE's bootstrap interval
 POOLED = "pooled"
 
 # The models of the primary comparison, in the order the book shows them, in the book's words (the registry's)

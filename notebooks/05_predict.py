@@ -165,8 +165,10 @@ glue(
         if not faster
         else f"The cheapest ({faster} faster layouts cost more)"
     )
-    + f": TP {best.tp} × FSDP {best.dp} at a global batch of {best.batch_size}, {best.energy_kwh:.3g} kWh, "
-    f"{best.time_h:.3g} h, {best.co2_kg:.3g} kg CO₂ at the grid intensity of {country} "
+    + f": TP {best.tp} × FSDP {best.dp} at a global batch of {best.batch_size}, {best.energy_kwh:.3g} kWh "
+    f"[{best.energy_kwh_interval[0]:.3g}, {best.energy_kwh_interval[1]:.3g}], {best.time_h:.3g} h "
+    f"[{best.time_h_interval[0]:.3g}, {best.time_h_interval[1]:.3g}], {best.co2_kg:.3g} kg CO₂ at the grid "
+    f"intensity of {country} "
     f"({first.carbon_g_per_kwh:.0f} g per kWh); η(p) {best.eta:.2f}, {best.memory_gb:.3g} GB per GPU",
     display=False,
 )
@@ -186,7 +188,7 @@ plan_styled = (
     .set_table_attributes('class="companion-numbers"')
     .set_caption(
         f"Predicted, not measured ({planned['tier']} tier): kWh / hours for {plan_model} on {plan_devices} × "
-        f"{plan_device}"
+        f"{plan_device}; each within the interval stated above"
     )
 )
 glue("plan_table", plan_styled, display=False)

@@ -725,7 +725,7 @@ def test_the_headline_figures_are_given_with_and_without_the_step_time_filter():
     assert "left out 3 runs" in text
     assert "time 9.0 % pooled, mode 14.0 % at worst, off-grid 11.0 %, test set 8.0 %" in text
     assert "Without it: time 11.5 % pooled" in text
-    assert "4 layers × 256 wide, 256 tokens × 8 (tp on 4 ranks)" in text and "64 wide" not in text
+    assert "left out: 1 of 4 layers (tp on 4 ranks); the" in text and "single process" not in text
     v["filter_sensitivity"]["dropped"] = {"sweep": []}
     assert "left out no run" in sentences.filter_sensitivity_text(v, runs)
     assert NA in sentences.filter_sensitivity_text({}, runs)

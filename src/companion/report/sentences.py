@@ -7,6 +7,8 @@ were measured (stages 01 to 03, the calibrations) are ``companion.report.prose``
 
 from __future__ import annotations
 
+from collections import Counter
+
 import html
 import math
 import re
@@ -375,11 +377,15 @@ def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) 
 
     named = []
     if runs is not None and len(runs) and "run_id" in runs:
+        # how many of each depth and layout (validation.json names every run)
         rows = runs[runs.run_id.isin(dropped)]
-        named = [
-            f"{r.layers} layers × {r.hidden} wide, {r.seq_len} tokens × {r.batch_size} "
-            f"({'single process' if r.world_size == 1 else f'{r.mode} on {r.world_size} ranks'})"
+        kinds = Counter(
+            ("single process" if r.world_size == 1 else f"{r.mode} on {r.world_size} ranks", int(r.layers))
             for r in rows.itertuples()
+        )
+        named = [
+            f"{n} of {layers} layer{'s' if layers > 1 else ''} ({where})"
+            for (where, layers), n in sorted(kinds.items(), key=lambda kv: (kv[0][0], kv[0][1]))
         ]
     text = (
         f"The filter left out {len(dropped)} runs. The operator roofline's held-out MAPE with it: time "
@@ -387,7 +393,7 @@ def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) 
         f"time {figures_of(f['without_filter'], 'time')}; energy {figures_of(f['without_filter'], 'energy')}."
     )
     if named:
-        text += f" The sweep's runs it left out: {'; '.join(named)}."
+        text += f" The sweep's runs it left out: {', '.join(named)}; the validation page's data names each."
     return text
 
 

@@ -140,3 +140,13 @@ def test_the_book_keeps_its_word_budget_and_shows_no_plumbing(built_book):
     counts = word_counts(index.parent)
     assert len(counts) >= 14
     assert budget_problems(counts) == []
+
+
+def test_the_answer_box_fits_one_screen(built_book):
+    """The intro's answer box: at most 150 words of visible text."""
+    _, index = built_book
+    text = (index.parent / "intro.html").read_text()
+    start = text.index("companion-answer")
+    box = text[text.index(">", start) + 1 : text.index("</div>", start)]
+    words = re.sub(r"<[^>]+>", " ", box).split()
+    assert 20 < len(words) <= 150, len(words)

@@ -456,7 +456,7 @@ def answer_box(
         else ""
     )
     verdict = (
-        f"{met} of the verdict's {len(judged)} criteria met for time (its stretch goal apart)"
+        f"{met} of its {len(judged)} criteria met for time"
         if judged
         else "no verdict (too few runs to hold out whole groups)"
     )
@@ -487,7 +487,7 @@ def answer_box(
             f"the same machine, fitted on nothing, {pct(c.get('time_mape_pct'))} time and "
             f"{pct(c.get('energy_mape_pct'))} energy over {one['runs']['test']} test runs never tuned on "
             f"({pct(r.get('time_mape_pct'))} / {pct(r.get('energy_mape_pct'))} over "
-            f"{one['runs']['reference']} reference runs); a calibration describes its own machine's host."
+            f"{one['runs']['reference']} reference runs)."
         )
     elif gpu and gpu.get("tiers"):
         g = gpu["tiers"].get("calibrated", {})

@@ -17,7 +17,9 @@
 # ```
 #
 # Each tier of the operator model predicts them unseen: the **prior** from the datasheet, the **calibrated**
-# tier from the board's calibration alone, the **fitted** tier refitted on the other runs.
+# tier from the board's calibration alone, the **fitted** tier refitted on the other runs. They come from three
+# machines with the same board: the *one-machine set*, the *first machine* (its calibration from earlier,
+# launch-bound benchmarks) and the *test machine*.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -39,11 +41,16 @@ figures.use_offline_renderer()
 numbers = reference.reference_numbers(device, level=level)
 scores = pd.DataFrame(numbers["scores"])
 power, base, tiers = numbers["power_w"], numbers["bert_base_s512"], numbers["tiers"]
+total_runs = (
+    numbers["runs"]
+    + ((numbers.get("test") or {}).get("runs") or 0)
+    + sum(((numbers.get("one_machine") or {}).get("runs") or {}).values())
+)
 glue(
     "gpu_intro",
     sentences.paragraph(
-        f"{numbers['runs']} fine-tunes of BERT-class models ran on one {device} in bf16, their energy measured by "
-        f"the board's counter (NVML): {power['runs_min']:.0f} to {power['runs_max']:.0f} W while training."
+        f"{total_runs} fine-tunes of BERT-class models ran on {device} boards in bf16, their energy measured by "
+        f"the board's counter (NVML): {power['runs_min']:.0f} to {power['runs_max']:.0f} W on the first machine."
     ),
     display=False,
 )
@@ -69,7 +76,7 @@ if numbers["one_machine"]:
     )
 
 # %% [markdown]
-# ## How close each tier comes
+# ## The first machine
 #
 # On the first machine's runs: mean error per step (MAPE) and how many runs each tier's
 # {glue:text}`gpu_level` interval covers (the fitted tier has too few runs for one).
@@ -96,7 +103,7 @@ gpu.tier_table(numbers).style.hide(axis="index").set_table_attributes('class="co
 figures.gpu_predicted_vs_measured(scores, device)
 
 # %% [markdown]
-# ## On runs it never saw
+# ## The test machine
 #
 # ```{glue:} gpu_test_text
 # ```

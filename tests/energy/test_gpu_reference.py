@@ -163,7 +163,10 @@ def test_a_calibration_predicts_the_runs_of_its_own_machine_within_ten_percent()
 
     table = gpu.one_machine_table({"one_machine": numbers})
     row = table.set_index("tier").loc[TIER_WORDS["calibrated"]]
-    assert row["test runs: time (%)"] == f"{numbers['tiers']['test']['calibrated']['time_mape_pct']:.1f}"
+    assert (
+        row["test configurations: time (%)"]
+        == f"{numbers['tiers']['test']['calibrated']['time_mape_pct']:.1f}"
+    )
     assert row["inside the interval"] == "13 of 13"
     # the test runs are none of the reference runs, and their fitted tier is the point fitted on those
     test_runs = ref.reference_runs("H200", folder / ref.TESTSET).reset_index(drop=True)

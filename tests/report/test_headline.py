@@ -722,9 +722,9 @@ def test_the_headline_figures_are_given_with_and_without_the_step_time_filter():
         }
     )
     text = sentences.filter_sensitivity_text(v, runs)
-    assert "left out 3 runs" in text
-    assert "time 9.0 % pooled, mode 14.0 % at worst, off-grid 11.0 %, test set 8.0 %" in text
-    assert "Without it: time 11.5 % pooled" in text
+    assert "left out 3 runs (1 of the sweep, 2 of the validation set)" in text
+    # the largest change between the figures with and without the filter, in one number
+    assert "move by at most 2.5 points (time, pooled: 9.0 % with it, 11.5 % without)" in text
     assert "left out: 1 of 4 layers (tp on 4 ranks); the" in text and "single process" not in text
     v["filter_sensitivity"]["dropped"] = {"sweep": []}
     assert "left out no run" in sentences.filter_sensitivity_text(v, runs)

@@ -80,7 +80,11 @@ def flagged_banner(numbers: dict) -> str | None:
     from companion.report.prose import calibration_banner
 
     problems = {q: f.get("problems", []) for q, f in (numbers.get("flagged") or {}).items()}
-    return calibration_banner(numbers["device"], problems, gpu=True)
+    # the first machine's calibration (section "How close each tier comes"), not the one-machine set's
+    banner = calibration_banner(numbers["device"], problems, gpu=True)
+    return banner and banner.replace(
+        f"The {numbers['device']} calibration", "The first machine's calibration"
+    )
 
 
 def test_text(numbers: dict) -> str:
@@ -90,10 +94,10 @@ def test_text(numbers: dict) -> str:
         return ""
     cal = test["calibration"]
     out = (
-        f"{test['runs']} further configurations, drawn once at random (other depths, widths, head sizes, sequence "
-        "lengths and batches), were measured later on another machine; no choice was made on their scores. The "
-        "calibrated tier uses that machine's calibration, whose host probe timed only two depths and put "
-        f"{cal['per_op_us']:.0f} µs on each operator."
+        f"The test machine: {test['runs']} further configurations, drawn once at random (other depths, widths, "
+        "head sizes, sequence lengths and batches; the same ones the one-machine set measured), ran on another "
+        "machine; no choice was made on their scores. The calibrated tier uses that machine's calibration, whose "
+        f"host probe timed only two depths and put {cal['per_op_us']:.0f} µs on each operator."
     )
     if test["repeat"]:
         moved = " and ".join(
@@ -103,7 +107,7 @@ def test_text(numbers: dict) -> str:
     return out
 
 
-ONE_MACHINE_SPLITS = {"reference": "reference runs", "test": "test runs"}
+ONE_MACHINE_SPLITS = {"reference": "reference runs", "test": "test configurations"}
 
 
 def one_machine_table(numbers: dict) -> pd.DataFrame:

@@ -466,7 +466,7 @@ def answer_box(
     )
     floor = noise_floor(noise or {})
     floor_text = (
-        f" (runs measured twice differ by {floor['time']} and {floor['energy']})"
+        f" (runs measured twice lie {floor['time']} and {floor['energy']} from their mean)"
         if floor["time"] != NA and floor["energy"] != NA
         else ""
     )
@@ -481,9 +481,9 @@ def answer_box(
         + (
             "measured by a hardware counter."
             if measured
-            else "estimated (a power model × measured time), so its error largely repeats the time error."
+            else "estimated (a power model × measured time), so its error repeats the time error."
         ),
-        f"<b>Primary model</b> (operator roofline, fitted), on runs it never saw: {pct(t.get('pooled_mape_pct'))} "
+        f"<b>Primary model</b> (operator roofline, fitted), held out: {pct(t.get('pooled_mape_pct'))} "
         f"time, {pct(e.get('pooled_mape_pct'))} energy pooled{floor_text}{html.escape(test)}; {verdict}; "
         f"{_ratio_words(t)}.",
         f"<b>The paper's law</b>: {pct(paper)} energy pooled, against {pct(base)} for the best baseline "
@@ -529,7 +529,7 @@ def answer_box(
 def _ratio_words(t: dict) -> str:
     r = finite(t.get("over_calibrated_tier"))
     return (
-        f"{r:.2f} × the error of its calibrated tier (nothing fitted)"
+        f"{r:.2f} × the error of its calibrated tier"
         if r is not None
         else "its calibrated tier's error is not available"
     )

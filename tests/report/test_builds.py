@@ -67,6 +67,11 @@ def test_a_group_outside_the_band_is_named_with_its_target():
     assert builds.coverage_over_builds_text(p, "energy", predictions=True) == (
         "yes (85.0–85.0 % over 4 builds, 80–80 held-out predictions per split summed over them)"
     )
+    # a group fewer builds measured (the test set, in the newest builds only) says how few
+    t = _table({"pooled": 90.0, "leave_one_size_out": 90.0, "leave_one_degree_out": 80.0})
+    t = t[(t.split != "leave_one_degree_out") | (t.sweep == t.sweep.iloc[0])]
+    text = builds.coverage_over_builds_text(stored.pooled_coverage(t, 0.9, n_boot=50), "time")
+    assert text == "no (80.0–90.0 % over 4 builds; outside: degree 80.0 % (1 build only))"
 
 
 def test_the_sweep_by_sweep_count_is_weighed_against_exact_intervals():

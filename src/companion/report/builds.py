@@ -6,7 +6,7 @@ Every function takes ``score_stored``'s rows (one per sweep x group x model x ta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -191,6 +191,9 @@ class BuildsCoverage:
     n_lo: int
     n_hi: int
     outside: dict[str, float]
+    builds_by_group: dict[str, int] = field(
+        default_factory=dict
+    )  # groups fewer builds measured (the test set)
 
 
 def coverage_over_builds(
@@ -213,6 +216,9 @@ def coverage_over_builds(
             r.split: float(r.coverage_pct)
             for r in p.itertuples()
             if not coverage_consistent(r.coverage_pct, *band)
+        },
+        builds_by_group={
+            r.split: int(r.sweeps) for r in p.itertuples() if int(r.sweeps) < int(p.sweeps.max())
         },
     )
 
@@ -247,7 +253,11 @@ def coverage_over_builds_text(
             f"{'every' if inside else 'not every'} split within {band[0]:.0f}–{band[1]:.0f} %"
         )
     c = found[target]
-    outside = [f"{split_label(k)} {v:.1f} %" for k, v in c.outside.items()]
+    outside = [
+        f"{split_label(k)} {v:.1f} %"
+        + (f" ({n} build{'s' if n > 1 else ''} only)" if (n := c.builds_by_group.get(k)) else "")
+        for k, v in c.outside.items()
+    ]
     return (
         f"{'no' if outside else 'yes'} ({_range(c.lo, c.hi)} % over {c.builds} builds"
         + (f", {c.n_lo:,}–{c.n_hi:,} held-out predictions per split summed over them" if predictions else "")
@@ -284,8 +294,10 @@ def coverage_text(pooled: pd.DataFrame, level: float, model: str = "operator_roo
     outside, misses = [], []
     for target in [t for t in TARGETS if t in set(groups.target)]:
         t = groups[groups.target == target]
+        most = int(t.sweeps.max())
         outside += [
-            f"{GROUP_WORDS.get(r.split, r.split)}, {target} ({r.coverage_pct:.1f} %)"
+            f"{GROUP_WORDS.get(r.split, r.split)}, {target} ({r.coverage_pct:.1f} %"
+            + (f", {int(r.sweeps)} build{'s' if r.sweeps > 1 else ''} only)" if r.sweeps < most else ")")
             for r in t[~t.in_band].itertuples()
         ]
         cells = int(t.sweeps.sum())

@@ -94,10 +94,8 @@ def test_text(numbers: dict) -> str:
         return ""
     cal = test["calibration"]
     out = (
-        f"The test machine: {test['runs']} further configurations, drawn once at random (other depths, widths, "
-        "head sizes, sequence lengths and batches; the same ones the one-machine set measured), ran on another "
-        "machine; no choice was made on their scores. The calibrated tier uses that machine's calibration, whose "
-        f"host probe timed only two depths and put {cal['per_op_us']:.0f} µs on each operator."
+        f"The same {test['runs']} test configurations, measured on another machine: its calibration's host probe "
+        f"timed only two depths and put {cal['per_op_us']:.0f} µs on each operator, so its calibrated tier misses."
     )
     if test["repeat"]:
         moved = " and ".join(
@@ -176,14 +174,16 @@ def host_text(numbers: dict) -> str:
     other = host["calibrated_from_probe_machine"]
     return (
         f"The same host-bound step took {lo:.0f} to {hi:.0f} ms on machines with the same board: the processor "
-        "beside the GPU sets it, and it differs between machines. The calibration's host probe "
-        f"({host['probe_per_op_us']:.1f} µs per operator, from three depths that agree) describes its own machine: "
-        "used for the other machines' runs in place of their own calibrations, it puts the calibrated tier's step "
-        f"time off by {other['reference']['time_mape_pct']:.0f} % on the reference runs (against "
-        f"{numbers['tiers']['calibrated']['time_mape_pct']:.0f} % with the reference machine's own) and "
-        f"{other['test']['time_mape_pct']:.0f} % on the test set (against "
-        f"{numbers['test']['tiers']['calibrated']['time_mape_pct']:.0f} %). A calibration and the runs it predicts "
-        "must come from one machine."
+        "beside the GPU sets it. A third machine's calibration "
+        f"({host['probe_per_op_us']:.1f} µs per operator, from three depths that agree) puts the calibrated "
+        f"tier's step time off by {other['reference']['time_mape_pct']:.0f} % on the first machine's runs and "
+        f"{other['test']['time_mape_pct']:.0f} % on the test machine's."
+    ) + (
+        " With its own machine's calibration the tier is off by "
+        + " and ".join(f"{v['calibrated']['time_mape_pct']:.0f} %" for v in one["tiers"].values())
+        + " (above)."
+        if (one := numbers.get("one_machine"))
+        else ""
     )
 
 

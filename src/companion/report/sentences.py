@@ -58,12 +58,10 @@ def paragraph(text: str):
 # ---------------------------------------------------------------------------------------- the held-out scores
 # what the off-grid columns hold out (validation.json's model_splits says it of the cross-validation splits)
 HOLDOUT_TEXT = (
-    "the validation set: runs off the sweep's grid, predicted by models fitted on the whole sweep; design "
-    "constants were chosen by these scores"
+    "validation set, runs off the grid predicted by models fitted on the whole sweep; constants were chosen "
+    "by these scores"
 )
-TEST_TEXT = (
-    "the test set: other off-grid runs, drawn once, predicted the same way; nothing was chosen by them"
-)
+TEST_TEXT = "test set, other off-grid runs drawn once and predicted alike; nothing was chosen by them"
 
 
 def split_items(validation: dict) -> list[tuple[str, str]]:

@@ -175,7 +175,7 @@ for other, folder in sweep.measured_alongside(prof, records_dir):
     alongside += [r for r in load_records(folder) if r["run_id"] in theirs]
 sources = provenance.data_sources(mine + alongside).T.rename(columns=lambda i: f"source {i + 1}")
 versions = provenance.versions()
-glue("sources_table", sources.style, display=False)
+glue("sources_table", sources.style.set_table_attributes('class="companion-prose"'), display=False)
 glue("versions_table", versions.style.hide(axis="index"), display=False)
 glue("build_commit", provenance.git_commit(SOURCE_ROOT), display=False)
 glue("build_date", provenance.build_date(), display=False)

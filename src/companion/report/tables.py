@@ -142,7 +142,7 @@ def styled_scores(table: pd.DataFrame, caption: str = ""):
             "selector": "td.col0",
             "props": "white-space: normal; text-align: left; max-width: 11em; padding-left: 0;",
         },
-        {"selector": "th", "props": "text-align: right; white-space: nowrap; padding-left: 0.8em;"},
+        {"selector": "th", "props": "text-align: right; white-space: normal; padding-left: 0.6em;"},
         {"selector": "th.col_heading.col0", "props": "text-align: left; padding-left: 0;"},
         {
             "selector": "caption",

@@ -194,7 +194,7 @@ parts, baselines, unmet = [], [], {}
 for target, t in mv["targets"].items():
     # the verdict table's criteria (the summary page), each judged where the artifact has it
     keys = [k for k in sentences.VERDICT_KEYS if isinstance(t.get(k), bool)]
-    unmet[target] = [sentences.VERDICT_WORDS[k] for k in keys if not t[k]]
+    unmet[target] = [val.CRITERIA_WORDS[k] for k in keys if not t[k]]
     first = not parts
     parts.append(
         f"{target} by {t['pooled_mape_pct']:.1f} %{' pooled' if first else ''}, "

@@ -23,10 +23,7 @@ import numpy as np
 from companion.errors import ConfigError
 
 from companion.runs.provenance import cpu_model, host_slug  # noqa: E402
-from companion.runs.records import CALIBRATION_FORMAT  # noqa: E402
-
-# the precision of a calibration file's dtype
-CALIBRATION_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+from companion.runs.records import CALIBRATION_FORMAT, CALIBRATION_PRECISION  # noqa: E402
 
 # The checks' thresholds.
 ROOF_OVER_BEST = 1.25  # the fitted GEMM roof at a measured shape, at most this times the best rate measured

@@ -13,8 +13,9 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-from companion.energy.intervals import LEVEL
 from scipy.optimize import nnls
+
+from companion.energy.intervals import LEVEL
 
 # Columns that identify "the same fine-tune" apart from its layout.
 CONFIG_KEY = [

@@ -62,6 +62,7 @@ import pandas as pd
 from companion.energy.intervals import INTERVAL_OVERHEAD_WEIGHT, interval_scale_of_share  # noqa: F401 (the weight: stage 04)
 
 from companion.energy import proxies
+from companion.runs.records import CALIBRATION_PRECISION
 
 
 # ----------------------------------------------------------------------------------------- the device
@@ -175,15 +176,6 @@ AUTOCAST_OPS_PER_LAYER, AUTOCAST_OPS_PER_STEP = 32, 12
 ELEMENTWISE_BYTES = {"fp32": 4.0, "bf16": 5.0}
 
 
-def elementwise_precision(dtype: str | None) -> str:
-    """The ``ELEMENTWISE_BYTES`` key of a calibration's dtype ("float32", "bfloat16", ...): 2-byte types are bf16."""
-    return (
-        "bf16"
-        if str(dtype or "").removeprefix("torch.") in ("bfloat16", "bf16", "float16", "fp16")
-        else "fp32"
-    )
-
-
 def elementwise_rate(part: dict | None, dtype: str | None) -> float | None:
     """The element-wise benchmark's rate in the operator model's bytes: the elements it timed (3 x tokens x
     (8 h + 2 x 4 h)) x ``ELEMENTWISE_BYTES`` of the calibration's precision, over its time. The file's own
@@ -194,7 +186,9 @@ def elementwise_rate(part: dict | None, dtype: str | None) -> float | None:
     if not (tokens and hidden and time_s):
         return part.get("bytes_per_s")
     elements = part.get("elements") or 3 * float(tokens) * 16 * float(hidden)
-    return float(elements) * ELEMENTWISE_BYTES[elementwise_precision(dtype)] / float(time_s)
+    # 2-byte types (bf16, fp16) count as bf16 does; a file without a dtype as fp32
+    two_bytes = CALIBRATION_PRECISION.get(str(dtype).removeprefix("torch.")) in ("bf16", "fp16")
+    return float(elements) * ELEMENTWISE_BYTES["bf16" if two_bytes else "fp32"] / float(time_s)
 
 
 TIME_UNITS = {

@@ -323,6 +323,19 @@ def _record_step(path: Path) -> float:
     return float(json.loads(path.read_text())["time"]["step_mean_s"])
 
 
+def _probe_summary(path: Path, device: str) -> dict:
+    """A GPU calibration's host probe (cost per operator, depths timed), the quantities its checks flag and when
+    it was measured."""
+    cal = load_calibration(path, device, "bf16")
+    ops = cal.record.get("op_counts") or {}
+    return {
+        "per_op_us": float(ops["per_op_s"]) * 1e6 if ops.get("per_op_s") else None,
+        "probe_depths": sorted(int(k) for k in (ops.get("step_s") or {})),
+        "flagged": sorted(cal.problems),
+        "measured_at": (cal.record.get("provenance") or {}).get("measured_at"),
+    }
+
+
 def testset_numbers(device: str, root: Path | None = None, level: float = LEVEL) -> dict | None:
     """The test set of ``device`` (``<folder>/testset``: runs drawn once, profile gpu-test, measured on another
     day's machine with that machine's calibration), scored by the three tiers: the prior, the calibrated tier
@@ -333,8 +346,6 @@ def testset_numbers(device: str, root: Path | None = None, level: float = LEVEL)
     if not (test / "runs").is_dir():
         return None
     scores = score_reference(device, test, level, fitted=fitted_point(device, root))
-    cal = json.loads((test / f"{device}.json").read_text())
-    ops = cal.get("op_counts") or {}
     repeat = []
     for path in sorted((test / "repeat" / "runs").glob("*.json")):
         first = folder / "runs" / path.name
@@ -352,11 +363,7 @@ def testset_numbers(device: str, root: Path | None = None, level: float = LEVEL)
     return {
         "runs": int(scores.run_id.nunique()),
         "tiers": _tier_dict(summary(scores)),
-        "calibration": {
-            "per_op_us": float(ops["per_op_s"]) * 1e6 if ops.get("per_op_s") else None,
-            "probe_depths": sorted(int(k) for k in (ops.get("step_s") or {})),
-            "flagged": sorted(load_calibration(test / f"{device}.json", device, "bf16").problems),
-        },
+        "calibration": _probe_summary(test / f"{device}.json", device),
         "repeat": repeat,
         "scores": scores.to_dict(orient="records"),
     }
@@ -376,17 +383,10 @@ def one_machine_numbers(device: str, root: Path | None = None, level: float = LE
         splits["test"] = score_reference(
             device, folder / TESTSET, level, fitted=fitted_point(device, folder), calibration=cal_path
         )
-    rec = json.loads(cal_path.read_text())
-    ops = rec.get("op_counts") or {}
     return {
         "runs": {k: int(v.run_id.nunique()) for k, v in splits.items()},
         "tiers": {k: _tier_dict(summary(v)) for k, v in splits.items()},
-        "calibration": {
-            "per_op_us": float(ops["per_op_s"]) * 1e6 if ops.get("per_op_s") else None,
-            "probe_depths": sorted(int(k) for k in (ops.get("step_s") or {})),
-            "flagged": sorted(load_calibration(cal_path, device, "bf16").problems),
-            "measured_at": (rec.get("provenance") or {}).get("measured_at"),
-        },
+        "calibration": _probe_summary(cal_path, device),
         "scores": {k: v.to_dict(orient="records") for k, v in splits.items()},
     }
 

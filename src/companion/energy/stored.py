@@ -1,7 +1,8 @@
 """Stored sweeps: each build's measurements packed as one archive, and the models scored on all of them.
 
 A stored sweep is what one `make reproduce` measured: the run records of the profile (``runs/cpu/``), of the
-off-grid profile measured alongside it (``runs/holdout/``) and the device's calibration (``devices/cpu.json`` in an archive),
+off-grid profile measured alongside it (``runs/holdout/``) and the device's calibration (``devices/cpu.json``
+in an archive),
 packed as one archive (``pack``) under ``data/reference/<profile>/``. Scored again by today's code
 (``score_sweep``: the validation page's splits, step-time filter and interval level), the stored sweeps judge
 what one build cannot: a split of one build scores from a handful to a hundred held-out runs, and on a few
@@ -37,7 +38,7 @@ def _sweep_files(data: Path) -> list[Path]:
     from companion.energy.calibration import calibration_path
 
     files = [f for p in (PROFILE, HOLDOUT, TEST) for f in sorted((data / "runs" / p).glob("*.json"))]
-    calibration = calibration_path(DEVICE, data / "devices") if (data / "devices").is_dir() else None
+    calibration = calibration_path(DEVICE, data / "devices")
     if calibration is None or not files:
         raise ConfigError(
             f"{data} holds no sweep: it needs runs/{PROFILE}/*.json and a calibration in devices/ "
@@ -94,8 +95,7 @@ def unpacked(source: Path, tmp: Path) -> Path:
         dest = source
     from companion.energy.calibration import calibration_path
 
-    devices = dest / "devices"
-    if not (dest / "runs" / PROFILE).is_dir() or not (devices.is_dir() and calibration_path(DEVICE, devices)):
+    if not (dest / "runs" / PROFILE).is_dir() or calibration_path(DEVICE, dest / "devices") is None:
         raise ConfigError(
             f"{source} is not a stored sweep: it needs runs/{PROFILE}/ and a calibration in devices/ "
             "(an archive of `pack`, or a data/ folder after `make reproduce`)"

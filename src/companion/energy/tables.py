@@ -91,10 +91,9 @@ def run_row(rec: dict) -> dict:
         "host_cpus": (rec.get("threads") or {}).get("host_cpus"),
         "oversubscribed": bool((rec.get("threads") or {}).get("oversubscribed", False)),
         "data_source": d.get("source", "synthetic"),
-        "execution": c.get(
-            "execution", "eager"
-        ),  # eager, compile or cudagraphs (records before the axis: eager)
-        "engine": c.get("engine", "native"),  # native or accelerate (records before the axis: native)
+        # eager, compile or cudagraphs; native or accelerate (records from before either axis: eager, native)
+        "execution": c.get("execution", "eager"),
+        "engine": c.get("engine", "native"),
         "checkpoint": m.get("checkpoint"),
         "ram_energy_share": _component_share(e, "ram"),
         # the machine, by its CPU model: results group by host (one device name, 'cpu', covers many machines)

@@ -845,12 +845,16 @@ def _ratios(scored: pd.DataFrame, floor: str) -> dict:
     }
 
 
+# the verdict's criteria (``model_verdict``'s flags, its stretch goal apart) in the words the pages use, in the
+# order its table lists them
 CRITERIA_WORDS = {
     "meets_pooled": "pooled",
     "meets_every_split": "every split",
     "beats_half_best_baseline": "half the best baseline",
+    "beats_calibrated_tier": "0.7 × its calibrated tier",
     "coverage_in_range": "coverage",
     "meets_holdout": "off-grid",
+    "meets_test": "the test set",
 }
 
 

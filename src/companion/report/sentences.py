@@ -15,6 +15,7 @@ import re
 
 import pandas as pd
 
+from companion.energy.validation import CRITERIA_WORDS
 from companion.report.numbers import (
     MODELS,
     NA,
@@ -402,24 +403,7 @@ def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) 
 
 
 # ------------------------------------------------------------------------------------------------- the answer
-VERDICT_KEYS = (
-    "meets_pooled",
-    "meets_every_split",
-    "beats_half_best_baseline",
-    "beats_calibrated_tier",
-    "coverage_in_range",
-    "meets_holdout",
-    "meets_test",
-)  # the verdict table's criteria, its stretch goal apart
-VERDICT_WORDS = {
-    "meets_pooled": "pooled",
-    "meets_every_split": "every split",
-    "beats_half_best_baseline": "half the best baseline",
-    "beats_calibrated_tier": "0.7 × its calibrated tier",
-    "coverage_in_range": "coverage",
-    "meets_holdout": "off-grid",
-    "meets_test": "the test set",
-}
+VERDICT_KEYS = tuple(CRITERIA_WORDS)  # the verdict table's criteria, its stretch goal apart
 
 
 def answer_box(

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 # calibration files (``companion calibrate``); files without a ``format`` key are format 1 and load
 CALIBRATION_FORMAT = 2
+# the precision a calibration file's dtype (``companion calibrate`` writes torch's name) stands for
+CALIBRATION_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 LOCK_NAME = ".lock"
 
 

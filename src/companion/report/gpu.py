@@ -80,11 +80,8 @@ def flagged_banner(numbers: dict) -> str | None:
     from companion.report.prose import calibration_banner
 
     problems = {q: f.get("problems", []) for q, f in (numbers.get("flagged") or {}).items()}
-    # the first machine's calibration (section "How close each tier comes"), not the one-machine set's
-    banner = calibration_banner(numbers["device"], problems, gpu=True)
-    return banner and banner.replace(
-        f"The {numbers['device']} calibration", "The first machine's calibration"
-    )
+    # the first machine's calibration (section "The first machine"), not the one-machine set's
+    return calibration_banner("first machine's", problems, gpu=True)
 
 
 def test_text(numbers: dict) -> str:
@@ -171,7 +168,7 @@ def host_text(numbers: dict) -> str:
     if not host:
         return ""
     lo, hi = host["step_ms_range"]
-    other = host["calibrated_from_probe_machine"]
+    other, one = host["calibrated_from_probe_machine"], numbers.get("one_machine")
     return (
         f"The same host-bound step took {lo:.0f} to {hi:.0f} ms on machines with the same board: the processor "
         "beside the GPU sets it. A third machine's calibration "
@@ -182,7 +179,7 @@ def host_text(numbers: dict) -> str:
         " With its own machine's calibration the tier is off by "
         + " and ".join(f"{v['calibrated']['time_mape_pct']:.0f} %" for v in one["tiers"].values())
         + " (above)."
-        if (one := numbers.get("one_machine"))
+        if one
         else ""
     )
 

@@ -106,9 +106,10 @@ def static_power_text(static_share: float, p0_w: float, idle_w: float | None, ra
     return text
 
 
-def calibration_banner(device: str, problems: dict, gpu: bool) -> str | None:
+def calibration_banner(whose: str, problems: dict, gpu: bool) -> str | None:
     """HTML of a warning box for a page that uses a calibration some of whose quantities failed their checks
-    (``problems``: {quantity: [problem, ...]}): which ones, and what the page uses instead; None where none did."""
+    (``problems``: {quantity: [problem, ...]}): which ones, and what the page uses instead; None where none did.
+    ``whose``: the calibration's owner as the sentence names it (a device, "the first machine's")."""
     from companion.energy.calibration import QUANTITY_WORDS
 
     if not problems:
@@ -117,7 +118,7 @@ def calibration_banner(device: str, problems: dict, gpu: bool) -> str | None:
     instead = "the datasheet's values" if gpu else "values measured when the analysis ran"
     return (
         '<div class="admonition warning"><p class="admonition-title">Calibration partly replaced</p>'
-        f"<p>The {device} calibration failed its checks for the {names}. This page uses {instead} in their place; "
+        f"<p>The {whose} calibration failed its checks for the {names}. This page uses {instead} in their place; "
         "the rest of the calibration is used as measured.</p></div>"
     )
 

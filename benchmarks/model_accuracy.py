@@ -123,6 +123,15 @@ def main(argv=None) -> int:
     return 0
 
 
+def _print_tiers(scores: pd.DataFrame) -> None:
+    """Each run's error per tier (time and energy), then each tier's MAPE and coverage."""
+    from companion.energy import reference
+
+    wide = scores.pivot(index="run_id", columns="tier", values=["step_s_ape", "energy_per_step_j_ape"])
+    print(wide.round(1).to_string())
+    print(reference.summary(scores).round(1).to_string())
+
+
 def gpu_reference(device: str) -> int:
     """Every tier of the operator model on a GPU's reference runs (NVML-measured energy): per run and pooled,
     with the runs' own step-time CI beside the error, and the step profile's further configurations (time)."""
@@ -153,19 +162,13 @@ def gpu_reference(device: str) -> int:
         print(profile.groupby("tier", sort=False).step_s_ape.mean().round(1).to_string())
     test = reference.testset_numbers(device, level=LEVEL)
     if test:
-        t = pd.DataFrame(test["scores"])
         cal = test["calibration"]
         print(
             f"\ntest set ({test['runs']} runs of profile gpu-test, another machine, never tuned on): prior; "
             f"calibrated from that machine's calibration (host probe over depths {cal['probe_depths']}, "
             f"{cal['per_op_us']:.3g} us per operator); fitted on every reference run"
         )
-        print(
-            t.pivot(index="run_id", columns="tier", values=["step_s_ape", "energy_per_step_j_ape"])
-            .round(1)
-            .to_string()
-        )
-        print(reference.summary(t).round(1).to_string())
+        _print_tiers(pd.DataFrame(test["scores"]))
         for r in test["repeat"]:
             print(
                 f"measured on both machines: {r['run_id']}: step x{r['step_s_again'] / r['step_s_first']:.3f}, "
@@ -180,14 +183,8 @@ def gpu_reference(device: str) -> int:
             "fitted on nothing, fitted: leave one out (reference), fitted on that machine's reference runs (test)"
         )
         for split, rows in one["scores"].items():
-            t = pd.DataFrame(rows)
             print(f"{split}:")
-            print(
-                t.pivot(index="run_id", columns="tier", values=["step_s_ape", "energy_per_step_j_ape"])
-                .round(1)
-                .to_string()
-            )
-            print(reference.summary(t).round(1).to_string())
+            _print_tiers(pd.DataFrame(rows))
     host = reference.host_speed(device)
     if host:
         print(f"\n{host['config']} per machine (ms per step):")

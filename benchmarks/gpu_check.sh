@@ -11,13 +11,14 @@
 # calibration and the runs it predicts from one machine, since a host-bound step's time is the host's). The
 # archive unpacks as data/reference/<device>/one-machine/ reads it (<device>.json, runs/, testset/runs/):
 #   probe      nvidia-smi and the stack's versions
-#   calibrate  companion calibrate --device cuda (sized to the device, self-checked; ~40 s)
+#   calibrate  companion calibrate --device cuda (sized to the device, self-checked; ~40 s; with modes, it also
+#              probes the compiled modes: --executions compile,cudagraphs, ~1.5 min more)
 #   testset    the GPU test set, profile gpu-test (6 runs drawn once, never tuned on; ~3 min)
 #   sweep      the reference profile data/reference/H200/gpu-check.yaml (7 runs, ~3.5 min)
 #   repeat     two of the reference configurations again (data/reference/H200/gpu-repeat.yaml; ~1 min)
 #   reference  idle / hot-idle power, MFU and GFLOP/J of BERT-base (benchmarks/gpu_reference.py; ~35 s)
-#   modes      BERT-base s128 and s512 b32 eager, compiled and with CUDA graphs (data/reference/H200/gpu-modes.yaml;
-#              ~4 min, compilation included)
+#   modes      BERT-base s128 and s512 b32 eager, compiled and with CUDA graphs, through HF Accelerate, and two
+#              other sizes compiled (data/reference/H200/gpu-modes.yaml; ~5 min, compilation included)
 #   counter    8 s of the raw NVML energy counter (~30 s)
 #   tests      the CUDA-only tests, marker gpu (~1 min: one of them calibrates)
 #
@@ -49,7 +50,9 @@ STEPS=${STEPS:-probe calibrate testset sweep}
 echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown); steps: $STEPS"
 want() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 want probe && step probe sh -c "nvidia-smi; $PY -c 'import torch, transformers; print(torch.__version__, transformers.__version__)'"
-want calibrate && step calibrate $PY -m companion.cli calibrate --device cuda --out "$W/$DEVICE.json"
+# with the modes step, the calibration also probes the compiled modes' host time and kernels (~1.5 min more)
+EXECUTIONS=""; want modes && EXECUTIONS="--executions compile,cudagraphs"
+want calibrate && step calibrate $PY -m companion.cli calibrate --device cuda --out "$W/$DEVICE.json" $EXECUTIONS
 want testset && step testset $PY -m companion.cli sweep --profile gpu-test --device-name "$DEVICE" \
   --out "$W/testset/runs" --quiet
 want sweep && step sweep $PY -m companion.cli sweep --profile data/reference/H200/gpu-check.yaml --device-name "$DEVICE" \

@@ -237,7 +237,11 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         rec = calibrate(
-            args.device, budget_s=args.budget_s, device_name=args.device_name, check=check_calibration
+            args.device,
+            budget_s=args.budget_s,
+            device_name=args.device_name,
+            check=check_calibration,
+            executions=[m for m in (args.executions or "").split(",") if m],
         )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the ranks are stopped, nothing is written
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
@@ -377,6 +381,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget-s", type=float, default=30.0, help="time for the timed benchmarks, seconds (default 30)"
     )
     ca.add_argument("--out", type=Path, help="output file (default data/devices/<device-name>.json)")
+    ca.add_argument(
+        "--executions",
+        help="also probe these execution modes' host time and kernels (comma-separated: compile, cudagraphs; "
+        "the operator model predicts them from it)",
+    )
     return parser
 
 

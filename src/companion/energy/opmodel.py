@@ -106,6 +106,10 @@ class DeviceRoofs:
     kernels_per_op: float = 0.0  # device kernels per dispatched operator (many aten operators launch none)
     kernel_floor_s: float = 0.0  # device time of one tiny kernel, whatever its size
     ops_counted_autocast: bool = False  # op counts taken under bf16 autocast (its casts included)
+    # how each compiled execution mode scales the eager step's host and kernel terms, measured by the
+    # calibration's execution probe (``execution_scales``): {"compile": {"host_step": r, "host_layer": r,
+    # "kernels_step": r, "kernels_layer": r}, ...}; a mode missing here is predicted as eager (``unprobed``)
+    execution_scale: dict = field(default_factory=dict)
     idle_w: float = 0.0  # static power per metered unit (W)
     loaded_w: float = 0.0  # power of a unit running GEMMs (W)
     power_measured: bool = False  # whether the powers come from a counter
@@ -231,6 +235,7 @@ TP_ALL_REDUCES_PER_LAYER = 4
 
 # the columns of a run that its operator terms read (``operator_frame``); the last four have defaults
 OPERATOR_COLUMNS = (
+    "execution",
     "layers",
     "hidden",
     "ffn",
@@ -248,6 +253,7 @@ OPERATOR_COLUMNS = (
     "threads_per_rank",
 )
 COLUMN_DEFAULTS = {
+    "execution": "eager",
     "num_labels": 2,
     "precision": "fp32",
     "attention_kernel": "math",
@@ -350,6 +356,16 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
         step_fixed = dev.host_step_s + ops_step * dev.launch_s
         layer_fixed = ops_layer * L * dev.launch_s
         kernels = dev.kernels_per_op * (ops_step + ops_layer * L) * dev.kernel_floor_s
+    if dev.execution_scale:
+        # a compiled step: its host and kernel terms are the eager ones times the mode's measured ratios
+        scale = execution_scale_columns(col["execution"], dev)
+        step_fixed, layer_fixed = step_fixed * scale["host_step"], layer_fixed * scale["host_layer"]
+        if dev.host_device_overlap_p > 0:
+            kernels = (
+                dev.kernels_per_op
+                * (ops_step * scale["kernels_step"] + ops_layer * L * scale["kernels_layer"])
+                * dev.kernel_floor_s
+            )
     fsdp_hooks = np.where(d > 1, FSDP_HOOKS_PER_UNIT * (L + 1) * dev.launch_s * oversub, 0.0)
     if dev.layout_overhead_s:
         # a layout the calibration probed: its measured overhead per unit (``layout_units``) replaces the launch
@@ -414,6 +430,55 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
         },
         index=df.index,
     )
+
+
+EXECUTION_SCALES = ("host_step", "host_layer", "kernels_step", "kernels_layer")
+
+
+def execution_scale_columns(execution, dev: DeviceRoofs) -> dict[str, np.ndarray]:
+    """Per row, each of ``EXECUTION_SCALES`` for the row's execution mode: 1 for eager and for a mode the
+    device's calibration did not probe."""
+    modes = np.asarray(execution, dtype=object)
+    out = {k: np.ones(len(modes)) for k in EXECUTION_SCALES}
+    for mode, ratios in dev.execution_scale.items():
+        rows = modes == mode
+        for k in EXECUTION_SCALES:
+            out[k][rows] = float(ratios[k])
+    return out
+
+
+def execution_scales(probe: dict | None) -> dict:
+    """Each compiled mode's ratios to eager from a calibration's execution probe (``calibrate.execution_probe``):
+    host time per step and per layer, kernels per step and per layer (a GPU's; 1 where not counted). A ratio
+    is at least 0: a slope within noise of zero (CUDA graphs replay a layer's kernels without the host) stays 0."""
+    modes = (probe or {}).get("modes") or {}
+    eager = modes.get("eager")
+    if not eager:
+        return {}
+    pairs = {
+        "host_step": "host_per_step_s",
+        "host_layer": "host_per_layer_s",
+        "kernels_step": "kernels_per_step",
+        "kernels_layer": "kernels_per_layer",
+    }
+    out = {}
+    for mode, found in modes.items():
+        if mode == "eager":
+            continue
+        out[mode] = {
+            k: (
+                max(float(found[f]) / float(eager[f]), 0.0)
+                if found.get(f) is not None and eager.get(f)
+                else 1.0
+            )
+            for k, f in pairs.items()
+        }
+    return out
+
+
+def unprobed(dev: DeviceRoofs, executions) -> list[str]:
+    """The compiled modes among ``executions`` that ``dev``'s calibration did not probe: predicted as eager."""
+    return sorted({str(m) for m in executions if m != "eager" and m not in dev.execution_scale})
 
 
 def _compute_share(cores_of_rank: np.ndarray, cores: int, exponent: float) -> np.ndarray:
@@ -964,6 +1029,7 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
         node_cores=int(rec.get("provenance", {}).get("torch_threads") or 1),
         thread_exponent=float((rec.get("thread_scaling") or {}).get("exponent", 1.0)),
         attention_s_per_score=attention_cost_per_score(rec.get("attention") or []),
+        execution_scale=execution_scales(rec.get("execution")),
         elementwise_bytes_per_s=elementwise_rate(rec.get("elementwise"), rec.get("dtype")),
         optimizer_bytes_per_s=(rec.get("optimizer") or {}).get("bytes_per_s"),
         idle_w=float(idle or 0.0),

@@ -399,6 +399,127 @@ def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
     return out
 
 
+EXECUTION_PROBE_DEPTHS = (1, 3)  # the per-layer costs of a compiled step are the slope over these depths
+EXECUTION_PROBE_HOST_STEPS = 20  # at most this many steps queued without a synchronisation per host sample
+EXECUTION_PROBE_QUEUED_KERNELS = 800  # and at most this many kernels (a GPU's launch queue holds ~1 000)
+EXECUTION_PROBE_SAMPLES = 5  # the host's time per step is the fastest of this many samples
+
+
+def execution_probe(device, executions, budget_s: float, probe: dict | None = None) -> dict:
+    """How each execution mode (eager and ``executions``: compile, cudagraphs) changes the host's time and the
+    device's kernel count of one training step, measured on the host probe's BERT (``SIZES[kind]["op_probe"]``)
+    at ``EXECUTION_PROBE_DEPTHS`` layers through the runner's own step (``train.make_train_step`` on
+    ``train.compiled``). Per mode and depth: the host's time per step (steps queued without a synchronisation,
+    the device left to catch up), the best synchronised step time and, on a GPU, the kernels per step
+    (torch.profiler); per mode the intercept and slope over depth of each, and the compile (and capture) time.
+    The operator model scales its eager host and kernel terms by each mode's ratio to eager (``opmodel``)."""
+    from companion.runs.config import ModelConfig
+    from companion.runs.model import build_model
+    from companion.runs.parallel import adamw_kernel
+    from companion.runs.train import compiled, make_train_step
+
+    dev = torch.device(device)
+    kind = dev.type
+    q = probe or SIZES[kind]["op_probe"]
+    modes = ["eager"] + [m for m in executions if m != "eager"]
+    per = budget_s / max(len(modes) * len(EXECUTION_PROBE_DEPTHS), 1)
+
+    def kernels_per_step(step, steps: int = 3) -> float | None:
+        if kind != "cuda":
+            return None
+        from torch.profiler import DeviceType, ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                step()
+            _sync(dev)
+        # the device's activities (kernels, copies, fills), a CUDA graph's replayed kernels included
+        found = prof.profiler.kineto_results.events()
+        return sum(1 for e in found if e.device_type() == DeviceType.CUDA) / steps
+
+    out: dict = {"probe": q, "depths": list(EXECUTION_PROBE_DEPTHS), "modes": {}}
+    for mode in modes:
+        rows = []
+        for layers in EXECUTION_PROBE_DEPTHS:
+            torch.manual_seed(0)
+            config = ModelConfig(
+                layers=layers,
+                hidden=q["hidden"],
+                heads=q["heads"],
+                vocab=q["vocab"],
+                max_positions=max(64, q["seq"]),
+            )
+            model = build_model(config).to(dev)
+            model.train()
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **adamw_kernel(kind))
+            ids = torch.randint(0, q["vocab"], (q["batch"], q["seq"]), device=dev)
+            batch = {"input_ids": ids, "labels": torch.zeros(q["batch"], dtype=torch.long, device=dev)}
+            train = make_train_step(
+                compiled(model, mode), opt, bf16_autocast=kind == "cuda", graphs=mode == "cudagraphs"
+            )
+            step = lambda: train(batch)  # noqa: E731
+            t0 = time.perf_counter()
+            for _ in range(3):  # compiles (and captures) on the first steps
+                step()
+            _sync(dev)
+            compile_s = time.perf_counter() - t0
+            step_s = _best_time(step, dev, per, min_sample_s=0.02)
+            kernels = kernels_per_step(step)
+            # a GPU's launch queue holds about a thousand kernels: fewer are queued per sample, so the host
+            # never waits for the device and the sample times the host alone
+            n = (
+                max(1, int(EXECUTION_PROBE_QUEUED_KERNELS // kernels))
+                if kernels
+                else EXECUTION_PROBE_HOST_STEPS
+            )
+            n = min(n, EXECUTION_PROBE_HOST_STEPS)
+            host_s = float("inf")
+            for _ in range(EXECUTION_PROBE_SAMPLES):
+                _sync(dev)
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    step()
+                host_s = min(host_s, (time.perf_counter() - t0) / n)
+            _sync(dev)
+            rows.append(
+                {
+                    "layers": layers,
+                    "host_s": host_s,
+                    "host_steps": n,
+                    "step_s": step_s,
+                    "kernels": kernels,
+                    "compile_s": compile_s,
+                }
+            )
+            del model, opt
+        x = np.array([r["layers"] for r in rows], float)
+
+        def line(field: str) -> tuple[float, float] | tuple[None, None]:
+            y = [r[field] for r in rows]
+            if any(v is None for v in y):
+                return None, None
+            slope, intercept = np.polyfit(x, np.array(y, float), 1)
+            return float(intercept), float(slope)
+
+        host_step, host_layer = line("host_s")
+        k_step, k_layer = line("kernels")
+        out["modes"][mode] = {
+            "rows": rows,
+            "host_per_step_s": host_step,
+            "host_per_layer_s": host_layer,
+            "kernels_per_step": k_step,
+            "kernels_per_layer": k_layer,
+        }
+    out["method"] = (
+        f"runner's training step (AdamW {adamw_kernel_name(dev)}"
+        + (", bf16 autocast" if kind == "cuda" else "")
+        + f") of a BERT of {', '.join(map(str, EXECUTION_PROBE_DEPTHS))} layers, hidden {q['hidden']}, "
+        f"{q['batch']} x {q['seq']} tokens, per mode: host time = fastest of {EXECUTION_PROBE_SAMPLES} "
+        f"samples of steps queued without a synchronisation (at most {EXECUTION_PROBE_QUEUED_KERNELS} kernels); kernels per step from torch.profiler (GPU); intercept and slope over depth"
+    )
+    return out
+
+
 def adamw_kernel_name(device) -> str:
     from companion.runs.parallel import adamw_kernel
 
@@ -838,9 +959,12 @@ def calibrate(
     world_sizes=(2, 4),
     device_name: str | None = None,
     check=None,
+    executions=(),
 ) -> dict:
     """Run every microbenchmark within about ``budget_s`` (0.9 of it timed; the power windows last at least
-    the meter's minimum window) and return the calibration record."""
+    the meter's minimum window) and return the calibration record. ``executions`` (compile, cudagraphs): also
+    probe how each execution mode changes the step's host time and kernels (``execution_probe``; compiling
+    takes tens of seconds per mode and depth, outside the budget)."""
     if device not in ("cpu", "cuda"):
         raise ConfigError(f"device={device!r} cannot be calibrated; use 'cpu' or 'cuda'")
     if device == "cuda" and not torch.cuda.is_available():
@@ -849,6 +973,14 @@ def calibrate(
         raise ConfigError(f"budget_s={budget_s!r} must be a finite positive number of seconds, e.g. 60")
     if device_name is not None:
         check_device_name(device_name)
+    from companion.runs.config import EXECUTIONS
+
+    for mode in executions:
+        if mode not in EXECUTIONS or (mode == "cudagraphs" and device != "cuda"):
+            raise ConfigError(
+                f"executions: {mode!r} cannot be probed on {device}; use "
+                + ("compile or cudagraphs" if device == "cuda" else "compile (CUDA graphs need a GPU)")
+            )
     dev = torch.device("cuda:0" if device == "cuda" else "cpu")
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     backend = "nccl" if device == "cuda" else "gloo"
@@ -885,6 +1017,7 @@ def calibrate(
         "thread_scaling": thread_scaling_benchmark(0.04 * b) if device == "cpu" else None,
         "op_counts": op_count_benchmark(dev, 0.04 * b),
         "power": power_benchmark(dev, dtype, 0.08 * b),
+        "execution": execution_probe(dev, executions, 0.04 * b) if executions else None,
         "shared_node": device == "cpu",
         "overlap": device == "cuda",
     }

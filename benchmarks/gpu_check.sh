@@ -51,8 +51,10 @@ echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown); steps: $STEPS"
 want() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 want probe && step probe sh -c "nvidia-smi; $PY -c 'import torch, transformers; print(torch.__version__, transformers.__version__)'"
 # with the modes step, the calibration also probes the compiled modes' host time and kernels (~1.5 min more)
-EXECUTIONS=""; want modes && EXECUTIONS="--executions compile,cudagraphs"
-want calibrate && step calibrate $PY -m companion.cli calibrate --device cuda --out "$W/$DEVICE.json" $EXECUTIONS
+# (EXECUTIONS=compile,cudagraphs asks for the probe without the modes step)
+EXECUTIONS=${EXECUTIONS:-}; want modes && EXECUTIONS=${EXECUTIONS:-compile,cudagraphs}
+want calibrate && step calibrate $PY -m companion.cli calibrate --device cuda --out "$W/$DEVICE.json" \
+  ${EXECUTIONS:+--executions $EXECUTIONS}
 want testset && step testset $PY -m companion.cli sweep --profile gpu-test --device-name "$DEVICE" \
   --out "$W/testset/runs" --quiet
 want sweep && step sweep $PY -m companion.cli sweep --profile data/reference/H200/gpu-check.yaml --device-name "$DEVICE" \

@@ -185,6 +185,27 @@ def gpu_reference(device: str) -> int:
         for split, rows in one["scores"].items():
             print(f"{split}:")
             _print_tiers(pd.DataFrame(rows))
+    modes = reference.modes_numbers(device, level=LEVEL)
+    if modes:
+        print(
+            f"\nexecution modes and engines on one machine ({modes['runs']} runs; excluded: "
+            f"{len(modes['excluded_runs'])}, see the folder's README): mean per configuration"
+        )
+        print(pd.DataFrame(modes["groups"]).round(2).to_string(index=False))
+        for seq, b in modes["best"].items():
+            print(
+                f"s{seq} b32: best mode {b['mode']}: {b['speedup']:.2f}x eager's speed, energy x"
+                f"{b['energy_ratio']:.2f}, MFU {b['mfu_pct']:.1f} % (eager {b['eager_mfu_pct']:.1f} %)"
+            )
+        for seq, e in modes["engines"].items():
+            print(
+                f"s{seq} b32: Accelerate / native (eager; runs {e['runs']}): energy per step x"
+                f"{e['energy_ratio']:.3f}, step x{e['step_ratio']:.3f}"
+            )
+        print("calibrated tier with the execution probe (fitted on nothing), MAPE % per mode:")
+        for m, v in modes["calibrated_mape_pct"].items():
+            print(f"  {m}: time {v['time']:.1f}, energy {v['energy']:.1f} ({v['runs']} runs)")
+        print(pd.DataFrame(modes["calibrated_by_run"]).round(1).to_string(index=False))
     host = reference.host_speed(device)
     if host:
         print(f"\n{host['config']} per machine (ms per step):")

@@ -131,6 +131,20 @@ if numbers["host_speed"]:
     display(gpu.host_table(numbers).style.hide(axis="index"))
 
 # %% [markdown]
+# ## Execution modes and engines
+#
+# ```{glue:} gpu_modes_text
+# ```
+
+# %%
+# hide
+glue("gpu_modes_text", sentences.paragraph(gpu.modes_text(numbers)), display=False)
+if numbers["modes"]:
+    display(
+        gpu.modes_table(numbers).style.hide(axis="index").set_table_attributes('class="companion-numbers"')
+    )
+
+# %% [markdown]
 # ## Two regimes
 #
 # A step takes whichever is longer: the processor issuing its kernels, or the board running them at up to

@@ -168,6 +168,8 @@ def _plan_request(args: argparse.Namespace) -> dict:
         "device": args.device,
         "precision": args.precision,
         "country": args.country,
+        "execution": args.execution,
+        "engine": args.engine,
     }
 
 
@@ -182,6 +184,11 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         from companion.energy.fit import FittedModel
         from companion.energy.predict import find_fit
 
+        if args.execution != "eager" or args.engine != "native":
+            raise ConfigError(
+                "--law/--fit read a law fitted on eager runs of the native engine; drop --law/--fit to predict "
+                f"--execution {args.execution} --engine {args.engine} with the operator model"
+            )
         if args.tier not in (None, "fitted"):
             raise ConfigError(
                 f"--law/--fit read a fitted law; --tier {args.tier} has none: drop them or use --tier fitted"
@@ -281,6 +288,15 @@ def _add_plan_arguments(pr: argparse.ArgumentParser) -> None:
     )
     pr.add_argument("--precision", choices=["fp32", "bf16"])
     pr.add_argument("--country", default="USA", help="ISO alpha-3 code for the carbon intensity")
+    pr.add_argument(
+        "--execution",
+        default="eager",
+        choices=["eager", "compile", "cudagraphs"],
+        help="how the step runs: eager, torch.compile or CUDA graphs (needs the calibration's execution probe)",
+    )
+    pr.add_argument(
+        "--engine", default="native", choices=["native", "accelerate"], help="native or HF Accelerate"
+    )
     pr.add_argument(
         "--tier",
         choices=["fitted", "calibrated", "prior"],

@@ -174,3 +174,41 @@ def test_a_calibration_predicts_the_runs_of_its_own_machine_within_ten_percent()
     t, _ = ref.fitted_point("H200", folder).predict(test_runs)
     fitted = pd.DataFrame(numbers["scores"]["test"]).query("tier == 'fitted'")
     assert fitted.step_s_predicted.to_numpy() == pytest.approx(t)
+
+
+def test_the_modes_set_holds_only_steps_that_ran_as_labelled():
+    # a compiled run's first step compiles (tens of seconds): one of a fraction of a second ran eager
+    folder = ref.reference_dir("H200") / ref.MODES
+    for path in sorted((folder / "runs").glob("*.json")):
+        execution = json.loads(path.read_text())["execution"]
+        assert (execution["first_step_s"] > 5.0) == (execution["mode"] != "eager"), path.name
+    for path in sorted((folder / "excluded").glob("*.json")):
+        execution = json.loads(path.read_text())["execution"]
+        assert execution["mode"] != "eager" and execution["first_step_s"] < 1.0, path.name
+
+
+def test_modes_and_engines_on_one_machine():
+    numbers = ref.modes_numbers("H200")
+    assert numbers["runs"] == 12 and len(numbers["excluded_runs"]) == 2
+    # the host-bound step: CUDA graphs at least twice eager's speed, for less energy per step
+    best = numbers["best"][128]
+    assert best["mode"] == "cudagraphs" and best["speedup"] >= 2.0 and best["energy_ratio"] < 1.0
+    # Accelerate's energy per step within 5 % of the native engine's, both sequence lengths
+    for seq in (128, 512):
+        assert abs(numbers["engines"][seq]["energy_ratio"] - 1) <= 0.05, seq
+    # the execution probe carries the calibrated tier to the compiled s128 steps: within 15 %, where the
+    # eager model (the same calibration without its probe) misses CUDA graphs several-fold
+    rows = pd.DataFrame(numbers["calibrated_by_run"])
+    s128 = rows[(rows.seq_len == 128) & (rows.execution != "eager")]
+    assert len(s128) == 2 and (s128.step_s_ape <= 15).all()
+    folder = ref.reference_dir("H200") / ref.MODES
+    dev = ref.tier_devices("H200", folder, folder / "H200.json")["calibrated"]
+    assert set(dev.execution_scale) == {"compile", "cudagraphs"}
+    runs = ref.reference_runs("H200", folder).reset_index(drop=True)
+    graphs = runs[(runs.execution == "cudagraphs") & (runs.seq_len == 128)]
+    from dataclasses import replace
+
+    with_probe, _ = ref._point(dev).predict(graphs)
+    without, _ = ref._point(replace(dev, execution_scale={})).predict(graphs)
+    measured = graphs.step_s.to_numpy()
+    assert abs(with_probe[0] / measured[0] - 1) < 0.1 and without[0] / measured[0] > 2.0

@@ -138,3 +138,31 @@ def test_the_fits_flags_on_the_law_used_reach_the_prediction(tmp_path):
     warnings = predict(plan, fitted)["warnings"]
     assert any(w.startswith("fit: law roofline_power_law has as many coefficients") for w in warnings)
     assert not any("tokens_linear" in w for w in warnings)  # a flag on another law is not this prediction's
+
+
+def test_execution_and_engine_are_planned_refused_where_unknown_and_warned_where_unmodelled(capsys, tmp_path):
+    from companion.energy import opmodel
+    from companion.energy.predict import predict_tiered
+
+    assert "fitted on eager runs" in one_error(
+        capsys, BASE + ["--tokens", "1e6", "--execution", "compile", "--law", "x"]
+    )
+    # CUDA graphs need a GPU; compiled steps run on one device only (the run's own validation)
+    with pytest.raises(ConfigError, match="needs device='cuda'"):
+        make_plan(model="bert-tiny", tokens=1e6, device="cpu", execution="cudagraphs")
+    with pytest.raises(ConfigError, match="one device only"):
+        make_plan(model="bert-base", tokens=1e6, device="H100", tp=2, execution="compile")
+    plan = make_plan(
+        model="bert-base", tokens=1e6, device="H200", execution="cudagraphs", engine="accelerate"
+    )
+    got = predict_tiered(plan, tier="prior", devices_root=tmp_path)
+    eager = predict_tiered(
+        make_plan(model="bert-base", tokens=1e6, device="H200"), tier="prior", devices_root=tmp_path
+    )
+    # the prior tier has no execution probe: predicted as eager, and it says so
+    assert got["step_s"] == pytest.approx(eager["step_s"])
+    assert any("not probed" in w for w in got["warnings"]) and any(
+        "'accelerate'" in w for w in got["warnings"]
+    )
+    assert not [w for w in eager["warnings"] if "execution" in w or "engine" in w]
+    assert opmodel.unprobed(opmodel.roofs_from_spec("H200", "bf16"), ["eager", "compile"]) == ["compile"]

@@ -163,3 +163,20 @@ def test_accelerate_data_parallel_trains_as_the_native_fsdp_plan_does(tmp_path):
     n = min(len(curves["native"]), len(curves["accelerate"]))
     assert n >= 5
     assert curves["accelerate"][:n] == pytest.approx(curves["native"][:n], rel=1e-5)
+
+
+def test_every_compiled_run_of_one_process_compiles_and_one_that_did_not_is_refused():
+    # a sweep runs its runs in one process: past torch._dynamo's recompile limit (8 per code object) a further
+    # model ran eager under a compiled label; each compiled run starts from a fresh compiler state, and its
+    # first step is checked to have produced a graph
+    import torch
+
+    from companion.runs.train import check_compiled, compiled
+
+    model = compiled(torch.nn.Linear(4, 4), "compile")
+    with pytest.raises(RuntimeError, match="compiled no graph"):
+        check_compiled("compile")  # nothing ran yet
+    for width in range(1, 11):  # more models than the recompile limit, each of its own shape
+        model = compiled(torch.nn.Linear(width, 3), "compile")
+        model(torch.randn(2, width))
+        check_compiled("compile")

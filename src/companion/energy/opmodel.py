@@ -106,9 +106,10 @@ class DeviceRoofs:
     kernels_per_op: float = 0.0  # device kernels per dispatched operator (many aten operators launch none)
     kernel_floor_s: float = 0.0  # device time of one tiny kernel, whatever its size
     ops_counted_autocast: bool = False  # op counts taken under bf16 autocast (its casts included)
-    # how each compiled execution mode scales the eager step's host and kernel terms, measured by the
-    # calibration's execution probe (``execution_scales``): {"compile": {"host_step": r, "host_layer": r,
-    # "kernels_step": r, "kernels_layer": r}, ...}; a mode missing here is predicted as eager (``unprobed``)
+    # each compiled execution mode's host time (s per step and per layer, measured) and kernels (per step and
+    # per layer, as ratios to eager), from the calibration's execution probe (``execution_scales``):
+    # {"compile": {"host_step_s": s, "host_layer_s": s, "kernels_step": r, "kernels_layer": r}, ...}; a mode
+    # missing here is predicted as eager (``unprobed``)
     execution_scale: dict = field(default_factory=dict)
     idle_w: float = 0.0  # static power per metered unit (W)
     loaded_w: float = 0.0  # power of a unit running GEMMs (W)
@@ -357,13 +358,16 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
         layer_fixed = ops_layer * L * dev.launch_s
         kernels = dev.kernels_per_op * (ops_step + ops_layer * L) * dev.kernel_floor_s
     if dev.execution_scale:
-        # a compiled step: its host and kernel terms are the eager ones times the mode's measured ratios
-        scale = execution_scale_columns(col["execution"], dev)
-        step_fixed, layer_fixed = step_fixed * scale["host_step"], layer_fixed * scale["host_layer"]
+        # a compiled step: the host's time is the probe's for that mode (per step and per layer, a host's cost
+        # not growing with the tokens), the kernels the eager count times the mode's ratio; eager rows keep theirs
+        mode = execution_scale_columns(col["execution"], dev)
+        compiled_rows = mode["compiled"]
+        step_fixed = np.where(compiled_rows, mode["host_step_s"] * oversub, step_fixed)
+        layer_fixed = np.where(compiled_rows, mode["host_layer_s"] * L * oversub, layer_fixed)
         if dev.host_device_overlap_p > 0:
             kernels = (
                 dev.kernels_per_op
-                * (ops_step * scale["kernels_step"] + ops_layer * L * scale["kernels_layer"])
+                * (ops_step * mode["kernels_step"] + ops_layer * L * mode["kernels_layer"])
                 * dev.kernel_floor_s
             )
     fsdp_hooks = np.where(d > 1, FSDP_HOOKS_PER_UNIT * (L + 1) * dev.launch_s * oversub, 0.0)
@@ -432,46 +436,47 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     )
 
 
-EXECUTION_SCALES = ("host_step", "host_layer", "kernels_step", "kernels_layer")
+EXECUTION_SCALES = ("host_step_s", "host_layer_s", "kernels_step", "kernels_layer")
 
 
 def execution_scale_columns(execution, dev: DeviceRoofs) -> dict[str, np.ndarray]:
-    """Per row, each of ``EXECUTION_SCALES`` for the row's execution mode: 1 for eager and for a mode the
-    device's calibration did not probe."""
+    """Per row, each of ``EXECUTION_SCALES`` for the row's execution mode and whether the row is a probed
+    compiled mode ("compiled"); eager and unprobed rows: no host time (unused) and kernel ratios of 1."""
     modes = np.asarray(execution, dtype=object)
-    out = {k: np.ones(len(modes)) for k in EXECUTION_SCALES}
-    for mode, ratios in dev.execution_scale.items():
-        rows = modes == mode
+    out = {k: np.zeros(len(modes)) if k.endswith("_s") else np.ones(len(modes)) for k in EXECUTION_SCALES}
+    out["compiled"] = np.zeros(len(modes), bool)
+    for name, found in dev.execution_scale.items():
+        rows = modes == name
+        out["compiled"] |= rows
         for k in EXECUTION_SCALES:
-            out[k][rows] = float(ratios[k])
+            out[k][rows] = float(found[k])
     return out
 
 
 def execution_scales(probe: dict | None) -> dict:
-    """Each compiled mode's ratios to eager from a calibration's execution probe (``calibrate.execution_probe``):
-    host time per step and per layer, kernels per step and per layer (a GPU's; 1 where not counted). A ratio
-    is at least 0: a slope within noise of zero (CUDA graphs replay a layer's kernels without the host) stays 0."""
+    """Each compiled mode's entry of ``DeviceRoofs.execution_scale`` from a calibration's execution probe
+    (``calibrate.execution_probe``): its host time per step and per layer (intercept and slope over depth, at
+    least 0: CUDA graphs replay a layer's kernels with almost no host time) and its kernels per step and per
+    layer as ratios to eager's (counted on a GPU; 1 where not counted). The absolute host times, not ratios:
+    the eager host slope is the noisiest of the probe's figures, the calibration's own host model measures it."""
     modes = (probe or {}).get("modes") or {}
-    eager = modes.get("eager")
-    if not eager:
-        return {}
-    pairs = {
-        "host_step": "host_per_step_s",
-        "host_layer": "host_per_layer_s",
-        "kernels_step": "kernels_per_step",
-        "kernels_layer": "kernels_per_layer",
-    }
+    eager = modes.get("eager") or {}
     out = {}
     for mode, found in modes.items():
-        if mode == "eager":
+        if mode == "eager" or found.get("host_per_layer_s") is None:
             continue
-        out[mode] = {
+        ratio = {
             k: (
                 max(float(found[f]) / float(eager[f]), 0.0)
                 if found.get(f) is not None and eager.get(f)
                 else 1.0
             )
-            for k, f in pairs.items()
+            for k, f in (("kernels_step", "kernels_per_step"), ("kernels_layer", "kernels_per_layer"))
+        }
+        out[mode] = {
+            "host_step_s": max(float(found["host_per_step_s"]), 0.0),
+            "host_layer_s": max(float(found["host_per_layer_s"]), 0.0),
+            **ratio,
         }
     return out
 

@@ -69,6 +69,8 @@ class Plan:
     max_positions: int = 512
     precision: str | None = None
     country: str = "USA"
+    execution: str = "eager"  # eager, compile or cudagraphs (``runs.config.EXECUTIONS``)
+    engine: str = "native"  # native or accelerate (``runs.config.ENGINES``)
 
 
 def make_plan(
@@ -91,6 +93,8 @@ def make_plan(
     devices=None,
     precision=None,
     country="USA",
+    execution="eager",
+    engine="native",
 ) -> Plan:
     """Validate a request and turn tokens or examples x epochs into optimizer steps."""
     from companion.runs.config import parse_lengths
@@ -146,6 +150,9 @@ def make_plan(
             "tp": tp,
             "dp": dp,
             "country": country,
+            "execution": execution,
+            "engine": engine,
+            "device": "cpu" if device == "cpu" else "cuda",
         }
     )
     data = DataConfig(seq_len=seq_len, batch_size=batch_size, lengths=lengths)
@@ -176,6 +183,8 @@ def make_plan(
         max_positions,
         precision,
         country,
+        execution,
+        engine,
     )
 
 
@@ -663,6 +672,8 @@ def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
                 "dp": plan.dp,
                 "world_size": plan.tp * plan.dp,
                 "mode": Layout(plan.tp, plan.dp).mode,
+                "execution": plan.execution,
+                "engine": plan.engine,
                 "precision": precision,
                 "attention_kernel": planned_attention_kernel(plan.device_name),
                 "metered_units": plan.tp * plan.dp if scope == "device" else 1,
@@ -750,11 +761,32 @@ def predict_tiered(
                     else []
                 ),
                 "warnings": list(res.get("calibration_warnings") or [])
+                + _execution_warnings(plan, dev)
                 + _outside_ranges(plan, res.get("input_ranges", {}))
                 + _memory_warnings(mems[i], device),
             }
         )
     return out[0] if single else out
+
+
+def _execution_warnings(plan: Plan, dev) -> list[str]:
+    """What the operator model does not know about a plan's execution mode and engine, said once each."""
+    out = [
+        f"execution {m!r} was not probed by this tier's device ({dev.tier}): predicted as eager; "
+        f"`companion calibrate --executions {m}` measures it"
+        for m in opmodel.unprobed(dev, [plan.execution])
+    ]
+    if plan.execution != "eager":
+        out.append(
+            "a compiled step's attention is timed as eager's: with dropout, Inductor's own attention was "
+            "measured up to 1.5x slower at 512 tokens on an H200 (the GPU chapter), so long sequences run longer"
+        )
+    if plan.engine != "native":
+        out.append(
+            f"engine {plan.engine!r} is predicted as the native engine (the same model, optimizer and data; "
+            "the measured difference is on the GPU chapter)"
+        )
+    return out
 
 
 def _outside_ranges(plan: Plan, ranges: dict) -> list[str]:

@@ -297,6 +297,7 @@ def reference_numbers(device: str, root: Path | None = None, level: float = LEVE
         "scores": scores.to_dict(orient="records"),
         "test": testset_numbers(device, root, level),
         "one_machine": one_machine_numbers(device, root, level),
+        "modes": modes_numbers(device, root, level),
         "host_speed": host_speed(device, root),
     }
 
@@ -316,6 +317,7 @@ HOST = "host"  # the host-speed measurements' sub-folder (benchmarks/host_cost.p
 ONE_MACHINE = (
     "one-machine"  # a calibration and the runs it predicts from one machine (benchmarks/gpu_check.sh)
 )
+MODES = "modes"  # execution modes and engines on one machine, with its execution-probed calibration
 BASE_S128_B32 = (12, 768, 128, 32)  # BERT-base at 128 tokens, batch 32: the host-bound step every file times
 
 
@@ -388,6 +390,83 @@ def one_machine_numbers(device: str, root: Path | None = None, level: float = LE
         "tiers": {k: _tier_dict(summary(v)) for k, v in splits.items()},
         "calibration": _probe_summary(cal_path, device),
         "scores": {k: v.to_dict(orient="records") for k, v in splits.items()},
+    }
+
+
+def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -> dict | None:
+    """Execution modes (eager, torch.compile, CUDA graphs) and engines (native, HF Accelerate) measured on one
+    machine (``<folder>/modes``): per configuration, mode and engine the mean step time, energy per step and MFU
+    over its replicates; the best mode's speed-up over eager; Accelerate's energy per step over the native
+    engine's; and the calibrated tier from that machine's calibration, whose execution probe measured each
+    compiled mode's host time and kernels (fitted on nothing), scored per mode. None without such a set."""
+    folder = (root or reference_dir(device)) / MODES
+    cal_path = folder / f"{device}.json"
+    if not ((folder / "runs").is_dir() and cal_path.is_file()):
+        return None
+    df = reference_runs(device, folder).reset_index(drop=True)
+    scores = score_reference(device, folder, level, calibration=cal_path)
+    cal = scores[scores.tier == "calibrated"].merge(df[["run_id", "execution", "engine"]], on="run_id")
+    df = df.assign(power_w=df.energy_per_step_j / df.step_s)
+    keys = ["seq_len", "execution", "engine"]
+    groups = (
+        df.groupby(keys)
+        .agg(
+            runs=("run_id", "size"),
+            step_ms=("step_s", lambda v: v.mean() * 1e3),
+            energy_per_step_j=("energy_per_step_j", "mean"),
+            mfu_pct=("mfu", lambda v: v.mean() * 100),
+            power_w=("power_w", "mean"),
+        )
+        .reset_index()
+    )
+    native = groups[groups.engine == "native"]
+    best = {}
+    for seq, g in native.groupby("seq_len"):
+        eager = g[g.execution == "eager"].iloc[0]
+        top = g.loc[g.step_ms.idxmin()]
+        best[int(seq)] = {
+            "mode": str(top.execution),
+            "speedup": float(eager.step_ms / top.step_ms),
+            "energy_ratio": float(top.energy_per_step_j / eager.energy_per_step_j),
+            "mfu_pct": float(top.mfu_pct),
+            "eager_mfu_pct": float(eager.mfu_pct),
+        }
+    engines = {}
+    eager = groups[groups.execution == "eager"]
+    for seq, g in eager.groupby("seq_len"):
+        if set(g.engine) >= {"native", "accelerate"}:
+            n, a = (g[g.engine == e].iloc[0] for e in ("native", "accelerate"))
+            engines[int(seq)] = {
+                "energy_ratio": float(a.energy_per_step_j / n.energy_per_step_j),
+                "step_ratio": float(a.step_ms / n.step_ms),
+                "runs": [int(n.runs), int(a.runs)],
+            }
+    excluded = sorted(p.name for p in (folder / "excluded").glob("*.json"))
+    return {
+        "runs": int(len(df)),
+        "groups": groups.to_dict(orient="records"),
+        "best": best,
+        "engines": engines,
+        "calibrated_mape_pct": {
+            str(m): {
+                "time": float(g.step_s_ape.mean()),
+                "energy": float(g.energy_per_step_j_ape.mean()),
+                "runs": int(len(g)),
+            }
+            for m, g in cal.groupby("execution")
+        },
+        "calibrated_by_run": cal[
+            ["run_id", "execution", "engine", "seq_len", "step_s_ape", "energy_per_step_j_ape"]
+        ].to_dict(orient="records"),
+        "excluded_runs": excluded,
+        "probe": {
+            m: {
+                "host_per_step_ms": float(v["host_per_step_s"]) * 1e3,
+                "host_per_layer_ms": float(v["host_per_layer_s"]) * 1e3,
+                "kernels_per_layer": v.get("kernels_per_layer"),
+            }
+            for m, v in ((json.loads(cal_path.read_text()).get("execution") or {}).get("modes") or {}).items()
+        },
     }
 
 

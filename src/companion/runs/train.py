@@ -136,6 +136,8 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         if i == 0:
             ctx.sync()
             first_step_s = _agree_max(time.perf_counter() - t_first, device)
+            if cfg.execution != "eager":
+                check_compiled(cfg.execution)
     ctx.sync()
     if proto.warmup_s > 0:
         t_warm = time.perf_counter()
@@ -461,7 +463,26 @@ def compiled(model, execution: str):
     the backward are compiled; the optimizer step stays eager."""
     if execution == "eager":
         return model
+    # a fresh compiler state per run: runs of a sweep share a process, and after torch._dynamo's recompile
+    # limit (8 per code object) a further model would silently run eager under a compiled label
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters["stats"].clear()  # what ``check_compiled`` reads: this run's graphs only
     return torch.compile(model, mode=COMPILE_MODES[execution])
+
+
+def check_compiled(execution: str) -> None:
+    """After a compiled run's first step: raise unless torch.compile produced a graph (a step that fell back to
+    eager would be measured under the wrong label)."""
+    from torch._dynamo.utils import counters
+
+    if not counters["stats"]["unique_graphs"]:
+        raise RuntimeError(
+            f"execution={execution!r}: torch.compile compiled no graph in the first step (it fell back to "
+            "eager), so the run would measure eager under a compiled label; run it in a fresh process "
+            "(companion run) or with execution: eager"
+        )
 
 
 def _agree_max(value: float, device) -> float:

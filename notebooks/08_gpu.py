@@ -17,9 +17,9 @@
 # ```
 #
 # Each tier of the operator model predicts them unseen: the **prior** from the datasheet, the **calibrated**
-# tier from the board's calibration alone, the **fitted** tier refitted on the other runs. They come from three
+# tier from the board's calibration alone, the **fitted** tier refitted on the other runs. They come from four
 # machines with the same board: the *one-machine set*, the *first machine* (its calibration from earlier,
-# launch-bound benchmarks) and the *test machine*.
+# launch-bound benchmarks), the *test machine* and one for execution modes.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -45,6 +45,7 @@ total_runs = (
     numbers["runs"]
     + ((numbers.get("test") or {}).get("runs") or 0)
     + sum(((numbers.get("one_machine") or {}).get("runs") or {}).values())
+    + ((numbers.get("modes") or {}).get("runs") or 0)
 )
 glue(
     "gpu_intro",
@@ -89,7 +90,7 @@ for t, v in tiers.items():
     glue(f"gpu_{t}_energy", f"{v['energy_mape_pct']:.1f} %", display=False)
 glue(
     "gpu_errors_text",
-    sentences.paragraph(f"{gpu.host_bound_text(numbers)} {gpu.profile_text(numbers)}"),
+    sentences.paragraph(gpu.host_bound_text(numbers)),
     display=False,
 )
 gpu.tier_table(numbers).style.hide(axis="index").set_table_attributes('class="companion-numbers"')
@@ -127,8 +128,6 @@ if numbers["test"]:
 # %%
 # hide
 glue("gpu_host_text", sentences.paragraph(gpu.host_text(numbers)), display=False)
-if numbers["host_speed"]:
-    display(gpu.host_table(numbers).style.hide(axis="index"))
 
 # %% [markdown]
 # ## Execution modes and engines

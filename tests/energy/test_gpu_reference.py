@@ -212,3 +212,9 @@ def test_modes_and_engines_on_one_machine():
     without, _ = ref._point(replace(dev, execution_scale={})).predict(graphs)
     measured = graphs.step_s.to_numpy()
     assert abs(with_probe[0] / measured[0] - 1) < 0.1 and without[0] / measured[0] > 2.0
+    # the GPU page says it from the same numbers
+    from companion.report import gpu
+
+    text = gpu.modes_text({"modes": numbers})
+    assert f"{best['speedup']:.1f} times as fast" in text and f"within {s128.step_s_ape.max():.0f} %" in text
+    assert len(gpu.modes_table({"modes": numbers})) == len(numbers["groups"]) == 8

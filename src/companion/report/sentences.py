@@ -151,7 +151,7 @@ def energy_honesty_text(validation: dict, runs: pd.DataFrame) -> str:
         )
     return (
         "Energy here is estimated, not measured: a power model times the measured time, so its error largely "
-        f"repeats the time error and is not an independent test.{given}"
+        f"repeats the time error and is not an independent test (the baselines' rows: in the page's data).{given}"
     )
 
 
@@ -192,10 +192,10 @@ def pass_drift_text(noise: dict) -> str:
         return NA
     way = "slower" if ratio > 1 else "faster"
     n = d.get("n_configs")
-    over = f"over the {n} configurations scored in both passes, " if isinstance(n, int) and n > 0 else ""
+    over = f" of {n} configurations" if isinstance(n, int) and n > 0 else ""
     return (
-        f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first ({over}the median size of a "
-        f"configuration's change between the passes, either way, was {size * 100:.0f} %)"
+        f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first (median change{over}, either way: "
+        f"{size * 100:.0f} %)"
     )
 
 
@@ -386,10 +386,13 @@ def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) 
             ("single process" if r.world_size == 1 else f"{r.mode} on {r.world_size} ranks", int(r.layers))
             for r in rows.itertuples()
         )
+        places = {where for where, _ in kinds}
         named = [
-            f"{n} of {layers} layer{'s' if layers > 1 else ''} ({where})"
+            f"{n} of {layers} layer{'s' if layers > 1 else ''}" + ("" if len(places) == 1 else f" ({where})")
             for (where, layers), n in sorted(kinds.items(), key=lambda kv: (kv[0][0], kv[0][1]))
         ]
+        if len(places) == 1:  # one place for all: said once
+            named[-1] += f" ({next(iter(places))})"
     text = f"The filter left out {len(dropped)} runs ({', '.join(counts)})."
     if changes:
         d, target, key, x, y = max(changes, key=lambda c: abs(c[0]))
@@ -398,7 +401,7 @@ def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) 
             f"({target}, {words[key]}: {x:.1f} % with it, {y:.1f} % without)."
         )
     if named:
-        text += f" The sweep's runs it left out: {', '.join(named)}; the validation page's data names each."
+        text += f" The sweep's runs it left out: {', '.join(named)}; the validation data names each."
     return text
 
 

@@ -94,7 +94,7 @@ roof_table.style.format(
 
 # %% [markdown]
 # It also times what [the operator roofline](03_fit.ipynb) reads. A GEMM of shape M×N×K
-# reaches peak / (1 + k₀(1/M + 1/N + 1/K)); a collective over p ranks takes α(p − 1) + bytes / β. It ran on
+# reaches peak / (1 + k₀(1/M + 1/N + 1/K)); a collective over p ranks takes a latency (p − 1)·λ plus bytes / B. It ran on
 # {glue:text}`calibration_measured_at`. Its collectives, timed twice, took at most
 # {glue:text}`calibration_spread` as long in the slower pass (near 1: a quiet machine). Warnings:
 # {glue:text}`calibration_warnings`.
@@ -122,11 +122,12 @@ for d in sorted(set(runs.device_name)):
             if m:
                 probe.setdefault(m.group(1), {})[m.group(2)] = f"{row['value']:.2f}"
             elif not (roof or row["quantity"].startswith(LEFT_OUT)):
-                # a collective's α and β named as the text above names them
+                # a collective's latency and bandwidth named as the text above names them (λ, B: the law
+                # has its own α and β)
                 name = re.sub(
-                    r"collective latency alpha, p = (\d+)", r"collectives' α, \1 ranks", row["quantity"]
+                    r"collective latency alpha, p = (\d+)", r"collectives' λ, \1 ranks", row["quantity"]
                 )
-                name = re.sub(r"collective bandwidth beta, p = (\d+)", r"collectives' β, \1 ranks", name)
+                name = re.sub(r"collective bandwidth beta, p = (\d+)", r"collectives' B, \1 ranks", name)
                 cal_rows.append({"device": d, "quantity": name, "value": row["shown"]})
         overhead = found.roofs.layout_overhead_s
         for name in sorted(set(probe) | set(overhead), key=lambda n: (np.prod(layout_degrees(n)), n)):

@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Validation against baselines
+# # Held-out error against baselines
 #
 # A law fitted on the runs it is then said to predict proves little. Here every law, baseline and model is
 # refitted without a whole group of runs and scored only on that group: one model size, one parallel degree,

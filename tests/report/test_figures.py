@@ -99,9 +99,10 @@ def test_coefficient_panels_keep_targets_apart():
         }
     )
     keys = set(figures.coefficients(coef, RUNS).data.key)
+    law = figures.MODEL_WORDS["roofline_power_law"]  # panels name laws and coefficients in words
     assert keys == {
-        "roofline_power_law: alpha, per log FLOP",
-        "roofline_power_law: alpha, per log FLOP (step time)",
+        f"{law}: α (FLOPs exponent), per log FLOP",
+        f"{law}: α (FLOPs exponent), per log FLOP (step time)",
     }
 
 
@@ -117,3 +118,11 @@ def test_bar_labels_drop_the_content_hash_unless_two_runs_would_share_one():
     labels = figures.run_labels(ids).tolist()
     assert labels[:2] == ["L2-h128-a4-s128-b8_tp1-dp1@cpu-fp32-r1"] * 2  # one run, melted over two parts
     assert labels[2:] == ids.tolist()[2:]  # two runs that differ only in their hash keep it
+
+
+def test_every_law_coefficient_has_words_for_its_panel():
+    # the coefficient figure titles its panels with these: a coefficient without words would show its code name
+    from companion.energy.models import UNITS
+    from companion.report.figures import PARAM_WORDS
+
+    assert set(PARAM_WORDS) == set(UNITS)

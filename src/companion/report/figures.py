@@ -74,6 +74,20 @@ OPERATOR_COLORS = [
 ]
 # The models of the validation, in words and in one order (the primary model first): the registry's
 MODEL_WORDS = {spec.name: spec.short for spec in registry.SPECS}
+# each law coefficient (``models.UNITS``' keys) in words, for panel titles
+PARAM_WORDS = {
+    "log_c": "log c",
+    "alpha": "α (FLOPs exponent)",
+    "beta": "β (bytes exponent)",
+    "a_j_per_token": "energy per token",
+    "b_j": "fixed energy",
+    "k": "power share of TDP",
+    "eps_F_j_per_flop": "energy per FLOP",
+    "eps_Q_j_per_byte": "energy per byte",
+    "P0_w": "static power",
+    "u_compute": "compute roof share",
+    "v_memory": "memory roof share",
+}
 SI = "~s"  # axis labels with SI prefixes: 100G, 2.5m
 NUM = ".3~g"  # three significant digits, no padding: 0.9, 1.6e-10
 
@@ -570,13 +584,13 @@ def coefficients(coef: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     what = {"energy_per_step_j": "", "step_s": " (step time)"}
     unit = coef.param.map(lambda p: f", {UNITS[p]}" if p in UNITS else "")
     c = coef.assign(
-        key=coef.law
+        key=coef.law.map(lambda m: MODEL_WORDS.get(m, m))
         + ": "
-        + coef.param
+        + coef.param.map(lambda p: PARAM_WORDS.get(p, p))
         + unit
         + (coef.target.map(lambda t: what.get(t, f" ({t})")) if "target" in coef else "")
     )
-    base = alt.Chart(c).encode(y=alt.Y("param:N", title=None))
+    base = alt.Chart(c).encode(y=alt.Y("param:N", title=None, axis=None))
     rules = base.mark_rule().encode(
         x=alt.X(
             "lo:Q",

@@ -401,7 +401,7 @@ def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) 
             f"({target}, {words[key]}: {x:.1f} % with it, {y:.1f} % without)."
         )
     if named:
-        text += f" The sweep's runs it left out: {', '.join(named)}; the validation data names each."
+        text += f" The sweep's runs it left out: {', '.join(named)}; the held-out page's data names each."
     return text
 
 

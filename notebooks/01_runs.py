@@ -173,7 +173,10 @@ alongside = []
 for other, folder in sweep.measured_alongside(prof, records_dir):
     theirs = {c.run_id for c in other.runs}
     alongside += [r for r in load_records(folder) if r["run_id"] in theirs]
-sources = provenance.data_sources(mine + alongside).T.rename(columns=lambda i: f"source {i + 1}")
+sources = provenance.merged_sources(provenance.data_sources(mine + alongside))
+if "GPU" in sources and (sources.GPU == "none").all():  # no GPU anywhere: no driver row
+    sources = sources.drop(columns="GPU driver / CUDA")
+sources = sources.T.rename(columns=lambda i: f"source {i + 1}")
 versions = provenance.versions()
 glue("sources_table", sources.style.set_table_attributes('class="companion-prose"'), display=False)
 glue("versions_table", versions.style.hide(axis="index"), display=False)

@@ -34,8 +34,8 @@ from myst_nb import glue
 
 from companion import paths
 from companion.energy import hardware, reference
-from companion.report import figures, gpu, sentences
-from companion.runs.records import write_json
+from companion.report import figures, gpu, provenance, sentences
+from companion.runs.records import load_records, write_json
 
 figures.use_offline_renderer()
 numbers = reference.reference_numbers(device, level=level)
@@ -167,6 +167,23 @@ figures.gpu_regimes(points, floors, peak, device)
 glue("gpu_mfu", f"{base['mfu_pct']:.0f} %", display=False)
 glue("gpu_gflop_per_j", f"{base['gflop_per_j']:.0f}", display=False)
 gpu.facts_table(numbers).style.hide(axis="index")
+
+# %%
+# hide
+# the provenance page's table of the GPU's runs, one column per machine type (every set of the folder)
+gpu_records = [
+    r
+    for d in reference.RECORD_DIRS
+    if (reference.reference_dir(device) / d).is_dir()
+    for r in load_records(reference.reference_dir(device) / d)
+]
+glue(
+    "gpu_sources_table",
+    provenance.merged_sources(provenance.data_sources(gpu_records), hardware_only=True)
+    .T.rename(columns=lambda i: f"GPU source {i + 1}")
+    .style.set_table_attributes('class="companion-prose"'),
+    display=False,
+)
 
 # %%
 out = write_json(paths.derived_dir(profile) / "gpu.json", numbers)

@@ -51,3 +51,31 @@ def test_missing_fields_read_not_recorded():
 def test_versions_name_python_and_the_book_packages():
     v = provenance.versions().set_index("package").version
     assert {"python", "torch", "altair", "jupyter-book"} <= set(v.index)
+
+
+def test_sources_that_differ_only_in_profile_share_a_column_and_machines_share_one_with_hardware_only():
+    import pandas as pd
+
+    from companion.report.provenance import merged_sources
+
+    base = {
+        "CPU model": "AMD EPYC",
+        "GPU": "none",
+        "energy": "estimated",
+        "measured": "2026-11-26 – 2026-11-26",
+    }
+    table = pd.DataFrame(
+        [
+            {"profile": "cpu", "runs": 106, **base, "code commit": "aaa"},
+            {"profile": "holdout", "runs": 28, **base, "code commit": "aaa"},
+            {"profile": "testset", "runs": 10, **base, "code commit": "bbb"},
+            {"profile": "cpu", "runs": 4, **base, "CPU model": "Intel Xeon", "code commit": "aaa"},
+        ]
+    )
+    merged = merged_sources(table)
+    assert list(merged.profile) == ["cpu, holdout", "testset", "cpu"]
+    assert list(merged.runs) == ["106 + 28", 10, 4]
+    machines = merged_sources(table, hardware_only=True)
+    assert list(machines.profile) == ["cpu, holdout, testset", "cpu"]  # one column per machine type
+    assert machines["code commit"].iloc[0] == "aaa, bbb" and machines.runs.iloc[0] == "106 + 28 + 10"
+    assert merged_sources(table.iloc[:0]).empty

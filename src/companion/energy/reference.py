@@ -318,6 +318,15 @@ ONE_MACHINE = (
     "one-machine"  # a calibration and the runs it predicts from one machine (benchmarks/gpu_check.sh)
 )
 MODES = "modes"  # execution modes and engines on one machine, with its execution-probed calibration
+# every folder of run records a reference folder may hold (the provenance page lists their machines)
+RECORD_DIRS = (
+    "runs",
+    "testset/runs",
+    "testset/repeat/runs",
+    "one-machine/runs",
+    "one-machine/testset/runs",
+    "modes/runs",
+)
 BASE_S128_B32 = (12, 768, 128, 32)  # BERT-base at 128 tokens, batch 32: the host-bound step every file times
 
 

@@ -234,10 +234,10 @@ def modes_text(numbers: dict) -> str:
     near = compiled[compiled.seq_len == 128].step_s_ape.max()
     far = compiled[compiled.seq_len == 512].step_s_ape.max()
     return (
-        f"A fourth machine ran BERT-base in each execution mode, and eager through HF Accelerate. At 128 "
+        f"A fourth machine ran BERT-base in each mode and through HF Accelerate. At 128 "
         f"tokens, {MODE_WORDS[short['mode']]} run the step {short['speedup']:.1f} times as fast as eager for "
         f"{short['energy_ratio']:.2f} of its energy; at 512 tokens the compiled modes take {worst_512:.2f} times "
-        f"the energy, as the compiler replaces the fused attention kernel (the best MFU there: eager's "
+        f"the energy, as the compiler replaces the fused attention kernel (best MFU: eager's "
         f"{long_['mfu_pct']:.0f} %). "
         f"Accelerate's energy per step is within {gap:.0f} % of this project's engine. Each mode's host time "
         f"probed, the calibrated tier predicts compiled 128-token steps within {near:.0f} %, 512-token ones "

@@ -123,6 +123,29 @@ def data_sources(records: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def merged_sources(table: pd.DataFrame, hardware_only: bool = False) -> pd.DataFrame:
+    """``data_sources`` with the sources that differ only in profile and run count in one row ("cpu, holdout";
+    runs "106 + 28"), so a table names each machine and code commit once; ``hardware_only``: also those that
+    differ in code commit and dates (the commits listed, the dates spanned)."""
+    if table.empty:
+        return table
+    free = ("profile", "runs") + (("code commit", "measured") if hardware_only else ())
+    same = [c for c in table.columns if c not in free]
+    out = []
+    for _, g in table.groupby(same, sort=False):
+        row = g.iloc[0].to_dict()
+        row["profile"] = ", ".join(dict.fromkeys(g.profile.astype(str)))
+        row["runs"] = " + ".join(g.runs.astype(str)) if len(g) > 1 else row["runs"]
+        if hardware_only:
+            commits = [c.strip() for v in g["code commit"] for c in str(v).split(",")]
+            row["code commit"] = ", ".join(sorted(set(commits)))
+            spans = [str(v).split(" – ") for v in g["measured"] if " – " in str(v)]
+            if spans:
+                row["measured"] = f"{min(a for a, _ in spans)} – {max(b for _, b in spans)}"
+        out.append(row)
+    return pd.DataFrame(out, columns=table.columns)
+
+
 def git_commit(source_root: Path) -> str:
     """The checkout's commit (``+dirty`` with uncommitted changes), or "not recorded" outside git."""
     try:

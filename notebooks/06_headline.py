@@ -73,7 +73,12 @@ glue("n_coefficients", str(len(coefficients)), display=False)
 # the introduction's first screen: the answer in a box, and the held-out predictions of the primary model beside
 # the paper's law
 host = ", ".join(sorted(set(runs.host.astype(str)))) if "host" in runs else None
-device_words = str(fit.get("device_name", numbers.NA)) + (f" (host {host})" if host else "")
+cores = f", {int(runs.host_cpus.max())} cores" if "host_cpus" in runs and runs.host_cpus.notna().any() else ""
+device_words = (
+    f"{', '.join(numbers.host_words(h) for h in host.split(', '))} CPU{cores}"
+    if host and fit.get("device_name") == "cpu"
+    else str(fit.get("device_name", numbers.NA))
+)
 glue("answer_box", sentences.answer_box(validation, runs, gpu_numbers, device_words, noise), display=False)
 glue(
     "fig_hero",

@@ -17,9 +17,9 @@
 # ```
 #
 # Each tier of the operator model predicts them unseen: the **prior** from the datasheet, the **calibrated**
-# tier from the board's calibration alone, the **fitted** tier refitted on the other runs. They come from four
+# tier from the board's calibration alone, the **fitted** tier refitted on the other runs. They come from five
 # machines with the same board: the *one-machine set*, the *first machine* (its calibration from earlier,
-# launch-bound benchmarks), the *test machine* and one for execution modes.
+# launch-bound benchmarks), the *test machine*, a *host-probe machine* and the *modes machine*.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -46,6 +46,7 @@ total_runs = (
     + ((numbers.get("test") or {}).get("runs") or 0)
     + sum(((numbers.get("one_machine") or {}).get("runs") or {}).values())
     + ((numbers.get("modes") or {}).get("runs") or 0)
+    + len((numbers.get("test") or {}).get("repeat") or [])
 )
 glue(
     "gpu_intro",
@@ -79,7 +80,7 @@ if numbers["one_machine"]:
 # %% [markdown]
 # ## The first machine
 #
-# On the first machine's runs: mean error per step (MAPE) and how many runs each tier's
+# On the first machine's runs: mean absolute error (MAPE) and how many runs each tier's
 # {glue:text}`gpu_level` interval covers (the fitted tier has too few runs for one).
 
 # %%
@@ -160,7 +161,7 @@ figures.gpu_regimes(points, floors, peak, device)
 # %% [markdown]
 # ## Power and efficiency
 #
-# One BERT-base step (512 tokens, batch 32), as measured:
+# One BERT-base step (512 tokens, batch 32) on the first machine:
 
 # %%
 # hide

@@ -188,17 +188,17 @@ def test_each_host_has_its_own_row_before_anything_is_pooled():
     t["host"] = ["amd-epyc" if s.endswith(("0", "1")) else "intel-xeon" for s in t.sweep]
     here = t[t.sweep == t.sweep.iloc[0]].assign(sweep=stored.THIS_BUILD, mape_pct=9.0)
     table = builds.per_host_table(pd.concat([t, here], ignore_index=True)).set_index("host")
-    assert list(table.index) == ["amd-epyc", "amd-epyc (this build)", "intel-xeon"]
+    assert list(table.index) == ["AMD EPYC", "AMD EPYC (this build)", "Intel Xeon"]  # in words
     assert (
-        table.loc["amd-epyc", "builds"] == 2
-        and table.loc["amd-epyc", "pooled time MAPE %"] == "5.5 (5.0–6.0)"
+        table.loc["AMD EPYC", "builds"] == 2
+        and table.loc["AMD EPYC", "pooled time MAPE %"] == "5.5 (5.0–6.0)"
     )
-    assert table.loc["intel-xeon", "off-grid energy MAPE %"] == "7.5 (7.0–8.0)"
-    assert table.loc["amd-epyc (this build)", "pooled time MAPE %"] == "9.0"  # one build: no range
+    assert table.loc["Intel Xeon", "off-grid energy MAPE %"] == "7.5 (7.0–8.0)"
+    assert table.loc["AMD EPYC (this build)", "pooled time MAPE %"] == "9.0"  # one build: no range
     assert builds.per_host_table(t.iloc[:0]).empty
     # the page's opening names the hosts, their builds and each host's mean pooled MAPE
     both = pd.concat([t, here], ignore_index=True)
     hosts = builds.sweeps_text(both)
-    assert all(x in hosts for x in ("2 kinds of host", "amd-epyc (2 builds)", "intel-xeon (2)")), hosts
-    assert all(x in builds.hosts_text(both) for x in ("5.5 % on amd-epyc", "7.5 % on intel-xeon", "9.0 %"))
+    assert all(x in hosts for x in ("2 kinds of host", "AMD EPYC (2 builds)", "Intel Xeon (2)")), hosts
+    assert all(x in builds.hosts_text(both) for x in ("5.5 % on AMD EPYC", "7.5 % on Intel Xeon", "9.0 %"))
     assert builds.hosts_text(t[t.host == "amd-epyc"]) == ""

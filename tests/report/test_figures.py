@@ -19,7 +19,7 @@ def test_energy_label_says_how_the_energy_was_obtained():
     )
     assert figures.energy_label(runs) == (
         "estimated energy (CodeCarbon: CPU power modelled from load and TDP, "
-        "RAM power from the installed memory) on cpu"
+        "RAM power from the installed memory) on a CPU"
     )
     assert figures.describe_source("nvml") == "NVML energy counter"
     assert figures.describe_source("something-new") == "something-new"

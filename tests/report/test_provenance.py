@@ -73,9 +73,12 @@ def test_sources_that_differ_only_in_profile_share_a_column_and_machines_share_o
         ]
     )
     merged = merged_sources(table)
-    assert list(merged.profile) == ["cpu, holdout", "testset", "cpu"]
+    assert list(merged.profile) == ["sweep, validation set", "test set", "sweep"]
     assert list(merged.runs) == ["106 + 28", 10, 4]
     machines = merged_sources(table, hardware_only=True)
-    assert list(machines.profile) == ["cpu, holdout, testset", "cpu"]  # one column per machine type
+    assert list(machines.profile) == [
+        "sweep, validation set, test set",
+        "sweep",
+    ]  # one column per machine type
     assert machines["code commit"].iloc[0] == "aaa, bbb" and machines.runs.iloc[0] == "106 + 28 + 10"
     assert merged_sources(table.iloc[:0]).empty

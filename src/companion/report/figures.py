@@ -236,7 +236,8 @@ def energy_label(df: pd.DataFrame) -> str:
     for (device, measured), g in df.groupby(["device_name", "energy_measured"]):
         kind = "measured" if measured else "estimated"
         parts.append(
-            f"{kind} energy ({'; '.join(describe_source(x) for x in sorted(set(g.energy_source)))}) on {device}"
+            f"{kind} energy ({'; '.join(describe_source(x) for x in sorted(set(g.energy_source)))}) on "
+            + ("a CPU" if device == "cpu" else str(device))
         )
     return "; ".join(parts)
 

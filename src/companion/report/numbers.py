@@ -46,6 +46,25 @@ SPLITS = {
 TARGETS = {"time": "time per step", "energy": "energy per step"}
 
 
+# a host slug's words (``runs.provenance.host_slug``: 'amd-epyc' -> 'AMD EPYC'), for pages
+HOST_WORDS = {
+    "amd": "AMD",
+    "intel": "Intel",
+    "epyc": "EPYC",
+    "xeon": "Xeon",
+    "unknown": "unknown",
+    "cpu": "CPU",
+}
+
+
+def host_words(slug) -> str:
+    """A host slug as a page writes it: vendor and family in their own spelling, model numbers upper case."""
+    words = str(slug).split("-")
+    return " ".join(
+        HOST_WORDS.get(w, w.upper() if any(c.isdigit() for c in w) else w.capitalize()) for w in words
+    )
+
+
 def read_json(path: Path) -> dict:
     try:
         data = json.loads(Path(path).read_text())

@@ -123,12 +123,27 @@ def data_sources(records: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+# the profiles a page names, in the book's words (the glossary's sets; the names stay on the Reproduce page)
+PROFILE_WORDS = {
+    "cpu": "sweep",
+    "holdout": "validation set",
+    "testset": "test set",
+    "gpu-check": "reference",
+    "gpu-test": "test set",
+    "gpu-repeat": "repeats",
+    "gpu-engines-repeat": "engine repeats",
+    "gpu-modes": "modes",
+}
+
+
 def merged_sources(table: pd.DataFrame, hardware_only: bool = False) -> pd.DataFrame:
-    """``data_sources`` with the sources that differ only in profile and run count in one row ("cpu, holdout";
-    runs "106 + 28"), so a table names each machine and code commit once; ``hardware_only``: also those that
-    differ in code commit and dates (the commits listed, the dates spanned)."""
+    """``data_sources`` with the sources that differ only in profile and run count in one row ("sweep,
+    validation set"; runs "106 + 28"), so a table names each machine and code commit once; profiles in the
+    book's words (``PROFILE_WORDS``); ``hardware_only``: also those that differ in code commit and dates (the
+    commits listed, the dates spanned)."""
     if table.empty:
         return table
+    table = table.assign(profile=table.profile.map(lambda p: PROFILE_WORDS.get(p, p)))
     free = ("profile", "runs") + (("code commit", "measured") if hardware_only else ())
     same = [c for c in table.columns if c not in free]
     out = []

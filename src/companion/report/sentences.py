@@ -192,9 +192,9 @@ def pass_drift_text(noise: dict) -> str:
         return NA
     way = "slower" if ratio > 1 else "faster"
     n = d.get("n_configs")
-    over = f" of {n} configurations" if isinstance(n, int) and n > 0 else ""
+    over = f" over {n} configurations" if isinstance(n, int) and n > 0 else ""
     return (
-        f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first (median change{over}, either way: "
+        f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first (median absolute change{over}: "
         f"{size * 100:.0f} %)"
     )
 
@@ -482,12 +482,19 @@ def answer_box(
     one = (gpu or {}).get("one_machine") or {}
     if one and "test" in one.get("tiers", {}):
         c, r = one["tiers"]["test"]["calibrated"], one["tiers"]["reference"]["calibrated"]
+        # the caveat: a calibration describes its own machine's host (another machine's, on these runs)
+        other = ((gpu.get("host_speed") or {}).get("calibrated_from_probe_machine") or {}).values()
+        others = sorted(v["time_mape_pct"] for v in other if finite(v.get("time_mape_pct")) is not None)
         items.append(
-            f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured): from a calibration of "
-            f"the same machine, fitted on nothing, {pct(c.get('time_mape_pct'))} time and "
-            f"{pct(c.get('energy_mape_pct'))} energy over {one['runs']['test']} test runs never tuned on "
-            f"({pct(r.get('time_mape_pct'))} / {pct(r.get('energy_mape_pct'))} over "
-            f"{one['runs']['reference']} reference runs)."
+            f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured): from that machine's own "
+            f"calibration, fitted on nothing, {pct(c.get('time_mape_pct'))} time and "
+            f"{pct(c.get('energy_mape_pct'))} energy over {one['runs']['test']} test runs never tuned on"
+            + (
+                f" (another machine's calibration: {others[0]:.0f}–{others[-1]:.0f} % time)."
+                if others
+                else f" ({pct(r.get('time_mape_pct'))} / {pct(r.get('energy_mape_pct'))} over "
+                f"{one['runs']['reference']} reference runs)."
+            )
         )
     elif gpu and gpu.get("tiers"):
         g = gpu["tiers"].get("calibrated", {})

@@ -82,7 +82,7 @@ glue(
         f"and the best baseline that predicts before running ({LAWS[v['best_baseline']].label}) by "
         f"{v['best_baseline_mape_pct']:.1f} %. A law said to predict energy before the run should miss by at most "
         f"{target_mape_pct:g} % and by at most half the best baseline's: the paper's law meets "
-        f"{('neither', 'only one', 'both')[met]} on these runs. (The operator model, which predicts from the "
+        f"{('neither', 'only one', 'both')[met]} on these runs. (The operator roofline, which predicts from the "
         f"device's roofs, is held to its own bar: {val.VERDICT_CRITERIA['target_pct']:g} % pooled, on the summary "
         "page.)"
         + (

@@ -16,7 +16,7 @@
 # ```{glue:} gpu_intro
 # ```
 #
-# Each tier of the operator model predicts them unseen: the **prior** from the datasheet, the **calibrated**
+# Each tier of the operator roofline predicts them unseen: the **prior** from the datasheet, the **calibrated**
 # tier from the board's calibration alone, the **fitted** tier refitted on the other runs. They come from five
 # machines with the same board: the *one-machine set*, the *first machine* (its calibration from earlier,
 # launch-bound benchmarks), the *test machine*, a *host-probe machine* and the *modes machine*.

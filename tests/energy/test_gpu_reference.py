@@ -167,7 +167,7 @@ def test_a_calibration_predicts_the_runs_of_its_own_machine_within_ten_percent()
         row["test configurations: time (%)"]
         == f"{numbers['tiers']['test']['calibrated']['time_mape_pct']:.1f}"
     )
-    assert row["inside the interval"] == "13 of 13"
+    assert row["covered, of 13: time / energy"] == "13 / 13"
     # the test runs are none of the reference runs, and their fitted tier is the point fitted on those
     test_runs = ref.reference_runs("H200", folder / ref.TESTSET).reset_index(drop=True)
     assert not set(test_runs.run_id) & set(ref.reference_runs("H200", folder).run_id)

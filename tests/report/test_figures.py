@@ -101,8 +101,8 @@ def test_coefficient_panels_keep_targets_apart():
     keys = set(figures.coefficients(coef, RUNS).data.key)
     law = figures.MODEL_WORDS["roofline_power_law"]  # panels name laws and coefficients in words
     assert keys == {
-        f"{law}: α (FLOPs exponent), per log FLOP",
-        f"{law}: α (FLOPs exponent), per log FLOP (step time)",
+        f"{law}: α (FLOPs exponent)",
+        f"{law}: α (FLOPs exponent) (step time)",
     }
 
 

@@ -74,6 +74,7 @@ OPERATOR_COLORS = [
 ]
 # The models of the validation, in words and in one order (the primary model first): the registry's
 MODEL_WORDS = {spec.name: spec.short for spec in registry.SPECS}
+UNITLESS = ("alpha", "beta", "log_c")  # panel titles without a unit
 # each law coefficient (``models.UNITS``' keys) in words, for panel titles
 PARAM_WORDS = {
     "log_c": "log c",
@@ -583,7 +584,8 @@ def coefficients(coef: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     from companion.energy.models import UNITS
 
     what = {"energy_per_step_j": "", "step_s": " (step time)"}
-    unit = coef.param.map(lambda p: f", {UNITS[p]}" if p in UNITS else "")
+    # exponents and log c have no unit a reader needs in the panel title
+    unit = coef.param.map(lambda p: f", {UNITS[p]}" if p in UNITS and p not in UNITLESS else "")
     c = coef.assign(
         key=coef.law.map(lambda m: MODEL_WORDS.get(m, m))
         + ": "

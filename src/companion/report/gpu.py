@@ -112,8 +112,15 @@ def one_machine_table(numbers: dict) -> pd.DataFrame:
             if v:
                 row[f"{words}: time (%)"] = f"{v['time_mape_pct']:.1f}"
                 row[f"{words}: energy (%)"] = f"{v['energy_mape_pct']:.1f}"
-        cover = [one["tiers"][k][t][c] for k in one["tiers"] for c in ("time_covered", "energy_covered")]
-        row["inside the interval"] = "—" if None in cover else f"{sum(cover) / 2:.0f} of {n}"
+        cover = [
+            sum(one["tiers"][k][t][c] or 0 for k in one["tiers"]) for c in ("time_covered", "energy_covered")
+        ]
+        known = all(
+            one["tiers"][k][t][c] is not None
+            for k in one["tiers"]
+            for c in ("time_covered", "energy_covered")
+        )
+        row[f"covered, of {n}: time / energy"] = f"{cover[0]:.0f} / {cover[1]:.0f}" if known else "—"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -171,7 +178,7 @@ def headline_sentence(numbers: dict) -> str:
         c, r = one["tiers"]["test"]["calibrated"], one["tiers"]["reference"]["calibrated"]
         return (
             f"On one {numbers['device']} (energy measured by its NVML counter), from a calibration of the same "
-            f"machine and fitted on nothing, the operator model predicts {one['runs']['test']} test runs' step "
+            f"machine and fitted on nothing, the operator roofline predicts {one['runs']['test']} test runs' step "
             f"time within {c['time_mape_pct']:.0f} % and energy within {c['energy_mape_pct']:.0f} % "
             f"({one['runs']['reference']} reference runs: {r['time_mape_pct']:.0f} % / "
             f"{r['energy_mape_pct']:.0f} %; the datasheet prior on the test runs: "

@@ -161,10 +161,21 @@ def test_predict_falls_back_to_the_prior_on_a_broken_file_and_says_which(tmp_pat
         )
 
 
-def test_predict_uses_the_shipped_h200_calibration_and_warns_of_its_flagged_quantities(tmp_path):
+def test_predict_uses_the_newest_shipped_h200_calibration_and_warns_of_a_flagged_one(tmp_path):
+    import shutil
+
+    from companion.energy.calibration import SHIPPED_SETS
+
     (tmp_path / "derived").mkdir()
     p = predict_tiered(make_plan(**PLAN), derived_root=tmp_path / "derived")
-    assert p["tier"] == "calibrated" and p["source"] == str(H200)
+    # the modes set's calibration (it probes the compiled modes) before the one-machine set's and the first's
+    newest = reference_dir("H200") / SHIPPED_SETS[0] / "H200.json"
+    assert p["tier"] == "calibrated" and p["source"] == str(newest)
+    assert not [w for w in p["warnings"] if "failed its check" in w]
+    # the first machine's calibration, whose launch-bound quantities failed their checks: each said
+    shutil.copy(H200, tmp_path / "H200.json")
+    p = predict_tiered(make_plan(**PLAN), derived_root=tmp_path / "derived", devices_root=tmp_path)
+    assert p["source"] == str(tmp_path / "H200.json")
     assert sum("failed its check" in w for w in p["warnings"]) == 4
 
 

@@ -451,13 +451,22 @@ def calibration_names(device: str, cpu: str | None = None) -> list[str]:
     return [f"cpu-{host_slug(cpu if cpu is not None else cpu_model())}.json", "cpu.json"]
 
 
+# sub-folders of a reference folder whose calibration was taken on the machine that then measured their runs,
+# the one a prediction reads first: the execution modes' (its calibration probes the compiled modes), then the
+# one-machine set's (``companion.energy.reference``)
+MODES_SET, ONE_MACHINE_SET = "modes", "one-machine"
+SHIPPED_SETS = (MODES_SET, ONE_MACHINE_SET)
+
+
 def calibration_path(device: str, root: Path | None = None) -> Path | None:
     """The calibration file of ``device``: in ``root`` where given, else this checkout's own
-    (data/devices/, ``calibration_names``) and then the one shipped with its reference measurements
-    (data/reference/<device>/<device>.json); None where there is none."""
+    (data/devices/, ``calibration_names``) and then one shipped with its reference measurements: a set's whose
+    machine measured runs after it (``SHIPPED_SETS``, in that order), else data/reference/<device>/<device>.json;
+    None where there is none."""
     from companion.paths import devices_dir, reference_dir
 
-    places = [Path(root)] if root is not None else [devices_dir(), reference_dir(device)]
+    shipped = [reference_dir(device) / s for s in SHIPPED_SETS] + [reference_dir(device)]
+    places = [Path(root)] if root is not None else [devices_dir(), *shipped]
     for folder in places:
         for name in calibration_names(device):
             path = folder / name

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from companion.energy import opmodel, proxies, tables
-from companion.energy.calibration import QUANTITY_WORDS, load_calibration
+from companion.energy.calibration import MODES_SET, ONE_MACHINE_SET, QUANTITY_WORDS, load_calibration
 from companion.energy.models import OperatorPoint
 from companion.paths import reference_dir
 from companion.energy.intervals import LEVEL
@@ -315,9 +315,9 @@ def _tier_dict(tiers: pd.DataFrame) -> dict:
 TESTSET = "testset"  # the test set's sub-folder of a reference folder: its runs, its machine's calibration
 HOST = "host"  # the host-speed measurements' sub-folder (benchmarks/host_cost.py, benchmarks/host_gap.py)
 ONE_MACHINE = (
-    "one-machine"  # a calibration and the runs it predicts from one machine (benchmarks/gpu_check.sh)
+    ONE_MACHINE_SET  # a calibration and the runs it predicts from one machine (benchmarks/gpu_check.sh)
 )
-MODES = "modes"  # execution modes and engines on one machine, with its execution-probed calibration
+MODES = MODES_SET  # execution modes and engines on one machine, with its execution-probed calibration
 # every folder of run records a reference folder may hold (the provenance page lists their machines)
 RECORD_DIRS = (
     "runs",

@@ -670,3 +670,49 @@ def test_measured_overheads_are_fitted_with_a_pull_towards_the_calibration():
     # only a measured overhead earns the pull: with the launch model's guess the multipliers are free
     point = OperatorRoofline("operator_roofline", dev=DEV)._fit(frame())
     assert point.time["tp_dispatch_s"] == pytest.approx(TIME["tp_dispatch_s"], rel=1e-4)
+
+
+def test_a_compiled_row_takes_its_host_time_from_the_execution_probe_and_its_kernels_scaled():
+    from dataclasses import replace
+
+    probe = {
+        "modes": {
+            "eager": {
+                "host_per_step_s": 4e-3,
+                "host_per_layer_s": 2e-3,
+                "kernels_per_step": 50.0,
+                "kernels_per_layer": 90.0,
+            },
+            "cudagraphs": {
+                "host_per_step_s": 2e-3,
+                "host_per_layer_s": -1e-5,
+                "kernels_per_step": 40.0,
+                "kernels_per_layer": 75.0,
+            },
+        }
+    }
+    scales = opmodel.execution_scales(probe)
+    # a host slope within noise of zero stays zero; kernels as ratios to eager's
+    assert scales == {
+        "cudagraphs": {
+            "host_step_s": 2e-3,
+            "host_layer_s": 0.0,
+            "kernels_step": 0.8,
+            "kernels_layer": 75.0 / 90.0,
+        }
+    }
+    gpu = replace(opmodel.roofs_from_spec("H200", "bf16"), execution_scale=scales, host_device_overlap_p=4.0)
+    df = frame().query("tp == 1 and dp == 1").head(3).assign(precision="bf16", attention_kernel="fused")
+    rows = pd.concat([df.assign(execution=m) for m in ("eager", "cudagraphs", "compile")], ignore_index=True)
+    terms = opmodel.operator_frame(rows, gpu)
+    eager, graphs, unprobed = (terms.iloc[i * 3 : (i + 1) * 3].reset_index(drop=True) for i in range(3))
+    assert np.allclose(graphs.step_fixed_s, 2e-3) and np.allclose(graphs.layer_fixed_s, 0.0)
+    assert (graphs.kernel_s < eager.kernel_s).all() and (graphs.kernel_s > 0.75 * eager.kernel_s).all()
+    # the device's roofline terms do not depend on the mode; a mode the probe lacks is eager's, and said
+    for col in ("gemm_s", "attention_s", "elementwise_s", "state_s"):
+        assert np.allclose(graphs[col], eager[col])
+    pd.testing.assert_frame_equal(unprobed, eager)
+    assert opmodel.unprobed(gpu, rows.execution) == ["compile"]
+    # without a probe every row is eager's
+    plain = opmodel.operator_frame(rows, replace(gpu, execution_scale={}))
+    pd.testing.assert_frame_equal(plain.iloc[3:6].reset_index(drop=True), eager)

@@ -240,3 +240,18 @@ def test_a_calibrate_stopped_during_its_multi_rank_pass_stops_its_ranks_and_writ
     while processes_naming(str(out)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert processes_naming(str(out)) == []  # no rank outlives the command
+
+
+def test_the_execution_probe_times_each_depth_and_a_mode_the_device_cannot_run_is_refused():
+    from companion.errors import ConfigError
+    from companion.runs.calibrate import EXECUTION_PROBE_DEPTHS, calibrate, execution_probe
+
+    found = execution_probe("cpu", [], budget_s=0.1)  # eager only: no compilation
+    eager = found["modes"]["eager"]
+    assert list(found["modes"]) == ["eager"] and [r["layers"] for r in eager["rows"]] == list(
+        EXECUTION_PROBE_DEPTHS
+    )
+    assert all(r["host_s"] > 0 and r["step_s"] > 0 and r["kernels"] is None for r in eager["rows"])
+    assert eager["host_per_layer_s"] is not None and eager["kernels_per_layer"] is None  # kernels: a GPU's
+    with pytest.raises(ConfigError, match="CUDA graphs need a GPU"):
+        calibrate("cpu", budget_s=1.0, executions=["cudagraphs"])

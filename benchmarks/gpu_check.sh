@@ -66,5 +66,5 @@ want modes && step modes $PY -m companion.cli sweep --profile data/reference/H20
   --device-name "$DEVICE" --out "$W/modes/runs" --quiet
 want counter && step counter $PY benchmarks/record_meter_log.py --counter-trace 8 --device cuda --out "$W/nvml_counter_$DEVICE.jsonl"
 want tests && step tests $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/runs/test_calibrate.py \
-  tests/energy/test_memory.py tests/runs/test_meters.py
+  tests/energy/test_memory.py tests/runs/test_meters.py tests/runs/test_execution.py
 echo "done: $ARCHIVE (unpack into data/reference/$DEVICE/one-machine/ and score with python benchmarks/model_accuracy.py --device $DEVICE)"

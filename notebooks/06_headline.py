@@ -75,7 +75,7 @@ glue("n_coefficients", str(len(coefficients)), display=False)
 host = ", ".join(sorted(set(runs.host.astype(str)))) if "host" in runs else None
 cores = f", {int(runs.host_cpus.max())} cores" if "host_cpus" in runs and runs.host_cpus.notna().any() else ""
 device_words = (
-    f"{', '.join(numbers.host_words(h) for h in host.split(', '))} CPU{cores}"
+    f"{', '.join(numbers.host_slug_words(h) for h in host.split(', '))} CPU{cores}"
     if host and fit.get("device_name") == "cpu"
     else str(fit.get("device_name", numbers.NA))
 )

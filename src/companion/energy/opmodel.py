@@ -348,6 +348,10 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     layer_fixed = dev.ops_per_layer * L * dev.launch_s * oversub
     tp_dispatch = np.where(t > 1, dev.ops_per_layer * L * dev.launch_s * oversub, 0.0)
     kernels = np.zeros(len(df))
+    # each row's execution mode: a compiled mode's host time is the calibration's probe's for it (per step and per
+    # layer, a host's cost not growing with the tokens), its kernels the eager count times the mode's ratio;
+    # eager rows, and modes the probe lacks, keep the eager terms (ratios 1)
+    mode = execution_scale_columns(col["execution"], dev)
     if dev.host_device_overlap_p > 0:
         # a device of its own: the host's fixed cost per step, bf16 autocast's casts where the counts lack them,
         # and the device time of the kernels the operators launch, however small (queued behind the host)
@@ -356,20 +360,13 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
         ops_layer = dev.ops_per_layer + np.where(cast, AUTOCAST_OPS_PER_LAYER, 0.0)
         step_fixed = dev.host_step_s + ops_step * dev.launch_s
         layer_fixed = ops_layer * L * dev.launch_s
-        kernels = dev.kernels_per_op * (ops_step + ops_layer * L) * dev.kernel_floor_s
-    if dev.execution_scale:
-        # a compiled step: the host's time is the probe's for that mode (per step and per layer, a host's cost
-        # not growing with the tokens), the kernels the eager count times the mode's ratio; eager rows keep theirs
-        mode = execution_scale_columns(col["execution"], dev)
-        compiled_rows = mode["compiled"]
-        step_fixed = np.where(compiled_rows, mode["host_step_s"] * oversub, step_fixed)
-        layer_fixed = np.where(compiled_rows, mode["host_layer_s"] * L * oversub, layer_fixed)
-        if dev.host_device_overlap_p > 0:
-            kernels = (
-                dev.kernels_per_op
-                * (ops_step * mode["kernels_step"] + ops_layer * L * mode["kernels_layer"])
-                * dev.kernel_floor_s
-            )
+        kernels = (
+            dev.kernels_per_op
+            * (ops_step * mode["kernels_step"] + ops_layer * L * mode["kernels_layer"])
+            * dev.kernel_floor_s
+        )
+    step_fixed = np.where(mode["compiled"], mode["host_step_s"] * oversub, step_fixed)
+    layer_fixed = np.where(mode["compiled"], mode["host_layer_s"] * L * oversub, layer_fixed)
     fsdp_hooks = np.where(d > 1, FSDP_HOOKS_PER_UNIT * (L + 1) * dev.launch_s * oversub, 0.0)
     if dev.layout_overhead_s:
         # a layout the calibration probed: its measured overhead per unit (``layout_units``) replaces the launch

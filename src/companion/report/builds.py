@@ -12,7 +12,7 @@ import pandas as pd
 
 from companion.energy.stored import BAND_PCT, THIS_BUILD
 from companion.energy.validation import SPLIT_WORDS
-from companion.report.numbers import NA, POOLED, TARGETS, host_words, split_label
+from companion.report.numbers import NA, POOLED, TARGETS, host_slug_words, split_label
 
 GROUP_WORDS = {POOLED: "every split pooled", **SPLIT_WORDS}
 
@@ -91,14 +91,11 @@ def per_host_table(table: pd.DataFrame, model: str = "operator_roofline") -> pd.
     hosts = (
         t.host.fillna("unknown-cpu").astype(str) if "host" in t else pd.Series("unknown-cpu", index=t.index)
     )
+    hosts = hosts.map(host_slug_words)
     t = t.assign(host=hosts.where(t.sweep != THIS_BUILD, hosts + " (this build)"))
     rows = []
     for host, g in t.groupby("host", sort=True):
-        row = {
-            "host": host_words(host.removesuffix(" (this build)"))
-            + host[len(host.removesuffix(" (this build)")) :],
-            "builds": g.sweep.nunique(),
-        }
+        row = {"host": host, "builds": g.sweep.nunique()}
         for group, word in ((POOLED, "pooled"), ("holdout", "off-grid")):
             for target in TARGETS:
                 m = g[(g.split == group) & (g.target == target)].mape_pct.dropna()
@@ -136,7 +133,7 @@ def sweeps_text(table: pd.DataFrame) -> str:
         f"{len(hosts)} kinds of host, "
         + _and(
             [
-                f"{host_words(h)} ({n} builds)" if i == 0 else f"{host_words(h)} ({n})"
+                f"{host_slug_words(h)} ({n} builds)" if i == 0 else f"{host_slug_words(h)} ({n})"
                 for i, (h, n) in enumerate(hosts.items())
             ]
         )
@@ -146,7 +143,7 @@ def sweeps_text(table: pd.DataFrame) -> str:
     own = ""
     if here:
         mine = table[table.sweep == THIS_BUILD].get("host", pd.Series(dtype=object)).dropna()
-        named = host_words(mine.iloc[0]) + ", " if len(hosts) > 1 and len(mine) else ""
+        named = host_slug_words(mine.iloc[0]) + ", " if len(hosts) > 1 and len(mine) else ""
         own = f", and this build's own sweep ({named}marked in the figure)"
     return f"{len(names)} stored builds, made {when}{made} on {where}{own}"
 
@@ -166,7 +163,7 @@ def hosts_text(table: pd.DataFrame, model: str = "operator_roofline", target: st
     here = t[t.sweep == THIS_BUILD].mape_pct.dropna()
     return (
         f"its pooled held-out {target} MAPE averages "
-        + _and([f"{m:.1f} % on {host_words(h)}" for h, m in means.items()])
+        + _and([f"{m:.1f} % on {host_slug_words(h)}" for h, m in means.items()])
         + (f" (this build: {here.iloc[0]:.1f} %)" if len(here) else "")
     )
 

@@ -57,7 +57,7 @@ HOST_WORDS = {
 }
 
 
-def host_words(slug) -> str:
+def host_slug_words(slug) -> str:
     """A host slug as a page writes it: vendor and family in their own spelling, model numbers upper case."""
     words = str(slug).split("-")
     return " ".join(

@@ -281,6 +281,26 @@ def launch_benchmark(device, budget_s: float) -> dict:
     return {"launch_s": t / reps, "method": f"{reps} dependent one-element adds"}
 
 
+def _probe_training(device, q: dict, layers: int):
+    """The probes' BERT of ``layers`` layers at the shape ``q`` (``SIZES[kind]["op_probe"]``), in training mode,
+    its AdamW with the training runs' kernel, and a batch of ``q``'s size without a mask: (model, optimizer,
+    batch). Seeded, so every probe builds the same model."""
+    from companion.runs.config import ModelConfig
+    from companion.runs.model import build_model
+    from companion.runs.parallel import adamw_kernel
+
+    torch.manual_seed(0)
+    config = ModelConfig(
+        layers=layers, hidden=q["hidden"], heads=q["heads"], vocab=q["vocab"], max_positions=max(64, q["seq"])
+    )
+    model = build_model(config).to(device)
+    model.train()
+    # training's kernel: its operator count
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **adamw_kernel(torch.device(device).type))
+    ids = torch.randint(0, q["vocab"], (q["batch"], q["seq"]), device=device)
+    return model, opt, {"input_ids": ids, "labels": torch.zeros(q["batch"], dtype=torch.long, device=device)}
+
+
 HOST_PROBE_DEPTHS = (1, 2, 3)  # the per-layer host cost is the slope over these depths
 HOST_PROBE_ROUNDS = 3  # depths timed in turn, this many rounds: a busy spell hits one timing, not one depth
 
@@ -297,10 +317,6 @@ def host_probe(
     turn over ``rounds`` rounds, each keeping its fastest. Returns {"counts": {depth: ops}, "step_s": {depth: s}}."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from companion.runs.config import ModelConfig
-    from companion.runs.model import build_model
-    from companion.runs.parallel import adamw_kernel
-
     class Count(TorchDispatchMode):
         n = 0
 
@@ -311,31 +327,13 @@ def host_probe(
     import contextlib
 
     kind = torch.device(device).type
-    kernel = adamw_kernel(kind)
     q = probe or SIZES[kind]["op_probe"]
     # GPUs train under bf16 autocast: its casts are operators too (a CPU's sweeps train fp32)
     amp = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if kind == "cuda" else contextlib.nullcontext
 
     def make_step(layers: int):
-        torch.manual_seed(0)
-        config = ModelConfig(
-            layers=layers,
-            hidden=q["hidden"],
-            heads=q["heads"],
-            vocab=q["vocab"],
-            max_positions=max(64, q["seq"]),
-        )
-        model = build_model(config).to(device)
-        model.train()
-        opt = torch.optim.AdamW(
-            model.parameters(), lr=1e-4, **kernel
-        )  # training's kernel: its operator count
-        ids = torch.randint(0, q["vocab"], (q["batch"], q["seq"]), device=device)
-        batch = {
-            "input_ids": ids,
-            "attention_mask": torch.ones_like(ids),
-            "labels": torch.zeros(q["batch"], dtype=torch.long, device=device),
-        }
+        model, opt, batch = _probe_training(device, q, layers)
+        batch["attention_mask"] = torch.ones_like(batch["input_ids"])
 
         def step():
             with amp():
@@ -412,10 +410,8 @@ def execution_probe(device, executions, budget_s: float, probe: dict | None = No
     ``train.compiled``). Per mode and depth: the host's time per step (steps queued without a synchronisation,
     the device left to catch up), the best synchronised step time and, on a GPU, the kernels per step
     (torch.profiler); per mode the intercept and slope over depth of each, and the compile (and capture) time.
-    The operator model scales its eager host and kernel terms by each mode's ratio to eager (``opmodel``)."""
-    from companion.runs.config import ModelConfig
-    from companion.runs.model import build_model
-    from companion.runs.parallel import adamw_kernel
+    The operator model takes a compiled mode's host time from it and scales its kernels by the mode's ratio to
+    eager's (``opmodel.execution_scales``)."""
     from companion.runs.train import compiled, make_train_step
 
     dev = torch.device(device)
@@ -441,19 +437,7 @@ def execution_probe(device, executions, budget_s: float, probe: dict | None = No
     for mode in modes:
         rows = []
         for layers in EXECUTION_PROBE_DEPTHS:
-            torch.manual_seed(0)
-            config = ModelConfig(
-                layers=layers,
-                hidden=q["hidden"],
-                heads=q["heads"],
-                vocab=q["vocab"],
-                max_positions=max(64, q["seq"]),
-            )
-            model = build_model(config).to(dev)
-            model.train()
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **adamw_kernel(kind))
-            ids = torch.randint(0, q["vocab"], (q["batch"], q["seq"]), device=dev)
-            batch = {"input_ids": ids, "labels": torch.zeros(q["batch"], dtype=torch.long, device=dev)}
+            model, opt, batch = _probe_training(dev, q, layers)
             train = make_train_step(
                 compiled(model, mode), opt, bf16_autocast=kind == "cuda", graphs=mode == "cudagraphs"
             )

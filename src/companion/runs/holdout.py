@@ -49,7 +49,7 @@ class OffGrid:
     device: str = "cpu"
     base: str = (
         "{vocab: 4096, max_positions: 512, warmup_steps: 1, min_window_s: 0.2, min_windows: 4,"
-        " target_rel_ci: 0.03, max_time_s: 3.0}"
+        " target_rel_ci: 0.03, max_time_s: 2.0}"
     )
 
 

@@ -53,9 +53,9 @@ from companion.runs.records import (
 
 POOL_BATCHES = 16  # distinct pre-collated batches cycled through; host data prep stays out of the step
 # individually timed steps after the warm-up that set the window length (their median: one slow step does not
-# shrink the windows). Three, not five: the first window after 1 + 3 unmeasured steps is no slower than the rest
-# (the record keeps the probe times, time.probe_step_s, so this stays checkable run by run)
-PROBE_STEPS = 3
+# shrink the windows). Two: the first window then opens on the fourth step, which runs as fast as the rest (the
+# record keeps the probe times, time.probe_step_s, so this stays checkable run by run; docs/decisions.md)
+PROBE_STEPS = 2
 
 
 class Diverged(RuntimeError):

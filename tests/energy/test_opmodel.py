@@ -654,10 +654,9 @@ def test_measured_overheads_are_fitted_with_a_pull_towards_the_calibration():
     assert free["tp_dispatch_s"] == pytest.approx(1.2, rel=1e-4) and free["fsdp_hooks_s"] == pytest.approx(
         0.9, rel=1e-4
     )
-    # identified by hundreds of runs, the pull moves TP's towards 1, never past it, and FSDP's stays near its value
-    # (the 2-D runs share both terms, so what TP's pull leaves unexplained moves FSDP's a little)
-    assert 1.0 < pulled["tp_dispatch_s"] < 1.2 and pulled["tp_dispatch_s"] == pytest.approx(1.2, rel=0.1)
-    assert pulled["fsdp_hooks_s"] < 1.0 and pulled["fsdp_hooks_s"] == pytest.approx(0.9, rel=0.1)
+    # identified by hundreds of runs, the pull moves them a little towards 1, never past it
+    assert 1.0 < pulled["tp_dispatch_s"] <= 1.2 and pulled["tp_dispatch_s"] == pytest.approx(1.2, rel=0.05)
+    assert 0.9 <= pulled["fsdp_hooks_s"] < 1.0 and pulled["fsdp_hooks_s"] == pytest.approx(0.9, rel=0.05)
     # FSDP's term left without a run of its own (FSDP-only runs held out): the pull keeps the calibration
     # instead of a value the 2-D runs alone cannot pin
     no_fsdp = (df["mode"] != "fsdp").to_numpy()

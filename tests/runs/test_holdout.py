@@ -29,12 +29,14 @@ def test_holdout_is_off_grid_and_covers_every_layout_kind():
     assert max(r.model.layers for r in runs) > 4 and max(r.model.hidden for r in runs) > 256
 
 
-def test_every_holdout_configuration_is_measured_twice_for_its_own_noise_floor():
-    runs = load_profile("holdout").runs
+def test_every_validation_configuration_is_measured_once_as_its_draw_says():
+    from companion.runs.holdout import HOLDOUT
+
+    assert (PROFILES_DIR / "holdout.yaml").read_text() == profile_yaml(spec=HOLDOUT)
     per_config = {}
-    for r in runs:
+    for r in load_profile("holdout").runs:
         per_config.setdefault(r.config_id, []).append(r.replicate)
-    assert len(per_config) >= 12 and all(sorted(reps) == [0, 1] for reps in per_config.values())
+    assert len(per_config) == HOLDOUT.n == 14 and all(reps == [0] for reps in per_config.values())
 
 
 def test_the_test_set_is_its_own_seeded_draw_apart_from_grid_and_validation_set():

@@ -12,6 +12,7 @@ import pytest
 from companion.runs.profiles import load_profile
 from companion.runs.records import load_records
 from companion.runs.sweep import emit_launch
+from companion.runs.train import PROBE_STEPS
 from conftest import companion_cmd
 
 pytestmark = pytest.mark.slow
@@ -51,8 +52,8 @@ def test_parallel_layouts_match_the_single_process_loss_curve(ci_sweep):
     }
     reference = by_mode.pop("single")
     assert (
-        len(reference) == 13 and max(reference) - min(reference) > 0.01
-    )  # 2 warm-up + 3 probe + 8 measured steps
+        len(reference) == 2 + PROBE_STEPS + 8 and max(reference) - min(reference) > 0.01
+    )  # 2 warm-up + the probe + 8 measured steps
     for mode, curve in by_mode.items():
         assert curve == pytest.approx(reference, abs=2e-5, rel=0), mode
 

@@ -210,12 +210,11 @@ TIME_UNITS = {
     "comm_bytes_s": "x 1/beta",
 }
 HELD_TIME_TERMS = ("comm_latency_s",)  # taken as calibrated, never fitted (fit_time_coefficients)
-# fitted, but pulled towards the calibration (multiplier 1): FSDP's off by x costs as much as a run off by 0.5 x,
-# TP's as much as a run off by 2 x (the grid's TP runs, all of much work, otherwise raise it for runs of little
-# work too). A layout's overhead is identified only by runs of that layout; with none of them (a mode the sweep
-# never ran) the calibration's measurement stands instead of an arbitrary value. (How the weights were chosen:
+# fitted, but pulled towards the calibration (multiplier 1): a multiplier off by x costs as much as a run off by
+# 0.5 x. A layout's overhead is identified only by runs of that layout; with none of them (a mode the sweep never
+# ran) the calibration's measurement stands instead of an arbitrary value. (How the weight was chosen:
 # docs/decisions.md.)
-PRIOR_TIME_TERMS = {"tp_dispatch_s": 2.0, "fsdp_hooks_s": 0.5}
+PRIOR_TIME_TERMS = {"tp_dispatch_s": 0.5, "fsdp_hooks_s": 0.5}
 # The collective bandwidth's multiplier is pulled too, ten times more weakly: a training step's collectives run at
 # a fraction of the calibration's isolated bandwidth, which the pull barely moves where the sweep's runs pin it
 # down; where they do not (only TP runs, whose bytes are a tenth of a step), it keeps the multiplier from running

@@ -52,10 +52,10 @@ from companion.runs.records import (
 )
 
 POOL_BATCHES = 16  # distinct pre-collated batches cycled through; host data prep stays out of the step
-# individually timed steps after the warm-up that set the window length (their median: one slow step does not
-# shrink the windows). Two: the first window then opens on the fourth step, which runs as fast as the rest (the
-# record keeps the probe times, time.probe_step_s, so this stays checkable run by run; docs/decisions.md)
-PROBE_STEPS = 2
+# individually timed steps after the warm-up that set the window length. One: a window's length needs no
+# precision, and the first window then opens on the third step, which runs within a few per cent of the rest (the
+# record keeps the probe time, time.probe_step_s, so this stays checkable run by run; docs/decisions.md)
+PROBE_STEPS = 1
 
 
 class Diverged(RuntimeError):
@@ -144,8 +144,8 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         while _agree_max(time.perf_counter() - t_warm, device) < proto.warmup_s:  # ranks stop together
             train_step()
             ctx.sync()
-    # the median of individually timed steps: one step slowed by the machine (a busy core, a page fault)
-    # must not shrink every window of the run to a single step
+    # the median of the probe's individually timed steps (``PROBE_STEPS``): a probe slowed by the machine (a
+    # busy core, a page fault) gives the run shorter windows, not a biased time (each window times itself)
     probe_s = []
     for _ in range(PROBE_STEPS):
         t0 = time.perf_counter()

@@ -647,6 +647,12 @@ def _median_time_s(
     return agree(float(np.median(times))), reps
 
 
+# each layout row's median takes at least this many steps, whatever the budget: with 4 ranks on a 2-core node a
+# step of the tiny probe varies by tens of per cent, and the per-unit overheads are differences of those medians
+# (how many: docs/decisions.md)
+LAYOUT_PROBE_MIN_REPS = 15
+
+
 def _layout_rows(layouts, device, budget_s: float, distributed: bool) -> list[dict]:
     """Step time (s) of the tiny BERT with 1 and 2 encoder layers under each of ``layouts`` (``distributed``:
     on the ranks of an initialised process group): TP's DTensor dispatch and FSDP's hooks paid as a run pays them."""
@@ -664,7 +670,7 @@ def _layout_rows(layouts, device, budget_s: float, distributed: bool) -> list[di
         mesh = parallel.build_mesh(layout, device.type)
         for layers in (1, 2):
             step, ffn = _probe_step(layout, mesh, layers, device)
-            t, reps = _median_time_s(step, device, per, distributed)
+            t, reps = _median_time_s(step, device, per, distributed, min_reps=LAYOUT_PROBE_MIN_REPS)
             rows.append(
                 {
                     "tp": layout.tp,

@@ -688,6 +688,11 @@ def test_the_verdict_reports_the_test_set_apart(validation):
         == "8.2 %: met (10 runs; coverage 90 %; 0.61 × the calibrated tier)"
     )
     assert "nothing chosen by it" in table.criterion[10]
+    # with the range resampling its runs gives
+    v["model_verdict"]["targets"]["time"]["test_mape_range_pct"] = [6.04, 11.46]
+    assert (
+        tables.verdict_table(v)["time per step"].tolist()[10].startswith("8.2 % [6.0, 11.5]: met (10 runs;")
+    )
 
 
 def test_the_headline_figures_are_given_with_and_without_the_step_time_filter():

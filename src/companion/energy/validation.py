@@ -800,6 +800,9 @@ def model_verdict(
             # the test set: scored for reporting, never looked at to choose anything
             "test_mape_pct": test,
             "test_runs": int(tested.n.iloc[0]) if len(tested) else 0,
+            # its 90 % range resampling the test set's runs (``group_bootstrap_mape``): ten runs measured once
+            # each cannot place a MAPE closer than this
+            "test_mape_range_pct": _range_pct(tested),
             "meets_test": None if test is None else test <= target_pct,
             "test_coverage_pct": float(tested.coverage_pct.iloc[0]) if len(tested) else None,
             "test_over_calibrated_tier": (
@@ -834,6 +837,14 @@ def model_verdict(
             else all(r <= stretch for r in ratio.values()),
         }
     return out
+
+
+def _range_pct(rows: pd.DataFrame) -> list[float] | None:
+    """The first row's MAPE range ([lo, hi] %), None where there is no row or no range."""
+    if not len(rows):
+        return None
+    lo, hi = rows.mape_lo_pct.iloc[0], rows.mape_hi_pct.iloc[0]
+    return None if pd.isna(lo) or pd.isna(hi) else [float(lo), float(hi)]
 
 
 def _ratios(scored: pd.DataFrame, floor: str) -> dict:

@@ -227,8 +227,11 @@ def _test_cell(t: dict, short: bool = False) -> str:
     if finite(t.get("test_mape_pct")) is None:
         return "no test-set runs" if short else f"{NA} (no test-set runs in this build)"
     ratio = finite(t.get("test_over_calibrated_tier"))
+    span = t.get("test_mape_range_pct")
     return (
-        f"{pct(t['test_mape_pct'])}: {_met(t.get('meets_test'))} ({t.get('test_runs', 0)} runs; coverage "
+        f"{pct(t['test_mape_pct'])}"
+        + (f" [{span[0]:.1f}, {span[1]:.1f}]" if span else "")
+        + f": {_met(t.get('meets_test'))} ({t.get('test_runs', 0)} runs; coverage "
         f"{pct(t.get('test_coverage_pct'), 0)}"
         + (f"; {ratio:.2f} × the calibrated tier" if ratio is not None else "")
         + ")"

@@ -165,4 +165,13 @@ def test_execution_and_engine_are_planned_refused_where_unknown_and_warned_where
         "'accelerate'" in w for w in got["warnings"]
     )
     assert not [w for w in eager["warnings"] if "execution" in w or "engine" in w]
+    # the compiled attention's slow-down is quoted from the shipped modes runs, not typed
+    from companion.energy.reference import compiled_slowdown
+
+    slow = compiled_slowdown("H200")
+    assert slow["mode"] in ("compile", "cudagraphs") and slow["seq_len"] == 512 and 1.3 < slow["ratio"] < 1.7
+    assert any(
+        f"{slow['ratio']:.2f}x as long as eager's at 512 tokens on an H200" in w for w in got["warnings"]
+    )
+    assert compiled_slowdown("H200", root=tmp_path) is None
     assert opmodel.unprobed(opmodel.roofs_from_spec("H200", "bf16"), ["eager", "compile"]) == ["compile"]

@@ -777,9 +777,18 @@ def _execution_warnings(plan: Plan, dev) -> list[str]:
         for m in opmodel.unprobed(dev, [plan.execution])
     ]
     if plan.execution != "eager":
+        from companion.energy.reference import compiled_slowdown
+
+        slow = compiled_slowdown()
         out.append(
-            "a compiled step's attention is timed as eager's: with dropout, Inductor's own attention was "
-            "measured up to 1.5x slower at 512 tokens on an H200 (the GPU chapter), so long sequences run longer"
+            "a compiled step's attention is timed as eager's: with dropout, Inductor replaces the fused kernel"
+            + (
+                f" (a {slow['mode']} step was measured {slow['ratio']:.2f}x as long as eager's at {slow['seq_len']} "
+                f"tokens on an {slow['device']}, the GPU chapter)"
+                if slow
+                else ""
+            )
+            + ", so long sequences run longer"
         )
     if plan.engine != "native":
         out.append(

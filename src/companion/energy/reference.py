@@ -402,6 +402,25 @@ def one_machine_numbers(device: str, root: Path | None = None, level: float = LE
     }
 
 
+def compiled_slowdown(device: str = "H200", root: Path | None = None) -> dict | None:
+    """The most a compiled mode's step was measured slower than eager's on ``device``'s modes set (the native
+    engine, mean over replicates, per sequence length): {"ratio", "seq_len", "mode", "device"}; None without
+    such a set or where no compiled step was slower."""
+    folder = (root or reference_dir(device)) / MODES
+    if not (folder / "runs").is_dir():
+        return None
+    df = tables.load_runs(folder / "runs")
+    mean = df[df.engine == "native"].groupby(["seq_len", "execution"]).step_s.mean()
+    worst = None
+    for (seq, mode), step in mean.items():
+        if mode == "eager" or (seq, "eager") not in mean.index:
+            continue
+        ratio = float(step / mean[(seq, "eager")])
+        if ratio > 1 and (worst is None or ratio > worst["ratio"]):
+            worst = {"ratio": ratio, "seq_len": int(seq), "mode": str(mode), "device": device}
+    return worst
+
+
 def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -> dict | None:
     """Execution modes (eager, torch.compile, CUDA graphs) and engines (native, HF Accelerate) measured on one
     machine (``<folder>/modes``): per configuration, mode and engine the mean step time, energy per step and MFU

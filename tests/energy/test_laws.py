@@ -694,6 +694,7 @@ def test_the_test_set_is_scored_apart_and_never_judged_with_the_splits():
     t = model_verdict(pooled, by_split)["targets"]["time"]
     assert t["test_mape_pct"] == pytest.approx(30.0) and t["meets_test"] is False and t["test_runs"] == 8
     assert t["test_mape_range_pct"] == pytest.approx([30.0, 30.0])  # every run off by 30 %: no spread
+    assert t["test_noise_floor_pct"] is None  # measured once each: no floor of its own
     assert t["test_over_calibrated_tier"] == pytest.approx(0.75) and t["test_coverage_pct"] == 0.0
     # its missed intervals and its error touch no criterion of the splits it was kept apart from
     assert t["coverage_in_range"] is False  # (the splits' own 100 % coverage lies outside 85-95 %)

@@ -57,7 +57,9 @@ def test_the_test_set_is_its_own_seeded_draw_apart_from_grid_and_validation_set(
         )
 
     seen = {key(r) for name in ("cpu", "holdout") for r in load_profile(name).runs}
-    assert len(runs) == TEST.n and not {key(r) for r in runs} & seen
+    assert len(runs) == TEST.n * TEST.replicates == 20 and not {key(r) for r in runs} & seen
+    # two passes: each of its 10 configurations once in each
+    assert sorted(r.replicate for r in runs) == [0] * 10 + [1] * 10 and len({key(r) for r in runs}) == TEST.n
     assert {r.layout.mode for r in runs} == {"single", "tp", "fsdp", "2d"}
     # between and beyond the grid: head widths the grid never has, and depths beyond the validation set's
     assert {r.model.hidden // r.model.heads for r in runs} - {16, 32, 64}

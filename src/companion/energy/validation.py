@@ -803,6 +803,12 @@ def model_verdict(
             # its 90 % range resampling the test set's runs (``group_bootstrap_mape``): ten runs measured once
             # each cannot place a MAPE closer than this
             "test_mape_range_pct": _range_pct(tested),
+            # its replicate floor, where it was measured in two passes (None when once)
+            "test_noise_floor_pct": (
+                float(tested.noise_floor_pct.iloc[0])
+                if len(tested) and pd.notna(tested.noise_floor_pct.iloc[0])
+                else None
+            ),
             "meets_test": None if test is None else test <= target_pct,
             "test_coverage_pct": float(tested.coverage_pct.iloc[0]) if len(tested) else None,
             "test_over_calibrated_tier": (

@@ -231,7 +231,13 @@ def _test_cell(t: dict, short: bool = False) -> str:
     return (
         f"{pct(t['test_mape_pct'])}"
         + (f" [{span[0]:.1f}, {span[1]:.1f}]" if span else "")
-        + f": {_met(t.get('meets_test'))} ({t.get('test_runs', 0)} runs; coverage "
+        + f": {_met(t.get('meets_test'))} ({t.get('test_runs', 0)} runs; "
+        + (
+            f"floor {pct(t['test_noise_floor_pct'])}; "
+            if finite(t.get("test_noise_floor_pct")) is not None
+            else ""
+        )
+        + "coverage "
         f"{pct(t.get('test_coverage_pct'), 0)}"
         + (f"; {ratio:.2f} × the calibrated tier" if ratio is not None else "")
         + ")"

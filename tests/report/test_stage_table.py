@@ -63,6 +63,32 @@ def test_the_make_rules_name_one_rule_per_artifact_with_its_recipe():
     assert re.search(r"^STAGE_ARTIFACTS := .*\$\(DERIVED\)/gpu\.json", out, flags=re.M)
 
 
+def test_a_finished_build_is_up_to_date_though_a_stage_writes_its_artifact_last(tmp_path):
+    # stage 02 writes noise.json, then proxies.csv (its artifact, last): what reads noise.json must not look
+    # out of date by those milliseconds once the build is done
+    rules = subprocess.run(
+        [sys.executable, "-m", "companion.report.stage_table", "make"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(ROOT / "src")},
+        cwd=ROOT,
+    ).stdout
+    rule = re.search(r"^\$\(DERIVED\)/noise\.json:.*\n\t.*\n", rules, flags=re.M).group(0)
+    (tmp_path / "Makefile").write_text(
+        "DERIVED := d\n"
+        "d/proxies.csv:\n\tmkdir -p d && echo n > d/noise.json && sleep 0.05 && echo p > d/proxies.csv\n"
+        + rule
+        + "book: d/noise.json d/proxies.csv\n\ttouch book\n"
+    )
+    make = lambda *a: subprocess.run(["make", "-s", *a], cwd=tmp_path, capture_output=True, text=True)  # noqa: E731
+    assert make("book").returncode == 0
+    assert make("-q", "book").returncode == 0  # nothing left to do
+    (tmp_path / "d" / "noise.json").unlink()
+    gone = make("book")
+    assert gone.returncode != 0 and "noise.json is missing: remove d/proxies.csv and re-run" in gone.stdout
+
+
 def test_a_cycle_in_the_table_is_refused():
     a = stage_table.Stage("a", "a.csv", "", reads=("b.csv",))
     b = stage_table.Stage("b", "b.csv", "", reads=("a.csv",))

@@ -208,10 +208,13 @@ def make_rules() -> str:
         deps = [f"$(DERIVED)/{a}" for a in (*s.reads, *s.uses)] + [NEEDS[n] for n in s.needs]
         deps += stage_sources(name)
         out.append(f"$(DERIVED)/{s.artifact}: " + " \\\n\t\t".join(deps) + f"\n\t$(call stage,{name})\n")
+        # what a stage writes beside its artifact is written in the same run, before the artifact (written
+        # last): an order-only prerequisite, or a finished build would always look out of date by those
+        # milliseconds and rebuild what reads it
         for extra in s.also_writes:
             out.append(
-                f'$(DERIVED)/{extra}: $(DERIVED)/{s.artifact}\n\t@test -f $@ || {{ echo "$@ is missing: '
-                f'remove $< and re-run, stage {name} writes both"; exit 1; }}\n'
+                f'$(DERIVED)/{extra}: | $(DERIVED)/{s.artifact}\n\t@test -f $@ || {{ echo "$@ is missing: '
+                f'remove $(DERIVED)/{s.artifact} and re-run, stage {name} writes both"; exit 1; }}\n'
             )
     every = [f"$(DERIVED)/{f}" for n in STAGES for f in (BY_NAME[n].artifact, *BY_NAME[n].also_writes)]
     out.append("STAGE_ARTIFACTS := " + " ".join(every) + "\n")

@@ -42,8 +42,10 @@ def test_a_stage_depends_on_every_module_it_imports_however_indirectly(tmp_path)
     )
 
 
-def test_the_make_rules_name_one_rule_per_artifact_with_its_recipe():
-    out = subprocess.run(
+def _generated_rules() -> str:
+    """The stage rules as `make` reads them: ``python -m companion.report.stage_table make``, run as the Makefile
+    runs it (the system's Python, the sources on the path)."""
+    return subprocess.run(
         [sys.executable, "-m", "companion.report.stage_table", "make"],
         capture_output=True,
         text=True,
@@ -51,6 +53,10 @@ def test_the_make_rules_name_one_rule_per_artifact_with_its_recipe():
         env={"PYTHONPATH": str(ROOT / "src")},
         cwd=ROOT,
     ).stdout
+
+
+def test_the_make_rules_name_one_rule_per_artifact_with_its_recipe():
+    out = _generated_rules()
     targets = re.findall(r"^\$\(DERIVED\)/(\S+):", out, flags=re.M)
     expected = [
         f
@@ -66,14 +72,7 @@ def test_the_make_rules_name_one_rule_per_artifact_with_its_recipe():
 def test_a_finished_build_is_up_to_date_though_a_stage_writes_its_artifact_last(tmp_path):
     # stage 02 writes noise.json, then proxies.csv (its artifact, last): what reads noise.json must not look
     # out of date by those milliseconds once the build is done
-    rules = subprocess.run(
-        [sys.executable, "-m", "companion.report.stage_table", "make"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"PYTHONPATH": str(ROOT / "src")},
-        cwd=ROOT,
-    ).stdout
+    rules = _generated_rules()
     rule = re.search(r"^\$\(DERIVED\)/noise\.json:.*\n\t.*\n", rules, flags=re.M).group(0)
     (tmp_path / "Makefile").write_text(
         "DERIVED := d\n"

@@ -767,7 +767,6 @@ def model_verdict(
         best = min((n for n in pre_run if n in p.index), key=lambda n: p.loc[n, "mape_pct"], default=None)
         mape = float(p.loc[model, "mape_pct"])
         held = s[s.split == "holdout"]
-        held_floor = held.noise_floor_pct.iloc[0] if len(held) else None
         # the stretch: every MAPE (pooled, each split, off-grid) within stretch x the floor of the runs it scores
         scored = pd.concat(
             [s, pooled[(pooled.model == model) & (pooled.target == target)].assign(split="pooled")]
@@ -793,9 +792,7 @@ def model_verdict(
             "best_baseline": best,
             "best_baseline_mape_pct": None if best is None else float(p.loc[best, "mape_pct"]),
             "holdout_mape_pct": holdout,
-            "holdout_noise_floor_pct": None
-            if held_floor is None or pd.isna(held_floor)
-            else float(held_floor),
+            "holdout_noise_floor_pct": _first(held, "noise_floor_pct"),
             "meets_holdout": None if holdout is None else holdout <= target_pct,
             # the test set: scored for reporting, never looked at to choose anything
             "test_mape_pct": test,
@@ -804,11 +801,7 @@ def model_verdict(
             # each cannot place a MAPE closer than this
             "test_mape_range_pct": _range_pct(tested),
             # its replicate floor, where it was measured in two passes (None when once)
-            "test_noise_floor_pct": (
-                float(tested.noise_floor_pct.iloc[0])
-                if len(tested) and pd.notna(tested.noise_floor_pct.iloc[0])
-                else None
-            ),
+            "test_noise_floor_pct": _first(tested, "noise_floor_pct"),
             "meets_test": None if test is None else test <= target_pct,
             "test_coverage_pct": float(tested.coverage_pct.iloc[0]) if len(tested) else None,
             "test_over_calibrated_tier": (
@@ -845,12 +838,17 @@ def model_verdict(
     return out
 
 
+def _first(rows: pd.DataFrame, column: str) -> float | None:
+    """``column`` of the first row (a split's score row), None where there is no row or no value."""
+    if not len(rows) or pd.isna(rows[column].iloc[0]):
+        return None
+    return float(rows[column].iloc[0])
+
+
 def _range_pct(rows: pd.DataFrame) -> list[float] | None:
     """The first row's MAPE range ([lo, hi] %), None where there is no row or no range."""
-    if not len(rows):
-        return None
-    lo, hi = rows.mape_lo_pct.iloc[0], rows.mape_hi_pct.iloc[0]
-    return None if pd.isna(lo) or pd.isna(hi) else [float(lo), float(hi)]
+    lo, hi = _first(rows, "mape_lo_pct"), _first(rows, "mape_hi_pct")
+    return None if lo is None or hi is None else [lo, hi]
 
 
 def _ratios(scored: pd.DataFrame, floor: str) -> dict:

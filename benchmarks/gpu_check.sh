@@ -19,6 +19,9 @@
 #   reference  idle / hot-idle power, MFU and GFLOP/J of BERT-base (benchmarks/gpu_reference.py; ~35 s)
 #   modes      BERT-base s128 and s512 b32 eager, compiled and with CUDA graphs, through HF Accelerate, and two
 #              other sizes compiled (data/reference/H200/gpu-modes.yaml; ~5 min, compilation included)
+#   attention  BERT-base s512 and s128 b32 compiled with SDPA left out of the graphs (attn sdpa-nocompile) beside
+#              eager and the whole-model compile, and the modes-elsewhere runs again
+#              (data/reference/H200/gpu-attention.yaml, 10 runs; ~6 min, compilation included)
 #   counter    8 s of the raw NVML energy counter (~30 s)
 #   tests      the CUDA-only tests, marker gpu (~1 min: one of them calibrates)
 #
@@ -64,6 +67,8 @@ want repeat && step repeat $PY -m companion.cli sweep --profile data/reference/H
 want reference && step reference $PY benchmarks/gpu_reference.py --out "$W/gpu_reference.json" --idle-s 8
 want modes && step modes $PY -m companion.cli sweep --profile data/reference/H200/gpu-modes.yaml \
   --device-name "$DEVICE" --out "$W/modes/runs" --quiet
+want attention && step attention $PY -m companion.cli sweep --profile data/reference/H200/gpu-attention.yaml \
+  --device-name "$DEVICE" --out "$W/attention/runs" --quiet
 want counter && step counter $PY benchmarks/record_meter_log.py --counter-trace 8 --device cuda --out "$W/nvml_counter_$DEVICE.jsonl"
 want tests && step tests $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/runs/test_calibrate.py \
   tests/energy/test_memory.py tests/runs/test_meters.py tests/runs/test_execution.py

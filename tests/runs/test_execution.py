@@ -214,3 +214,51 @@ def test_a_cuda_graph_step_trains_on_each_new_batch_as_the_compiled_step_does():
 
     graphs, compile_ = losses("cudagraphs"), losses("compile")
     assert graphs == pytest.approx(compile_, rel=2e-2, abs=2e-3)
+
+
+def _island_losses(execution: str, attn: str, device: str, steps: int) -> tuple[list[float], int]:
+    """Losses of a 2-layer BERT without dropout over alternating batches, and the graphs torch.compile made."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    from companion.runs.config import ModelConfig
+    from companion.runs.model import build_model
+    from companion.runs.train import compiled, make_train_step
+
+    torch.manual_seed(0)
+    config = ModelConfig(layers=2, hidden=64, heads=4, vocab=256, max_positions=64, dropout=0.0, attn=attn)
+    model = build_model(config).to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    step = make_train_step(
+        compiled(model, execution), opt, bf16_autocast=device == "cuda", graphs=execution == "cudagraphs"
+    )
+    g = torch.Generator().manual_seed(1)
+    batches = [
+        {
+            "input_ids": torch.randint(0, 256, (4, 32), generator=g).to(device),
+            "labels": torch.randint(0, 2, (4,), generator=g).to(device),
+        }
+        for _ in range(2)
+    ]
+    losses = [float(step(batches[i % 2])) for i in range(steps)]
+    return losses, int(counters["stats"]["unique_graphs"])
+
+
+def test_attention_left_out_of_the_compiled_graphs_trains_as_eager_does():
+    # attn="sdpa-nocompile": a graph break around each layer's attention, which then runs eager's kernel; the rest
+    # is compiled (more graphs than layers), and without dropout the losses are eager's
+    eager, _ = _island_losses("eager", "sdpa", "cpu", 4)
+    island, graphs = _island_losses("compile", "sdpa-nocompile", "cpu", 4)
+    assert graphs > 2
+    assert island == pytest.approx(eager, rel=1e-4, abs=1e-5)
+    assert "-sdpa-nocompile." in build_run({**TINY, "attn": "sdpa-nocompile"}).run_id
+    with pytest.raises(ConfigError, match="attn='flash' is not an attention kernel"):
+        build_run({**TINY, "attn": "flash"})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU (CUDA graphs)")
+def test_attention_left_out_of_cuda_graphs_trains_as_the_compiled_step_does():
+    graphs, _ = _island_losses("cudagraphs", "sdpa-nocompile", "cuda", 6)
+    compile_, _ = _island_losses("compile", "sdpa", "cuda", 6)
+    assert graphs == pytest.approx(compile_, rel=2e-2, abs=2e-3)

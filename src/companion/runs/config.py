@@ -61,6 +61,9 @@ def _number(name: str, value: Any, example: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------- model
+ATTENTION_KERNELS = ("sdpa", "eager", "sdpa-nocompile")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """A BERT encoder with a classification head."""
@@ -73,7 +76,9 @@ class ModelConfig:
     max_positions: int = 512  # position embeddings: the longest sequence the model accepts
     num_labels: int = 2  # classes of the classification head
     dropout: float = 0.1  # hidden and attention dropout probability
-    attn: str = "sdpa"  # attention kernel: "sdpa" (fused where available) or "eager"
+    # attention kernel: "sdpa" (fused where available), "eager" (the scores materialised) or "sdpa-nocompile"
+    # (SDPA left out of torch.compile's graphs, so a compiled step runs the fused kernel an eager step runs)
+    attn: str = "sdpa"
     checkpoint: str | None = None  # local checkpoint directory; its config.json overrides the shape
 
     def __post_init__(self) -> None:
@@ -91,8 +96,8 @@ class ModelConfig:
         )
         _require(0.0 <= self.dropout < 1.0, f"dropout={self.dropout!r} must lie in [0, 1); use e.g. 0.1")
         _require(
-            isinstance(self.attn, str) and self.attn in ("sdpa", "eager"),
-            f"attn={self.attn!r} is not an attention kernel; use 'sdpa' or 'eager'",
+            isinstance(self.attn, str) and self.attn in ATTENTION_KERNELS,
+            f"attn={self.attn!r} is not an attention kernel; use one of {', '.join(ATTENTION_KERNELS)}",
         )
         if self.checkpoint is not None:
             _require(
@@ -503,6 +508,7 @@ class RunConfig:
             f"L{m.layers}-h{m.hidden}-a{m.heads}{ffn}{ckpt}-s{d.seq_len}{d.lengths.tag()}-b{d.batch_size}"
             f"_{lay.name}@{self.device_name}-{self.precision}"
             f"{f'-t{self.threads}' if self.threads else ''}{f'-{self.execution}' if self.execution != 'eager' else ''}"
+            f"{f'-{m.attn}' if m.attn != 'sdpa' else ''}"
             f"{f'-{self.engine}' if self.engine != 'native' else ''}"
             f"{f'-r{self.replicate}' if self.replicate else ''}"
         )

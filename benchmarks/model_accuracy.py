@@ -132,9 +132,8 @@ def _print_tiers(scores: pd.DataFrame) -> None:
     print(reference.summary(scores).round(1).to_string())
 
 
-def gpu_reference(device: str) -> int:
-    """Every tier of the operator model on a GPU's reference runs (NVML-measured energy): per run and pooled,
-    with the runs' own step-time CI beside the error, and the step profile's further configurations (time)."""
+def _reference_and_test_sets(device: str) -> None:
+    """The folder's own reference runs, its test set and its one-machine set, each scored by every tier."""
     from companion.energy import reference
 
     try:
@@ -185,6 +184,15 @@ def gpu_reference(device: str) -> int:
         for split, rows in one["scores"].items():
             print(f"{split}:")
             _print_tiers(pd.DataFrame(rows))
+
+
+def gpu_reference(device: str) -> int:
+    """Every tier of the operator model on a GPU's reference runs (NVML-measured energy): per run and pooled,
+    with the runs' own step-time CI beside the error, and the step profile's further configurations (time)."""
+    from companion.energy import reference
+
+    if (reference.reference_dir(device) / "runs").is_dir():
+        _reference_and_test_sets(device)
     modes = reference.modes_numbers(device, level=LEVEL)
     if modes:
         print(
@@ -194,7 +202,7 @@ def gpu_reference(device: str) -> int:
         print(pd.DataFrame(modes["groups"]).round(2).to_string(index=False))
         for seq, b in modes["best"].items():
             print(
-                f"s{seq} b32: best mode {b['mode']}: {b['speedup']:.2f}x eager's speed, energy x"
+                f"s{seq} b32: best mode {b['mode']} (attn {b['attn']}): {b['speedup']:.2f}x eager's speed, energy x"
                 f"{b['energy_ratio']:.2f}, MFU {b['mfu_pct']:.1f} % (eager {b['eager_mfu_pct']:.1f} %)"
             )
         for seq, e in modes["engines"].items():
@@ -202,7 +210,18 @@ def gpu_reference(device: str) -> int:
                 f"s{seq} b32: Accelerate / native (eager; runs {e['runs']}): energy per step x"
                 f"{e['energy_ratio']:.3f}, step x{e['step_ratio']:.3f}"
             )
-        print("calibrated tier with the execution probe (fitted on nothing), MAPE % per mode:")
+        ceilings = "; ".join(
+            f"s{seq}: {c['matmul_attention_mfu_pct']:.1f} / {c['with_elementwise_mfu_pct']:.1f} / "
+            f"{c['with_state_mfu_pct']:.1f}"
+            for seq, c in modes["mfu_ceilings"].items()
+        )
+        print(
+            f"MFU % the calibrated roofs allow eager's kernels (matmul+attention / +element-wise / +AdamW): {ceilings}"
+        )
+        probed = (
+            "with the execution probe" if modes["probe"] else "without an execution probe (compiled as eager)"
+        )
+        print(f"calibrated tier {probed} (fitted on nothing), MAPE % per mode:")
         for m, v in modes["calibrated_mape_pct"].items():
             print(f"  {m}: time {v['time']:.1f}, energy {v['energy']:.1f} ({v['runs']} runs)")
         print(pd.DataFrame(modes["calibrated_by_run"]).round(1).to_string(index=False))

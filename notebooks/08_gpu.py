@@ -24,6 +24,7 @@
 # %% tags=["parameters"]
 profile = "cpu"
 device = "H200"
+attention_device = "H100"  # the board that also ran attention outside the compiled graphs
 level = 0.9
 
 # %%
@@ -39,6 +40,7 @@ from companion.runs.records import load_records, write_json
 
 figures.use_offline_renderer()
 numbers = reference.reference_numbers(device, level=level)
+numbers["attention"] = reference.modes_numbers(attention_device, level=level)
 scores = pd.DataFrame(numbers["scores"])
 power, base, tiers = numbers["power_w"], numbers["bert_base_s512"], numbers["tiers"]
 total_runs = (
@@ -142,6 +144,22 @@ glue("gpu_modes_text", sentences.paragraph(gpu.modes_text(numbers)), display=Fal
 if numbers["modes"]:
     display(
         gpu.modes_table(numbers).style.hide(axis="index").set_table_attributes('class="companion-numbers"')
+    )
+
+# %% [markdown]
+# ### Attention outside the compiled graph
+#
+# ```{glue:} gpu_attention_text
+# ```
+
+# %%
+# hide
+glue("gpu_attention_text", sentences.paragraph(gpu.attention_text(numbers)), display=False)
+if numbers["attention"]:
+    display(
+        gpu.modes_table(numbers, "attention")
+        .style.hide(axis="index")
+        .set_table_attributes('class="companion-numbers"')
     )
 
 # %% [markdown]

@@ -173,5 +173,10 @@ def test_execution_and_engine_are_planned_refused_where_unknown_and_warned_where
     assert any(
         f"{slow['ratio']:.2f}x as long as eager's at 512 tokens on an H200" in w for w in got["warnings"]
     )
+    assert any("`attn: sdpa-nocompile` keeps the fused kernel" in w for w in got["warnings"])
+    h100 = compiled_slowdown(
+        "H100"
+    )  # a set that also left attention out: only the whole-model compile counts
+    assert h100["mode"] == "compile" and h100["seq_len"] == 512 and h100["ratio"] > 1.2
     assert compiled_slowdown("H200", root=tmp_path) is None
     assert opmodel.unprobed(opmodel.roofs_from_spec("H200", "bf16"), ["eager", "compile"]) == ["compile"]

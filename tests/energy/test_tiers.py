@@ -229,6 +229,8 @@ def test_the_issue_command_answers_with_its_tier(tmp_path):
         "--devices 8 --tp 2 --dp 4 --json".split(),
     )
     env = {**os.environ, "COMPANION_ROOT": str(tmp_path)}
+    # an own reference folder for the H100, empty: the checkout's shipped H100 calibration is not read
+    (tmp_path / "data" / "reference" / "H100").mkdir(parents=True)
     for tier in ("prior", "calibrated"):
         if tier == "calibrated":
             write_json(tmp_path / "data" / "devices" / "H100.json", H100_CAL)

@@ -788,7 +788,8 @@ def _execution_warnings(plan: Plan, dev) -> list[str]:
                 if slow
                 else ""
             )
-            + ", so long sequences run longer"
+            + ", so long sequences run longer; a run with `attn: sdpa-nocompile` keeps the fused kernel (SDPA "
+            "left out of the compiled graphs, the GPU chapter)"
         )
     if plan.engine != "native":
         out.append(

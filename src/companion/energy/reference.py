@@ -404,38 +404,44 @@ def one_machine_numbers(device: str, root: Path | None = None, level: float = LE
 
 def compiled_slowdown(device: str = "H200", root: Path | None = None) -> dict | None:
     """The most a compiled mode's step was measured slower than eager's on ``device``'s modes set (the native
-    engine, mean over replicates, per sequence length): {"ratio", "seq_len", "mode", "device"}; None without
+    engine, attention compiled with the model, mean over replicates, per configuration): {"ratio", "seq_len", "mode", "device"}; None without
     such a set or where no compiled step was slower."""
     folder = (root or reference_dir(device)) / MODES
     if not (folder / "runs").is_dir():
         return None
     df = tables.load_runs(folder / "runs")
-    mean = df[df.engine == "native"].groupby(["seq_len", "execution"]).step_s.mean()
+    whole = df[(df.engine == "native") & (df.attn == "sdpa")]  # attention compiled with the model
+    mean = whole.groupby(["layers", "hidden", "batch_size", "seq_len", "execution"]).step_s.mean()
     worst = None
-    for (seq, mode), step in mean.items():
-        if mode == "eager" or (seq, "eager") not in mean.index:
+    for (*shape, seq, mode), step in mean.items():
+        if mode == "eager" or (*shape, seq, "eager") not in mean.index:
             continue
-        ratio = float(step / mean[(seq, "eager")])
+        ratio = float(step / mean[(*shape, seq, "eager")])
         if ratio > 1 and (worst is None or ratio > worst["ratio"]):
             worst = {"ratio": ratio, "seq_len": int(seq), "mode": str(mode), "device": device}
     return worst
 
 
 def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -> dict | None:
-    """Execution modes (eager, torch.compile, CUDA graphs) and engines (native, HF Accelerate) measured on one
-    machine (``<folder>/modes``): per configuration, mode and engine the mean step time, energy per step and MFU
-    over its replicates; the best mode's speed-up over eager; Accelerate's energy per step over the native
-    engine's; and the calibrated tier from that machine's calibration, whose execution probe measured each
-    compiled mode's host time and kernels (fitted on nothing), scored per mode. None without such a set."""
+    """Execution modes (eager, torch.compile, CUDA graphs; attention in the compiled graph or left out of it,
+    ``attn`` sdpa-nocompile) and engines (native, HF Accelerate) measured on one machine (``<folder>/modes``): per
+    configuration, mode, attention and engine the mean step time, energy per step and MFU over its replicates;
+    BERT-base's best mode and its speed-up over eager per sequence length; Accelerate's energy per step over the
+    native engine's; the MFU the calibrated roofs allow eager's kernels (``mfu_ceilings``); and the calibrated
+    tier from that machine's calibration (fitted on nothing; where its execution probe measured a compiled mode's
+    host time and kernels, with them), scored per mode. None without such a set."""
     folder = (root or reference_dir(device)) / MODES
     cal_path = folder / f"{device}.json"
     if not ((folder / "runs").is_dir() and cal_path.is_file()):
         return None
     df = reference_runs(device, folder).reset_index(drop=True)
     scores = score_reference(device, folder, level, calibration=cal_path)
-    cal = scores[scores.tier == "calibrated"].merge(df[["run_id", "execution", "engine"]], on="run_id")
+    cal = scores[scores.tier == "calibrated"].merge(
+        df[["run_id", "execution", "attn", "engine"]], on="run_id"
+    )
     df = df.assign(power_w=df.energy_per_step_j / df.step_s)
-    keys = ["seq_len", "execution", "engine"]
+    shape = ["layers", "hidden", "seq_len", "batch_size"]
+    keys = shape + ["execution", "attn", "engine"]
     groups = (
         df.groupby(keys)
         .agg(
@@ -447,20 +453,23 @@ def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -
         )
         .reset_index()
     )
-    native = groups[groups.engine == "native"]
+    layers, hidden, _, batch = BASE_S128_B32
+    base = groups[(groups.layers == layers) & (groups.hidden == hidden) & (groups.batch_size == batch)]
+    native = base[base.engine == "native"]
     best = {}
     for seq, g in native.groupby("seq_len"):
-        eager = g[g.execution == "eager"].iloc[0]
+        eager = g[(g.execution == "eager") & (g.attn == "sdpa")].iloc[0]
         top = g.loc[g.step_ms.idxmin()]
         best[int(seq)] = {
             "mode": str(top.execution),
+            "attn": str(top.attn),
             "speedup": float(eager.step_ms / top.step_ms),
             "energy_ratio": float(top.energy_per_step_j / eager.energy_per_step_j),
             "mfu_pct": float(top.mfu_pct),
             "eager_mfu_pct": float(eager.mfu_pct),
         }
     engines = {}
-    eager = groups[groups.execution == "eager"]
+    eager = base[(base.execution == "eager") & (base.attn == "sdpa")]
     for seq, g in eager.groupby("seq_len"):
         if set(g.engine) >= {"native", "accelerate"}:
             n, a = (g[g.engine == e].iloc[0] for e in ("native", "accelerate"))
@@ -470,11 +479,14 @@ def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -
                 "runs": [int(n.runs), int(a.runs)],
             }
     excluded = sorted(p.name for p in (folder / "excluded").glob("*.json"))
+    probe = (json.loads(cal_path.read_text()).get("execution") or {}).get("modes") or {}
     return {
+        "device": device,
         "runs": int(len(df)),
         "groups": groups.to_dict(orient="records"),
         "best": best,
         "engines": engines,
+        "mfu_ceilings": mfu_ceilings(device, folder, cal_path),
         "calibrated_mape_pct": {
             str(m): {
                 "time": float(g.step_s_ape.mean()),
@@ -484,7 +496,7 @@ def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -
             for m, g in cal.groupby("execution")
         },
         "calibrated_by_run": cal[
-            ["run_id", "execution", "engine", "seq_len", "step_s_ape", "energy_per_step_j_ape"]
+            ["run_id", "execution", "attn", "engine", "seq_len", "step_s_ape", "energy_per_step_j_ape"]
         ].to_dict(orient="records"),
         "excluded_runs": excluded,
         "probe": {
@@ -493,9 +505,47 @@ def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -
                 "host_per_layer_ms": float(v["host_per_layer_s"]) * 1e3,
                 "kernels_per_layer": v.get("kernels_per_layer"),
             }
-            for m, v in ((json.loads(cal_path.read_text()).get("execution") or {}).get("modes") or {}).items()
+            for m, v in probe.items()
         },
     }
+
+
+def mfu_ceilings(device: str, folder: Path, calibration: Path) -> dict:
+    """For each BERT-base eager run of ``folder`` (by sequence length): the MFU its FLOPs would reach if the step
+    took only the device time the calibrated roofs give eager's kernels, no host time: the matrix products and
+    attention alone, plus the element-wise traffic (layer norms, dropouts, GELU, residual adds), plus the AdamW
+    state. A compiled step can beat the second figure only by fusing element-wise traffic away."""
+    df = reference_runs(device, folder).reset_index(drop=True)
+    layers, hidden, _, batch = BASE_S128_B32
+    eager = df[
+        (df.layers == layers)
+        & (df.hidden == hidden)
+        & (df.batch_size == batch)
+        & (df.execution == "eager")
+        & (df.engine == "native")
+        & (df.attn == "sdpa")
+    ]
+    if eager.empty:
+        return {}
+    dev = tier_devices(device, folder, calibration)["calibrated"]
+    terms = opmodel.operator_frame(eager, dev)
+    out = {}
+    for i, r in eager.iterrows():
+        t = terms.loc[i]
+        parts = {
+            "matmul_attention": t.gemm_s + t.attention_s,
+            "with_elementwise": t.gemm_s + t.attention_s + t.elementwise_s,
+            "with_state": t.gemm_s + t.attention_s + t.elementwise_s + t.state_s,
+        }
+        out[int(r.seq_len)] = {
+            **{f"{k}_ms": float(v) * 1e3 for k, v in parts.items()},
+            **{
+                f"{k}_mfu_pct": float(r.flops_per_step / v / r.peak_flops_per_s * 100)
+                for k, v in parts.items()
+            },
+            "gemm_peak_share": float(dev.gemm_peak_flops_per_s / r.peak_flops_per_s),
+        }
+    return out
 
 
 def host_speed(device: str, root: Path | None = None) -> dict | None:

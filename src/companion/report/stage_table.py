@@ -44,7 +44,7 @@ NEEDS = {
     "calibration": "$(CALIBRATION)",  # this device's calibration
     "offgrid": "$(HOLDOUT)",  # the off-grid runs, measured
     "stored builds": "$(wildcard data/reference/$(PROFILE_NAME) data/reference/$(PROFILE_NAME)/*.tar.gz)",
-    "gpu reference": "$(shell find data/reference -path '*/H200/*' \\( -name '*.json' -o -name '*.yaml' \\))",
+    "gpu reference": "$(shell find data/reference -path '*/H[0-9]*/*' \\( -name '*.json' -o -name '*.yaml' \\))",
 }
 
 TABLE = (

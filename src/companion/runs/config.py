@@ -76,9 +76,7 @@ class ModelConfig:
     max_positions: int = 512  # position embeddings: the longest sequence the model accepts
     num_labels: int = 2  # classes of the classification head
     dropout: float = 0.1  # hidden and attention dropout probability
-    # attention kernel: "sdpa" (fused where available), "eager" (the scores materialised) or "sdpa-nocompile"
-    # (SDPA left out of torch.compile's graphs, so a compiled step runs the fused kernel an eager step runs)
-    attn: str = "sdpa"
+    attn: str = "sdpa"  # attention: "sdpa" (fused where available), "eager" or "sdpa-nocompile" (left out of torch.compile)
     checkpoint: str | None = None  # local checkpoint directory; its config.json overrides the shape
 
     def __post_init__(self) -> None:

@@ -147,20 +147,12 @@ if numbers["modes"]:
     )
 
 # %% [markdown]
-# ### Attention outside the compiled graph
-#
 # ```{glue:} gpu_attention_text
 # ```
 
 # %%
 # hide
 glue("gpu_attention_text", sentences.paragraph(gpu.attention_text(numbers)), display=False)
-if numbers["attention"]:
-    display(
-        gpu.modes_table(numbers, "attention")
-        .style.hide(axis="index")
-        .set_table_attributes('class="companion-numbers"')
-    )
 
 # %% [markdown]
 # ## Two regimes

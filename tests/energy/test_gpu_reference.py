@@ -239,7 +239,5 @@ def test_attention_left_out_of_the_compiled_graphs_on_another_board():
 
     text = gpu.attention_text({"attention": numbers})
     assert (
-        f"take {1 / best['speedup']:.2f} of eager's time" in text
-        and f"{cap['with_state_mfu_pct']:.0f} % MFU" in text
+        f"take {best['step_ms']:.1f} ms a step" in text and f"{cap['with_state_mfu_pct']:.0f} % MFU" in text
     )
-    assert len(gpu.modes_table({"attention": numbers}, "attention")) == 8

@@ -463,6 +463,7 @@ def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -
         best[int(seq)] = {
             "mode": str(top.execution),
             "attn": str(top.attn),
+            "step_ms": float(top.step_ms),
             "speedup": float(eager.step_ms / top.step_ms),
             "energy_ratio": float(top.energy_per_step_j / eager.energy_per_step_j),
             "mfu_pct": float(top.mfu_pct),

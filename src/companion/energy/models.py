@@ -16,6 +16,7 @@ which are too small for a flexible model, are never used. ``fit_point`` is the o
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -28,6 +29,41 @@ from companion.energy.fit import design_matrix
 from companion.energy.laws import LAWS, TIME_LAW, fit_law
 
 LOG_FLOOR = 1e-300
+
+# While ``memoized_fits`` is active: the runs every fit is a subset of, and each fit computed on them so far
+_MEMO: dict | None = None
+
+
+@contextmanager
+def memoized_fits(runs: pd.DataFrame):
+    """Within the block, what is fitted on the same rows of ``runs`` is computed once: a model's fit (validation
+    refits each model on sets of runs that recur, e.g. size A then B left out, and B then A), the operator fit
+    the fitted operator roofline and the power model given time share, and the USL fit the laws share. Every
+    frame fitted inside must be rows of ``runs``; fits are deterministic, so the results are the same as
+    without. Forked workers inherit the memo as it stands and fill their own copies."""
+    global _MEMO
+    outer, _MEMO = _MEMO, {"runs": runs, "fits": {}}
+    try:
+        yield
+    finally:
+        _MEMO = outer
+
+
+def _memo(what: tuple, df: pd.DataFrame, compute):
+    """``compute()``, or the value it gave for ``what`` on the same rows inside ``memoized_fits``."""
+    memo = _MEMO
+    if memo is None:
+        return compute()
+    runs = memo["runs"]
+    same = df.index.isin(runs.index).all() and np.array_equal(
+        df.step_s.to_numpy(float), runs.step_s.loc[df.index].to_numpy(float), equal_nan=True
+    )
+    if not same:
+        raise ValueError("a fit inside memoized_fits on runs that are not rows of its frame")
+    key = (what, tuple(df.index))
+    if key not in memo["fits"]:
+        memo["fits"][key] = compute()
+    return memo["fits"][key]
 
 
 def size_key(df: pd.DataFrame) -> pd.Series:
@@ -118,6 +154,9 @@ class OperatorRoofline(Model):
         coef = opmodel.prior_coefficients(self.dev)
         if not self.fitted:
             return OperatorPoint(self.dev, coef["time"], coef["energy"])
+        return _memo(("operator", id(self.dev)), df, lambda: self._fit_operator(df))
+
+    def _fit_operator(self, df) -> OperatorPoint:
         dev, terms, time = opmodel.fit_time_model(df, self.dev)
         energy = opmodel.fit_energy_coefficients(
             terms,
@@ -200,7 +239,7 @@ class LawModel(Model):
     n_boot: int = 50
 
     def _fit(self, df):
-        usl = fit_usl(df, n_boot=self.n_boot)
+        usl = _memo(("usl", self.n_boot), df, lambda: fit_usl(df, n_boot=self.n_boot))
         point = LawPoint(None, None, usl, self.uses_measured_time)
         X = point.design(df)
         point.energy = fit_law(self.law, X, "energy_per_step_j", self.n_boot)
@@ -220,7 +259,7 @@ def paper_law(n_boot: int = 50) -> LawModel:
 # ------------------------------------------------------------------------------------------ fitting
 def fit_point(model: Model, df: pd.DataFrame):
     """The one place a model learns from runs (validation's leak test watches it)."""
-    return model._fit(df)
+    return _memo(("fit", id(model)), df, lambda: model._fit(df))
 
 
 def point_only(model: Model) -> Model:

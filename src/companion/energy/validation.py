@@ -263,6 +263,8 @@ def validate_models(
     order, so the result is the same as with one.
     """
     energy_kind(df)
+    # one block per dtype, not one per column: the folds below take rows of it thousands of times
+    df = df.copy()
     models = _point_fits(models)
     tasks = [
         (split, fold, train_idx, test_idx, name)
@@ -271,16 +273,19 @@ def validate_models(
         if len(test_idx) and len(train_idx) >= min_train
         for name in models
     ]
+    from companion.energy.models import memoized_fits
+
     global _FOLD_STATE
     _FOLD_STATE = (df, models, level)
     try:
-        if workers > 1 and len(tasks) > 1 and _can_fork():
-            import multiprocessing
+        with memoized_fits(df):  # every fit below is on rows of df, many on the same rows
+            if workers > 1 and len(tasks) > 1 and _can_fork():
+                import multiprocessing
 
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
-                chunks = pool.map(_fold_rows, tasks, chunksize=max(1, len(tasks) // (4 * workers)))
-        else:
-            chunks = [_fold_rows(t) for t in tasks]
+                with multiprocessing.get_context("fork").Pool(workers) as pool:
+                    chunks = pool.map(_fold_rows, tasks, chunksize=max(1, len(tasks) // (4 * workers)))
+            else:
+                chunks = [_fold_rows(t) for t in tasks]
     finally:
         _FOLD_STATE = None
     return _scored([row for chunk in chunks for row in chunk])

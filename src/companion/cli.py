@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from companion.errors import ConfigError, OneLineParser, Terminated, raise_terminated
+from companion.runs.config import ATTENTION_KERNELS
 
 
 def _cmd_run(argv: list[str]) -> int:
@@ -170,6 +171,7 @@ def _plan_request(args: argparse.Namespace) -> dict:
         "country": args.country,
         "execution": args.execution,
         "engine": args.engine,
+        "attn": args.attn,
     }
 
 
@@ -296,6 +298,12 @@ def _add_plan_arguments(pr: argparse.ArgumentParser) -> None:
     )
     pr.add_argument(
         "--engine", default="native", choices=["native", "accelerate"], help="native or HF Accelerate"
+    )
+    pr.add_argument(
+        "--attn",
+        default="sdpa",
+        choices=list(ATTENTION_KERNELS),
+        help="attention kernel: sdpa, eager, or sdpa-nocompile (SDPA left out of a compiled step's graphs)",
     )
     pr.add_argument(
         "--tier",

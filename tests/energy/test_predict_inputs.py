@@ -173,10 +173,31 @@ def test_execution_and_engine_are_planned_refused_where_unknown_and_warned_where
     assert any(
         f"{slow['ratio']:.2f}x as long as eager's at 512 tokens on an H200" in w for w in got["warnings"]
     )
-    assert any("`attn: sdpa-nocompile` keeps the fused kernel" in w for w in got["warnings"])
-    h100 = compiled_slowdown(
-        "H100"
-    )  # a set that also left attention out: only the whole-model compile counts
+    assert any("`--attn sdpa-nocompile` keeps the fused kernel" in w for w in got["warnings"])
+    # a set that also left attention out: only the whole-model compile counts
+    h100 = compiled_slowdown("H100")
     assert h100["mode"] == "compile" and h100["seq_len"] == 512 and h100["ratio"] > 1.2
     assert compiled_slowdown("H200", root=tmp_path) is None
+    # SDPA left out of the compiled graphs: the fused kernel the model times, and what it leaves out said instead
+    kept = predict_tiered(
+        make_plan(model="bert-base", tokens=1e6, device="H200", execution="compile", attn="sdpa-nocompile"),
+        tier="prior",
+        devices_root=tmp_path,
+    )
+    assert any("graph break around each layer's attention" in w for w in kept["warnings"])
+    assert not any("Inductor replaces" in w for w in kept["warnings"])
+    # eager attention materialises the scores: a longer step than the fused kernel's at 512 tokens
+    at512 = {
+        attn: predict_tiered(
+            make_plan(model="bert-base", tokens=1e6, seq_len=512, device="H200", attn=attn),
+            tier="prior",
+            devices_root=tmp_path,
+        )["step_s"]
+        for attn in ("sdpa", "eager")
+    }
+    assert at512["eager"] > at512["sdpa"]
+    with pytest.raises(SystemExit) as refused:  # argparse's choices: one line naming the flag and its values
+        main(BASE + ["--tokens", "1e6", "--attn", "flash"])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and "--attn" in err and "sdpa-nocompile" in err
     assert opmodel.unprobed(opmodel.roofs_from_spec("H200", "bf16"), ["eager", "compile"]) == ["compile"]

@@ -71,6 +71,7 @@ class Plan:
     country: str = "USA"
     execution: str = "eager"  # eager, compile or cudagraphs (``runs.config.EXECUTIONS``)
     engine: str = "native"  # native or accelerate (``runs.config.ENGINES``)
+    attn: str = "sdpa"  # the attention kernel (``runs.config.ATTENTION_KERNELS``)
 
 
 def make_plan(
@@ -95,6 +96,7 @@ def make_plan(
     country="USA",
     execution="eager",
     engine="native",
+    attn="sdpa",
 ) -> Plan:
     """Validate a request and turn tokens or examples x epochs into optimizer steps."""
     from companion.runs.config import parse_lengths
@@ -152,6 +154,7 @@ def make_plan(
             "country": country,
             "execution": execution,
             "engine": engine,
+            "attn": attn,
             "device": "cpu" if device == "cpu" else "cuda",
         }
     )
@@ -185,6 +188,7 @@ def make_plan(
         country,
         execution,
         engine,
+        attn,
     )
 
 
@@ -221,10 +225,11 @@ def find_fit(device: str, root: Path | None = None) -> Path:
     return max(candidates)[1]
 
 
-def planned_attention_kernel(device_name: str) -> str:
-    """The attention kernel a planned fine-tune will run, as the sweeps record it: training with dropout, SDPA's
-    CPU kernel falls back to the math kernel (scores materialised); GPUs run a fused kernel."""
-    return "math" if device_name == "cpu" else "fused"
+def planned_attention_kernel(device_name: str, attn: str = "sdpa") -> str:
+    """The attention kernel a planned fine-tune will run, as the sweeps record it: eager attention materialises
+    the scores (math); training with dropout, SDPA's CPU kernel falls back to the math kernel; GPUs run a fused
+    kernel, compiled or not where SDPA is left out of the graphs (``sdpa-nocompile``)."""
+    return "math" if attn == "eager" or device_name == "cpu" else "fused"
 
 
 def plan_memory(plan: Plan, precision: str) -> dict:
@@ -247,6 +252,7 @@ def plan_memory(plan: Plan, precision: str) -> dict:
             "tp": plan.tp,
             "dp": plan.dp,
             "precision": precision,
+            "attn": plan.attn,
             "device": "cpu" if plan.device_name == "cpu" else "cuda",
             "device_name": plan.device_name,
         }
@@ -274,7 +280,7 @@ def planned_step(plan: Plan, precision: str):
         plan.tp,
         plan.dp,
         precision,
-        fused_attention=planned_attention_kernel(plan.device_name) == "fused",
+        fused_attention=planned_attention_kernel(plan.device_name, plan.attn) == "fused",
     )
     return shape, tokens
 
@@ -675,7 +681,7 @@ def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
                 "execution": plan.execution,
                 "engine": plan.engine,
                 "precision": precision,
-                "attention_kernel": planned_attention_kernel(plan.device_name),
+                "attention_kernel": planned_attention_kernel(plan.device_name, plan.attn),
                 "metered_units": plan.tp * plan.dp if scope == "device" else 1,
                 # the FLOPs a run of the sweep is counted with (tables.proxies_frame): whether the plan is new in scale
                 "flops_per_step": proxies.flops_per_step(shape),
@@ -776,7 +782,12 @@ def _execution_warnings(plan: Plan, dev) -> list[str]:
         f"`companion calibrate --executions {m}` measures it"
         for m in opmodel.unprobed(dev, [plan.execution])
     ]
-    if plan.execution != "eager":
+    if plan.execution != "eager" and plan.attn == "sdpa-nocompile":
+        out.append(
+            "attention is left out of the compiled graphs: the fused kernel the calibration times runs, but the "
+            "graph break around each layer's attention costs host time the model does not count (the GPU chapter)"
+        )
+    elif plan.execution != "eager":
         from companion.energy.reference import compiled_slowdown
 
         slow = compiled_slowdown()
@@ -788,8 +799,8 @@ def _execution_warnings(plan: Plan, dev) -> list[str]:
                 if slow
                 else ""
             )
-            + ", so long sequences run longer; a run with `attn: sdpa-nocompile` keeps the fused kernel (SDPA "
-            "left out of the compiled graphs, the GPU chapter)"
+            + ", so long sequences run longer; `--attn sdpa-nocompile` keeps the fused kernel (SDPA left out of "
+            "the compiled graphs, the GPU chapter)"
         )
     if plan.engine != "native":
         out.append(

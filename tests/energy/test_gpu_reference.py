@@ -241,3 +241,11 @@ def test_attention_left_out_of_the_compiled_graphs_on_another_board():
     assert (
         f"take {best['step_ms']:.1f} ms a step" in text and f"{cap['with_state_mfu_pct']:.0f} % MFU" in text
     )
+
+
+def test_a_whole_model_compile_runs_no_fused_attention_kernel_with_dropout_or_without():
+    # the profiled kernels behind the claim the GPU pages make (data/reference/H100/compiled_attention.json)
+    data = json.loads((ref.reference_dir("H100") / "compiled_attention.json").read_text())
+    fused = {(v["execution"], v["attn"], v["dropout"]): v["fused_attention_ms"] for v in data["variants"]}
+    assert fused[("compile", "sdpa", 0.1)] == fused[("compile", "sdpa", 0.0)] == 0
+    assert fused[("eager", "sdpa", 0.1)] > 1 and fused[("compile", "sdpa-nocompile", 0.1)] > 1

@@ -792,7 +792,8 @@ def _execution_warnings(plan: Plan, dev) -> list[str]:
 
         slow = compiled_slowdown()
         out.append(
-            "a compiled step's attention is timed as eager's: with dropout, Inductor replaces the fused kernel"
+            "a compiled step's attention is timed as eager's fused kernel, which a whole-model compile replaces by "
+            "its own (scores materialised)"
             + (
                 f" (a {slow['mode']} step was measured {slow['ratio']:.2f}x as long as eager's at {slow['seq_len']} "
                 f"tokens on an {slow['device']}, the GPU chapter)"

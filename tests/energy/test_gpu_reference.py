@@ -178,11 +178,12 @@ def test_a_calibration_predicts_the_runs_of_its_own_machine_within_ten_percent()
 
 @pytest.mark.parametrize("device", ["H200", "H100"])
 def test_the_modes_set_holds_only_steps_that_ran_as_labelled(device):
-    # a compiled run's first step compiles (tens of seconds): one of a fraction of a second ran eager
+    # a compiled run's first step compiles (5 s and more with SDPA left out, tens of seconds compiled whole): one of
+    # a fraction of a second ran eager
     folder = ref.reference_dir(device) / ref.MODES
     for path in sorted((folder / "runs").glob("*.json")):
         execution = json.loads(path.read_text())["execution"]
-        assert (execution["first_step_s"] > 5.0) == (execution["mode"] != "eager"), path.name
+        assert (execution["first_step_s"] > 2.0) == (execution["mode"] != "eager"), path.name
     for path in sorted((folder / "excluded").glob("*.json")):
         execution = json.loads(path.read_text())["execution"]
         assert execution["mode"] != "eager" and execution["first_step_s"] < 1.0, path.name

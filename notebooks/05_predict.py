@@ -133,7 +133,7 @@ shown_style
 # {glue:text}`explore_warnings` (an input outside its runs' range, a precision or parallel degree they lack, a
 # layout that may not fit in memory).
 #
-# ## Planning on a device never measured here
+# ## Planning on GPUs never swept here
 #
 # The table predicts every layout (TP dividing the heads, the rest FSDP) and global batch (examples per optimizer
 # step) of a {glue:text}`plan_model` fine-tune on {glue:text}`plan_devices` × {glue:text}`plan_device`, with

@@ -191,7 +191,13 @@ def gpu_reference(device: str) -> int:
     with the runs' own step-time CI beside the error, and the step profile's further configurations (time)."""
     from companion.energy import reference
 
-    if (reference.reference_dir(device) / "runs").is_dir():
+    folder = reference.reference_dir(device)
+    if not any((folder / d).is_dir() for d in ("runs", reference.MODES, reference.HOST)):
+        raise SystemExit(
+            f"error: nothing measured on {device} in {folder} (no runs/, {reference.MODES}/ or {reference.HOST}/); "
+            "benchmarks/gpu_check.sh measures a GPU"
+        )
+    if (folder / "runs").is_dir():
         _reference_and_test_sets(device)
     modes = reference.modes_numbers(device, level=LEVEL)
     if modes:

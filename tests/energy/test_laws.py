@@ -811,5 +811,5 @@ def test_fits_on_recurring_rows_are_computed_once_and_change_nothing(monkeypatch
     with memoized_fits(X):
         first = models_mod.fit_point(model, X[X.layers != 2])
         assert models_mod.fit_point(model, X[X.layers != 2]) is first and len(calls) == 1
-        with pytest.raises(ValueError, match="not rows of its frame"):
+        with pytest.raises(RuntimeError, match="not rows of its frame"):
             models_mod.fit_point(model, X.assign(step_s=X.step_s * 2))

@@ -251,9 +251,37 @@ def test_attention_left_out_of_the_compiled_graphs_trains_as_eager_does():
     island, graphs = _island_losses("compile", "sdpa-nocompile", "cpu", 4)
     assert graphs > 2
     assert island == pytest.approx(eager, rel=1e-4, abs=1e-5)
-    assert "-sdpa-nocompile." in build_run({**TINY, "attn": "sdpa-nocompile"}).run_id
+    assert (
+        "-compile-sdpa-nocompile."
+        in build_run({**TINY, "attn": "sdpa-nocompile", "execution": "compile"}).run_id
+    )
     with pytest.raises(ConfigError, match="attn='flash' is not an attention kernel"):
         build_run({**TINY, "attn": "flash"})
+    with pytest.raises(ConfigError, match="needs execution compile or cudagraphs"):
+        build_run({**TINY, "attn": "sdpa-nocompile"})  # eager: the same run as attn sdpa under another id
+
+
+def test_attention_left_out_of_the_graphs_masks_padding_as_sdpa_does():
+    # a padded batch: the left-out attention must get SDPA's padding mask (transformers gives an attention
+    # function without a mask function of its own none), so its output is sdpa's, not that of attending to pads
+    import torch
+
+    from companion.runs.config import ModelConfig
+    from companion.runs.model import build_model
+
+    ids = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[0, 8:] = 0
+    states = {}  # the encoder's output at row 0's real tokens
+    for attn in ("sdpa", "sdpa-nocompile"):
+        torch.manual_seed(0)
+        config = ModelConfig(layers=2, hidden=32, heads=2, vocab=256, dropout=0.0, attn=attn)
+        model = build_model(config).eval()
+        with torch.no_grad():
+            states[attn] = model.bert(input_ids=ids, attention_mask=mask).last_hidden_state[0, :8]
+            unmasked = model.bert(input_ids=ids).last_hidden_state[0, :8]
+    assert torch.allclose(states["sdpa-nocompile"], states["sdpa"], atol=1e-6)
+    assert (states["sdpa"] - unmasked).abs().max() > 1e-3  # the mask matters here
 
 
 @pytest.mark.gpu

@@ -452,7 +452,8 @@ def calibration_names(device: str, cpu: str | None = None) -> list[str]:
 
 
 # sub-folders of a reference folder whose calibration was taken on the machine that then measured their runs,
-# the one a prediction reads first: the execution modes' (its calibration probes the compiled modes), then the
+# the one a prediction reads first: the execution modes' (where its calibration ran with --executions, it probes the
+# compiled modes), then the
 # one-machine set's (``companion.energy.reference``)
 MODES_SET, ONE_MACHINE_SET = "modes", "one-machine"
 SHIPPED_SETS = (MODES_SET, ONE_MACHINE_SET)

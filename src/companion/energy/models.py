@@ -49,21 +49,25 @@ def memoized_fits(runs: pd.DataFrame):
         _MEMO = outer
 
 
-def _memo(what: tuple, df: pd.DataFrame, compute):
-    """``compute()``, or the value it gave for ``what`` on the same rows inside ``memoized_fits``."""
+def _memo(what: str, owner, df: pd.DataFrame, compute):
+    """``compute()``, or the value it gave for ``what`` of ``owner`` (the model or the device roofs fitted, held
+    by the memo so that its identity cannot pass to another object) on the same rows inside ``memoized_fits``."""
     memo = _MEMO
     if memo is None:
         return compute()
     runs = memo["runs"]
-    same = df.index.isin(runs.index).all() and np.array_equal(
-        df.step_s.to_numpy(float), runs.step_s.loc[df.index].to_numpy(float), equal_nan=True
+    targets = [c for c in ("step_s", "energy_per_step_j") if c in df]
+    same = df.index.isin(runs.index).all() and all(
+        np.array_equal(df[c].to_numpy(float), runs[c].loc[df.index].to_numpy(float), equal_nan=True)
+        for c in targets
     )
     if not same:
-        raise ValueError("a fit inside memoized_fits on runs that are not rows of its frame")
-    key = (what, tuple(df.index))
-    if key not in memo["fits"]:
-        memo["fits"][key] = compute()
-    return memo["fits"][key]
+        raise RuntimeError("a fit inside memoized_fits on runs that are not rows of its frame")
+    key = (what, id(owner), tuple(df.index))
+    held = memo["fits"].get(key)
+    if held is None or held[0] is not owner:
+        held = memo["fits"][key] = (owner, compute())
+    return held[1]
 
 
 def size_key(df: pd.DataFrame) -> pd.Series:
@@ -154,7 +158,7 @@ class OperatorRoofline(Model):
         coef = opmodel.prior_coefficients(self.dev)
         if not self.fitted:
             return OperatorPoint(self.dev, coef["time"], coef["energy"])
-        return _memo(("operator", id(self.dev)), df, lambda: self._fit_operator(df))
+        return _memo("operator", self.dev, df, lambda: self._fit_operator(df))
 
     def _fit_operator(self, df) -> OperatorPoint:
         dev, terms, time = opmodel.fit_time_model(df, self.dev)
@@ -239,7 +243,7 @@ class LawModel(Model):
     n_boot: int = 50
 
     def _fit(self, df):
-        usl = _memo(("usl", self.n_boot), df, lambda: fit_usl(df, n_boot=self.n_boot))
+        usl = _memo(f"usl n_boot={self.n_boot}", fit_usl, df, lambda: fit_usl(df, n_boot=self.n_boot))
         point = LawPoint(None, None, usl, self.uses_measured_time)
         X = point.design(df)
         point.energy = fit_law(self.law, X, "energy_per_step_j", self.n_boot)
@@ -259,7 +263,7 @@ def paper_law(n_boot: int = 50) -> LawModel:
 # ------------------------------------------------------------------------------------------ fitting
 def fit_point(model: Model, df: pd.DataFrame):
     """The one place a model learns from runs (validation's leak test watches it)."""
-    return _memo(("fit", id(model)), df, lambda: model._fit(df))
+    return _memo("fit", model, df, lambda: model._fit(df))
 
 
 def point_only(model: Model) -> Model:

@@ -253,6 +253,7 @@ def plan_memory(plan: Plan, precision: str) -> dict:
             "dp": plan.dp,
             "precision": precision,
             "attn": plan.attn,
+            "execution": plan.execution,
             "device": "cpu" if plan.device_name == "cpu" else "cuda",
             "device_name": plan.device_name,
         }
@@ -782,12 +783,13 @@ def _execution_warnings(plan: Plan, dev) -> list[str]:
         f"`companion calibrate --executions {m}` measures it"
         for m in opmodel.unprobed(dev, [plan.execution])
     ]
-    if plan.execution != "eager" and plan.attn == "sdpa-nocompile":
+    fused = planned_attention_kernel(plan.device_name, plan.attn) == "fused"
+    if plan.execution != "eager" and fused and plan.attn == "sdpa-nocompile":
         out.append(
             "attention is left out of the compiled graphs: the fused kernel the calibration times runs, but the "
             "graph break around each layer's attention costs host time the model does not count (the GPU chapter)"
         )
-    elif plan.execution != "eager":
+    elif plan.execution != "eager" and fused:
         from companion.energy.reference import compiled_slowdown
 
         slow = compiled_slowdown()

@@ -488,16 +488,27 @@ def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -
         "best": best,
         "engines": engines,
         "mfu_ceilings": mfu_ceilings(device, folder, cal_path),
-        "calibrated_mape_pct": {
-            str(m): {
+        "calibrated_mape_pct": {  # per mode, attention compiled with the model or (mode+attn) left out
+            (str(m) if a == "sdpa" else f"{m}+{a}"): {
                 "time": float(g.step_s_ape.mean()),
                 "energy": float(g.energy_per_step_j_ape.mean()),
                 "runs": int(len(g)),
             }
-            for m, g in cal.groupby("execution")
+            for (m, a), g in cal.groupby(["execution", "attn"])
         },
         "calibrated_by_run": cal[
-            ["run_id", "execution", "attn", "engine", "seq_len", "step_s_ape", "energy_per_step_j_ape"]
+            [
+                "run_id",
+                "execution",
+                "attn",
+                "engine",
+                "layers",
+                "hidden",
+                "batch_size",
+                "seq_len",
+                "step_s_ape",
+                "energy_per_step_j_ape",
+            ]
         ].to_dict(orient="records"),
         "excluded_runs": excluded,
         "probe": {

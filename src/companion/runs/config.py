@@ -449,6 +449,11 @@ class RunConfig:
             "use tp1-dp1, or execution: eager for tensor-parallel and FSDP layouts",
         )
         _require(
+            self.model.attn != "sdpa-nocompile" or self.execution != "eager",
+            "attn='sdpa-nocompile' leaves attention out of torch.compile's graphs and needs execution compile or "
+            "cudagraphs; an eager run runs SDPA as attn='sdpa' does",
+        )
+        _require(
             isinstance(self.engine, str) and self.engine in ENGINES,
             f"engine={self.engine!r} is unknown; use one of {', '.join(ENGINES)}",
         )
@@ -506,7 +511,7 @@ class RunConfig:
             f"L{m.layers}-h{m.hidden}-a{m.heads}{ffn}{ckpt}-s{d.seq_len}{d.lengths.tag()}-b{d.batch_size}"
             f"_{lay.name}@{self.device_name}-{self.precision}"
             f"{f'-t{self.threads}' if self.threads else ''}{f'-{self.execution}' if self.execution != 'eager' else ''}"
-            f"{f'-{m.attn}' if m.attn != 'sdpa' else ''}"
+            f"{'-attn-eager' if m.attn == 'eager' else f'-{m.attn}' if m.attn != 'sdpa' else ''}"
             f"{f'-{self.engine}' if self.engine != 'native' else ''}"
             f"{f'-r{self.replicate}' if self.replicate else ''}"
         )

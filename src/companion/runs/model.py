@@ -49,8 +49,11 @@ def _register_uncompiled_sdpa() -> None:
     import torch
     from transformers import AttentionInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     AttentionInterface.register("sdpa-nocompile", torch.compiler.disable(sdpa_attention_forward))
+    # and SDPA's padding mask: a name without a mask function gets none, and padded batches would attend to pads
+    AttentionMaskInterface.register("sdpa-nocompile", sdpa_mask)
 
 
 def parameter_count(model) -> int:

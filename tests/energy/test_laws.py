@@ -126,6 +126,36 @@ def test_eta_without_a_single_device_run_says_which_reference_it_used():
     assert out.eta_reference.iloc[1].startswith("p=2")
 
 
+def test_eta_is_measured_against_an_eager_single_device_run_of_the_same_attention():
+    # every parallel layout runs eager: a compiled single-device run (faster) is no reference for it, and a run
+    # with another attention kernel is another configuration
+    base = {
+        "device_name": "H100",
+        "precision": "bf16",
+        "layers": 12,
+        "hidden": 768,
+        "heads": 12,
+        "ffn": 3072,
+        "seq_len": 128,
+        "lengths": "fixed",
+        "batch_size": 32,
+        "tp": 1,
+        "attn": "sdpa",
+    }
+    single = {**base, "mode": "single", "dp": 1, "world_size": 1}
+    runs = pd.DataFrame(
+        [
+            {**single, "execution": "eager", "step_s": 0.030},
+            {**single, "execution": "cudagraphs", "step_s": 0.011},
+            {**single, "execution": "eager", "step_s": 0.060, "attn": "eager"},
+            {**base, "mode": "fsdp", "dp": 2, "world_size": 2, "execution": "eager", "step_s": 0.020},
+        ]
+    )
+    out = measured_eta(runs)
+    assert out.eta.iloc[3] == pytest.approx(0.030 / (2 * 0.020))
+    assert out.eta_reference.iloc[3] == "p=1"
+
+
 def test_a_usl_fit_reads_eta_from_its_own_rows_only():
     """Without a single-device run, eta's reference is the smallest degree measured. Hold that degree out
     (a degree split) and the fold's USL must not move when the held-out runs' times do."""

@@ -34,16 +34,21 @@ CONFIG_KEY = [
 def measured_eta(runs: pd.DataFrame) -> pd.DataFrame:
     """Add ``eta`` and ``eta_reference`` to each run: T_ref * p_ref / (p * T_p) within its configuration.
 
-    The reference is the single-device run (p = 1) when it exists (with the parallel ranks' thread budget
-    where one was measured so; the mean over its replicates); otherwise the smallest degree measured for that
-    configuration and mode, and ``eta_reference`` says so. Only the rows of ``runs`` are read: a fit that
-    computes eta on its own rows learns nothing from a run left out of it.
+    The reference is the single-device run (p = 1) when it exists (run eager, as every parallel layout is, with
+    the parallel ranks' thread budget where one was measured so; the mean over its replicates); otherwise the
+    smallest degree measured for that configuration and mode, and ``eta_reference`` says so. The attention
+    kernel asked for (``attn``, where the frame has it) is part of the configuration. Only the rows of ``runs``
+    are read: a fit that computes eta on its own rows learns nothing from a run left out of it.
     """
     out = runs.copy()
     n = len(out)
     eta, label = np.full(n, np.nan), np.full(n, "", dtype=object)
     if n:
-        cfg = out.groupby(CONFIG_KEY, dropna=False, sort=False).ngroup().to_numpy()
+        key = CONFIG_KEY + [c for c in ("attn",) if c in out]
+        cfg = out.groupby(key, dropna=False, sort=False).ngroup().to_numpy()
+        eager = (
+            (out["execution"].astype(str) == "eager").to_numpy() if "execution" in out else np.ones(n, bool)
+        )
         p, t = out.world_size.to_numpy(float), out.step_s.to_numpy(float)
         mode = out["mode"].astype(str).to_numpy()
         threads = out.threads_per_rank.to_numpy(float) if "threads_per_rank" in out else np.full(n, np.nan)
@@ -53,7 +58,7 @@ def measured_eta(runs: pd.DataFrame) -> pd.DataFrame:
             eta[single], label[single] = 1.0, "p=1"
             for m in dict.fromkeys(mode[par]):
                 rows = par[mode[par] == m]
-                ref = _same_thread_budget(single, threads, rows)
+                ref = _same_thread_budget(single[eager[single]], threads, rows)
                 if len(ref):
                     ref_p, ref_t, why = 1, t[ref].mean(), "p=1"
                 else:

@@ -783,13 +783,15 @@ def _execution_warnings(plan: Plan, dev) -> list[str]:
         f"`companion calibrate --executions {m}` measures it"
         for m in opmodel.unprobed(dev, [plan.execution])
     ]
-    fused = planned_attention_kernel(plan.device_name, plan.attn) == "fused"
-    if plan.execution != "eager" and fused and plan.attn == "sdpa-nocompile":
+    compiled_fused = (
+        plan.execution != "eager" and planned_attention_kernel(plan.device_name, plan.attn) == "fused"
+    )
+    if compiled_fused and plan.attn == "sdpa-nocompile":
         out.append(
             "attention is left out of the compiled graphs: the fused kernel the calibration times runs, but the "
             "graph break around each layer's attention costs host time the model does not count (the GPU chapter)"
         )
-    elif plan.execution != "eager" and fused:
+    elif compiled_fused:
         from companion.energy.reference import compiled_slowdown
 
         slow = compiled_slowdown()

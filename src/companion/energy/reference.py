@@ -330,6 +330,13 @@ RECORD_DIRS = (
 BASE_S128_B32 = (12, 768, 128, 32)  # BERT-base at 128 tokens, batch 32: the host-bound step every file times
 
 
+def bert_base_b32(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of BERT-base at batch 32 (``BASE_S128_B32``'s model and batch, any sequence length): the
+    configuration the modes sets compare."""
+    layers, hidden, _, batch = BASE_S128_B32
+    return rows[(rows.layers == layers) & (rows.hidden == hidden) & (rows.batch_size == batch)]
+
+
 def _record_step(path: Path) -> float:
     return float(json.loads(path.read_text())["time"]["step_mean_s"])
 
@@ -404,8 +411,8 @@ def one_machine_numbers(device: str, root: Path | None = None, level: float = LE
 
 def compiled_slowdown(device: str = "H200", root: Path | None = None) -> dict | None:
     """The most a compiled mode's step was measured slower than eager's on ``device``'s modes set (the native
-    engine, attention compiled with the model, mean over replicates, per configuration): {"ratio", "seq_len", "mode", "device"}; None without
-    such a set or where no compiled step was slower."""
+    engine, attention compiled with the model, mean over replicates, per configuration): {"ratio", "seq_len",
+    "mode", "device"}; None without such a set or where no compiled step was slower."""
     folder = (root or reference_dir(device)) / MODES
     if not (folder / "runs").is_dir():
         return None
@@ -436,6 +443,7 @@ def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -
         return None
     df = reference_runs(device, folder).reset_index(drop=True)
     scores = score_reference(device, folder, level, calibration=cal_path)
+    ceilings = mfu_ceilings(df, tier_devices(device, folder, cal_path)["calibrated"])
     cal = scores[scores.tier == "calibrated"].merge(
         df[["run_id", "execution", "attn", "engine"]], on="run_id"
     )
@@ -453,8 +461,7 @@ def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -
         )
         .reset_index()
     )
-    layers, hidden, _, batch = BASE_S128_B32
-    base = groups[(groups.layers == layers) & (groups.hidden == hidden) & (groups.batch_size == batch)]
+    base = bert_base_b32(groups)
     native = base[base.engine == "native"]
     best = {}
     for seq, g in native.groupby("seq_len"):
@@ -487,7 +494,7 @@ def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -
         "groups": groups.to_dict(orient="records"),
         "best": best,
         "engines": engines,
-        "mfu_ceilings": mfu_ceilings(device, folder, cal_path),
+        "mfu_ceilings": ceilings,
         "calibrated_mape_pct": {  # per mode, attention compiled with the model or (mode+attn) left out
             (str(m) if a == "sdpa" else f"{m}+{a}"): {
                 "time": float(g.step_s_ape.mean()),
@@ -522,24 +529,16 @@ def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -
     }
 
 
-def mfu_ceilings(device: str, folder: Path, calibration: Path) -> dict:
-    """For each BERT-base eager run of ``folder`` (by sequence length): the MFU its FLOPs would reach if the step
-    took only the device time the calibrated roofs give eager's kernels, no host time: the matrix products and
-    attention alone, plus the element-wise traffic (layer norms, dropouts, GELU, residual adds), plus the AdamW
-    state. A compiled step can beat the second figure only by fusing element-wise traffic away."""
-    df = reference_runs(device, folder).reset_index(drop=True)
-    layers, hidden, _, batch = BASE_S128_B32
-    eager = df[
-        (df.layers == layers)
-        & (df.hidden == hidden)
-        & (df.batch_size == batch)
-        & (df.execution == "eager")
-        & (df.engine == "native")
-        & (df.attn == "sdpa")
-    ]
+def mfu_ceilings(runs: pd.DataFrame, dev: opmodel.DeviceRoofs) -> dict:
+    """For each BERT-base eager run of ``runs`` (by sequence length): the MFU its FLOPs would reach if the step
+    took only the device time ``dev``'s roofs (the calibrated tier's) give eager's kernels, no host time: the
+    matrix products and attention alone, plus the element-wise traffic (layer norms, dropouts, GELU, residual
+    adds), plus the AdamW state. A compiled step can beat the second figure only by fusing element-wise traffic
+    away."""
+    base = bert_base_b32(runs)
+    eager = base[(base.execution == "eager") & (base.engine == "native") & (base.attn == "sdpa")]
     if eager.empty:
         return {}
-    dev = tier_devices(device, folder, calibration)["calibrated"]
     terms = opmodel.operator_frame(eager, dev)
     out = {}
     for i, r in eager.iterrows():

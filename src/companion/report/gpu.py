@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from companion.energy.reference import bert_base_b32
 from companion.report.figures import TIER_WORDS
 
 
@@ -211,7 +212,7 @@ def modes_table(numbers: dict) -> pd.DataFrame:
     modes = numbers.get("modes")
     if not modes:
         return pd.DataFrame()
-    base = [g for g in modes["groups"] if (g["layers"], g["hidden"], g["batch_size"]) == (12, 768, 32)]
+    base = bert_base_b32(pd.DataFrame(modes["groups"])).to_dict(orient="records")
     rows = sorted(base, key=lambda g: (g["seq_len"], g["engine"] != "native", g["step_ms"]))
     return pd.DataFrame(
         [
@@ -231,7 +232,8 @@ def modes_table(numbers: dict) -> pd.DataFrame:
 
 def _base_sdpa(rows: pd.DataFrame) -> pd.DataFrame:
     """BERT-base, batch 32, attention compiled with the model: the rows the modes sentences compare."""
-    return rows[(rows.layers == 12) & (rows.hidden == 768) & (rows.batch_size == 32) & (rows.attn == "sdpa")]
+    base = bert_base_b32(rows)
+    return base[base.attn == "sdpa"]
 
 
 def modes_text(numbers: dict) -> str:
@@ -250,8 +252,8 @@ def modes_text(numbers: dict) -> str:
     near = compiled[compiled.seq_len == 128].step_s_ape.max()
     far = compiled[compiled.seq_len == 512].step_s_ape.max()
     return (
-        f"On the modes machine, at 128 tokens, {MODE_WORDS[short['mode']]} run the step {short['speedup']:.1f} times as fast as eager for "
-        f"{short['energy_ratio']:.2f} of its energy; at 512 tokens compiled and CUDA-graph steps take "
+        f"On the modes machine, at 128 tokens, {MODE_WORDS[short['mode']]} run the step "
+        f"{short['speedup']:.1f} times as fast as eager for {short['energy_ratio']:.2f} of its energy; at 512 tokens compiled and CUDA-graph steps take "
         f"{least_512:.2f}–{worst_512:.2f} times "
         f"the energy, as the compiler replaces the fused attention kernel (eager's MFU "
         f"{long_['eager_mfu_pct']:.0f} %). "
@@ -268,8 +270,8 @@ def attention_text(numbers: dict) -> str:
     att = numbers.get("attention")
     if not att or 512 not in att["mfu_ceilings"]:
         return ""
-    g = pd.DataFrame(att["groups"])
-    g = g[(g.layers == 12) & (g.hidden == 768) & (g.batch_size == 32) & (g.engine == "native")]
+    g = bert_base_b32(pd.DataFrame(att["groups"]))
+    g = g[g.engine == "native"]
 
     def at(seq, mode, attn):
         rows = g[

@@ -1,13 +1,16 @@
 """Execution modes and engines on this machine's CPU: eager against torch.compile, the project's engine against HF
-Accelerate, for one small BERT on one process, each measured in two interleaved passes; and the calibrated tier's
+Accelerate, for one small BERT on one process, in three passes that rotate their order; and the calibrated tier's
 step time for each, with and without the execution probe (``companion calibrate --executions``).
 
-    python benchmarks/execution_modes.py                   # ~3 min on 2 cores (two compilations included)
+    python benchmarks/execution_modes.py                   # ~1.5 min on 2 cores (compilations included)
     python benchmarks/execution_modes.py --max-time-s 4    # longer windows
+    python benchmarks/execution_modes.py --store           # and keep them for the book (one folder per host)
 
 Energy on a CPU without RAPL is CodeCarbon's estimate (a power model times the measured time): its ratios repeat
-the time ratios. The GPU's measured figures: ``python benchmarks/model_accuracy.py --device H200`` (execution modes
-and engines). Prints figures; asserts nothing.
+the time ratios. ``--store`` keeps the run records (the primers in ``primer/``) and the calibration with its
+execution probe under ``data/reference/cpu/modes/<host>/``, refusing a host already stored; the book's section on
+execution modes reads each host's (``reference.cpu_modes_numbers``). The GPU's measured figures: ``python
+benchmarks/model_accuracy.py --device H200`` (execution modes and engines). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -24,11 +27,26 @@ import pandas as pd
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+CALIBRATION_NAME = "calibration.json"  # beside runs/; read by companion.energy.reference.cpu_modes_numbers
 
 MODEL = {"layers": 2, "hidden": 128, "heads": 4, "vocab": 4096, "max_positions": 512, "seq_len": 128}
 # (execution, engine): eager native, compiled native, eager Accelerate (torch.compile under Accelerate adds
 # nothing the other two do not show)
-COMBOS = {"execution": ["eager", "compile", "eager"], "engine": ["native", "native", "accelerate"]}
+COMBOS = (("eager", "native"), ("compile", "native"), ("eager", "accelerate"))
+# Every run goes in one process, in passes, and a run's place in the process can move its time by as much as the
+# combinations differ (docs/decisions.md): so the combinations rotate, each taking every place once (pass k seeds
+# its runs k: replicates differ in weights and data), after a primer run that pays the process's one-time costs
+# and is left out of the figures
+PRIMER_SEED = 1000
+
+
+def rotated(passes: int) -> list[dict]:
+    """The profile's groups after the primer: ``passes`` passes over ``COMBOS``, pass k starting at its k-th."""
+    return [
+        {"name": f"p{k}-{execution}-{engine}", "set": {"seed": k, "execution": execution, "engine": engine}}
+        for k in range(passes)
+        for execution, engine in COMBOS[k % len(COMBOS) :] + COMBOS[: k % len(COMBOS)]
+    ]
 
 
 def main(argv=None) -> int:
@@ -37,7 +55,15 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--max-time-s", type=float, default=2.3, help="measured time cap per run (the cpu profile's)"
     )
+    ap.add_argument(
+        "--replicates", type=int, default=3, help="passes over the combinations (3: each in every place once)"
+    )
     ap.add_argument("--probe-budget-s", type=float, default=2.0, help="timed budget of the execution probe")
+    ap.add_argument(
+        "--store",
+        action="store_true",
+        help="keep the records and the probed calibration under data/reference/cpu/modes/<host>/",
+    )
     args = ap.parse_args(argv)
 
     from companion.energy import opmodel
@@ -45,7 +71,17 @@ def main(argv=None) -> int:
     from companion.energy.models import OperatorPoint
     from companion.energy.tables import load_runs
     from companion.runs.calibrate import execution_probe
+    from companion.runs.provenance import cpu_model, host_slug
 
+    store = ROOT / "data" / "reference" / "cpu" / "modes" / host_slug(cpu_model())
+    if args.store and store.exists():
+        raise SystemExit(
+            f"error: {store} exists (records are never overwritten); move it away to measure again"
+        )
+    if args.store and calibration_path("cpu") is None:
+        raise SystemExit(
+            "error: --store needs this host's calibration; run `companion calibrate --device cpu` first"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         profile = Path(tmp) / "execution-modes.yaml"
         profile.write_text(
@@ -62,15 +98,22 @@ def main(argv=None) -> int:
                         "target_rel_ci": 0.02,
                         "max_time_s": args.max_time_s,
                     },
-                    "replicates": 2,
-                    "groups": [{"name": "modes", "zip": COMBOS}],
+                    "replicates": 1,
+                    "groups": [{"name": "primer", "set": {"seed": PRIMER_SEED}}] + rotated(args.replicates),
                 }
             )
         )
         out = Path(tmp) / "runs"
         cmd = [sys.executable, "-m", "companion.cli", "sweep", "--profile", str(profile), "--out", str(out)]
         subprocess.run(cmd + ["--quiet"], check=True, cwd=ROOT)
-        runs = load_runs(out).reset_index(drop=True)
+        records = {f.name: f.read_text() for f in sorted(out.glob("*.json"))}
+        primers = {
+            json.loads(t)["run_id"]
+            for t in records.values()
+            if json.loads(t)["config"]["seed"] == PRIMER_SEED
+        }
+        runs = load_runs(out)
+        runs = runs[~runs.run_id.isin(primers)].reset_index(drop=True)  # the primer runs are left out
 
     cal_path = calibration_path("cpu")
     if cal_path is None:
@@ -107,6 +150,15 @@ def main(argv=None) -> int:
     print(table.round(3).to_string(index=False))
     if dev is not None:
         print("execution probe (compile vs eager):", json.dumps(dev_probed.execution_scale))
+    if args.store:
+        for sub in ("runs", "primer"):
+            (store / sub).mkdir(parents=True)
+        for name, text in records.items():
+            (store / ("primer" if json.loads(text)["run_id"] in primers else "runs") / name).write_text(text)
+        calibration = json.loads(cal_path.read_text())
+        calibration["execution"] = probe  # as `companion calibrate --executions compile` records it
+        (store / CALIBRATION_NAME).write_text(json.dumps(calibration, indent=1) + "\n")
+        print(f"stored {len(records)} records and the probed calibration in {store.relative_to(ROOT)}")
     return 0
 
 

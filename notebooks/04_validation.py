@@ -160,7 +160,7 @@ largest = df.loc[val.folds(df, "extrapolate_largest")[0][2]]
 largest_modes = largest["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)).value_counts()
 glue(
     "largest_text",
-    f"those above the 75th percentile, ties kept in training: {len(largest)} of {len(df)} runs",
+    f"those above the 75th percentile: {len(largest)} of {len(df)} runs",
     display=False,
 )
 ci_filter, dropped = build_scores.ci_filter, build_scores.dropped

@@ -17,7 +17,7 @@
 # three tiers that every prediction states: **fitted** (the operator roofline fitted on this device's sweep),
 # **calibrated** (the operator roofline from the device's calibration alone, its interval as wide as its errors
 # on a swept device's runs) and **prior** (spec-sheet roofs and TDP with published efficiency and power priors,
-# and wide intervals, as spec-sheet estimators such as LLMCarbon {cite}`faiz2024llmcarbon` give). The commands,
+# as spec-sheet estimators such as LLMCarbon {cite}`faiz2024llmcarbon` give). The commands,
 # for any model and device: [](../reproduce.md).
 
 # %% tags=["parameters"]
@@ -129,9 +129,8 @@ shown_style
 # Each row is {glue:text}`explore_setting`. The roofline columns are the operator roofline in the row's tier; the
 # last is the paper's law fitted on the same runs. Each interval is as wide as its model's errors on runs left
 # out of its fit ([](04_validation.ipynb)); the operator roofline's also widens with the step's share of fixed
-# costs, layout overheads and collectives. The paper's law errs more, and its intervals say so.
-# {glue:text}`explore_warnings` (an input outside its runs' range, a precision or parallel degree they lack, a
-# layout that may not fit in memory).
+# costs and overheads. The paper's law errs more, and its intervals say so.
+# {glue:text}`explore_warnings` (inputs outside its runs, or a layout that may not fit in memory).
 #
 # ## Planning on GPUs never swept here
 #

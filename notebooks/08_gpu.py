@@ -18,8 +18,8 @@
 #
 # Each tier of the operator roofline predicts them unseen: the **prior** from the datasheet, the **calibrated**
 # tier from the board's calibration alone, the **fitted** tier refitted on the other runs. They come from five
-# machines with the same board: the *one-machine set*, the *first machine* (its calibration from earlier,
-# launch-bound benchmarks), the *test machine*, a *host-probe machine* and the *modes machine*.
+# machines with the same board: the *one-machine set*, the *first machine*, the *test machine*, a *host-probe
+# machine* and the *modes machine*.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -140,7 +140,12 @@ glue("gpu_host_text", sentences.paragraph(gpu.host_text(numbers)), display=False
 
 # %%
 # hide
-glue("gpu_modes_text", sentences.paragraph(gpu.modes_text(numbers)), display=False)
+numbers["cpu_modes"] = reference.cpu_modes_numbers()
+glue(
+    "gpu_modes_text",
+    sentences.paragraph(f"{gpu.modes_text(numbers)} {gpu.cpu_modes_text(numbers['cpu_modes'])}".strip()),
+    display=False,
+)
 if numbers["modes"]:
     display(
         gpu.modes_table(numbers).style.hide(axis="index").set_table_attributes('class="companion-numbers"')

@@ -250,3 +250,71 @@ def test_a_whole_model_compile_runs_no_fused_attention_kernel_with_dropout_or_wi
     fused = {(v["execution"], v["attn"], v["dropout"]): v["fused_attention_ms"] for v in data["variants"]}
     assert fused[("compile", "sdpa", 0.1)] == fused[("compile", "sdpa", 0.0)] == 0
     assert fused[("eager", "sdpa", 0.1)] > 1 and fused[("compile", "sdpa-nocompile", 0.1)] > 1
+
+
+def test_cpu_modes_are_recomputed_from_their_records_in_rotating_order():
+    hosts = ref.cpu_modes_numbers()
+    assert hosts, "data/reference/cpu/modes/ holds no host (benchmarks/execution_modes.py --store)"
+    for h in hosts:
+        folder = ref.reference_dir("cpu") / ref.CPU_MODES / h["host"]
+        records = [json.loads(p.read_text()) for p in sorted((folder / "runs").glob("*.json"))]
+        primers = [json.loads(p.read_text()) for p in sorted((folder / "primer").glob("*.json"))]
+        # the primers (another seed, each pass's first run) are apart from the runs the figures use
+        seeds = {r["config"]["seed"] for r in records}
+        assert primers and not seeds & {p["config"]["seed"] for p in primers}
+        # every combination in every place of the passes once: a run's place cannot favour one
+        combo = lambda r: (r["execution"]["mode"], r["engine"]["name"])  # noqa: E731
+        ordered = sorted(records, key=lambda r: r["provenance"]["started_at"])
+        n = len({combo(r) for r in records})
+        passes = [ordered[i : i + n] for i in range(0, len(ordered), n)]
+        for place in range(n):
+            assert len({combo(p[place]) for p in passes}) == len(passes) == n
+        # the ratios are the records' own mean step times
+        rows = pd.DataFrame(h["rows"]).set_index(["execution", "engine"])
+        mean = (
+            pd.DataFrame([{"key": combo(r), "step": r["time"]["step_mean_s"]} for r in records])
+            .groupby("key")
+            .step.mean()
+        )
+        for key, step in mean.items():
+            assert rows.loc[key, "time_ratio"] == pytest.approx(step / mean[("eager", "native")])
+            assert rows.loc[key, "runs"] == n
+        assert rows.p_value.dropna().between(0, 1).all() and len(rows.p_value.dropna()) == n - 1
+
+
+def test_the_cpu_modes_sentence_says_whether_a_difference_is_beyond_the_noise():
+    from companion.report import gpu
+
+    def host(steps: dict, measured=False):
+        rows = []
+        for (execution, engine), s in steps.items():
+            rows.append(
+                {
+                    "execution": execution,
+                    "engine": engine,
+                    "runs": len(s),
+                    "spread_pct": (max(s) / min(s) - 1) * 100,
+                    "time_ratio": np.mean(s) / np.mean(steps[("eager", "native")]),
+                    "calibrated_time_error_pct": -5.0,
+                }
+            )
+        from scipy.stats import ttest_ind
+
+        for r in rows:
+            key = (r["execution"], r["engine"])
+            r["p_value"] = (
+                np.nan
+                if key == ("eager", "native")
+                else ttest_ind(steps[key], steps[("eager", "native")], equal_var=False).pvalue
+            )
+        shape = {"layers": 2, "hidden": 128, "seq_len": 128, "batch_size": 8}
+        return {"host": "some-cpu", "shape": shape, "energy_measured": measured, "rows": rows}
+
+    eager = [50.0, 51.0, 49.0]
+    same = gpu.cpu_modes_text([host({("eager", "native"): eager, ("compile", "native"): [50.5, 49.5, 51.5]})])
+    assert "took 1.01 times" in same and "within the replicates' 4 % spread" in same and "estimated" in same
+    apart = gpu.cpu_modes_text(
+        [host({("eager", "native"): eager, ("eager", "accelerate"): [40.0, 40.5, 39.5]}, measured=True)]
+    )
+    assert "Accelerate took 0.80 times" in apart and "1 of 1 beyond" in apart and "estimated" not in apart
+    assert gpu.cpu_modes_text([]) == ""

@@ -623,3 +623,69 @@ def host_floors(points: pd.DataFrame, margin: float = 1.6) -> pd.DataFrame:
         .reset_index()
     )
     return f.assign(x0=f.x0 / margin, x1=f.x1 * margin, depth=[f"{n} layers" for n in f.layers])
+
+
+CPU_MODES = (
+    "modes"  # data/reference/cpu/modes/<host>/: runs/ and calibration.json (benchmarks/execution_modes.py)
+)
+
+
+def cpu_modes_numbers(root: Path | None = None) -> list[dict]:
+    """Execution modes and engines on CPUs (``benchmarks/execution_modes.py --store``): per host folder under
+    ``data/reference/cpu/modes/``, one small BERT's mean step time and energy per step (CodeCarbon's estimate) per
+    execution mode and engine, each over its replicates, with how far those replicates lie apart, its ratios to
+    native eager's and the p-value of its step times against native eager's (Welch), and the calibrated tier's error from that host's calibration with its execution probe. Hosts in
+    name order; none where nothing is stored."""
+    from scipy.stats import ttest_ind
+
+    folder = root or reference_dir("cpu") / CPU_MODES
+    out = []
+    for host in sorted(p for p in Path(folder).glob("*") if (p / "runs").is_dir()):
+        cal = load_calibration(host / "calibration.json", "cpu", "fp32")
+        runs = tables.load_runs(host / "runs").reset_index(drop=True)
+        t, e = _point(cal.roofs).predict(runs)
+        runs = runs.assign(step_err=t / runs.step_s - 1, energy_err=e / runs.energy_per_step_j - 1)
+        rows = (
+            runs.groupby(["execution", "engine"], sort=False)
+            .agg(
+                runs=("run_id", "size"),
+                step_ms=("step_s", lambda v: v.mean() * 1e3),
+                energy_per_step_j=("energy_per_step_j", "mean"),
+                spread_pct=("step_s", lambda v: (v.max() / v.min() - 1) * 100),
+                calibrated_time_error_pct=("step_err", lambda v: v.mean() * 100),
+                calibrated_energy_error_pct=("energy_err", lambda v: v.mean() * 100),
+            )
+            .reset_index()
+        )
+        native = rows[(rows.execution == "eager") & (rows.engine == "native")]
+        if native.empty:
+            raise ValueError(f"{host / 'runs'} holds no native eager run to compare the others with")
+        base = native.iloc[0]
+        eager = runs[(runs.execution == "eager") & (runs.engine == "native")].step_s
+        rows = rows.assign(
+            time_ratio=rows.step_ms / base.step_ms,
+            energy_ratio=rows.energy_per_step_j / base.energy_per_step_j,
+            # Welch's t-test of each combination's step times against native eager's (nan for native eager)
+            p_value=[
+                float("nan")
+                if (r.execution, r.engine) == ("eager", "native")
+                else float(
+                    ttest_ind(
+                        runs[(runs.execution == r.execution) & (runs.engine == r.engine)].step_s,
+                        eager,
+                        equal_var=False,
+                    ).pvalue
+                )
+                for r in rows.itertuples()
+            ],
+        )
+        first = runs.iloc[0]
+        out.append(
+            {
+                "host": host.name,
+                "shape": {k: int(first[k]) for k in ("layers", "hidden", "seq_len", "batch_size")},
+                "energy_measured": bool(runs.energy_measured.astype(bool).all()),
+                "rows": rows.to_dict(orient="records"),
+            }
+        )
+    return out

@@ -849,7 +849,7 @@ def model_comparison(scores: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
         .properties(
             title=_title("Held-out MAPE: every model", df),
             description="Held-out MAPE of every model per split, time and energy apart, on a log axis; the black "
-            "line is its interval from resampling whole groups. Points further left predict unseen runs better.",
+            "line is its interval from resampling whole groups.",
         )
     )
 

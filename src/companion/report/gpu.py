@@ -263,6 +263,34 @@ def modes_text(numbers: dict) -> str:
     )
 
 
+def cpu_modes_text(hosts: list[dict], alpha: float = 0.05) -> str:
+    """Per CPU host that measured them (``reference.cpu_modes_numbers``): how Accelerate and torch.compile moved a
+    small BERT's step against native eager, whether that lies beyond the replicates' noise (Welch's test at
+    ``alpha``), and how far the calibrated tier missed; "" where none is stored."""
+    out = []
+    for h in hosts:
+        rows = pd.DataFrame(h["rows"])
+        others = rows[~((rows.execution == "eager") & (rows.engine == "native"))]
+        moved = " and ".join(
+            f"{'Accelerate' if r.engine == 'accelerate' else 'torch.compile'}" for r in others.itertuples()
+        )
+        ratios = " and ".join(f"{r.time_ratio:.2f}" for r in others.itertuples())
+        beyond = (others.p_value < alpha).sum()
+        out.append(
+            f"On a CPU ({h['host']}, a {h['shape']['layers']}-layer BERT, {int(rows.runs.min())} replicates in "
+            f"rotating order), {moved} took {ratios} times native eager's step, "
+            + (
+                f"within the replicates' {rows.spread_pct.max():.0f} % spread (Welch, p ≥ {alpha})"
+                if beyond == 0
+                else f"{beyond} of {len(others)} beyond the replicates' {rows.spread_pct.max():.0f} % spread "
+                f"(Welch, p < {alpha})"
+            )
+            + f"; the calibrated tier missed by at most {rows.calibrated_time_error_pct.abs().max():.0f} %."
+            + ("" if h["energy_measured"] else " Energy there is estimated: its ratios repeat time's.")
+        )
+    return " ".join(out)
+
+
 def attention_text(numbers: dict) -> str:
     """What leaving attention out of the compiled graphs changed on the machine that measured it (its fastest such
     mode at 512 tokens against eager and the whole-model compile, and CUDA graphs at 128 tokens either way), and

@@ -151,7 +151,7 @@ def energy_honesty_text(validation: dict, runs: pd.DataFrame) -> str:
         )
     return (
         "Energy here is estimated, not measured: a power model times the measured time, so its error largely "
-        f"repeats the time error and is not an independent test (the baselines' rows: in the page's data).{given}"
+        f"repeats the time error and is not an independent test.{given}"
     )
 
 

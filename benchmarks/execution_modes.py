@@ -30,9 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION_NAME = "calibration.json"  # beside runs/; read by companion.energy.reference.cpu_modes_numbers
 
 MODEL = {"layers": 2, "hidden": 128, "heads": 4, "vocab": 4096, "max_positions": 512, "seq_len": 128}
-# (execution, engine): eager native, compiled native, eager Accelerate (torch.compile under Accelerate adds
-# nothing the other two do not show)
-COMBOS = (("eager", "native"), ("compile", "native"), ("eager", "accelerate"))
+# (execution, engine, attn): eager native, compiled native, eager Accelerate (torch.compile under Accelerate adds
+# nothing the other two do not show); with --island also compiled with attention left out of the graphs
+COMBOS = (("eager", "native", "sdpa"), ("compile", "native", "sdpa"), ("eager", "accelerate", "sdpa"))
+ISLAND = ("compile", "native", "sdpa-nocompile")
 # Every run goes in one process, in passes, and a run's place in the process can move its time by as much as the
 # combinations differ (docs/decisions.md): so the combinations rotate, each taking every place once (pass k seeds
 # its runs k: replicates differ in weights and data), after a primer run that pays the process's one-time costs
@@ -40,18 +41,30 @@ COMBOS = (("eager", "native"), ("compile", "native"), ("eager", "accelerate"))
 PRIMER_SEED = 1000
 
 
-def rotated(passes: int) -> list[dict]:
-    """The profile's groups after the primer: ``passes`` passes over ``COMBOS``, pass k starting at its k-th."""
+def rotated(passes: int, combos=COMBOS) -> list[dict]:
+    """The profile's groups after the primer: ``passes`` passes over ``combos``, pass k starting at its k-th."""
+    n = len(combos)
     return [
-        {"name": f"p{k}-{execution}-{engine}", "set": {"seed": k, "execution": execution, "engine": engine}}
+        {
+            "name": f"p{k}-{execution}-{engine}-{attn}",
+            "set": {"seed": k, "execution": execution, "engine": engine, "attn": attn},
+        }
         for k in range(passes)
-        for execution, engine in COMBOS[k % len(COMBOS) :] + COMBOS[: k % len(COMBOS)]
+        for execution, engine, attn in combos[k % n :] + combos[: k % n]
     ]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", type=int, default=MODEL["layers"])
+    ap.add_argument("--hidden", type=int, default=MODEL["hidden"])
+    ap.add_argument("--seq-len", type=int, default=MODEL["seq_len"])
     ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument(
+        "--island",
+        action="store_true",
+        help="also compile with attention left out of the graphs (attn sdpa-nocompile), probed as such",
+    )
     ap.add_argument(
         "--max-time-s", type=float, default=2.3, help="measured time cap per run (the cpu profile's)"
     )
@@ -78,10 +91,13 @@ def main(argv=None) -> int:
         raise SystemExit(
             f"error: {store} exists (records are never overwritten); move it away to measure again"
         )
+    if args.store and (args.island or (args.layers, args.hidden, args.seq_len) != (2, 128, 128)):
+        raise SystemExit("error: --store keeps the book's set: the default shape, without --island")
     if args.store and calibration_path("cpu") is None:
         raise SystemExit(
             "error: --store needs this host's calibration; run `companion calibrate --device cpu` first"
         )
+    combos = COMBOS + ((ISLAND,) if args.island else ())
     with tempfile.TemporaryDirectory() as tmp:
         profile = Path(tmp) / "execution-modes.yaml"
         profile.write_text(
@@ -91,6 +107,10 @@ def main(argv=None) -> int:
                     "device": "cpu",
                     "base": {
                         **MODEL,
+                        "layers": args.layers,
+                        "hidden": args.hidden,
+                        "heads": max(1, args.hidden // 32),
+                        "seq_len": args.seq_len,
                         "batch_size": args.batch_size,
                         "warmup_steps": 1,
                         "min_window_s": 0.3,
@@ -99,7 +119,8 @@ def main(argv=None) -> int:
                         "max_time_s": args.max_time_s,
                     },
                     "replicates": 1,
-                    "groups": [{"name": "primer", "set": {"seed": PRIMER_SEED}}] + rotated(args.replicates),
+                    "groups": [{"name": "primer", "set": {"seed": PRIMER_SEED}}]
+                    + rotated(args.replicates, combos),
                 }
             )
         )
@@ -121,21 +142,31 @@ def main(argv=None) -> int:
         dev = None
     else:
         dev = load_calibration(cal_path, "cpu", "fp32").roofs
-        probe = execution_probe("cpu", ["compile"], args.probe_budget_s)
+        probe = execution_probe(
+            "cpu", ["compile"] + (["compile+sdpa-nocompile"] if args.island else []), args.probe_budget_s
+        )
         dev_probed = replace(dev, execution_scale=opmodel.execution_scales(probe))
+        # the same probe without its attention-left-out entry: such runs then take the whole-model compile's
+        dev_whole = replace(
+            dev, execution_scale={k: v for k, v in dev_probed.execution_scale.items() if "+" not in k}
+        )
 
     rows = []
-    for (execution, engine), g in runs.groupby(["execution", "engine"], sort=False):
+    for (execution, engine, attn), g in runs.groupby(["execution", "engine", "attn"], sort=False):
         row = {
             "execution": execution,
             "engine": engine,
+            "attn": attn,
             "runs": len(g),
             "ms per step": g.step_s.mean() * 1e3,
             "replicates apart (%)": (g.step_s.max() / g.step_s.min() - 1) * 100,
             "J per step (estimated)": g.energy_per_step_j.mean(),
         }
         if dev is not None:
-            for name, d in (("eager model", dev), ("with probe", dev_probed)):
+            variants = [("eager model", dev), ("with probe", dev_probed)]
+            if args.island:
+                variants.insert(1, ("whole-model probe", dev_whole))
+            for name, d in variants:
                 coef = opmodel.prior_coefficients(d)
                 t, _ = OperatorPoint(d, coef["time"], coef["energy"]).predict(g)
                 row[f"calibrated, {name}: error (%)"] = (t / g.step_s.to_numpy() - 1).mean() * 100
@@ -144,9 +175,7 @@ def main(argv=None) -> int:
     base = table[(table.execution == "eager") & (table.engine == "native")].iloc[0]
     table["time / native eager"] = table["ms per step"] / base["ms per step"]
     table["energy / native eager"] = table["J per step (estimated)"] / base["J per step (estimated)"]
-    print(
-        f"L{MODEL['layers']} h{MODEL['hidden']} s{MODEL['seq_len']} b{args.batch_size}, one process, fp32, {cal_path}"
-    )
+    print(f"L{args.layers} h{args.hidden} s{args.seq_len} b{args.batch_size}, one process, fp32, {cal_path}")
     print(table.round(3).to_string(index=False))
     if dev is not None:
         print("execution probe (compile vs eager):", json.dumps(dev_probed.execution_scale))

@@ -12,7 +12,8 @@
 # archive unpacks as data/reference/<device>/one-machine/ reads it (<device>.json, runs/, testset/runs/):
 #   probe      nvidia-smi and the stack's versions
 #   calibrate  companion calibrate --device cuda (sized to the device, self-checked; ~40 s; with modes, it also
-#              probes the compiled modes: --executions compile,cudagraphs, ~1.5 min more)
+#              probes the compiled modes: --executions compile,cudagraphs, ~1.5 min more; with attention, those
+#              modes with attention left out of the graphs as well, ~1.5 min more again)
 #   testset    the GPU test set, profile gpu-test (6 runs drawn once, never tuned on; ~3 min)
 #   sweep      the reference profile data/reference/H200/gpu-check.yaml (7 runs, ~3.5 min)
 #   repeat     two of the reference configurations again (data/reference/H200/gpu-repeat.yaml; ~1 min)
@@ -53,9 +54,11 @@ STEPS=${STEPS:-probe calibrate testset sweep}
 echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown); steps: $STEPS"
 want() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 want probe && step probe sh -c "nvidia-smi; $PY -c 'import torch, transformers; print(torch.__version__, transformers.__version__)'"
-# with the modes step, the calibration also probes the compiled modes' host time and kernels (~1.5 min more)
+# with the modes step, the calibration also probes the compiled modes' host time and kernels (~1.5 min more), and
+# with the attention step those modes with attention left out of the graphs too (their graph breaks' host time)
 # (EXECUTIONS=compile,cudagraphs asks for the probe without the modes step)
 EXECUTIONS=${EXECUTIONS:-}; want modes && EXECUTIONS=${EXECUTIONS:-compile,cudagraphs}
+want attention && EXECUTIONS=${EXECUTIONS:-compile,cudagraphs},compile+sdpa-nocompile,cudagraphs+sdpa-nocompile
 want calibrate && step calibrate $PY -m companion.cli calibrate --device cuda --out "$W/$DEVICE.json" \
   ${EXECUTIONS:+--executions $EXECUTIONS}
 want testset && step testset $PY -m companion.cli sweep --profile gpu-test --device-name "$DEVICE" \

@@ -407,8 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--out", type=Path, help="output file (default data/devices/<device-name>.json)")
     ca.add_argument(
         "--executions",
-        help="also probe these execution modes' host time and kernels (comma-separated: compile, cudagraphs; "
-        "the operator model predicts them from it)",
+        help="also probe these execution modes' host time and kernels (comma-separated: compile, cudagraphs, "
+        "and either with +sdpa-nocompile for attention left out of the compiled graphs; the operator model "
+        "predicts them from it)",
     )
     return parser
 

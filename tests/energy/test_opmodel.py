@@ -716,3 +716,41 @@ def test_a_compiled_row_takes_its_host_time_from_the_execution_probe_and_its_ker
     # without a probe every row is eager's
     plain = opmodel.operator_frame(rows, replace(gpu, execution_scale={}))
     pd.testing.assert_frame_equal(plain.iloc[3:6].reset_index(drop=True), eager)
+
+
+def test_attention_left_out_of_the_graphs_takes_its_own_probe_else_the_whole_model_compile():
+    from dataclasses import replace
+
+    probe = {
+        "modes": {
+            "eager": {"host_per_step_s": 1e-3, "host_per_layer_s": 1e-3},
+            "compile": {"host_per_step_s": 1e-3, "host_per_layer_s": 0.5e-3},
+            # a graph break around each layer's attention: more host time per layer than the whole compile's
+            "compile+sdpa-nocompile": {"host_per_step_s": 1e-3, "host_per_layer_s": 2e-3},
+        }
+    }
+    scales = opmodel.execution_scales(probe)
+    assert set(scales) == {"compile", "compile+sdpa-nocompile"}
+    assert opmodel.execution_key("compile", "sdpa-nocompile") == "compile+sdpa-nocompile"
+    assert opmodel.execution_key("compile", "sdpa") == opmodel.execution_key("compile") == "compile"
+    assert opmodel.execution_key("eager", "sdpa-nocompile") == "eager"
+    dev = replace(DEV, execution_scale=scales)
+    df = frame().query("tp == 1 and dp == 1 and threads_per_rank == 2").head(3)
+    rows = pd.concat(
+        [df.assign(execution="compile", attn=a) for a in ("sdpa", "sdpa-nocompile")], ignore_index=True
+    )
+    whole, island = (opmodel.operator_frame(rows, dev).iloc[i * 3 : (i + 1) * 3] for i in range(2))
+    layers = df.layers.to_numpy(float)
+    assert np.allclose(whole.layer_fixed_s, 0.5e-3 * layers) and np.allclose(
+        island.layer_fixed_s, 2e-3 * layers
+    )
+    assert opmodel.unprobed(dev, rows.execution, rows.attn) == []
+    # a calibration that probed the whole-model compile only: such runs take its host time, and say so
+    only_whole = replace(DEV, execution_scale={"compile": scales["compile"]})
+    fallback = opmodel.operator_frame(rows, only_whole)
+    assert np.allclose(fallback.layer_fixed_s.iloc[3:], 0.5e-3 * layers)
+    assert opmodel.unprobed(only_whole, rows.execution, rows.attn) == ["compile+sdpa-nocompile"]
+    # a frame without the attention column is attention compiled with the model
+    pd.testing.assert_frame_equal(
+        opmodel.operator_frame(rows.drop(columns="attn").iloc[:3], dev), whole.reset_index(drop=True)
+    )

@@ -255,3 +255,11 @@ def test_the_execution_probe_times_each_depth_and_a_mode_the_device_cannot_run_i
     assert eager["host_per_layer_s"] is not None and eager["kernels_per_layer"] is None  # kernels: a GPU's
     with pytest.raises(ConfigError, match="CUDA graphs need a GPU"):
         calibrate("cpu", budget_s=1.0, executions=["cudagraphs"])
+    for bad in ("compile+eager", "eager", "cudagraphs+sdpa-nocompile"):
+        with pytest.raises(ConfigError, match=r"\+sdpa-nocompile for attention left out"):
+            calibrate("cpu", budget_s=1.0, executions=[bad])
+    # attention left out of the graphs is probed on a model built so (compiled by the probe, not here)
+    from companion.runs.calibrate import SIZES, _probe_training
+
+    model, _, _ = _probe_training("cpu", SIZES["cpu"]["op_probe"], 1, "sdpa-nocompile")
+    assert model.config._attn_implementation == "sdpa-nocompile"

@@ -237,6 +237,7 @@ TP_ALL_REDUCES_PER_LAYER = 4
 # the columns of a run that its operator terms read (``operator_frame``); the last four have defaults
 OPERATOR_COLUMNS = (
     "execution",
+    "attn",
     "layers",
     "hidden",
     "ffn",
@@ -255,6 +256,7 @@ OPERATOR_COLUMNS = (
 )
 COLUMN_DEFAULTS = {
     "execution": "eager",
+    "attn": "sdpa",
     "num_labels": 2,
     "precision": "fp32",
     "attention_kernel": "math",
@@ -351,7 +353,7 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     # each row's execution mode: a compiled mode's host time is the calibration's probe's for it (per step and per
     # layer, a host's cost not growing with the tokens), its kernels the eager count times the mode's ratio;
     # eager rows, and modes the probe lacks, keep the eager terms (ratios 1)
-    mode = execution_scale_columns(col["execution"], dev)
+    mode = execution_scale_columns(col["execution"], dev, col["attn"])
     if dev.host_device_overlap_p > 0:
         # a device of its own: the host's fixed cost per step, bf16 autocast's casts where the counts lack them,
         # and the device time of the kernels the operators launch, however small (queued behind the host)
@@ -436,14 +438,31 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
 EXECUTION_SCALES = ("host_step_s", "host_layer_s", "kernels_step", "kernels_layer")
 
 
-def execution_scale_columns(execution, dev: DeviceRoofs) -> dict[str, np.ndarray]:
-    """Per row, each of ``EXECUTION_SCALES`` for the row's execution mode and whether the row is a probed
-    compiled mode ("compiled"); eager and unprobed rows: no host time (unused) and kernel ratios of 1."""
+ISLAND_ATTN = "sdpa-nocompile"  # attention left out of the compiled graphs (runs.config.ATTENTION_KERNELS)
+
+
+def execution_key(execution: str, attn: str | None = None) -> str:
+    """The name a calibration's execution probe gives a run's way of executing: its mode, and for a compiled mode
+    with attention left out of the graphs (``attn`` sdpa-nocompile) ``<mode>+sdpa-nocompile``, whose graph breaks
+    cost host time a whole-model compile does not pay."""
+    return f"{execution}+{ISLAND_ATTN}" if attn == ISLAND_ATTN and execution != "eager" else str(execution)
+
+
+def execution_scale_columns(execution, dev: DeviceRoofs, attn=None) -> dict[str, np.ndarray]:
+    """Per row, each of ``EXECUTION_SCALES`` for the row's execution mode (``execution_key`` of its mode and
+    attention: a compiled run with attention left out takes that probe's figures where the calibration has them,
+    else the whole-model mode's) and whether the row is a probed compiled mode ("compiled"); eager and unprobed
+    rows: no host time (unused) and kernel ratios of 1."""
     modes = np.asarray(execution, dtype=object)
+    attns = np.full(len(modes), "sdpa", dtype=object) if attn is None else np.asarray(attn, dtype=object)
+    keys = np.array(
+        [k if (k := execution_key(m, a)) in dev.execution_scale else str(m) for m, a in zip(modes, attns)],
+        dtype=object,
+    )
     out = {k: np.zeros(len(modes)) if k.endswith("_s") else np.ones(len(modes)) for k in EXECUTION_SCALES}
     out["compiled"] = np.zeros(len(modes), bool)
     for name, found in dev.execution_scale.items():
-        rows = modes == name
+        rows = keys == name
         out["compiled"] |= rows
         for k in EXECUTION_SCALES:
             out[k][rows] = float(found[k])
@@ -478,9 +497,14 @@ def execution_scales(probe: dict | None) -> dict:
     return out
 
 
-def unprobed(dev: DeviceRoofs, executions) -> list[str]:
-    """The compiled modes among ``executions`` that ``dev``'s calibration did not probe: predicted as eager."""
-    return sorted({str(m) for m in executions if m != "eager" and m not in dev.execution_scale})
+def unprobed(dev: DeviceRoofs, executions, attns=None) -> list[str]:
+    """The compiled modes among ``executions`` (with ``attns``: their ``execution_key``) that ``dev``'s
+    calibration did not probe: predicted as eager, or with attention left out as the whole-model mode where that
+    was probed."""
+    executions = list(executions)
+    attns = [None] * len(executions) if attns is None else list(attns)
+    keys = {execution_key(str(m), a) for m, a in zip(executions, attns)}
+    return sorted(k for k in keys if k != "eager" and k not in dev.execution_scale)
 
 
 def _compute_share(cores_of_rank: np.ndarray, cores: int, exponent: float) -> np.ndarray:

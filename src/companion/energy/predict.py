@@ -778,20 +778,21 @@ def predict_tiered(
 
 def _execution_warnings(plan: Plan, dev) -> list[str]:
     """What the operator model does not know about a plan's execution mode and engine, said once each."""
+    missing = opmodel.unprobed(dev, [plan.execution], [plan.attn])
+    whole = plan.execution in dev.execution_scale
     out = [
-        f"execution {m!r} was not probed by this tier's device ({dev.tier}): predicted as eager; "
-        f"`companion calibrate --executions {m}` measures it"
-        for m in opmodel.unprobed(dev, [plan.execution])
+        f"execution {m!r} was not probed by this tier's device ({dev.tier}): predicted "
+        + (f"with the whole-model {plan.execution}'s host time" if whole else "as eager")
+        + (", which leaves out the graph breaks around each layer's attention" if m != plan.execution else "")
+        + f"; `companion calibrate --executions {m}` measures it"
+        for m in missing
     ]
     compiled_fused = (
         plan.execution != "eager" and planned_attention_kernel(plan.device_name, plan.attn) == "fused"
     )
-    if compiled_fused and plan.attn == "sdpa-nocompile":
-        out.append(
-            "attention is left out of the compiled graphs: the fused kernel the calibration times runs, but the "
-            "graph break around each layer's attention costs host time the model does not count (the GPU chapter)"
-        )
-    elif compiled_fused:
+    # attention left out of the compiled graphs runs the fused kernel the calibration times: only its graph
+    # breaks' host time can be missing, said above
+    if compiled_fused and plan.attn != "sdpa-nocompile":
         from companion.energy.reference import compiled_slowdown
 
         slow = compiled_slowdown()

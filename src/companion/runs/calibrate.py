@@ -281,17 +281,22 @@ def launch_benchmark(device, budget_s: float) -> dict:
     return {"launch_s": t / reps, "method": f"{reps} dependent one-element adds"}
 
 
-def _probe_training(device, q: dict, layers: int):
-    """The probes' BERT of ``layers`` layers at the shape ``q`` (``SIZES[kind]["op_probe"]``), in training mode,
-    its AdamW with the training runs' kernel, and a batch of ``q``'s size without a mask: (model, optimizer,
-    batch). Seeded, so every probe builds the same model."""
+def _probe_training(device, q: dict, layers: int, attn: str = "sdpa"):
+    """The probes' BERT of ``layers`` layers at the shape ``q`` (``SIZES[kind]["op_probe"]``) with attention
+    ``attn``, in training mode, its AdamW with the training runs' kernel, and a batch of ``q``'s size without a
+    mask: (model, optimizer, batch). Seeded, so every probe builds the same model."""
     from companion.runs.config import ModelConfig
     from companion.runs.model import build_model
     from companion.runs.parallel import adamw_kernel
 
     torch.manual_seed(0)
     config = ModelConfig(
-        layers=layers, hidden=q["hidden"], heads=q["heads"], vocab=q["vocab"], max_positions=max(64, q["seq"])
+        layers=layers,
+        hidden=q["hidden"],
+        heads=q["heads"],
+        vocab=q["vocab"],
+        max_positions=max(64, q["seq"]),
+        attn=attn,
     )
     model = build_model(config).to(device)
     model.train()
@@ -404,7 +409,8 @@ EXECUTION_PROBE_SAMPLES = 5  # the host's time per step is the fastest of this m
 
 
 def execution_probe(device, executions, budget_s: float, probe: dict | None = None) -> dict:
-    """How each execution mode (eager and ``executions``: compile, cudagraphs) changes the host's time and the
+    """How each execution mode (eager and ``executions``: compile, cudagraphs, and either with attention left out
+    of the compiled graphs, ``compile+sdpa-nocompile``: ``opmodel.execution_key``) changes the host's time and the
     device's kernel count of one training step, measured on the host probe's BERT (``SIZES[kind]["op_probe"]``)
     at ``EXECUTION_PROBE_DEPTHS`` layers through the runner's own step (``train.make_train_step`` on
     ``train.compiled``). Per mode and depth: the host's time per step (steps queued without a synchronisation,
@@ -437,9 +443,13 @@ def execution_probe(device, executions, budget_s: float, probe: dict | None = No
     for mode in modes:
         rows = []
         for layers in EXECUTION_PROBE_DEPTHS:
-            model, opt, batch = _probe_training(dev, q, layers)
+            execution, _, attn = mode.partition("+")
+            model, opt, batch = _probe_training(dev, q, layers, attn or "sdpa")
             train = make_train_step(
-                compiled(model, mode), opt, bf16_autocast=kind == "cuda", graphs=mode == "cudagraphs"
+                compiled(model, execution),
+                opt,
+                bf16_autocast=kind == "cuda",
+                graphs=execution == "cudagraphs",
             )
             step = lambda: train(batch)  # noqa: E731
             t0 = time.perf_counter()
@@ -965,11 +975,20 @@ def calibrate(
         check_device_name(device_name)
     from companion.runs.config import EXECUTIONS
 
+    from companion.energy.opmodel import ISLAND_ATTN
+
     for mode in executions:
-        if mode not in EXECUTIONS or (mode == "cudagraphs" and device != "cuda"):
+        execution, plus, attn = mode.partition("+")
+        if (
+            execution not in EXECUTIONS
+            or execution == "eager"
+            or (execution == "cudagraphs" and device != "cuda")
+            or (plus and attn != ISLAND_ATTN)
+        ):
             raise ConfigError(
                 f"executions: {mode!r} cannot be probed on {device}; use "
                 + ("compile or cudagraphs" if device == "cuda" else "compile (CUDA graphs need a GPU)")
+                + f", either with +{ISLAND_ATTN} for attention left out of the compiled graphs"
             )
     dev = torch.device("cuda:0" if device == "cuda" else "cpu")
     dtype = torch.bfloat16 if device == "cuda" else torch.float32

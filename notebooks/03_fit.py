@@ -38,6 +38,7 @@ laws = ["roofline_power_law", "energy_roofline", "tokens_linear", "flops_power_l
 n_boot = 200
 seed = 0
 max_step_ci95_rel = 0.1
+holdout_profile = "holdout"  # the validation set: the intervals' off-grid width (none where it has no runs)
 
 # %%
 import pandas as pd
@@ -53,7 +54,8 @@ from companion.energy.laws import LAWS
 from companion.energy.models import OperatorPoint, fit_operator, law_intervals
 from companion.energy.calibration import load_device_roofs
 from companion.energy.opmodel import DeviceRoofs, layout_degrees, layout_names, operator_frame, scaled_terms
-from companion.energy.tables import usable_runs
+from companion.energy.opmodel import proxy_roofs
+from companion.energy.tables import off_grid_runs, usable_runs
 
 figures.use_offline_renderer()
 df, left_out = usable_runs(pd.read_csv(paths.derived_dir(profile) / "proxies.csv"), max_step_ci95_rel)
@@ -62,8 +64,15 @@ glue("step_ci_limit_pct", f"{max_step_ci95_rel * 100:.0f}", display=False)
 artifact = fit_all(df, laws=laws, n_boot=n_boot, seed=seed)
 artifact["left_out_runs"] = left_out
 dev = load_device_roofs(artifact["device_name"], artifact["precision"][0])
-artifact.update(fit_operator(df, dev))
-artifact["law_intervals"] = law_intervals(df, laws)  # each law's prediction interval, from held-out groups
+# the validation set's runs (the step-time filter applied as to the sweep's): every interval's off-grid width
+held = off_grid_runs(
+    {"holdout": paths.runs_dir(holdout_profile) if holdout_profile else None}, {dev.name: proxy_roofs(dev)}
+)["holdout"]
+held = usable_runs(held, max_step_ci95_rel)[0] if held is not None else None
+artifact.update(fit_operator(df, dev, off_grid=held))
+artifact["law_intervals"] = law_intervals(
+    df, laws, off_grid=held
+)  # each law's interval, from held-out groups
 fitted = FittedModel(artifact)
 
 

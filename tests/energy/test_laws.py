@@ -843,3 +843,38 @@ def test_fits_on_recurring_rows_are_computed_once_and_change_nothing(monkeypatch
         assert models_mod.fit_point(model, X[X.layers != 2]) is first and len(calls) == 1
         with pytest.raises(RuntimeError, match="not rows of its frame"):
             models_mod.fit_point(model, X.assign(step_s=X.step_s * 2))
+
+
+def test_the_validation_set_sets_a_floor_on_a_new_runs_width_and_never_its_own():
+    from companion.energy.intervals import conformal_halfwidth
+    from companion.energy.models import OFF_GRID, fit_model
+    from companion.energy.validation import score_holdout
+
+    X = _frame_for_validation()
+    X["config_id"] = [f"c{i}" for i in range(len(X))]
+    train, val = X[X.layers != 12].reset_index(drop=True), X[X.layers == 12].reset_index(drop=True)
+    # off-grid runs the law misses by far more than its held-out groups: by a factor 2 either way in turn
+    val = val.assign(energy_per_step_j=val.energy_per_step_j * np.exp(0.7 * (-1.0) ** np.arange(len(val))))
+    model = {"flops_power_law": REGISTRY["flops_power_law"].build(None)}
+
+    def half(pred):
+        e = pred[pred.target == "energy"].set_index("run_id")
+        return np.log(e.hi / e.predicted)
+
+    # the test set: every run at least as wide as the validation set's conformal quantile, and wider than without it
+    alone = half(score_holdout(train, val, model, split="test"))
+    floored = half(score_holdout(train, val, model, split="test", calibration=val))
+    fitted = fit_model(model["flops_power_law"], train, off_grid=val)
+    q = conformal_halfwidth(fitted.residuals_by_kind[OFF_GRID]["energy_per_step_j"], 0.9)
+    assert (floored >= q - 1e-12).all() and (floored > alone + 1e-9).all()
+    # the validation set's own runs: a run's width never rests on its own error
+    mine = half(score_holdout(train, val, model, split="holdout"))
+    moved = val.copy()
+    moved.loc[0, "energy_per_step_j"] *= 5.0
+    again = half(score_holdout(train, moved, model, split="holdout"))
+    assert again[val.run_id[0]] == pytest.approx(mine[val.run_id[0]])
+    assert (again.drop(val.run_id[0]) >= mine.drop(val.run_id[0]) - 1e-12).all()
+    # a run new in nothing (on the grid) keeps the width of a size left out
+    on_grid = train.head(4)
+    plain = fit_model(model["flops_power_law"], train).predict(on_grid)
+    pd.testing.assert_frame_equal(fitted.predict(on_grid), plain)

@@ -382,6 +382,40 @@ def heldout_residuals_by_kind(
     return out
 
 
+# The off-grid kind: the validation set's runs (drawn off the grid, never fitted on), predicted by the fit on the
+# whole sweep. Split-conformal calibration on the configurations a prediction is asked for: the grid's own held-out
+# groups (the other kinds) are easier than a configuration between and beyond them, so a run new in anything takes
+# at least this width (docs/decisions.md)
+OFF_GRID = "off_grid"
+
+
+def off_grid_residuals(point, df: pd.DataFrame, uses_measured_time: bool = False) -> dict[str, np.ndarray]:
+    """Per run of ``df`` (in its order), log(measured / predicted) under ``point`` divided by the run's interval
+    scale, per target (nan where a prediction or a measurement is missing, and for time where the model reads
+    the measured time)."""
+    t, e, scale = predict_with_scale(point, df)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        time = np.log(df.step_s.to_numpy(float) / np.clip(t, LOG_FLOOR, None)) / scale
+        energy = np.log(df.energy_per_step_j.to_numpy(float) / np.clip(e, LOG_FLOOR, None)) / scale
+    return {"step_s": np.full(len(df), np.nan) if uses_measured_time else time, "energy_per_step_j": energy}
+
+
+def predict_leaving_each_out(
+    fitted: Fitted, df: pd.DataFrame, groups: pd.Series, level: float = LEVEL
+) -> pd.DataFrame:
+    """``fitted.predict`` on the off-grid runs ``df`` that calibrate its off-grid width themselves, each group of
+    ``groups`` (a configuration's replicates) with that width taken from the other groups' residuals only, so a
+    run never sets its own interval."""
+    res = off_grid_residuals(fitted.point, df, fitted.model.uses_measured_time)
+    parts = []
+    for g in pd.unique(groups):
+        rows = (groups == g).to_numpy()
+        others = {t: r[~rows][np.isfinite(r[~rows])] for t, r in res.items()}
+        one = replace(fitted, residuals_by_kind={**fitted.residuals_by_kind, OFF_GRID: others})
+        parts.append(one.predict(df[rows], level))
+    return pd.concat(parts).loc[df.index]
+
+
 def predict_with_scale(point, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A point fit's predictions and, per run, the factor on its interval's width: the point fit's own (the
     operator roofline's overhead share, ``OperatorPoint.interval_scale``), 1 for a model without one. Held-out
@@ -464,6 +498,8 @@ class Fitted:
                     )
                 if flops > self.train_keys["scale"]:
                     kinds.append("scale")
+            if kinds and OFF_GRID in self.residuals_by_kind:
+                kinds.append(OFF_GRID)  # new in anything: at least as wide as the off-grid runs' errors
             out.append(tuple(kinds))
         return out
 
@@ -539,12 +575,21 @@ def interval_model(residuals: dict, residuals_by_kind: dict | None, train_keys: 
     )
 
 
-def fit_model(model: Model, df: pd.DataFrame, intervals: bool = True) -> Fitted:
-    """Fit on ``df``; with ``intervals``, also the held-out-group residuals that set the intervals."""
+def fit_model(
+    model: Model, df: pd.DataFrame, intervals: bool = True, off_grid: pd.DataFrame | None = None
+) -> Fitted:
+    """Fit on ``df``; with ``intervals``, also the held-out-group residuals that set the intervals, and where
+    ``off_grid`` (the validation set: configurations off the grid, never fitted on) is given, this fit's
+    residuals on them (``OFF_GRID``), which bound the width of every run new to the fit."""
     point = fit_point(model, df)
     if not intervals:
         return Fitted(model, point, {}, len(df))
     by_kind = heldout_residuals_by_kind(model, df)
+    if off_grid is not None and len(off_grid):
+        by_kind[OFF_GRID] = {
+            t: r[np.isfinite(r)]
+            for t, r in off_grid_residuals(point, off_grid, model.uses_measured_time).items()
+        }
     pooled = _pooled(by_kind)
     keys = {k: set(v) - {""} for k, v in group_keys(df).items()}
     values = range_values(df)
@@ -569,7 +614,7 @@ def intervals_to_json(fitted: Fitted) -> dict:
     }
 
 
-def law_intervals(df: pd.DataFrame, laws) -> dict:
+def law_intervals(df: pd.DataFrame, laws, off_grid: pd.DataFrame | None = None) -> dict:
     """Held-out-group residuals of every law that predicts before running ({law: intervals_to_json}), so a
     law's prediction interval comes from errors on groups left out of its fit, as the operator roofline's
     does, not from its in-sample residuals. Each left-out fit refits the USL on its own rows, so the
@@ -579,15 +624,18 @@ def law_intervals(df: pd.DataFrame, laws) -> dict:
         if LAWS[name].uses_measured_time:
             continue
         model = LawModel(name, LAWS[name].label, law=name, n_boot=0, predicts_time=name == TIME_LAW)
-        out[name] = intervals_to_json(fit_model(model, df))
+        out[name] = intervals_to_json(fit_model(model, df, off_grid=off_grid))
     return out
 
 
-def fit_operator(df: pd.DataFrame, dev) -> dict:
-    """The operator roofline fitted on ``df`` (fitted tier), its held-out-group residuals (its intervals),
+def fit_operator(df: pd.DataFrame, dev, off_grid: pd.DataFrame | None = None) -> dict:
+    """The operator roofline fitted on ``df`` (fitted tier), its held-out-group residuals (its intervals; with the
+    validation set's runs ``off_grid``, their errors as well: ``fit_model``),
     the calibrated tier's errors on the same runs (nothing fitted: held out by construction), the model's
     eta beside the measured one, and the paper's USL fitted per model size."""
-    fitted = fit_model(OperatorRoofline("operator_roofline", "operator roofline", dev=dev), df)
+    fitted = fit_model(
+        OperatorRoofline("operator_roofline", "operator roofline", dev=dev), df, off_grid=off_grid
+    )
     point = fitted.point
     face = OperatorRoofline("calibrated", "calibrated", dev=dev, fitted=False)._fit(df)
     t_cal, e_cal = face.predict(df)

@@ -56,12 +56,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+
 import numpy as np
 import pandas as pd
 
 from companion.energy.intervals import INTERVAL_OVERHEAD_WEIGHT, interval_scale_of_share  # noqa: F401 (the weight: stage 04)
 
 from companion.energy import proxies
+from companion.runs.config import ISLAND_ATTN
 from companion.runs.records import CALIBRATION_PRECISION
 
 
@@ -436,9 +438,6 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
 
 
 EXECUTION_SCALES = ("host_step_s", "host_layer_s", "kernels_step", "kernels_layer")
-
-
-ISLAND_ATTN = "sdpa-nocompile"  # attention left out of the compiled graphs (runs.config.ATTENTION_KERNELS)
 
 
 def execution_key(execution: str, attn: str | None = None) -> str:

@@ -143,16 +143,28 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
     )  # the runs' precision
     roofs = {dev.name: proxy_roofs(dev)}
     every = validated_models(dev)
-    # archives packed before the test set existed have none
+    # archives packed before the test set existed have none; one measured on an earlier draw is not scored on it
+    # (that draw was seen before the interval rule that followed it: docs/decisions.md)
     off_grid = off_grid_runs(
         {"holdout": Path(data) / "runs" / HOLDOUT, "test": Path(data) / "runs" / TEST}, roofs
     )
+    if off_grid.get("test") is not None:
+        current = off_grid["test"].config_id.isin(current_test_configs())
+        off_grid["test"] = off_grid["test"][current] if current.any() else None
     b = val.score_build(
         proxies_frame(raw, roofs), off_grid, {k: every[k] for k in model_names}, level, max_step_ci95_rel
     )
     return pd.concat([b.pooled.assign(split="pooled"), b.by_split], ignore_index=True).assign(
         **_how_obtained(b.runs)
     )
+
+
+def current_test_configs() -> set[str]:
+    """The configurations (``config_id``) of the test set's current draw (profile ``testset``): a stored build's
+    test runs count only where they are these."""
+    from companion.runs.profiles import load_profile
+
+    return {r.config_id for r in load_profile(TEST).runs}
 
 
 def _how_obtained(runs: pd.DataFrame) -> dict:
@@ -244,6 +256,7 @@ SCORED_BY = (
     "tables.py",
     "validation.py",
     "resources/hardware.yaml",
+    "../runs/profiles/testset.yaml",  # the test set's current draw (current_test_configs)
 )
 
 

@@ -608,21 +608,38 @@ def runs_exact_floor(noise: dict | None, target: str, run_ids) -> float | None:
 
 
 def score_holdout(
-    train: pd.DataFrame, holdout: pd.DataFrame, models: dict, level: float = LEVEL, split: str = "holdout"
+    train: pd.DataFrame,
+    holdout: pd.DataFrame,
+    models: dict,
+    level: float = LEVEL,
+    split: str = "holdout",
+    calibration: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Fit every model on ``train`` (e.g. the cpu sweep) and predict the off-grid ``holdout`` runs, which are
     read only to score: the same rows as ``validate_models`` with split ``split`` ('holdout', the validation set,
-    or 'test', the test set)."""
-    from companion.energy.models import fit_model
+    or 'test', the test set). The intervals' off-grid width (``models.OFF_GRID``) comes from the validation set:
+    ``calibration`` for the test set; for the validation set itself, each configuration's from the others'."""
+    from companion.energy.models import fit_model, predict_leaving_each_out
 
     energy_kind(pd.concat([train[["energy_measured"]], holdout[["energy_measured"]]]))
     models = _point_fits(models)
+    itself = split == "holdout"
+    off_grid = holdout if itself else calibration
     rows = []
     for name, model in models.items():
-        rows += prediction_rows(
-            holdout, fit_model(model, train).predict(holdout, level), split, "off-grid", name
+        fitted = fit_model(model, train, off_grid=off_grid)
+        pred = (
+            predict_leaving_each_out(fitted, holdout, _config_keys(holdout), level)
+            if itself
+            else fitted.predict(holdout, level)
         )
+        rows += prediction_rows(holdout, pred, split, "off-grid", name)
     return _scored(rows)
+
+
+def _config_keys(runs: pd.DataFrame) -> pd.Series:
+    """A run's configuration (its replicates share it): ``config_id``, or the run's own id where there is none."""
+    return runs.config_id.fillna(runs.run_id) if "config_id" in runs else runs.run_id
 
 
 @dataclass
@@ -662,12 +679,18 @@ def score_build(
     dropped = {"sweep": list(left_out)}
     pred = validate_models(df, models, level=level, workers=workers)
     kept, noises = {}, {}
-    for split, frame_all in off_grid_all.items():
+    calibration = None  # the validation set's kept runs: the test set's off-grid width (scored first)
+    for split, frame_all in sorted(off_grid_all.items(), key=lambda kv: kv[0] != "holdout"):
         if frame_all is None or frame_all.empty:
             continue
         frame, gone = usable_runs(frame_all, max_step_ci95_rel)
         ci_filter[split], dropped[split] = filter_counts(frame_all, gone), list(gone)
-        pred = pd.concat([pred, score_holdout(df, frame, models, level, split=split)], ignore_index=True)
+        pred = pd.concat(
+            [pred, score_holdout(df, frame, models, level, split=split, calibration=calibration)],
+            ignore_index=True,
+        )
+        if split == "holdout":
+            calibration = frame
         kept[split], noises[split] = (
             frame,
             replicate_noise(frame),
@@ -718,10 +741,12 @@ def filter_sensitivity(
     """The headline figures of one model (``headline_figures``) scored on every run, the step-time filter
     switched off: ``runs`` the sweep's runs and ``off_grid`` {split: runs} the off-grid groups, all unfiltered."""
     pred = validate_models(runs, {model_name: model}, level=level, workers=workers)
+    calibration = off_grid.get("holdout")
     for split, frame in off_grid.items():
         if len(frame):
             pred = pd.concat(
-                [pred, score_holdout(runs, frame, {model_name: model}, level, split=split)], ignore_index=True
+                [pred, score_holdout(runs, frame, {model_name: model}, level, split, calibration)],
+                ignore_index=True,
             )
     by_split, pooled = score_splits(pred, None, None, level)
     return headline_figures(by_split, pooled, model_name)

@@ -67,7 +67,7 @@ TABLE = (
         "fit.json",
         "the fitted models (operator roofline, the paper's law, baselines) with intervals, per device",
         reads=("proxies.csv",),
-        needs=("calibration",),
+        needs=("calibration", "offgrid"),  # the validation set sets the intervals' off-grid width
     ),
     Stage(
         "04_validation",

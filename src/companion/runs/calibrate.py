@@ -973,9 +973,7 @@ def calibrate(
         raise ConfigError(f"budget_s={budget_s!r} must be a finite positive number of seconds, e.g. 60")
     if device_name is not None:
         check_device_name(device_name)
-    from companion.runs.config import EXECUTIONS
-
-    from companion.energy.opmodel import ISLAND_ATTN
+    from companion.runs.config import EXECUTIONS, ISLAND_ATTN
 
     for mode in executions:
         execution, plus, attn = mode.partition("+")

@@ -62,6 +62,8 @@ def _number(name: str, value: Any, example: str) -> None:
 
 # --------------------------------------------------------------------------------------------- model
 ATTENTION_KERNELS = ("sdpa", "eager", "sdpa-nocompile")
+# attention left out of torch.compile's graphs, a graph break around each layer's attention
+ISLAND_ATTN = "sdpa-nocompile"
 
 
 @dataclass(frozen=True)

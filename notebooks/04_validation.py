@@ -152,7 +152,8 @@ figures.residuals_by_group(pred, df, "roofline_power_law")
 #
 # The operator roofline (fitted, and calibrated: learning nothing from runs), the paper's law and the baselines,
 # on the same held-out groups, time apart from energy. Intervals come from held-out groups inside each training
-# fold. The off-grid runs are predicted by models fitted on every run here.
+# fold. The off-grid runs are predicted by models fitted on every run here; their intervals are no narrower than
+# the validation set's errors (a validation run's: the others').
 
 # %%
 # hide

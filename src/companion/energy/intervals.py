@@ -4,7 +4,9 @@ A model's held-out log residuals (``models.heldout_residuals_by_kind``: each run
 out, grouped by the kind of novelty it had) give a conformal half-width at the interval level
 (``conformal_halfwidth``); each residual is first divided by its run's scale, and a new prediction's width is the
 half-width times its own scale (``interval_scale_of_share``). The guarantee holds for any scale fixed before the
-run is measured. The level and the pass/fail thresholds the book applies are written into the validation
+run is measured. Where the fit is given the validation set (off-grid configurations it never fitted), a run new to
+it takes at least the width of those runs' errors (``models.OFF_GRID``): split-conformal calibration on the kind of
+configuration a prediction is asked for. The level and the pass/fail thresholds the book applies are written into the validation
 artifact (``validation.VERDICT_CRITERIA``).
 """
 

@@ -10,7 +10,8 @@ the fit to every run, not on each refit's prediction as the jackknife+ / CV+ wou
 refitted with each model size, layout, parallel degree, mode and head dimension left out in turn (and the
 largest and the smallest value of each axis, and the runs of the largest FLOPs per step), and the log errors on
 the left-out runs give the interval half-width, the conformal quantile of |log(measured / predicted)|
-(``intervals.conformal_halfwidth``), from the errors of the kind of novelty a new run has. In-sample residuals,
+(``intervals.conformal_halfwidth``), from the errors of the kind of novelty a new run has, and no narrower than the
+validation set's errors where the fit is given them (``OFF_GRID``). In-sample residuals,
 which are too small for a flexible model, are never used. ``fit_point`` is the only place that fits.
 """
 

@@ -840,7 +840,8 @@ def _outside_ranges(plan: Plan, ranges: dict) -> list[str]:
 def _halfwidths_per_plan(res: dict, X, level: float) -> list[dict]:
     """Per planned run, log half-widths at ``level``. A fitted tier that stored its held-out residuals by kind
     gives each plan the width of the novelty it has (a new size, layout, parallel degree, mode or head
-    dimension, a value outside the fitted ranges or FLOPs per step above them: the widest that applies, see
+    dimension, a value outside the fitted ranges or FLOPs per step above them: the widest that applies, and for
+    a plan new in anything no narrower than the validation set's errors where the fit stored them, see
     ``models.Fitted.halfwidth``); otherwise one width for every plan."""
     if res.get("residuals_by_kind") and res.get("train_keys"):
         from companion.energy.models import interval_model

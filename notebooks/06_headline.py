@@ -117,11 +117,6 @@ glue("noise_floor_energy", floor["energy"], display=False)
 glue("exact_floor_time", floor["exact_time"], display=False)
 glue("exact_floor_energy", floor["exact_energy"], display=False)
 glue("pass_drift", sentences.pass_drift_text(noise), display=False)
-holdout_floor = numbers.noise_floor(
-    validation.get("noise_holdout") or {}
-)  # the off-grid runs' own replicates
-glue("holdout_floor_time", holdout_floor["time"], display=False)
-glue("holdout_floor_energy", holdout_floor["energy"], display=False)
 for key, text in numbers.coverage_summary(validation).items():
     glue(f"coverage_{key}", text, display=False)
 glue("verdict_table", tables.styled_prose(verdict), display=False)
@@ -138,8 +133,7 @@ glue("paper_table", tables.styled_prose(tables.paper_claims(validation, fit)), d
 #
 # A cell gives the held-out MAPE in bold, its {glue:text}`mape_level_pct` % interval over model sizes ([—]: too
 # few sizes), and the coverage of the {glue:text}`level_pct` % prediction intervals, red where exact intervals
-# would rarely show it. Under each split: its runs and the MAPE of an exact model, one that knew each
-# configuration's true mean.
+# would rarely show it. Under each split: its runs and the MAPE of an {term}`exact model <Exact model>`.
 #
 # ```{glue:} scored_runs_text
 # ```

@@ -733,7 +733,11 @@ def test_the_headline_figures_are_given_with_and_without_the_step_time_filter():
     assert "left out 3 runs (1 of the sweep, 2 of the validation set)" in text
     # the largest change between the figures with and without the filter, in one number
     assert "move by at most 2.5 points (time, pooled: 9.0 % with it, 11.5 % without)" in text
-    assert "left out: 1 of 4 layers (tp on 4 ranks); the" in text and "single process" not in text
+    assert "left out: 1 parallel (4 layers); the" in text and "single" not in text
+    runs.loc[1, "run_id"] = "r3"
+    v["filter_sensitivity"]["dropped"] = {"sweep": ["r1", "r3"]}
+    both = sentences.filter_sensitivity_text(v, runs)
+    assert "left out: 1 single-process (1 layer), 1 parallel (4 layers); the" in both
     v["filter_sensitivity"]["dropped"] = {"sweep": []}
     assert "left out no run" in sentences.filter_sensitivity_text(v, runs)
     assert NA in sentences.filter_sensitivity_text({}, runs)

@@ -7,7 +7,6 @@ were measured (stages 01 to 03, the calibrations) are ``companion.report.prose``
 
 from __future__ import annotations
 
-from collections import Counter
 
 import html
 import math
@@ -59,10 +58,9 @@ def paragraph(text: str):
 # ---------------------------------------------------------------------------------------- the held-out scores
 # what the off-grid columns hold out (validation.json's model_splits says it of the cross-validation splits)
 HOLDOUT_TEXT = (
-    "validation set, runs off the grid predicted by models fitted on the whole sweep; constants were chosen "
-    "by these scores"
+    "validation set: off-grid runs, predicted by fits on the whole sweep; constants were chosen by them"
 )
-TEST_TEXT = "test set, other off-grid runs drawn once and predicted alike; nothing was chosen by them"
+TEST_TEXT = "test set: other off-grid runs, drawn once; nothing was chosen by them"
 
 
 def split_items(validation: dict) -> list[tuple[str, str]]:
@@ -380,19 +378,13 @@ def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) 
     }
     named = []
     if runs is not None and len(runs) and "run_id" in runs:
-        # how many of each depth and layout (validation.json names every run)
+        # single-process and parallel runs apart, with their depths (validation.json names every run): a line
+        # whatever the number left out
         rows = runs[runs.run_id.isin(dropped)]
-        kinds = Counter(
-            ("single process" if r.world_size == 1 else f"{r.mode} on {r.world_size} ranks", int(r.layers))
-            for r in rows.itertuples()
-        )
-        places = {where for where, _ in kinds}
-        named = [
-            f"{n} of {layers} layer{'s' if layers > 1 else ''}" + ("" if len(places) == 1 else f" ({where})")
-            for (where, layers), n in sorted(kinds.items(), key=lambda kv: (kv[0][0], kv[0][1]))
-        ]
-        if len(places) == 1:  # one place for all: said once
-            named[-1] += f" ({next(iter(places))})"
+        for where, part in rows.groupby(rows.world_size > 1):
+            lo, hi = int(part.layers.min()), int(part.layers.max())
+            depth = f"{lo} layer{'s' if lo > 1 else ''}" if lo == hi else f"{lo}-{hi} layers"
+            named.append(f"{len(part)} {'parallel' if where else 'single-process'} ({depth})")
     text = f"The filter left out {len(dropped)} runs ({', '.join(counts)})."
     if changes:
         d, target, key, x, y = max(changes, key=lambda c: abs(c[0]))

@@ -56,6 +56,7 @@ from companion.energy.calibration import load_device_roofs
 from companion.energy.opmodel import DeviceRoofs, layout_degrees, layout_names, operator_frame, scaled_terms
 from companion.energy.opmodel import proxy_roofs
 from companion.energy.tables import off_grid_runs, usable_runs
+from companion.runs.profiles import off_grid_profile
 
 figures.use_offline_renderer()
 df, left_out = usable_runs(pd.read_csv(paths.derived_dir(profile) / "proxies.csv"), max_step_ci95_rel)
@@ -65,8 +66,9 @@ artifact = fit_all(df, laws=laws, n_boot=n_boot, seed=seed)
 artifact["left_out_runs"] = left_out
 dev = load_device_roofs(artifact["device_name"], artifact["precision"][0])
 # the validation set's runs (the step-time filter applied as to the sweep's): every interval's off-grid width
+held_profile = off_grid_profile(profile, holdout_profile)  # the validation set this profile measured, if any
 held = off_grid_runs(
-    {"holdout": paths.runs_dir(holdout_profile) if holdout_profile else None}, {dev.name: proxy_roofs(dev)}
+    {"holdout": paths.runs_dir(held_profile) if held_profile else None}, {dev.name: proxy_roofs(dev)}
 )["holdout"]
 held = usable_runs(held, max_step_ci95_rel)[0] if held is not None else None
 artifact.update(fit_operator(df, dev, off_grid=held))

@@ -49,7 +49,9 @@ from companion.energy.laws import LAWS
 from companion.energy.registry import validated_models
 from companion.energy.calibration import load_device_roofs
 from companion.energy.opmodel import INTERVAL_OVERHEAD_WEIGHT, proxy_roofs
+from companion.energy.stored import current_draw
 from companion.energy.tables import off_grid_runs, usable_runs
+from companion.runs.profiles import off_grid_profile
 
 figures.use_offline_renderer()
 all_runs = pd.read_csv(paths.derived_dir(profile) / "proxies.csv")
@@ -107,13 +109,13 @@ models = validated_models(dev)
 # the off-grid groups, the validation set (holdout) and the test set (scored for reporting only, never pooled and
 # never looked at to choose a constant), with their proxies; the scoring is the stored builds' (score_build)
 roofs = {dev.name: proxy_roofs(dev)}
-off_grid_all = off_grid_runs(
-    {
-        "holdout": paths.runs_dir(holdout_profile) if holdout_profile else None,
-        "test": paths.runs_dir(test_profile) if test_profile else None,
-    },
-    roofs,
-)
+# only those this profile measured (its measured_with), and of the test set only its current draw
+off_grid_names = {
+    "holdout": off_grid_profile(profile, holdout_profile),
+    "test": off_grid_profile(profile, test_profile),
+}
+off_grid_all = off_grid_runs({k: paths.runs_dir(v) if v else None for k, v in off_grid_names.items()}, roofs)
+off_grid_all["test"] = current_draw(off_grid_all["test"])
 n_workers = min(workers, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else workers
 build_scores = val.score_build(all_runs, off_grid_all, models, level, max_step_ci95_rel, workers=n_workers)
 model_pred, by_split, pooled, noise = (

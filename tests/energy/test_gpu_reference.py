@@ -312,9 +312,13 @@ def test_the_cpu_modes_sentence_says_whether_a_difference_is_beyond_the_noise():
 
     eager = [50.0, 51.0, 49.0]
     same = gpu.cpu_modes_text([host({("eager", "native"): eager, ("compile", "native"): [50.5, 49.5, 51.5]})])
-    assert "took 1.01 times" in same and "within the replicates' 4 % spread" in same and "estimated" in same
+    assert (
+        "took 1.01 times" in same and "4 % apart: not told apart from eager" in same and "estimated" in same
+    )
     apart = gpu.cpu_modes_text(
         [host({("eager", "native"): eager, ("eager", "accelerate"): [40.0, 40.5, 39.5]}, measured=True)]
     )
-    assert "Accelerate took 0.80 times" in apart and "1 of 1 beyond" in apart and "estimated" not in apart
+    assert "Accelerate took 0.80 times" in apart and "1 of 1 told apart" in apart and "estimated" not in apart
+    alone = host({("eager", "native"): eager, ("compile", "native"): [50.0]})
+    assert "too few replicates to test" in gpu.cpu_modes_text([alone])
     assert gpu.cpu_modes_text([]) == ""

@@ -878,3 +878,18 @@ def test_the_validation_set_sets_a_floor_on_a_new_runs_width_and_never_its_own()
     on_grid = train.head(4)
     plain = fit_model(model["flops_power_law"], train).predict(on_grid)
     pd.testing.assert_frame_equal(fitted.predict(on_grid), plain)
+
+
+def test_an_off_grid_set_without_residuals_is_no_floor_and_no_runs_score_nothing():
+    from dataclasses import replace
+
+    from companion.energy.models import OFF_GRID, fit_model, predict_leaving_each_out
+
+    X = _frame_for_validation()
+    train, val = X[X.layers != 12].reset_index(drop=True), X[X.layers == 12].reset_index(drop=True)
+    model = REGISTRY["flops_power_law"].build(None)
+    fitted = fit_model(model, train, off_grid=val)
+    none = {t: np.array([]) for t in ("step_s", "energy_per_step_j")}
+    empty = replace(fitted, residuals_by_kind={**fitted.residuals_by_kind, OFF_GRID: none})
+    pd.testing.assert_frame_equal(empty.predict(val), fit_model(model, train).predict(val))
+    assert predict_leaving_each_out(fitted, val.iloc[:0], val.run_id.iloc[:0]).empty

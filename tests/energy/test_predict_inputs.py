@@ -204,3 +204,28 @@ def test_execution_and_engine_are_planned_refused_where_unknown_and_warned_where
     err = capsys.readouterr().err
     assert refused.value.code == 2 and "--attn" in err and "sdpa-nocompile" in err
     assert opmodel.unprobed(opmodel.roofs_from_spec("H200", "bf16"), ["eager", "compile"]) == ["compile"]
+
+
+def test_a_plan_with_attention_left_out_is_priced_with_its_own_probe_entry():
+    from dataclasses import replace
+
+    from companion.energy import opmodel
+    from companion.energy.predict import _execution_warnings, plan_rows
+
+    plan = make_plan(model="bert-base", tokens=1e6, device="H100", execution="compile", attn="sdpa-nocompile")
+    rows = plan_rows([plan], "bf16", "device")
+    assert rows.attn.tolist() == ["sdpa-nocompile"]
+    found = {"host_step_s": 1e-3, "kernels_step": 1.0, "kernels_layer": 1.0}
+    scales = {
+        "compile": {**found, "host_layer_s": 0.5e-3},
+        "compile+sdpa-nocompile": {**found, "host_layer_s": 2e-3},
+    }
+    dev = replace(opmodel.roofs_from_spec("H100", "bf16"), execution_scale=scales)
+    terms = opmodel.operator_frame(rows, dev)
+    assert terms.layer_fixed_s.iloc[0] == pytest.approx(2e-3 * plan.layers)
+    assert not [w for w in _execution_warnings(plan, dev) if "not probed" in w]
+    # probed whole only: the whole-model host time, and the plan is told what that leaves out
+    whole = replace(dev, execution_scale={"compile": scales["compile"]})
+    assert opmodel.operator_frame(rows, whole).layer_fixed_s.iloc[0] == pytest.approx(0.5e-3 * plan.layers)
+    said = [w for w in _execution_warnings(plan, whole) if "not probed" in w]
+    assert len(said) == 1 and "whole-model compile's host time" in said[0] and "graph breaks" in said[0]

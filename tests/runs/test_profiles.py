@@ -150,3 +150,10 @@ def test_measured_with_must_name_other_profiles(tmp_path, value, match):
     with pytest.raises(ConfigError, match=match):
         value = value.format(self=tmp_path / "p.yaml")
         load_profile(_write(tmp_path, f"measured_with: {value}\ngroups: [{{}}]\n"))
+
+
+def test_a_profile_reads_only_the_off_grid_runs_it_measures():
+    from companion.runs.profiles import off_grid_profile
+
+    assert off_grid_profile("cpu", "holdout") == "holdout" and off_grid_profile("cpu", "testset") == "testset"
+    assert off_grid_profile("ci", "holdout") is None and off_grid_profile("cpu", None) is None

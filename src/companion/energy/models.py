@@ -10,8 +10,8 @@ the fit to every run, not on each refit's prediction as the jackknife+ / CV+ wou
 refitted with each model size, layout, parallel degree, mode and head dimension left out in turn (and the
 largest and the smallest value of each axis, and the runs of the largest FLOPs per step), and the log errors on
 the left-out runs give the interval half-width, the conformal quantile of |log(measured / predicted)|
-(``intervals.conformal_halfwidth``), from the errors of the kind of novelty a new run has, and no narrower than the
-validation set's errors where the fit is given them (``OFF_GRID``). In-sample residuals,
+(``intervals.conformal_halfwidth``), from the errors of the kind of novelty a new run has, and for a run new in
+anything no narrower than the validation set's errors where the fit is given them (``OFF_GRID``). In-sample residuals,
 which are too small for a flexible model, are never used. ``fit_point`` is the only place that fits.
 """
 
@@ -407,14 +407,16 @@ def predict_leaving_each_out(
     """``fitted.predict`` on the off-grid runs ``df`` that calibrate its off-grid width themselves, each group of
     ``groups`` (a configuration's replicates) with that width taken from the other groups' residuals only, so a
     run never sets its own interval."""
+    if not len(df):
+        return fitted.predict(df, level)
     res = off_grid_residuals(fitted.point, df, fitted.model.uses_measured_time)
     parts = []
     for g in pd.unique(groups):
         rows = (groups == g).to_numpy()
         others = {t: r[~rows][np.isfinite(r[~rows])] for t, r in res.items()}
         one = replace(fitted, residuals_by_kind={**fitted.residuals_by_kind, OFF_GRID: others})
-        parts.append(one.predict(df[rows], level))
-    return pd.concat(parts).loc[df.index]
+        parts.append(one.predict(df[rows], level).set_axis(np.flatnonzero(rows)))
+    return pd.concat(parts).sort_index().set_axis(df.index)  # back in df's order, positionally
 
 
 def predict_with_scale(point, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -460,7 +462,8 @@ class Fitted:
         fitted that of layouts left out, a new model size that of sizes left out, a new head dimension that of
         head dimensions left out, a run above the fitted FLOPs per step that of the largest runs left out (the
         widest of those that apply; a kind none were left out of takes the pooled width); a run new in nothing
-        that of sizes left out. Each width is then multiplied by the run's ``interval_scale``."""
+        that of sizes left out; a run new in anything at least that of the off-grid residuals, where the fit holds
+        them. Each width is then multiplied by the run's ``interval_scale``."""
         t, e, scale = predict_with_scale(self.point, df)
         if self.model.uses_measured_time:
             t = np.full(len(df), np.nan)
@@ -473,7 +476,8 @@ class Fitted:
         return frame
 
     def novelty(self, df: pd.DataFrame) -> list[tuple[str, ...]]:
-        """Per run, the kinds of grouping in which it is new to the fit (e.g. ('size', 'layout'))."""
+        """Per run, the kinds of grouping in which it is new to the fit (e.g. ('size', 'layout')), and
+        ``OFF_GRID`` after them where there are any and the fit holds off-grid residuals."""
         if not self.train_keys:
             return [()] * len(df)
         keys = group_keys(df)
@@ -507,8 +511,12 @@ class Fitted:
     def halfwidth(self, target: str, level: float, kinds: tuple[str, ...] = ()) -> float:
         if target in self.extra_halfwidth:
             return float(self.extra_halfwidth[target])
-        # a new mode is a new layout too: the mode width replaces the layout width
-        kinds = tuple(k for k in kinds if not (k == "layout" and "mode" in kinds))
+        # a new mode is a new layout too: the mode width replaces the layout width; an off-grid floor with no
+        # residual for this target (e.g. none finite) is no floor, rather than the pooled width
+        empty = not len(self.residuals_by_kind.get(OFF_GRID, {}).get(target, []))
+        kinds = tuple(
+            k for k in kinds if not (k == "layout" and "mode" in kinds) and not (k == OFF_GRID and empty)
+        )
         r = self.residuals.get(target)
         pooled = conformal_halfwidth(r, level) if r is not None and len(r) else float("inf")
         if not kinds:

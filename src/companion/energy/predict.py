@@ -680,6 +680,7 @@ def plan_rows(plans: list[Plan], precision: str, scope: str) -> pd.DataFrame:
                 "world_size": plan.tp * plan.dp,
                 "mode": Layout(plan.tp, plan.dp).mode,
                 "execution": plan.execution,
+                "attn": plan.attn,  # attention left out of the compiled graphs: its own execution probe entry
                 "engine": plan.engine,
                 "precision": precision,
                 "attention_kernel": planned_attention_kernel(plan.device_name, plan.attn),

@@ -148,9 +148,7 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
     off_grid = off_grid_runs(
         {"holdout": Path(data) / "runs" / HOLDOUT, "test": Path(data) / "runs" / TEST}, roofs
     )
-    if off_grid.get("test") is not None:
-        current = off_grid["test"].config_id.isin(current_test_configs())
-        off_grid["test"] = off_grid["test"][current] if current.any() else None
+    off_grid["test"] = current_draw(off_grid.get("test"))
     b = val.score_build(
         proxies_frame(raw, roofs), off_grid, {k: every[k] for k in model_names}, level, max_step_ci95_rel
     )
@@ -165,6 +163,15 @@ def current_test_configs() -> set[str]:
     from companion.runs.profiles import load_profile
 
     return {r.config_id for r in load_profile(TEST).runs}
+
+
+def current_draw(test: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The test runs of the current draw among ``test`` (a build's, or a checkout's whose folder still holds an
+    earlier draw's records beside the new ones); None where there are none."""
+    if test is None:
+        return None
+    kept = test[test.config_id.isin(current_test_configs())].reset_index(drop=True)
+    return kept if len(kept) else None
 
 
 def _how_obtained(runs: pd.DataFrame) -> dict:
@@ -256,7 +263,9 @@ SCORED_BY = (
     "tables.py",
     "validation.py",
     "resources/hardware.yaml",
-    "../runs/profiles/testset.yaml",  # the test set's current draw (current_test_configs)
+    "../runs/profiles/testset.yaml",  # the test set's current draw (current_test_configs) and its run ids
+    "../runs/profiles.py",
+    "../runs/config.py",
 )
 
 

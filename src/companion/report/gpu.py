@@ -265,8 +265,9 @@ def modes_text(numbers: dict) -> str:
 
 def cpu_modes_text(hosts: list[dict], alpha: float = 0.05) -> str:
     """Per CPU host that measured them (``reference.cpu_modes_numbers``): how Accelerate and torch.compile moved a
-    small BERT's step against native eager, whether that lies beyond the replicates' noise (Welch's test at
-    ``alpha``), and how far the calibrated tier missed; "" where none is stored."""
+    small BERT's step against native eager, how far the replicates lie apart, whether Welch's test at ``alpha``
+    tells each from native eager (not whether they are equal), and how far the calibrated tier missed; "" where
+    none is stored."""
     out = []
     for h in hosts:
         rows = pd.DataFrame(h["rows"])
@@ -276,14 +277,17 @@ def cpu_modes_text(hosts: list[dict], alpha: float = 0.05) -> str:
         )
         ratios = " and ".join(f"{r.time_ratio:.2f}" for r in others.itertuples())
         beyond = (others.p_value < alpha).sum()
+        untested = others.p_value.isna().sum()  # one replicate, or none apart: no test
         out.append(
             f"On a CPU ({h['host']}, a {h['shape']['layers']}-layer BERT, {int(rows.runs.min())} replicates in "
-            f"rotating order), {moved} took {ratios} times native eager's step, "
+            f"rotating order), {moved} took {ratios} times native eager's step, replicates up to "
+            f"{rows.spread_pct.max():.0f} % apart: "
             + (
-                f"within the replicates' {rows.spread_pct.max():.0f} % spread (Welch, p ≥ {alpha})"
+                "too few replicates to test"
+                if untested
+                else f"not told apart from eager (Welch, p ≥ {alpha})"
                 if beyond == 0
-                else f"{beyond} of {len(others)} beyond the replicates' {rows.spread_pct.max():.0f} % spread "
-                f"(Welch, p < {alpha})"
+                else f"{beyond} of {len(others)} told apart from eager (Welch, p < {alpha})"
             )
             + f"; the calibrated tier missed by at most {rows.calibrated_time_error_pct.abs().max():.0f} %."
             + ("" if h["energy_measured"] else " Energy there is estimated: its ratios repeat time's.")

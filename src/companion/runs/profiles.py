@@ -104,6 +104,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+def off_grid_profile(profile: str, name: str | None) -> str | None:
+    """``name`` where ``profile`` measures that off-grid profile alongside its own runs (``measured_with``: the
+    cpu profile's validation and test sets), else None: the analysis of a profile reads only the off-grid runs it
+    measured, never those another profile left in the same data folder."""
+    return name if name and name in load_profile(profile).measured_with else None
+
+
 def load_profile(name_or_path: str, device_name: str | None = None) -> Profile:
     """Read, expand and validate a profile. ``device_name`` tags the run IDs (detected when None)."""
     path = profile_path(name_or_path)

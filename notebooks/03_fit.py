@@ -118,7 +118,7 @@ figures.coefficients(coef[coef.target == "energy_per_step_j"], df)
 #
 # ## Static and dynamic energy
 #
-# The energy roofline splits each run's energy ({glue:text}`fit_energy_label`) into compute ε_F·F, memory ε_Q·Q
+# The energy roofline splits each run's {glue:text}`fit_energy_label` energy into compute ε_F·F, memory ε_Q·Q
 # and static P₀·T. {glue:text}`static_power_text`
 
 # %%
@@ -126,7 +126,7 @@ figures.coefficients(coef[coef.target == "energy_per_step_j"], df)
 theta = fitted.energy["energy_roofline"].theta
 parts = LAWS["energy_roofline"].decompose(design_matrix(df, fitted.usl), theta)
 split = pd.concat([df[["run_id", "mode", "flops_per_step"]], parts], axis=1)
-glue("fit_energy_label", figures.energy_label(df), display=False)
+glue("fit_energy_label", figures.energy_word(df), display=False)  # how it was obtained: the runs' page
 glue(
     "static_power_text",  # CodeCarbon's RAM share is said on the runs' page, where the joules are described
     prose.static_power_text(parts.static_j.sum() / parts.sum(axis=1).sum(), theta[2], dev.idle_w, None),

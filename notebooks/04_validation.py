@@ -13,8 +13,7 @@
 # %% [markdown]
 # # Held-out error against baselines
 #
-# A law fitted on the runs it is then said to predict proves little. Here every law, baseline and model is
-# refitted without a whole group of runs and scored only on that group: one model size, one parallel degree,
+# Every law, baseline and model is refitted without a whole group of runs and scored only on that group: one model size, one parallel degree,
 # one parallel mode, one head dimension, or the largest runs by FLOPs per step ({glue:text}`largest_text`).
 # η(p) is refitted too, so the laws predict a held-out degree by extrapolating the USL curve.
 

@@ -149,7 +149,7 @@ def test_a_long_printed_log_leaves_the_page(tmp_path):
     assert moved == [log]
     assert (
         nb["cells"][0]["outputs"][0]["text"]
-        == f"({40} lines of progress log kept out of the page; a local build writes them to build/notebooks/01_runs.log)\n"
+        == f"({40} lines of progress log kept out of the page: the stage's log, Reproduce and explore)\n"
     )
     assert nb["cells"][1]["outputs"][0]["text"] == "wrote runs.csv\n"  # a short output stays
     # a loop that prints one output per line, around a table the cell shows: the lines go, the table stays

@@ -203,7 +203,7 @@ def _chart_figure(text: str, div: str, svg_href: str, alt_text: str) -> str:
     return text.replace(div, div.replace("></div>", f">{noscript}</div>"), 1) + links
 
 
-def _shorten_printed_log(outputs: list[dict], stage: str, moved: list[str]) -> list[dict]:
+def _shorten_printed_log(outputs: list[dict], moved: list[str]) -> list[dict]:
     """A cell's printed output (all its stdout outputs: a loop prints one per line) longer than
     ``LONG_STREAM_LINES`` lines goes to ``moved``; one line in its place says where it went."""
     printed = [o for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout"]
@@ -215,8 +215,7 @@ def _shorten_printed_log(outputs: list[dict], stage: str, moved: list[str]) -> l
     note = {
         "output_type": "stream",
         "name": "stdout",
-        "text": f"({n_lines} lines of progress log kept out of the page; a local build writes them to "
-        f"build/notebooks/{stage}.log)\n",
+        "text": f"({n_lines} lines of progress log kept out of the page: the stage's log, Reproduce and explore)\n",
     }
     gone = {id(o) for o in printed}
     out = []
@@ -289,7 +288,7 @@ def finish(
                     if charts_here == 1:
                         label = (html.unescape(m.group("caption")), f"fig-{stage.replace('_', '-')}-{n_fig}")
             kept.append(out)
-        cell["outputs"] = _shorten_printed_log(kept, stage, moved)
+        cell["outputs"] = _shorten_printed_log(kept, moved)
         kept = cell["outputs"]
         # myst-nb gives a cell's figure caption and label to each of its display outputs, so only a cell that
         # shows its chart alone can be a numbered figure (a chart beside a table would repeat the label)

@@ -13,8 +13,9 @@
 # %% [markdown]
 # # Held-out error against baselines
 #
-# Every law, baseline and model is refitted without a whole group of runs and scored only on that group: one model size, one parallel degree,
-# one parallel mode, one head dimension, or the largest runs by FLOPs per step ({glue:text}`largest_text`).
+# Every law, baseline and model is refitted without a whole group of runs and scored only on that group: one
+# model size, one parallel degree, one parallel mode, one head dimension, or the largest runs by FLOPs per step
+# ({glue:text}`largest_text`).
 # η(p) is refitted too, so the laws predict a held-out degree by extrapolating the USL curve.
 
 # %% tags=["parameters"]
@@ -48,8 +49,8 @@ from companion.energy.laws import LAWS
 from companion.energy.registry import validated_models
 from companion.energy.calibration import load_device_roofs
 from companion.energy.opmodel import INTERVAL_OVERHEAD_WEIGHT, proxy_roofs
-from companion.energy.stored import current_draw
-from companion.energy.tables import off_grid_runs, usable_runs
+from companion.energy.stored import off_grid_sets
+from companion.energy.tables import usable_runs
 from companion.runs.profiles import off_grid_profile
 
 figures.use_offline_renderer()
@@ -109,12 +110,12 @@ models = validated_models(dev)
 # never looked at to choose a constant), with their proxies; the scoring is the stored builds' (score_build)
 roofs = {dev.name: proxy_roofs(dev)}
 # only those this profile measured (its measured_with), and of the test set only its current draw
-off_grid_names = {
-    "holdout": off_grid_profile(profile, holdout_profile),
-    "test": off_grid_profile(profile, test_profile),
-}
-off_grid_all = off_grid_runs({k: paths.runs_dir(v) if v else None for k, v in off_grid_names.items()}, roofs)
-off_grid_all["test"] = current_draw(off_grid_all["test"])
+held_profile, test_runs_profile = (off_grid_profile(profile, p) for p in (holdout_profile, test_profile))
+off_grid_all = off_grid_sets(
+    paths.runs_dir(held_profile) if held_profile else None,
+    paths.runs_dir(test_runs_profile) if test_runs_profile else None,
+    roofs,
+)
 n_workers = min(workers, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else workers
 build_scores = val.score_build(all_runs, off_grid_all, models, level, max_step_ci95_rel, workers=n_workers)
 model_pred, by_split, pooled, noise = (

@@ -319,6 +319,17 @@ def group_keys(df: pd.DataFrame) -> dict[str, pd.Series]:
     }
 
 
+def scaled_log_residuals(point, df: pd.DataFrame, uses_measured_time: bool = False) -> dict[str, np.ndarray]:
+    """Per run of ``df`` (in its order), log(measured / predicted) under ``point`` divided by the run's interval
+    scale (``predict_with_scale``), per target: what every interval's width is a quantile of (nan where a
+    prediction or a measurement is missing, and for time where the model reads the measured time)."""
+    t, e, scale = predict_with_scale(point, df)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        time = np.log(df.step_s.to_numpy(float) / np.clip(t, LOG_FLOOR, None)) / scale
+        energy = np.log(df.energy_per_step_j.to_numpy(float) / np.clip(e, LOG_FLOOR, None)) / scale
+    return {"step_s": np.full(len(df), np.nan) if uses_measured_time else time, "energy_per_step_j": energy}
+
+
 def heldout_residuals_by_kind(
     model: Model, df: pd.DataFrame, min_train: int = 4
 ) -> dict[str, dict[str, np.ndarray]]:
@@ -370,15 +381,9 @@ def heldout_residuals_by_kind(
                 point = fit_point(model, df[~test])
             except (ValueError, np.linalg.LinAlgError):
                 continue
-            t, e, scale = predict_with_scale(
-                point, df[test]
-            )  # the scale of the fit that never saw these runs
-            res["step_s"] += list(
-                np.log(df.step_s[test].to_numpy(float) / np.clip(t, LOG_FLOOR, None)) / scale
-            )
-            res["energy_per_step_j"] += list(
-                np.log(df.energy_per_step_j[test].to_numpy(float) / np.clip(e, LOG_FLOOR, None)) / scale
-            )
+            # each divided by the scale of the fit that never saw these runs
+            for target, r in scaled_log_residuals(point, df[test]).items():
+                res[target] += list(r)
         out[kind] = {k: np.asarray([x for x in v if np.isfinite(x)], float) for k, v in res.items()}
     return out
 
@@ -390,17 +395,6 @@ def heldout_residuals_by_kind(
 OFF_GRID = "off_grid"
 
 
-def off_grid_residuals(point, df: pd.DataFrame, uses_measured_time: bool = False) -> dict[str, np.ndarray]:
-    """Per run of ``df`` (in its order), log(measured / predicted) under ``point`` divided by the run's interval
-    scale, per target (nan where a prediction or a measurement is missing, and for time where the model reads
-    the measured time)."""
-    t, e, scale = predict_with_scale(point, df)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        time = np.log(df.step_s.to_numpy(float) / np.clip(t, LOG_FLOOR, None)) / scale
-        energy = np.log(df.energy_per_step_j.to_numpy(float) / np.clip(e, LOG_FLOOR, None)) / scale
-    return {"step_s": np.full(len(df), np.nan) if uses_measured_time else time, "energy_per_step_j": energy}
-
-
 def predict_leaving_each_out(
     fitted: Fitted, df: pd.DataFrame, groups: pd.Series, level: float = LEVEL
 ) -> pd.DataFrame:
@@ -409,7 +403,7 @@ def predict_leaving_each_out(
     run never sets its own interval."""
     if not len(df):
         return fitted.predict(df, level)
-    res = off_grid_residuals(fitted.point, df, fitted.model.uses_measured_time)
+    res = scaled_log_residuals(fitted.point, df, fitted.model.uses_measured_time)
     parts = []
     for g in pd.unique(groups):
         rows = (groups == g).to_numpy()
@@ -597,7 +591,7 @@ def fit_model(
     if off_grid is not None and len(off_grid):
         by_kind[OFF_GRID] = {
             t: r[np.isfinite(r)]
-            for t, r in off_grid_residuals(point, off_grid, model.uses_measured_time).items()
+            for t, r in scaled_log_residuals(point, off_grid, model.uses_measured_time).items()
         }
     pooled = _pooled(by_kind)
     keys = {k: set(v) - {""} for k, v in group_keys(df).items()}

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-
 import numpy as np
 import pandas as pd
 

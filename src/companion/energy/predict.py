@@ -31,7 +31,7 @@ from companion.energy.calibration import (
 )
 from companion.runs.carbon import J_PER_KWH, carbon_intensity
 from companion.errors import ConfigError
-from companion.runs.config import DataConfig, Layout, LengthDist, build_run
+from companion.runs.config import ISLAND_ATTN, DataConfig, Layout, LengthDist, build_run
 from companion.runs.data import expected_token_counts
 from companion.energy.fit import FittedModel
 from companion.energy.laws import LAWS, TIME_LAW
@@ -793,7 +793,7 @@ def _execution_warnings(plan: Plan, dev) -> list[str]:
     )
     # attention left out of the compiled graphs runs the fused kernel the calibration times: only its graph
     # breaks' host time can be missing, said above
-    if compiled_fused and plan.attn != "sdpa-nocompile":
+    if compiled_fused and plan.attn != ISLAND_ATTN:
         from companion.energy.reference import compiled_slowdown
 
         slow = compiled_slowdown()

@@ -135,7 +135,7 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
     from companion.energy.calibration import load_device_roofs
     from companion.energy.registry import validated_models
     from companion.energy.opmodel import proxy_roofs
-    from companion.energy.tables import load_runs, off_grid_runs, proxies_frame
+    from companion.energy.tables import load_runs, proxies_frame
 
     raw = load_runs(Path(data) / "runs" / PROFILE)
     dev = load_device_roofs(
@@ -145,10 +145,7 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
     every = validated_models(dev)
     # archives packed before the test set existed have none; one measured on an earlier draw is not scored on it
     # (that draw was seen before the interval rule that followed it: docs/decisions.md)
-    off_grid = off_grid_runs(
-        {"holdout": Path(data) / "runs" / HOLDOUT, "test": Path(data) / "runs" / TEST}, roofs
-    )
-    off_grid["test"] = current_draw(off_grid.get("test"))
+    off_grid = off_grid_sets(Path(data) / "runs" / HOLDOUT, Path(data) / "runs" / TEST, roofs)
     b = val.score_build(
         proxies_frame(raw, roofs), off_grid, {k: every[k] for k in model_names}, level, max_step_ci95_rel
     )
@@ -163,6 +160,16 @@ def current_test_configs() -> set[str]:
     from companion.runs.profiles import load_profile
 
     return {r.config_id for r in load_profile(TEST).runs}
+
+
+def off_grid_sets(holdout: Path | None, test: Path | None, measured_roofs: dict | None = None) -> dict:
+    """{'holdout': the validation set, 'test': the test set} from their record folders (None: not measured),
+    with their proxies (``tables.off_grid_runs``); of the test set, only its current draw (``current_draw``)."""
+    from companion.energy.tables import off_grid_runs
+
+    off_grid = off_grid_runs({"holdout": holdout, "test": test}, measured_roofs)
+    off_grid["test"] = current_draw(off_grid["test"])
+    return off_grid
 
 
 def current_draw(test: pd.DataFrame | None) -> pd.DataFrame | None:

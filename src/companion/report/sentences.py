@@ -7,7 +7,6 @@ were measured (stages 01 to 03, the calibrations) are ``companion.report.prose``
 
 from __future__ import annotations
 
-
 import html
 import math
 import re

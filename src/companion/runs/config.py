@@ -78,7 +78,7 @@ class ModelConfig:
     max_positions: int = 512  # position embeddings: the longest sequence the model accepts
     num_labels: int = 2  # classes of the classification head
     dropout: float = 0.1  # hidden and attention dropout probability
-    attn: str = "sdpa"  # attention: "sdpa" (fused where available), "eager" or "sdpa-nocompile" (left out of torch.compile)
+    attn: str = "sdpa"  # attention: "sdpa" (fused where it can), "eager" or "sdpa-nocompile" (out of compile)
     checkpoint: str | None = None  # local checkpoint directory; its config.json overrides the shape
 
     def __post_init__(self) -> None:
@@ -451,7 +451,7 @@ class RunConfig:
             "use tp1-dp1, or execution: eager for tensor-parallel and FSDP layouts",
         )
         _require(
-            self.model.attn != "sdpa-nocompile" or self.execution != "eager",
+            self.model.attn != ISLAND_ATTN or self.execution != "eager",
             "attn='sdpa-nocompile' leaves attention out of torch.compile's graphs and needs execution compile or "
             "cudagraphs; an eager run runs SDPA as attn='sdpa' does",
         )

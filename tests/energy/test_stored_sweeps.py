@@ -203,3 +203,18 @@ def test_a_stored_sweep_is_scored_as_the_validation_page_scores_it_in_any_number
         .eval("n - n_unbounded")
         .to_numpy()
     ).all()
+
+
+def test_the_benchmark_caches_only_the_scores_the_builds_page_reads(bench, monkeypatch):
+    # the committed cache holds one file per archive: scoring other models must not replace that file
+    seen = []
+
+    def score_stored(sweeps, models, level, max_rel, workers=1, cache=None):
+        seen.append(cache)
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(bench.stored, "score_stored", score_stored)
+    for models in (bench.BUILDS_PAGE_MODELS, ["operator_roofline", "calibrated_tier"]):
+        with pytest.raises(SystemExit, match="stop here"):
+            bench.main(["--models", *models])
+    assert seen == [bench.REFERENCE / "scores", None]

@@ -95,6 +95,12 @@ def test_a_cycle_in_the_table_is_refused():
         stage_table._ordered((a, b))
 
 
+def test_the_module_that_shapes_every_page_re_runs_every_stage():
+    # the runner imports it, not the notebooks: a change to a page's presentation must still re-make the page
+    for name in stages.STAGES:
+        assert "src/companion/report/presentation.py" in stage_table.stage_sources(name), name
+
+
 def test_the_runner_the_records_and_the_sweep_re_run_no_stage():
     every = {f for s in stages.STAGES for f in stage_table.stage_sources(s)}
     for module in stage_table.NOT_INPUTS:

@@ -112,6 +112,9 @@ TABLE = (
 NOT_INPUTS = frozenset(
     {"companion.report.stages", "companion.runs.records", "companion.runs.sweep", "companion.runs.profiles"}
 )
+# Modules the runner shapes every executed page with (before and after papermill): an input of every stage,
+# though no notebook imports them
+PAGE_MODULES = ("companion.report.presentation",)
 # data files a module reads (a change to them is a change to the module)
 MODULE_DATA = {"companion/energy/hardware.py": ("companion/energy/resources/hardware.yaml",)}
 
@@ -191,7 +194,8 @@ def stage_sources(stage: str) -> list[str]:
     notebook = ROOT / "notebooks" / f"{stage}.py"
     files = [notebook, ROOT / "params" / f"{stage}.yaml"]
     files += [ROOT / "params" / f"{p}.yaml" for p in s.params]
-    for module in module_closure(notebook):
+    pages = [_module_file(m) for m in PAGE_MODULES]
+    for module in sorted({*module_closure(notebook), *pages, *(f for p in pages for f in module_closure(p))}):
         files.append(module)
         rel = module.relative_to(SRC).as_posix()
         files += [SRC / d for d in MODULE_DATA.get(rel, ())]

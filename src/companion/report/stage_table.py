@@ -12,6 +12,7 @@ only: the Makefile writes the rules with the system's Python, before any set-up.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,7 +153,8 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
-def _imported(path: Path, package: str) -> set[str]:
+@functools.lru_cache(maxsize=None)  # each stage's closure reads the same modules again
+def _imported(path: Path, package: str) -> frozenset[str]:
     """The package's modules ``path`` imports, anywhere in it (function bodies included)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -167,7 +169,7 @@ def _imported(path: Path, package: str) -> set[str]:
                 continue
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names if _module_file(f"{base}.{a.name}"))
-    return found
+    return frozenset(found)
 
 
 def module_closure(path: Path) -> list[Path]:

@@ -61,7 +61,8 @@ def test_a_healthy_calibration_passes_and_the_shipped_h200_one_is_flagged_where_
     prior = opmodel.roofs_from_spec("H200", "bf16")
     assert cal.roofs.gemm_peak_flops_per_s == prior.gemm_peak_flops_per_s  # the datasheet took its place
     assert cal.roofs.bandwidth_bytes_per_s == pytest.approx(4.14e12, rel=0.01)  # the copy passed: kept
-    assert set(cal.roofs.fallbacks) == set(flagged) and len(cal.warnings) == len(flagged)
+    # and its collectives, which a machine with one GPU cannot time, are the datasheet's too (said per plan)
+    assert set(cal.roofs.fallbacks) == {*flagged, "collectives"} and len(cal.warnings) == len(flagged)
 
 
 def test_timings_stuck_whatever_the_shape_are_flagged(tmp_path):
@@ -185,6 +186,48 @@ def test_a_flagged_gpu_quantity_is_the_datasheet_s_not_the_file_s(tmp_path):
     cal = load_calibration(_write(tmp_path, rec, "H200.json"), "H200", "bf16")
     assert cal.roofs.bandwidth_bytes_per_s == opmodel.roofs_from_spec("H200", "bf16").bandwidth_bytes_per_s
     assert "bandwidth" in cal.roofs.fallbacks
+
+
+def test_a_one_gpu_calibration_prices_collectives_at_the_datasheet_s_and_a_multi_gpu_plan_says_so(tmp_path):
+    rec = read_calibration(H200)
+    assert not rec.get("collectives")  # measured on a machine with one GPU: no collective timed
+    cal = load_calibration(_write(tmp_path, rec, "H200.json"), "H200", "bf16")
+    prior = opmodel.roofs_from_spec("H200", "bf16")
+    assert cal.roofs.collective_beta_bytes_per_s == prior.collective_beta_bytes_per_s
+    assert cal.roofs.collective_alpha_s == prior.collective_alpha_s and "collectives" in cal.roofs.fallbacks
+    (tmp_path / "derived").mkdir()
+    one, eight = (
+        predict_tiered(
+            make_plan(**{**PLAN, "batch_size": 128, "dp": dp, "devices": dp}),
+            tier="calibrated",
+            derived_root=tmp_path / "derived",
+            devices_root=tmp_path,
+        )
+        for dp in (1, 8)
+    )
+    said = [[w for w in p["warnings"] if w.startswith("collectives not measured")] for p in (one, eight)]
+    assert said[0] == [] and len(said[1]) == 1 and "on a machine with 8 GPUs" in said[1][0]
+    # eight GPUs sharing a global batch of 128 take no longer per step than one GPU with all of it (the record's
+    # placeholder bandwidth, 1 GB/s, made them about 20 x slower)
+    assert eight["step_s"] < one["step_s"]
+
+
+def test_a_plan_over_gpus_says_once_what_its_tier_did_not_measure(tmp_path):
+    from companion.energy.predict import plan_layouts
+
+    _write(tmp_path, read_calibration(H200), "H200.json")
+    (tmp_path / "derived").mkdir()
+    p = plan_layouts(
+        8,
+        model="bert-base",
+        examples=10000,
+        device="H200",
+        derived_root=tmp_path / "derived",
+        devices_root=tmp_path,
+    )
+    assert len(p["layouts"]) > 3  # several layouts and batch sizes, each with the same two gaps
+    for words in ("collectives not measured", "the layout's own overhead"):
+        assert sum(n.startswith(words) for n in p["notes"]) == 1, words
 
 
 @pytest.mark.parametrize(

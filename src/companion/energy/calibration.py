@@ -429,6 +429,13 @@ def load_calibration(
             roofs = replace(roofs, **values)
         fallbacks[quantity] = f"{'; '.join(found)} -> {what}"
         warnings.append(f"calibration {path}: {quantity} failed its check ({'; '.join(found)}); using {what}")
+    if kind != "cpu" and not rec.get("collectives"):
+        # a calibration on a machine with one GPU times no collective: a multi-GPU plan would otherwise be priced
+        # at the record's placeholder (50 us per hop, 1 GB/s), tens of times slower than NCCL over NVLink
+        values, what = _fallback_values(rec, "collectives", precision)
+        if values:
+            roofs = replace(roofs, **values)
+        fallbacks["collectives"] = f"not measured (one GPU) -> {what}"
     if fallbacks:
         roofs = replace(roofs, fallbacks=fallbacks)
     if kind == "cpu":

@@ -1152,6 +1152,12 @@ def gpu_prior_values(device: str, precision: str) -> dict:
             "ops_counted_autocast": False,
         },
         "power": {"idle_w": dev.idle_w, "loaded_w": dev.loaded_w, "power_measured": False},
+        # a calibration on one GPU measures no collective: NCCL's latency and bandwidth of the board's node
+        "collectives": {
+            "collective_alpha_s": dev.collective_alpha_s,
+            "collective_alpha_by_world_s": {},
+            "collective_beta_bytes_per_s": dev.collective_beta_bytes_per_s,
+        },
     }
 
 

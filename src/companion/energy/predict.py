@@ -770,6 +770,7 @@ def predict_tiered(
                 ),
                 "warnings": list(res.get("calibration_warnings") or [])
                 + _execution_warnings(plan, dev)
+                + _layout_warnings(plan, dev)
                 + _outside_ranges(plan, res.get("input_ranges", {}))
                 + _memory_warnings(mems[i], device),
             }
@@ -813,6 +814,28 @@ def _execution_warnings(plan: Plan, dev) -> list[str]:
         out.append(
             f"engine {plan.engine!r} is predicted as the native engine (the same model, optimizer and data; "
             "the measured difference is on the GPU chapter)"
+        )
+    return out
+
+
+def _layout_warnings(plan: Plan, dev) -> list[str]:
+    """What the tier's device did not measure of a plan over several GPUs: its collectives (a calibration on one
+    GPU times none) and its layout's overhead (DTensor dispatch, FSDP hooks; probed only on several GPUs)."""
+    n = plan.tp * plan.dp
+    if n == 1 or dev.shared_node:
+        return []
+    out = []
+    if "collectives" in dev.fallbacks:
+        out.append(
+            f"collectives not measured by this calibration (one GPU): priced with the datasheet prior's NCCL "
+            f"latency ({dev.collective_alpha_s * 1e6:.0f} us per hop) and bandwidth "
+            f"({dev.collective_beta_bytes_per_s / 1e9:.0f} GB/s per rank); `companion calibrate --device cuda` "
+            f"on a machine with {n} GPUs measures them"
+        )
+    if f"tp{plan.tp}-dp{plan.dp}" not in dev.layout_overhead_s:
+        out.append(
+            "the layout's own overhead (DTensor dispatch, FSDP hooks) was not probed on this device: priced as "
+            "eager launches per operator, a guess of unknown error"
         )
     return out
 
@@ -1008,7 +1031,8 @@ def plan_layouts(
         "precision": preds[0]["plan"]["precision"],
         "layouts": ranked,
         "pareto_front": [rows[i] for i in front],
-        "notes": [*preds[0]["notes"], *skipped],
+        # the ranked plans' warnings (what the tier could not measure of them), each once however many share it
+        "notes": [*preds[0]["notes"], *skipped, *dict.fromkeys(w for p in preds for w in p["warnings"])],
     }
 
 

@@ -95,8 +95,8 @@ roof_table.style.format(
 # %% [markdown]
 # It also times what [the operator roofline](03_fit.ipynb) reads. A GEMM of shape M×N×K
 # reaches peak / (1 + k₀(1/M + 1/N + 1/K)); a collective over p ranks takes a latency (p − 1)·λ plus bytes / B. It ran on
-# {glue:text}`calibration_measured_at`. Its collectives, timed twice, took at most
-# {glue:text}`calibration_spread` as long in the slower pass (near 1: a quiet machine). Warnings:
+# {glue:text}`calibration_measured_at`. Its collectives, timed twice, took up to {glue:text}`calibration_spread` as
+# long in the slower pass; a quiet machine gives about 1. Warnings:
 # {glue:text}`calibration_warnings`.
 
 # %%
@@ -306,8 +306,9 @@ figures.energy_vs_flops(df)
 # %% [markdown]
 # ## The replicate noise floor
 #
-# How far replicates, measured in separate passes of the sweep, fall from their configuration's mean: the
-# noise of one measurement, a yardstick for any model's error ([](06_headline.ipynb)).
+# How far replicates, measured in separate passes of the sweep, fall from their configuration's mean, over every
+# run measured (the held-out page's: only the runs it scores): the noise of one
+# measurement, a yardstick for any model's error ([](06_headline.ipynb)).
 
 # %%
 # hide

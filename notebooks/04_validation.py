@@ -154,8 +154,8 @@ figures.residuals_by_group(pred, df, "roofline_power_law")
 #
 # The operator roofline (fitted, and calibrated: learning nothing from runs), the paper's law and the baselines,
 # on the same held-out groups, time apart from energy. Intervals come from held-out groups inside each training
-# fold. The off-grid runs are predicted by models fitted on every run here; their intervals are no narrower than
-# the validation set's errors (a validation run's: the others').
+# fold. The off-grid runs are predicted by models fitted on every run here, with intervals at least as wide as the
+# validation set's errors (leaving out a validation run's own).
 
 # %%
 # hide
@@ -163,7 +163,7 @@ largest = df.loc[val.folds(df, "extrapolate_largest")[0][2]]
 largest_modes = largest["mode"].map(lambda m: figures.MODE_WORDS.get(m, m)).value_counts()
 glue(
     "largest_text",
-    f"those above the 75th percentile: {len(largest)} of {len(df)} runs",
+    f"above the 75th percentile, runs tied at it kept in training: {len(largest)} of {len(df)} runs",
     display=False,
 )
 ci_filter, dropped = build_scores.ci_filter, build_scores.dropped
@@ -215,8 +215,8 @@ glue(
     "model_verdict_text",
     sentences.paragraph(
         f"The operator roofline misses held-out {'; '.join(parts)}. The best pre-run baseline misses by "
-        f"{' and '.join(baselines)}. Against its verdict's criteria it misses, for "
-        + "; for ".join(f"{target}: {', '.join(miss) or 'none'}" for target, miss in unmet.items())
+        f"{' and '.join(baselines)}. The verdict's criteria it fails: "
+        + "; ".join(f"for {target}, {', '.join(miss) or 'none'}" for target, miss in unmet.items())
         + "."
         if parts
         else val.describe_verdict(mv)

@@ -95,7 +95,12 @@ glue("example_kwh_hi", f"{first.energy_kwh_hi:.3g}", display=False)
 glue("example_time_h", f"{first.time_h:.3g}", display=False)
 glue(
     "explore_setting",
-    f"a batch of {batch_size} sequences, {examples:,} examples and {epochs} epochs on {device}",
+    f"a batch of {batch_size} sequences, {examples:,} examples and {epochs} epochs on {device}, its energy "
+    + (
+        "measured, as the sweep's"
+        if first.energy_kind == "measured"
+        else "estimated like the sweep's, not metered"
+    ),
     display=False,
 )
 warned = int((explore.warnings > 0).sum())
@@ -119,6 +124,7 @@ shown = pd.DataFrame(
                 ("paper's law kWh [90 %]", "energy_kwh"),
             )
         },
+        "roofline kg CO₂": [f"{x:.3g}" for x in explore.op_co2_kg],
     }
 )
 shown_style = shown.style.hide(axis="index").set_table_attributes('class="companion-numbers"')
@@ -129,13 +135,14 @@ shown_style
 # Each row is {glue:text}`explore_setting`. The roofline columns are the operator roofline in the row's tier; the
 # last is the paper's law fitted on the same runs. Each interval is as wide as its model's errors on runs left
 # out of its fit ([](04_validation.ipynb)); the operator roofline's also widens with the step's share of fixed
-# costs and overheads. The paper's law errs more, and its intervals say so.
+# costs and overheads.
 # {glue:text}`explore_warnings` (inputs outside its runs, or a layout that may not fit in memory).
 #
 # ## Planning on GPUs never swept here
 #
 # The table predicts every layout (TP dividing the heads, the rest FSDP) and global batch (examples per optimizer
-# step) of a {glue:text}`plan_model` fine-tune on {glue:text}`plan_devices` × {glue:text}`plan_device`, with
+# step) of a {glue:text}`plan_model` fine-tune of the same examples and epochs on {glue:text}`plan_devices` ×
+# {glue:text}`plan_device`, with
 # sequences of {glue:text}`plan_seq_len` tokens in {glue:text}`plan_precision`.
 # Tier: {glue:text}`plan_tier`; {glue:text}`plan_notes`. Layouts whose estimated memory exceeds 90 % of the
 # GPU's are left out. {glue:text}`plan_best`.

@@ -54,7 +54,6 @@ except (AttributeError, KeyError, TypeError):
 scores = {t: tables.score_table(validation, t, after_the_fact=False, floors=False) for t in numbers.TARGETS}
 paper = tables.paper_vs_reproduction(validation, fit, label, noise)
 coefficients = tables.coefficient_table(fit)
-flagged = coefficients[coefficients.note != ""] if len(coefficients) else coefficients
 floor = numbers.noise_floor(noise)
 answer = sentences.absolute_answer(explore, predict_params, label, fit.get("device_name", numbers.NA))
 # the coverage criterion on every stored build's runs (stage 07), where it exists
@@ -68,8 +67,6 @@ glue("energy_label", label, display=False)
 glue("level_pct", numbers.level_pct(validation), display=False)
 glue("mape_level_pct", numbers.mape_level_pct(), display=False)
 glue("verdict_model", numbers.verdict_model(validation), display=False)
-glue("n_flagged", str(len(flagged)), display=False)
-glue("n_coefficients", str(len(coefficients)), display=False)
 # the introduction's first screen: the answer in a box, and the held-out predictions of the primary model beside
 # the paper's law
 host = ", ".join(sorted(set(runs.host.astype(str)))) if "host" in runs else None
@@ -163,10 +160,6 @@ tables.styled_scores(energy_rows, captions["energy"])
 # %%
 # hide
 tables.styled_prose(tables.verdict_table(validation, builds, short=True), first_width="40%")
-
-# %% [markdown]
-# Of the {glue:text}`n_coefficients` coefficients fitted to these runs, {glue:text}`n_flagged` are ones these runs
-# cannot identify or no device could produce ([](03_fit.ipynb)).
 
 # %%
 out = write_json(

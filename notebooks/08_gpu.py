@@ -82,7 +82,7 @@ if numbers["one_machine"]:
 # %% [markdown]
 # ## The first machine
 #
-# On the first machine's runs: mean absolute error (MAPE) and how many runs each tier's
+# On the first machine's runs: mean absolute percentage error (MAPE) and how many runs each tier's
 # {glue:text}`gpu_level` interval covers (the fitted tier has too few runs for one).
 
 # %%

@@ -206,7 +206,7 @@ def test_a_one_gpu_calibration_prices_collectives_at_the_datasheet_s_and_a_multi
         for dp in (1, 8)
     )
     said = [[w for w in p["warnings"] if w.startswith("collectives not measured")] for p in (one, eight)]
-    assert said[0] == [] and len(said[1]) == 1 and "on a machine with 8 GPUs" in said[1][0]
+    assert said[0] == [] and len(said[1]) == 1 and "calibrate on 8 GPUs" in said[1][0]
     # eight GPUs sharing a global batch of 128 take no longer per step than one GPU with all of it (the record's
     # placeholder bandwidth, 1 GB/s, made them about 20 x slower)
     assert eight["step_s"] < one["step_s"]

@@ -765,6 +765,12 @@ def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gp
         and "15.0 % time and 7.8 % energy over 7 runs" in body
     )
     assert "measured by a hardware counter" in sentences.answer_box(v, runs.assign(energy_measured=True)).data
+    # the paper's law against the best baseline: a lower MAPE whose interval overlaps the baseline's is no win
+    assert "(FLOPs-only power law): no better, their intervals overlap." in body
+    for row in v["model_scores_pooled"]:
+        if (row["model"], row["target"]) == ("roofline_power_law", "energy"):
+            row.update(mape_pct=12.0, mape_lo_pct=10.0, mape_hi_pct=14.0)
+    assert ": it beats it." in sentences.answer_box(v, runs, gpu, "cpu").data
     # beside the errors, how far the same runs measured twice differ (the replicate floor), where it is known
     assert "5.1 %" not in body and "5.1 % and 6.3 %" in sentences.answer_box(v, runs, gpu, "cpu", NOISE).data
 

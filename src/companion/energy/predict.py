@@ -608,7 +608,7 @@ def resolve_tier(
                 )
                 if residuals
                 else f"calibrated tier not yet scored on a sweep: a factor-{factor:g} interval at "
-                f"{PRIOR_LEVEL:.0%} (other levels scaled as for a log-normal error)"
+                f"{PRIOR_LEVEL:.0%} (log-normal at other levels)"
             )
             return {
                 "tier": "calibrated",
@@ -827,15 +827,14 @@ def _layout_warnings(plan: Plan, dev) -> list[str]:
     out = []
     if "collectives" in dev.fallbacks:
         out.append(
-            f"collectives not measured by this calibration (one GPU): priced with the datasheet prior's NCCL "
-            f"latency ({dev.collective_alpha_s * 1e6:.0f} us per hop) and bandwidth "
-            f"({dev.collective_beta_bytes_per_s / 1e9:.0f} GB/s per rank); `companion calibrate --device cuda` "
-            f"on a machine with {n} GPUs measures them"
+            f"collectives not measured (a calibration on one GPU): NCCL's datasheet costs instead "
+            f"({dev.collective_alpha_s * 1e6:.0f} us per hop, {dev.collective_beta_bytes_per_s / 1e9:.0f} GB/s "
+            f"per rank); calibrate on {n} GPUs to measure them"
         )
     if f"tp{plan.tp}-dp{plan.dp}" not in dev.layout_overhead_s:
         out.append(
-            "the layout's own overhead (DTensor dispatch, FSDP hooks) was not probed on this device: priced as "
-            "eager launches per operator, a guess of unknown error"
+            "the layout's own overhead (DTensor dispatch, FSDP hooks) not probed: priced as eager launches, a "
+            "guess of unknown error"
         )
     return out
 

@@ -279,9 +279,9 @@ def cpu_modes_text(hosts: list[dict], alpha: float = 0.05) -> str:
         beyond = (others.p_value < alpha).sum()
         untested = others.p_value.isna().sum()  # one replicate, or none apart: no test
         out.append(
-            f"On a CPU ({h['host']}, a {h['shape']['layers']}-layer BERT, {int(rows.runs.min())} replicates in "
-            f"rotating order), {moved} took {ratios} times native eager's step, replicates up to "
-            f"{rows.spread_pct.max():.0f} % apart: "
+            f"On a CPU ({h['host']}, {h['shape']['layers']}-layer BERT, {int(rows.runs.min())} replicates), "
+            f"{moved} took {ratios} times native eager's step, replicates up to {rows.spread_pct.max():.0f} % "
+            "apart: "
             + (
                 "too few replicates to test"
                 if untested
@@ -290,7 +290,7 @@ def cpu_modes_text(hosts: list[dict], alpha: float = 0.05) -> str:
                 else f"{beyond} of {len(others)} told apart from eager (Welch, p < {alpha})"
             )
             + f"; the calibrated tier missed by at most {rows.calibrated_time_error_pct.abs().max():.0f} %."
-            + ("" if h["energy_measured"] else " Energy there is estimated: its ratios repeat time's.")
+            + ("" if h["energy_measured"] else " Its energy, estimated, repeats time.")
         )
     return " ".join(out)
 

@@ -56,10 +56,8 @@ def paragraph(text: str):
 
 # ---------------------------------------------------------------------------------------- the held-out scores
 # what the off-grid columns hold out (validation.json's model_splits says it of the cross-validation splits)
-HOLDOUT_TEXT = (
-    "validation set: off-grid runs, predicted by fits on the whole sweep; constants were chosen by them"
-)
-TEST_TEXT = "test set: other off-grid runs, drawn once; nothing was chosen by them"
+HOLDOUT_TEXT = "the validation set, predicted by fits on the whole sweep; constants were chosen by it"
+TEST_TEXT = "other off-grid runs, drawn once; nothing was chosen by them"
 
 
 def split_items(validation: dict) -> list[tuple[str, str]]:
@@ -319,9 +317,9 @@ def scored_runs_text(validation: dict, sweep_noise: dict | None = None) -> str:
         named = ", ".join(f"{split_label(r.split)} on {int(r.n)} runs" for r in few.itertuples())
         rest = f", and some splits rest on few ({named}), which say little" if len(few) else ""
         text += (
-            f" The machine was busy while the runs were measured: the filter left out many runs{rest}. The "
-            f"verdict is judged on what remains; measure again on a quiet machine (the page on reproducing says "
-            f"how) before reading it as the model's accuracy."
+            f" The machine was busy: the filter left out many runs{rest}. The "
+            f"verdict is judged on what remains; measure again on a quiet machine before reading it as the model's "
+            f"accuracy."
         )
     return text
 
@@ -423,6 +421,15 @@ def answer_box(
     best = best_pre_run_baseline(validation, "energy")
     paper, base = field(s, PAPER, "energy"), field(s, best, "energy") if best else None
     beats = finite(paper) is not None and finite(base) is not None and paper < base
+    # their 90 % intervals (resampling groups) overlapping: a lower MAPE that does not tell the two apart
+    bounds = [
+        field(s, m, "energy", col=c) if m else None
+        for m in (PAPER, best)
+        for c in ("mape_lo_pct", "mape_hi_pct")
+    ]
+    overlap = all(finite(b) is not None for b in bounds) and not (
+        bounds[1] < bounds[2] or bounds[3] < bounds[0]
+    )
     test = (
         f"; on the test set {pct(t.get('test_mape_pct'))} time, {pct(e.get('test_mape_pct'))} energy"
         if finite(t.get("test_mape_pct")) is not None
@@ -442,7 +449,7 @@ def answer_box(
     )
     floor = noise_floor(noise or {})
     floor_text = (
-        f" (runs measured twice lie {floor['time']} and {floor['energy']} from their mean)"
+        f" (the scored runs measured twice lie {floor['time']} and {floor['energy']} from their mean)"
         if floor["time"] != NA and floor["energy"] != NA
         else ""
     )
@@ -465,7 +472,11 @@ def answer_box(
         f"<b>The paper's law</b>: {pct(paper)} energy pooled, against {pct(base)} for the best baseline "
         f"({html.escape(model_name(best)) if best else NA})"
         + (
-            f": it {'beats' if beats else 'does not beat'} it."
+            (
+                ": no better, their intervals overlap."
+                if overlap
+                else f": it {'beats' if beats else 'does not beat'} it."
+            )
             if finite(paper) is not None and finite(base) is not None
             else ": no comparison in this build."
         ),

@@ -226,7 +226,7 @@ def book_config(out: Path) -> Path:
     # what the pages quote of the build itself (the cite page's BibTeX): {{ commit }}, {{ repository }}
     cfg.setdefault("parse", {})["myst_substitutions"] = {
         "commit": provenance.git_commit(SOURCE_ROOT),
-        "repository": url or "(this checkout has no public remote)",
+        "repository": url or "the source this book was built from",
     }
     path = (
         Path(out) / "_build" / "book-config.yml"

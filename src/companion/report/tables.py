@@ -261,7 +261,8 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None, short: b
         "split": f"held-out MAPE at most {fmt('split_pct')} in every split (the worst one)",
         "half": "at most half the MAPE of the best baseline that predicts before running",
         "coverage": f"coverage of the {level} % intervals within "
-        f"{f'{rng[0]:.0f}–{rng[1]:.0f} %' if rng else NA} in every split, off-grid runs included",
+        f"{f'{rng[0]:.0f}–{rng[1]:.0f} %' if rng else NA} in every split, the validation set's off-grid runs included (the "
+        "test set's: its own row)",
         "consistent": f"coverage of every split within the range exact {level} % intervals show nine times in ten "
         "on as many runs (binomial; no criterion)",
         "builds": "beside it, not the criterion: each split's coverage with its held-out predictions pooled over the "
@@ -283,7 +284,7 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None, short: b
             "pooled": f"pooled MAPE ≤ {fmt('target_pct')}",
             "split": f"worst split's MAPE ≤ {fmt('split_pct')}",
             "half": "≤ half the best pre-run baseline's MAPE",
-            "coverage": f"coverage {f'{rng[0]:.0f}–{rng[1]:.0f} %' if rng else NA} in every split",
+            "coverage": f"coverage {f'{rng[0]:.0f}–{rng[1]:.0f} %' if rng else NA} in every split (test set apart)",
             # every split's coverage against the binomial range is the score tables' red; not repeated here
             "consistent": "",
             "builds": "the same, over the stored builds (no criterion)",

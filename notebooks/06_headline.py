@@ -76,7 +76,11 @@ device_words = (
     if host and fit.get("device_name") == "cpu"
     else str(fit.get("device_name", numbers.NA))
 )
-glue("answer_box", sentences.answer_box(validation, runs, gpu_numbers, device_words, noise), display=False)
+glue(
+    "answer_box",
+    sentences.answer_box(validation, runs, gpu_numbers, device_words, noise, stored_scores),
+    display=False,
+)
 glue(
     "fig_hero",
     figures.hero_predictions(pd.DataFrame(validation.get("model_predictions") or []), runs),

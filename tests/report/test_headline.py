@@ -773,6 +773,21 @@ def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gp
     assert ": it beats it." in sentences.answer_box(v, runs, gpu, "cpu").data
     # beside the errors, how far the same runs measured twice differ (the replicate floor), where it is known
     assert "5.1 %" not in body and "5.1 % and 6.3 %" in sentences.answer_box(v, runs, gpu, "cpu", NOISE).data
+    # beside this build's test-set figure, the mean over every build of the draw (stage 07's scores), when several
+    stored = pd.DataFrame(
+        [
+            {"sweep": b, "split": "test", "model": "operator_roofline", "target": t, "mape_pct": m}
+            for b, t, m in (
+                ("a", "time", 8.6),
+                ("a", "energy", 9.0),
+                ("b", "time", 13.0),
+                ("b", "energy", 12.0),
+            )
+        ]
+    )
+    both = sentences.answer_box(v, runs, gpu, "cpu", None, stored).data
+    assert "on the test set 8.6 % time" in both and "(10.8 % and 10.5 % over 2 builds)" in both
+    assert " builds)" not in sentences.answer_box(v, runs, gpu, "cpu", None, stored[stored.sweep == "a"]).data
 
 
 def test_the_verdict_table_states_the_thresholds_the_artifact_recorded(validation):

@@ -16,8 +16,7 @@
 # ```{glue:} gpu_intro
 # ```
 #
-# Each tier of the operator roofline predicts them unseen: the **prior** from the datasheet, the **calibrated**
-# tier from the board's calibration alone, the **fitted** tier refitted on the other runs. They come from five
+# Each {term}`tier <Tier>` of the operator roofline predicts them unseen. They come from five
 # machines with the same board: the *one-machine set*, the *first machine*, the *test machine*, a *host-probe
 # machine* and the *modes machine*.
 
@@ -186,12 +185,14 @@ gpu.facts_table(numbers).style.hide(axis="index")
 
 # %%
 # hide
-# the provenance page's table of the GPU's runs, one column per machine type (every set of the folder)
+# the provenance page's table of the GPU runs this page quotes, one column per machine type (every set of the
+# board's folder, and the attention set's board)
 gpu_records = [
     r
+    for board in dict.fromkeys((device, attention_device))
     for d in reference.RECORD_DIRS
-    if (reference.reference_dir(device) / d).is_dir()
-    for r in load_records(reference.reference_dir(device) / d)
+    if (reference.reference_dir(board) / d).is_dir()
+    for r in load_records(reference.reference_dir(board) / d)
 ]
 glue(
     "gpu_sources_table",

@@ -360,7 +360,7 @@ def energy_text(table: pd.DataFrame) -> str:
         return ""
     measured = set(t.energy_measured.astype(bool))
     if measured == {False}:
-        return "These builds' energy is estimated from time and load, so its scores follow the time's."
+        return "These builds' energy is estimated: its scores follow time's."
     if measured == {True}:
         return "The energy of these builds is measured, so its scores are a second result beside the time's."
     return "Some builds' energy is measured and some estimated; the two kinds are pooled here."

@@ -84,9 +84,8 @@ glue(
         f"and the best baseline that predicts before running ({LAWS[v['best_baseline']].label}) by "
         f"{v['best_baseline_mape_pct']:.1f} %. A law said to predict energy before the run should miss by at most "
         f"{target_mape_pct:g} % and by at most half the best baseline's: the paper's law meets "
-        f"{('neither', 'only one', 'both')[met]} on these runs. (The operator roofline, which predicts from the "
-        f"device's roofs, is held to its own bar: {val.VERDICT_CRITERIA['target_pct']:g} % pooled, on the summary "
-        "page.)"
+        f"{('neither', 'only one', 'both')[met]} on these runs. (The operator roofline's own bar, "
+        f"{val.VERDICT_CRITERIA['target_pct']:g} % pooled: the summary page.)"
         + (
             f" A fitted power times each run's measured time misses by {after:.1f} %: this energy is nearly power "
             "times time."
@@ -236,9 +235,9 @@ figures.model_comparison(by_split, df)
 # %% [markdown]
 # ### Which way a held-out degree is off
 #
-# MAPE says how far a split misses, not which way. A held-out degree is predicted from the other degrees' runs
-# and the calibration's ratio between layouts of 2 and 4 ranks, mode by mode: where a mode's ratio is off, every
-# run of that layout misses the same way, which no interval built from exchangeable errors knows.
+# A held-out degree is predicted from the other degrees' runs and the calibration's ratio between 2 and 4 ranks,
+# mode by mode: where that ratio is off, every run of the layout misses the same way, which intervals built from
+# exchangeable errors cannot know.
 
 # %%
 # hide
@@ -267,9 +266,9 @@ bias_table = degree_bias.assign(
 # %% [markdown]
 # ### Coverage by what a step is made of
 #
-# Intervals that hold only on average would cover compute-bound runs more often than overhead-bound ones. Below,
-# the operator roofline's held-out intervals are counted by the share of fixed costs, layout overheads and
-# collectives in each run's predicted step. {glue:text}`coverage_bands_text`
+# Intervals that hold only on average cover compute-bound runs more often than overhead-bound ones. Below, held-out
+# intervals by the share of fixed costs, layout overheads and collectives in each run's predicted step.
+# {glue:text}`coverage_bands_text`
 
 # %%
 # hide

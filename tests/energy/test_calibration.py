@@ -212,6 +212,19 @@ def test_a_one_gpu_calibration_prices_collectives_at_the_datasheet_s_and_a_multi
     assert eight["step_s"] < one["step_s"]
 
 
+def test_a_plan_beyond_one_node_says_its_collectives_cross_the_network(tmp_path):
+    (tmp_path / "derived").mkdir()
+    said = {}
+    for n in (8, 16):
+        p = predict_tiered(
+            make_plan(**{**PLAN, "batch_size": 128, "dp": n, "devices": n}),
+            derived_root=tmp_path / "derived",
+            devices_root=tmp_path,
+        )
+        said[n] = [w for w in p["warnings"] if " nodes of " in w]
+    assert said[8] == [] and said[16] and "16 GPUs span 2 nodes of 8" in said[16][0]
+
+
 def test_a_plan_over_gpus_says_once_what_its_tier_did_not_measure(tmp_path):
     from companion.energy.predict import plan_layouts
 

@@ -754,3 +754,35 @@ def test_attention_left_out_of_the_graphs_takes_its_own_probe_else_the_whole_mod
     pd.testing.assert_frame_equal(
         opmodel.operator_frame(rows.drop(columns="attn").iloc[:3], dev), whole.reset_index(drop=True)
     )
+
+
+def test_a_collective_whose_group_spans_nodes_runs_at_the_network_s_bandwidth():
+    from dataclasses import replace
+
+    from companion.energy.predict import make_plan, plan_rows
+
+    dev = replace(opmodel.roofs_from_spec("H100", "bf16"), overlap=False)  # every byte exposed: plain ratios
+    assert dev.gpus_per_node == 8 and dev.internode_beta_bytes_per_s < dev.collective_beta_bytes_per_s
+    one_node = replace(dev, gpus_per_node=0)  # as if one node held any layout
+    slower = dev.collective_beta_bytes_per_s / dev.internode_beta_bytes_per_s
+
+    def comm_bytes_s(roofs, tp, dp):
+        plan = make_plan(
+            layers=4,
+            hidden=1024,
+            heads=16,
+            batch_size=256,
+            tp=tp,
+            dp=dp,
+            devices=tp * dp,
+            device="H100",
+            precision="bf16",
+            examples=1000,
+        )
+        return opmodel.operator_frame(plan_rows([plan], "bf16", "device"), roofs).comm_bytes_s.iloc[0]
+
+    for tp, dp, factor in ((1, 8, 1.0), (1, 16, slower), (8, 1, 1.0), (16, 1, slower)):
+        assert comm_bytes_s(dev, tp, dp) == pytest.approx(factor * comm_bytes_s(one_node, tp, dp)), (tp, dp)
+    # 2-D over two nodes: the TP pairs stay inside a node, the FSDP groups that stride over them cross the network
+    inside, spanning = comm_bytes_s(one_node, 2, 8), comm_bytes_s(dev, 2, 8)
+    assert inside < spanning < slower * inside

@@ -83,6 +83,10 @@ class DeviceRoofs:
         default_factory=dict
     )  # measured per group size {"2": s, "4": s}
     collective_beta_bytes_per_s: float = 1e9  # ring bandwidth per rank
+    # devices per node (0: one node holds any layout) and the bandwidth per rank of a collective whose group spans
+    # nodes (the network's, not the node's links): a ring over several nodes runs at its slowest link
+    gpus_per_node: int = 0
+    internode_beta_bytes_per_s: float | None = None
     shared_node: bool = False  # ranks share one device's cores (CPU ranks on one node)
     node_cores: int = (
         1  # cores the ranks of a shared node run on (launch and latency costs overlap up to this)
@@ -314,6 +318,13 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
         by_size = {g: dev.alpha_s(int(g)) for g in np.unique(group)}
         return np.array([by_size[g] for g in group])
 
+    def beta(spans_nodes: np.ndarray) -> np.ndarray:
+        """Bandwidth per rank of a collective: the network's where its group spans nodes, else the node's."""
+        node = dev.collective_beta_bytes_per_s
+        if not (dev.gpus_per_node and dev.internode_beta_bytes_per_s):
+            return np.full(len(df), node)
+        return np.where(spans_nodes, min(dev.internode_beta_bytes_per_s, node), node)
+
     # GEMMs: QKV + output projection (4 of T_r x h x h/t), FFN up and down (T_r x h x f/t); fwd + 2 bwd
     proj_f, ffn_f = 3 * L * 8 * T_r * h * h / t, 3 * L * 4 * T_r * h * f / t
     proj_b = 3 * L * 4 * (T_r * h + h * h / t + T_r * h / t) * w
@@ -388,7 +399,9 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     tp_on = t > 1
     tp_lat = np.where(tp_on, TP_ALL_REDUCES_PER_LAYER * L * (t - 1) * alpha(t) * contention(t), 0.0)
     tp_wire = np.where(tp_on, TP_ALL_REDUCES_PER_LAYER * L * 2 * (t - 1) / t * T_r * h * w, 0.0)
-    tp_bytes = tp_wire / dev.collective_beta_bytes_per_s * contention(t)
+    # TP groups are the innermost ranks (parallel.build_mesh): they span nodes only when larger than one; an FSDP
+    # group strides over the TP groups, so it spans nodes as soon as the whole layout does
+    tp_bytes = tp_wire / beta(t > max(dev.gpus_per_node, 1)) * contention(t)
     # FSDP: per layer all-gather forward, all-gather backward (resharded after forward) and reduce-scatter of the
     # gradients (fp32); the root (embeddings, pooler, head), kept gathered from forward to backward, is gathered
     # once (FSDP_COLLECTIVES_PER_LAYER, FSDP_COLLECTIVES_ROOT: companion.runs.parallel's plan, counted by its test)
@@ -396,7 +409,7 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     fsdp_wire = np.where(dp_on, (d - 1) / d * ((2 * w + 4) * enc / t + (w + 4) * (p - enc)), 0.0)
     n_fsdp = FSDP_COLLECTIVES_PER_LAYER * L + FSDP_COLLECTIVES_ROOT
     fsdp_lat = np.where(dp_on, n_fsdp * (d - 1) * alpha(d) * contention(d), 0.0)
-    fsdp_bytes = fsdp_wire / dev.collective_beta_bytes_per_s * contention(d)
+    fsdp_bytes = fsdp_wire / beta(t * d > max(dev.gpus_per_node, 1)) * contention(d)
     comm = fsdp_lat + fsdp_bytes
     if dev.overlap:
         # where collectives run beside compute only what compute cannot hide is exposed (the first gather always
@@ -1086,6 +1099,9 @@ def _gpu_host_model(rec: dict) -> dict:
         else float(pri["host_step_s"])
     )
     return {
+        # a calibration times one machine: where a layout leaves it, the network's bandwidth is the prior's
+        "gpus_per_node": int(pri["gpus_per_node"]),
+        "internode_beta_bytes_per_s": float(pri["internode_beta_gbs"]) * 1e9,
         "host_device_overlap_p": float(pri["host_device_overlap_p"]),
         "host_step_s": host_step,
         "kernels_per_op": float(pri["kernels_per_op"]),
@@ -1124,6 +1140,8 @@ def roofs_from_spec(device: str, precision: str) -> DeviceRoofs:
         host_device_overlap_p=float(pri["host_device_overlap_p"]),
         collective_alpha_s=pri["collective_alpha_s"],
         collective_beta_bytes_per_s=pri["collective_beta_gbs"] * 1e9,
+        gpus_per_node=int(pri["gpus_per_node"]),
+        internode_beta_bytes_per_s=pri["internode_beta_gbs"] * 1e9,
         shared_node=False,
         overlap=True,
         idle_w=idle,

@@ -195,6 +195,11 @@ def test_a_one_gpu_calibration_prices_collectives_at_the_datasheet_s_and_a_multi
     prior = opmodel.roofs_from_spec("H200", "bf16")
     assert cal.roofs.collective_beta_bytes_per_s == prior.collective_beta_bytes_per_s
     assert cal.roofs.collective_alpha_s == prior.collective_alpha_s and "collectives" in cal.roofs.fallbacks
+    # and the network between nodes is the board's own prior, as the prior tier's
+    assert (cal.roofs.gpus_per_node, cal.roofs.internode_beta_bytes_per_s) == (
+        prior.gpus_per_node,
+        prior.internode_beta_bytes_per_s,
+    )
     (tmp_path / "derived").mkdir()
     one, eight = (
         predict_tiered(

@@ -1088,8 +1088,13 @@ def _gpu_host_model(rec: dict) -> dict:
     step's fixed host cost (the 1-layer probe's step less its operators), the kernels' floor and the overlap
     from the priors (``resources/hardware.yaml``), which the calibration does not measure."""
     from companion.energy import hardware
+    from companion.errors import ConfigError
 
-    pri = hardware.priors().get("gpu", {})
+    try:  # the board's own priors over the generic ones, where the hardware table has the board
+        board = hardware.device_spec(rec["device_name"]).get("priors") or {}
+    except ConfigError:
+        board = {}
+    pri = {**hardware.priors().get("gpu", {}), **board}
     ops = rec.get("op_counts") or {}
     step_1 = (ops.get("step_s") or {}).get("1")
     per_op, count_1 = ops.get("per_op_s"), (ops.get("counts") or {}).get("1")

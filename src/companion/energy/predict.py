@@ -642,8 +642,7 @@ def resolve_tier(
         "energy_measured": bool(dev.power_measured),
         "notes": [
             *passed,
-            f"spec-sheet priors: a factor-{factor:g} interval at {PRIOR_LEVEL:.0%} (other levels "
-            "scaled as for a log-normal error)",
+            f"spec-sheet priors: a factor-{factor:g} interval at {PRIOR_LEVEL:.0%} (log-normal at other levels)",
         ],
     }
 

@@ -807,3 +807,23 @@ def test_the_verdict_table_states_the_thresholds_the_artifact_recorded(validatio
 def test_the_answer_box_compares_nothing_it_does_not_have():
     body = sentences.answer_box({}, pd.DataFrame({"energy_measured": [False], "world_size": [1]})).data
     assert "no comparison in this build" in body and "does not beat" not in body and "no verdict" in body
+
+
+def test_the_answer_box_gives_the_range_of_the_gpu_s_other_calibrations(validation):
+    runs = pd.DataFrame({"energy_measured": [False] * 2, "world_size": [1, 2]})
+    tier = lambda t, e: {"time_mape_pct": t, "energy_mape_pct": e}  # noqa: E731
+    gpu = {
+        "device": "H200",
+        "one_machine": {
+            "runs": {"reference": 7, "test": 6},
+            "tiers": {"reference": {"calibrated": tier(7.4, 5.2)}, "test": {"calibrated": tier(6.1, 4.9)}},
+        },
+        # another machine's calibration on these runs, and the test machine's own earlier one on its runs
+        "host_speed": {
+            "calibrated_from_probe_machine": {"reference": tier(27.9, 19.5), "test": tier(37.2, 27.5)}
+        },
+        "test": {"tiers": {"calibrated": tier(69.7, 45.6)}},
+    }
+    body = sentences.answer_box(validation, runs, gpu, "cpu").data
+    assert "6.1 % time and 4.9 % energy over 6 test runs" in body
+    assert "(other calibrations of these boards: 28–70 % time)" in body

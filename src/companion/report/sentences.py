@@ -504,15 +504,19 @@ def answer_box(
     one = (gpu or {}).get("one_machine") or {}
     if one and "test" in one.get("tiers", {}):
         c, r = one["tiers"]["test"]["calibrated"], one["tiers"]["reference"]["calibrated"]
-        # the caveat: a calibration describes its own machine's host (another machine's, on these runs)
-        other = ((gpu.get("host_speed") or {}).get("calibrated_from_probe_machine") or {}).values()
+        # the caveat: a calibration describes its own machine's host (another machine's, on these runs), and an
+        # earlier calibration of the test machine, from a host probe of two depths, missed its own runs
+        other = [
+            *((gpu.get("host_speed") or {}).get("calibrated_from_probe_machine") or {}).values(),
+            (((gpu.get("test") or {}).get("tiers") or {}).get("calibrated") or {}),
+        ]
         others = sorted(v["time_mape_pct"] for v in other if finite(v.get("time_mape_pct")) is not None)
         items.append(
             f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured): from that machine's own "
             f"calibration, fitted on nothing, {pct(c.get('time_mape_pct'))} time and "
             f"{pct(c.get('energy_mape_pct'))} energy over {one['runs']['test']} test runs never tuned on"
             + (
-                f" (another machine's calibration: {others[0]:.0f}–{others[-1]:.0f} % time)."
+                f" (other calibrations of these boards: {others[0]:.0f}–{others[-1]:.0f} % time)."
                 if others
                 else f" ({pct(r.get('time_mape_pct'))} / {pct(r.get('energy_mape_pct'))} over "
                 f"{one['runs']['reference']} reference runs)."

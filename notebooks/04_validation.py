@@ -79,7 +79,8 @@ met = int(v["meets_target"]) + int(v["beats_half_best_baseline"])
 # a bar below the noise of the runs it is judged on is one no law can meet here: said where it is
 energy_floor = (replicate_noise(df)["metrics"].get("energy_per_step") or {}).get("mape")
 below_floor = (
-    f"; the first bar lies below these runs' replicate floor, {100 * energy_floor:.1f} %, which no law can be expected to beat"
+    f"; the first bar lies below these runs' replicate floor, {100 * energy_floor:.1f} %, which no law can be "
+    "expected to beat"
     if energy_floor and target_mape_pct < 100 * energy_floor
     else ""
 )

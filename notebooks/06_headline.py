@@ -78,7 +78,7 @@ device_words = (
 )
 glue(
     "answer_box",
-    sentences.answer_box(validation, runs, gpu_numbers, device_words, noise, stored_scores),
+    sentences.answer_box(validation, runs, gpu_numbers, device_words, noise, builds),
     display=False,
 )
 glue(

@@ -773,8 +773,11 @@ def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gp
     assert ": it beats it." in sentences.answer_box(v, runs, gpu, "cpu").data
     # beside the errors, how far the same runs measured twice differ (the replicate floor), where it is known
     assert "5.1 %" not in body and "5.1 % and 6.3 %" in sentences.answer_box(v, runs, gpu, "cpu", NOISE).data
-    # beside this build's test-set figure, the mean over every build of the draw (stage 07's scores), when several
-    stored = pd.DataFrame(
+    # beside this build's test-set figure, the mean over every build of the draw (the stored builds' scores
+    # pooled, as the page Across builds gives them), when several
+    from companion.energy import stored
+
+    scores = pd.DataFrame(
         [
             {"sweep": b, "split": "test", "model": "operator_roofline", "target": t, "mape_pct": m}
             for b, t, m in (
@@ -784,10 +787,11 @@ def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gp
                 ("b", "energy", 12.0),
             )
         ]
-    )
-    both = sentences.answer_box(v, runs, gpu, "cpu", None, stored).data
+    ).assign(n=16, n_unbounded=0, coverage_pct=100.0, exact_floor_pct=7.0)
+    both = sentences.answer_box(v, runs, gpu, "cpu", None, stored.pooled_coverage(scores, n_boot=10)).data
     assert "on the test set 8.6 % time" in both and "(10.8 % and 10.5 % over 2 builds)" in both
-    assert " builds)" not in sentences.answer_box(v, runs, gpu, "cpu", None, stored[stored.sweep == "a"]).data
+    one = stored.pooled_coverage(scores[scores.sweep == "a"], n_boot=10)
+    assert " builds)" not in sentences.answer_box(v, runs, gpu, "cpu", None, one).data
 
 
 def test_the_verdict_table_states_the_thresholds_the_artifact_recorded(validation):

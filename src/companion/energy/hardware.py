@@ -22,6 +22,16 @@ def priors() -> dict:
     return yaml.safe_load((RESOURCES_DIR / "hardware.yaml").read_text()).get("priors", {})
 
 
+def gpu_priors(device: str) -> dict:
+    """The GPU priors (``priors.gpu``) with ``device``'s own (its table entry's ``priors``) over them; the generic
+    ones alone for a board the table does not hold."""
+    try:
+        board = device_spec(device).get("priors") or {}
+    except ConfigError:
+        board = {}
+    return {**priors().get("gpu", {}), **board}
+
+
 def device_spec(device: str) -> dict:
     """The table entry of a device tag ('cpu', 'H100', ...); a clear error for unknown devices."""
     from companion.runs.provenance import canonical_device_name

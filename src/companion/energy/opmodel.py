@@ -130,6 +130,13 @@ class DeviceRoofs:
         m, n, k = (np.asarray(v, float) for v in (m, n, k))
         return self.gemm_peak_flops_per_s / (1.0 + self.gemm_half_dim * (1 / m + 1 / n + 1 / k))
 
+    def network_beta_bytes_per_s(self) -> float | None:
+        """Bandwidth per rank of a collective whose group spans nodes: the slower of the network and the node's
+        own links; None where the device has no node boundary (``gpus_per_node`` 0) or no network figure."""
+        if not (self.gpus_per_node and self.internode_beta_bytes_per_s):
+            return None
+        return min(self.internode_beta_bytes_per_s, self.collective_beta_bytes_per_s)
+
     def alpha_s(self, group: int) -> float:
         """Latency per ring hop of a collective over ``group`` ranks: measured for that group size where the
         calibration has it, else the nearest measured size below (above for groups smaller than any), else the
@@ -320,10 +327,8 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
 
     def beta(spans_nodes: np.ndarray) -> np.ndarray:
         """Bandwidth per rank of a collective: the network's where its group spans nodes, else the node's."""
-        node = dev.collective_beta_bytes_per_s
-        if not (dev.gpus_per_node and dev.internode_beta_bytes_per_s):
-            return np.full(len(df), node)
-        return np.where(spans_nodes, min(dev.internode_beta_bytes_per_s, node), node)
+        node, network = dev.collective_beta_bytes_per_s, dev.network_beta_bytes_per_s()
+        return np.full(len(df), node) if network is None else np.where(spans_nodes, network, node)
 
     # GEMMs: QKV + output projection (4 of T_r x h x h/t), FFN up and down (T_r x h x f/t); fwd + 2 bwd
     proj_f, ffn_f = 3 * L * 8 * T_r * h * h / t, 3 * L * 4 * T_r * h * f / t
@@ -1088,13 +1093,8 @@ def _gpu_host_model(rec: dict) -> dict:
     step's fixed host cost (the 1-layer probe's step less its operators), the kernels' floor and the overlap
     from the priors (``resources/hardware.yaml``), which the calibration does not measure."""
     from companion.energy import hardware
-    from companion.errors import ConfigError
 
-    try:  # the board's own priors over the generic ones, where the hardware table has the board
-        board = hardware.device_spec(rec["device_name"]).get("priors") or {}
-    except ConfigError:
-        board = {}
-    pri = {**hardware.priors().get("gpu", {}), **board}
+    pri = hardware.gpu_priors(rec["device_name"])
     ops = rec.get("op_counts") or {}
     step_1 = (ops.get("step_s") or {}).get("1")
     per_op, count_1 = ops.get("per_op_s"), (ops.get("counts") or {}).get("1")
@@ -1122,7 +1122,7 @@ def roofs_from_spec(device: str, precision: str) -> DeviceRoofs:
     from companion.errors import ConfigError
 
     spec = hardware.device_spec(device)
-    pri = {**hardware.priors().get("gpu", {}), **(spec.get("priors") or {})}
+    pri = hardware.gpu_priors(device)
     if spec.get("bandwidth_tbs") == "measure":
         raise ConfigError(
             f"device {device!r} has no spec-sheet roofs; run `companion calibrate --device cpu` "

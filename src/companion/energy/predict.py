@@ -830,12 +830,12 @@ def _layout_warnings(plan: Plan, dev) -> list[str]:
             f"({dev.collective_alpha_s * 1e6:.0f} us per hop, {dev.collective_beta_bytes_per_s / 1e9:.0f} GB/s "
             f"per rank); calibrate on {n} GPUs to measure them"
         )
-    nodes = -(-n // dev.gpus_per_node) if dev.gpus_per_node else 1
-    if nodes > 1 and dev.internode_beta_bytes_per_s:
+    network = dev.network_beta_bytes_per_s()
+    if network is not None and n > dev.gpus_per_node:
         out.append(
-            f"{n} GPUs span {nodes} nodes of {dev.gpus_per_node}: collectives between them priced at the network's "
-            f"{min(dev.internode_beta_bytes_per_s, dev.collective_beta_bytes_per_s) / 1e9:.0f} GB/s per GPU "
-            "(a datasheet guess; the hardware table's internode_beta_gbs)"
+            f"{n} GPUs span {-(-n // dev.gpus_per_node)} nodes of {dev.gpus_per_node}: collectives between them "
+            f"priced at the network's {network / 1e9:.0f} GB/s per GPU (a datasheet guess; the hardware table's "
+            "internode_beta_gbs)"
         )
     if f"tp{plan.tp}-dp{plan.dp}" not in dev.layout_overhead_s:
         out.append(

@@ -395,17 +395,17 @@ def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) 
 
 
 # ------------------------------------------------------------------------------------------------- the answer
-def _test_over_builds(stored: pd.DataFrame | None) -> str:
-    """' (11.4 % and 11.0 % over 2 builds)': the primary model's test-set MAPE, time and energy,
-    averaged over the builds that measured the current draw (this one among them); empty with fewer than two."""
-    if stored is None or not len(stored) or not {"split", "model", "target", "sweep"} <= set(stored.columns):
+def _test_over_builds(builds: pd.DataFrame | None) -> str:
+    """' (11.4 % and 11.0 % over 2 builds)': the primary model's test-set MAPE, time and energy, averaged over the
+    builds that measured the current draw (this one among them), as the page Across builds gives it
+    (``stored.pooled_coverage``'s rows); empty with fewer than two."""
+    if builds is None or not len(builds):
         return ""
-    rows = stored[(stored.split == "test") & (stored.model == PRIMARY)]
-    n = rows.sweep.nunique()
-    if n < 2:
+    rows = builds[(builds.split == "test") & (builds.model == PRIMARY)].set_index("target")
+    if rows.empty or rows.sweeps.max() < 2:
         return ""
-    mean = rows.groupby("target").mape_pct.mean()
-    return f" ({pct(mean.get('time'))} and {pct(mean.get('energy'))} over {n} builds)"
+    mape = rows.mape_pct
+    return f" ({pct(mape.get('time'))} and {pct(mape.get('energy'))} over {int(rows.sweeps.max())} builds)"
 
 
 VERDICT_KEYS = tuple(CRITERIA_WORDS)  # the verdict table's criteria, its stretch goal apart
@@ -417,11 +417,12 @@ def answer_box(
     gpu: dict | None = None,
     device: str = NA,
     noise: dict | None = None,
-    stored: pd.DataFrame | None = None,
+    builds: pd.DataFrame | None = None,
 ):
     """The introduction's one-screen answer (HTML, a short list): the hardware, how energy was obtained, the
     primary model's held-out and test-set errors with its verdict beside the replicate noise floor (``noise``)
-    and, where ``stored`` (stage 07's scores of the stored builds) holds other builds of the test set, their mean,
+    and, where ``builds`` (the stored builds' scores pooled, ``stored.pooled_coverage``) holds other builds of the
+    test set, their mean,
     the paper's law against the best baseline, and the GPU's figures."""
     from IPython.display import HTML
 
@@ -451,7 +452,7 @@ def answer_box(
     )
     test = (
         f"; on the test set {pct(t.get('test_mape_pct'))} time, {pct(e.get('test_mape_pct'))} energy"
-        + _test_over_builds(stored)
+        + _test_over_builds(builds)
         if finite(t.get("test_mape_pct")) is not None
         else "; no test-set runs"
     )

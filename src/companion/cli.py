@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from companion.errors import ConfigError, OneLineParser, Terminated, raise_terminated
+from companion.errors import ConfigError, OneLineParser, Terminated, raise_interrupted, raise_terminated
 from companion.runs.config import ATTENTION_KERNELS
 
 
@@ -423,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         import signal
 
         signal.signal(signal.SIGTERM, raise_terminated)
+        signal.signal(signal.SIGINT, raise_interrupted)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "run":
         return _cmd_run(argv[1:])

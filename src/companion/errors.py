@@ -25,6 +25,23 @@ class Terminated(KeyboardInterrupt):
     every finished record is kept, and one line says so (exit code 143)."""
 
 
+_stop_asked: list[KeyboardInterrupt] = []  # the stop a signal asked for, kept past whatever caught it
+
+
 def raise_terminated(signum, frame) -> None:
     """A SIGTERM handler: raise ``Terminated`` where the process is."""
-    raise Terminated
+    _stop_asked.append(Terminated())
+    raise _stop_asked[-1]
+
+
+def raise_interrupted(signum, frame) -> None:
+    """A SIGINT handler: raise ``KeyboardInterrupt`` where the process is, as Python's own does."""
+    _stop_asked.append(KeyboardInterrupt())
+    raise _stop_asked[-1]
+
+
+def stop_asked() -> KeyboardInterrupt | None:
+    """The stop a SIGTERM or SIGINT asked for, if one arrived in this process: the exception the handler raised
+    can land inside library code that catches it and raises an ordinary error instead (the run would then be
+    recorded as failed), or swallows it. A run checks this before it writes a record."""
+    return _stop_asked[0] if _stop_asked else None

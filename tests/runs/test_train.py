@@ -72,6 +72,35 @@ def test_a_failing_run_becomes_a_failed_record_and_the_plan_goes_on(tmp_path, fi
     assert before == {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("*.json")}
 
 
+@pytest.mark.parametrize("swallowed", [False, True])
+def test_a_stop_that_a_library_catches_still_stops_the_plan_and_writes_no_record(
+    tmp_path, monkeypatch, swallowed
+):
+    """SIGTERM's handler raises where the process is; inside library code that catches every exception and
+    raises an ordinary error (or swallows it), the run would otherwise be recorded as failed (or measured)."""
+    import signal
+
+    from companion import errors
+    from companion.runs import train
+
+    monkeypatch.setattr(errors, "_stop_asked", [])
+    real = train.run_one
+
+    def run_one(cfg, ctx):
+        try:
+            errors.raise_terminated(signal.SIGTERM, None)
+        except BaseException as exc:
+            if not swallowed:
+                raise RuntimeError("a library's own error") from exc
+        return real(cfg, ctx)
+
+    monkeypatch.setattr(train, "run_one", run_one)
+    cfg = build_run({**TINY, **FIXED, "meter": "none"})
+    with pytest.raises(errors.Terminated):
+        run_plan([cfg], tmp_path, "unit")
+    assert not list(tmp_path.glob("*.json"))
+
+
 def test_the_synthetic_task_is_learned(tmp_path):
     cfg = build_run(
         {

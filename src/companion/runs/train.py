@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from companion.runs import parallel, stats
-from companion.errors import ConfigError, Terminated
+from companion.errors import ConfigError, Terminated, stop_asked
 from companion.runs.config import RunConfig
 from companion.runs.data import collate, make_task, shard, token_counts
 from companion.runs.meters import Meter, MeterError, make_meter
@@ -692,6 +692,8 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str, destinations
             # ... unless nothing can run here: a meter or package missing fails every run alike
             error["launch_level"] = isinstance(exc, (MeterError, MissingPackage))
             exc.__traceback__ = None
+        if (stop := stop_asked()) is not None:  # a stop that a library caught is still a stop: no record
+            raise stop
         errors = parallel.all_gather_object(error)
         stop = next((e for e in errors if e and e.get("launch_level")), None)
         if stop:

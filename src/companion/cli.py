@@ -14,7 +14,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from companion.errors import ConfigError, OneLineParser, Terminated, raise_interrupted, raise_terminated
+from companion.errors import (
+    ConfigError,
+    OneLineParser,
+    Terminated,
+    raise_interrupted,
+    raise_terminated,
+    stop_asked,
+)
 from companion.runs.config import ATTENTION_KERNELS
 
 
@@ -252,6 +259,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             check=check_calibration,
             executions=[m for m in (args.executions or "").split(",") if m],
         )
+        if (stop := stop_asked()) is not None:  # a stop that a library caught is still a stop
+            raise stop
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the ranks are stopped, nothing is written
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         print(f"calibrate {how}: no calibration file written", file=sys.stderr)

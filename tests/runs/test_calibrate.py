@@ -242,6 +242,29 @@ def test_a_calibrate_stopped_during_its_multi_rank_pass_stops_its_ranks_and_writ
     assert processes_naming(str(out)) == []  # no rank outlives the command
 
 
+def test_a_stop_a_library_swallowed_during_the_calibration_still_writes_nothing(
+    tmp_path, monkeypatch, capsys, short_calibration
+):
+    """A Ctrl-C whose KeyboardInterrupt some library caught: the calibration ran to its end, and is dropped."""
+    from companion import cli, errors
+    from companion.runs import calibrate as calibrate_module
+
+    monkeypatch.setattr(errors, "_stop_asked", [])
+
+    def calibrate(*args, **kwargs):
+        try:
+            errors.raise_interrupted(signal.SIGINT, None)
+        except KeyboardInterrupt:
+            pass
+        return short_calibration
+
+    monkeypatch.setattr(calibrate_module, "calibrate", calibrate)
+    out = tmp_path / "cal.json"
+    assert cli.main(["calibrate", "--device", "cpu", "--out", str(out)]) == 130
+    assert capsys.readouterr().err.strip() == "calibrate interrupted: no calibration file written"
+    assert not out.exists()
+
+
 def test_the_execution_probe_times_each_depth_and_a_mode_the_device_cannot_run_is_refused():
     from companion.errors import ConfigError
     from companion.runs.calibrate import EXECUTION_PROBE_DEPTHS, calibrate, execution_probe

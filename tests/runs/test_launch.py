@@ -30,7 +30,8 @@ def test_the_ranks_run_the_runner_through_torchrun_forked():
 
 def test_a_forked_rank_drops_the_agents_signal_handlers(monkeypatch):
     """torchrun's agent turns SIGINT/SIGTERM into an Exception in its own process; ranks forked from it inherit
-    that, and a run would record Ctrl-C or a stopped launch as its own failure. A rank restores the defaults."""
+    that, and a run would record Ctrl-C or a stopped launch as its own failure. A rank restores the defaults
+    (SIGINT: a KeyboardInterrupt, the stop recorded as in every command)."""
     import signal
 
     from companion.runs.train import _default_signal_handlers_if_forked
@@ -47,7 +48,9 @@ def test_a_forked_rank_drops_the_agents_signal_handlers(monkeypatch):
         assert signal.getsignal(signal.SIGINT) is agent_handler
         monkeypatch.setenv(parallel.LAUNCHER_ENV, parallel.FORKED_LAUNCHER)
         _default_signal_handlers_if_forked()
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        from companion.errors import raise_interrupted
+
+        assert signal.getsignal(signal.SIGINT) is raise_interrupted  # KeyboardInterrupt, and recorded
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     finally:
         for s, h in saved.items():

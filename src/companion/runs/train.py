@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from companion.runs import parallel, stats
-from companion.errors import ConfigError, Terminated, stop_asked
+from companion.errors import ConfigError, Terminated, raise_interrupted, stop_asked
 from companion.runs.config import RunConfig
 from companion.runs.data import collate, make_task, shard, token_counts
 from companion.runs.meters import Meter, MeterError, make_meter
@@ -785,9 +785,9 @@ def _plan_destinations(plan: dict, n: int, path: Path) -> list[tuple[str, Path]]
 def _default_signal_handlers_if_forked() -> None:
     """A rank forked by ``companion.runs.launch`` starts with the handlers of torchrun's agent, which turn SIGINT
     and SIGTERM into an ``Exception``: a run would record the launch being stopped as its own failure. Restore
-    what a new interpreter has (KeyboardInterrupt on SIGINT, death on SIGTERM)."""
+    what a new interpreter has (KeyboardInterrupt on SIGINT, recorded for ``run_plan``; death on SIGTERM)."""
     if parallel.forked_rank():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, raise_interrupted)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 

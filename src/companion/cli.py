@@ -20,7 +20,7 @@ from companion.errors import (
     Terminated,
     raise_interrupted,
     raise_terminated,
-    stop_asked,
+    raise_if_stopped,
 )
 from companion.runs.config import ATTENTION_KERNELS
 
@@ -259,8 +259,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             check=check_calibration,
             executions=[m for m in (args.executions or "").split(",") if m],
         )
-        if (stop := stop_asked()) is not None:  # a stop that a library caught is still a stop
-            raise stop
+        raise_if_stopped()  # a stop that a library caught is still a stop
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the ranks are stopped, nothing is written
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         print(f"calibrate {how}: no calibration file written", file=sys.stderr)

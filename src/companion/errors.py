@@ -40,8 +40,10 @@ def raise_interrupted(signum, frame) -> None:
     raise _stop_asked[-1]
 
 
-def stop_asked() -> KeyboardInterrupt | None:
-    """The stop a SIGTERM or SIGINT asked for, if one arrived in this process: the exception the handler raised
-    can land inside library code that catches it and raises an ordinary error instead (the run would then be
-    recorded as failed), or swallows it. A run checks this before it writes a record."""
-    return _stop_asked[0] if _stop_asked else None
+def raise_if_stopped() -> None:
+    """Raise the stop a SIGTERM or SIGINT asked for, if one arrived in this process. The exception the handler
+    raised can land inside library code that catches it and raises an ordinary error instead (the run would be
+    recorded as failed) or swallows it (the run would go on): a run checks this at every step and before it
+    writes a record, a command before it writes its output."""
+    if _stop_asked:
+        raise _stop_asked[0]

@@ -94,11 +94,20 @@ def test_a_stop_that_a_library_catches_still_stops_the_plan_and_writes_no_record
                 raise RuntimeError("a library's own error") from exc
         return real(cfg, ctx)
 
+    steps = []
+    real_step = train.make_train_step
+
+    def make_train_step(*args, **kwargs):
+        step = real_step(*args, **kwargs)
+        return lambda batch: steps.append(1) or step(batch)
+
     monkeypatch.setattr(train, "run_one", run_one)
+    monkeypatch.setattr(train, "make_train_step", make_train_step)
     cfg = build_run({**TINY, **FIXED, "meter": "none"})
     with pytest.raises(errors.Terminated):
         run_plan([cfg], tmp_path, "unit")
     assert not list(tmp_path.glob("*.json"))
+    assert steps == []  # a swallowed stop ends the run at its next step, not at its cap
 
 
 def test_the_synthetic_task_is_learned(tmp_path):

@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from companion.errors import ConfigError, Terminated, stop_asked
+from companion.errors import ConfigError, Terminated, raise_if_stopped
 from companion.runs.config import RunConfig
 from companion.runs.profiles import Profile
 from companion.runs.provenance import utc_now
@@ -259,8 +259,7 @@ def _launch_until_done(profile: str, out_dir: Path, items: list[Pending], world_
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
             rc = _follow(proc, todo, bar, log_path, start)
-        if (stop := stop_asked()) is not None:  # a stop that a library caught: launch nothing more
-            raise stop
+        raise_if_stopped()  # a stop that a library caught: launch nothing more
         missing = [item for item in todo if not _done(item)]
         if not missing:
             return

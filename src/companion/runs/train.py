@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from companion.runs import parallel, stats
-from companion.errors import ConfigError, Terminated, raise_interrupted, stop_asked
+from companion.errors import ConfigError, Terminated, raise_interrupted, raise_if_stopped
 from companion.runs.config import RunConfig
 from companion.runs.data import collate, make_task, shard, token_counts
 from companion.runs.meters import Meter, MeterError, make_meter
@@ -121,6 +121,7 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     step_index = [0]
 
     def train_step() -> None:
+        raise_if_stopped()  # a stop some library swallowed (the run would go on to its time cap)
         batch = pool[step_index[0] % POOL_BATCHES]
         step_index[0] += 1
         losses.append(step(batch))  # stays on device: no host sync inside the loop
@@ -692,8 +693,7 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str, destinations
             # ... unless nothing can run here: a meter or package missing fails every run alike
             error["launch_level"] = isinstance(exc, (MeterError, MissingPackage))
             exc.__traceback__ = None
-        if (stop := stop_asked()) is not None:  # a stop that a library caught is still a stop: no record
-            raise stop
+        raise_if_stopped()  # a stop that a library caught is still a stop: no record
         errors = parallel.all_gather_object(error)
         stop = next((e for e in errors if e and e.get("launch_level")), None)
         if stop:

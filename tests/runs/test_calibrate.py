@@ -265,6 +265,22 @@ def test_a_stop_a_library_swallowed_during_the_calibration_still_writes_nothing(
     assert not out.exists()
 
 
+def test_a_swallowed_stop_ends_a_calibration_benchmark_at_its_next_sample(monkeypatch):
+    from companion import errors
+    from companion.runs.calibrate import _best_time
+
+    monkeypatch.setattr(errors, "_stop_asked", [])
+    calls = []
+    cpu = torch.device("cpu")
+    assert _best_time(lambda: calls.append(1), cpu, budget_s=0.0) < 1.0 and calls
+    try:
+        errors.raise_interrupted(signal.SIGINT, None)
+    except KeyboardInterrupt:
+        pass  # what a library that swallows it does
+    with pytest.raises(KeyboardInterrupt):
+        _best_time(lambda: None, cpu, budget_s=60.0)
+
+
 def test_the_execution_probe_times_each_depth_and_a_mode_the_device_cannot_run_is_refused():
     from companion.errors import ConfigError
     from companion.runs.calibrate import EXECUTION_PROBE_DEPTHS, calibrate, execution_probe

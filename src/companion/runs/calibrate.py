@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from companion.errors import ConfigError
+from companion.errors import ConfigError, raise_if_stopped
 from companion.runs.config import check_device_name
 from companion.runs.records import CALIBRATION_FORMAT
 
@@ -96,6 +96,7 @@ def _best_time(fn, device, budget_s: float, min_reps: int = 3, min_sample_s: flo
     k = int(min(1000, max(1, min_sample_s / max(time.perf_counter() - t0, 1e-7))))
     best, reps, start = float("inf"), 0, time.perf_counter()
     while reps < min_reps or time.perf_counter() - start < budget_s:
+        raise_if_stopped()  # a stop some library swallowed: the calibration ends here, with no file
         t0 = time.perf_counter()
         for _ in range(k):
             fn()

@@ -34,7 +34,7 @@ def test_a_forked_rank_drops_the_agents_signal_handlers(monkeypatch):
     (SIGINT: a KeyboardInterrupt, the stop recorded as in every command)."""
     import signal
 
-    from companion.runs.train import _default_signal_handlers_if_forked
+    from companion.runs.train import _signal_handlers
 
     def agent_handler(signum, frame):
         raise RuntimeError(f"got signal {signum}")
@@ -44,14 +44,19 @@ def test_a_forked_rank_drops_the_agents_signal_handlers(monkeypatch):
         for s in saved:
             signal.signal(s, agent_handler)
         monkeypatch.delenv(parallel.LAUNCHER_ENV, raising=False)
-        _default_signal_handlers_if_forked()  # a new interpreter's handlers are its own: left alone
+        _signal_handlers()  # a new interpreter's handlers are its own: left alone
         assert signal.getsignal(signal.SIGINT) is agent_handler
         monkeypatch.setenv(parallel.LAUNCHER_ENV, parallel.FORKED_LAUNCHER)
-        _default_signal_handlers_if_forked()
+        _signal_handlers()
         from companion.errors import raise_interrupted
 
         assert signal.getsignal(signal.SIGINT) is raise_interrupted  # KeyboardInterrupt, and recorded
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        # a new interpreter's own SIGINT handler (a sweep's one-rank launch) records the stop as well
+        monkeypatch.delenv(parallel.LAUNCHER_ENV, raising=False)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _signal_handlers()
+        assert signal.getsignal(signal.SIGINT) is raise_interrupted
     finally:
         for s, h in saved.items():
             signal.signal(s, h)

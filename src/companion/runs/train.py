@@ -23,6 +23,7 @@ import resource
 import signal
 import statistics
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -782,17 +783,24 @@ def _plan_destinations(plan: dict, n: int, path: Path) -> list[tuple[str, Path]]
     return [(name, Path(folder)) for name, folder in dest]
 
 
-def _default_signal_handlers_if_forked() -> None:
-    """A rank forked by ``companion.runs.launch`` starts with the handlers of torchrun's agent, which turn SIGINT
-    and SIGTERM into an ``Exception``: a run would record the launch being stopped as its own failure. Restore
-    what a new interpreter has (KeyboardInterrupt on SIGINT, recorded for ``run_plan``; death on SIGTERM)."""
+def _signal_handlers() -> None:
+    """SIGINT raises KeyboardInterrupt and records the stop (``errors.raise_interrupted``) in every rank, so
+    ``run_plan`` sees one that some library swallowed (a sweep stops its one-rank launch with SIGINT). A rank
+    forked by ``companion.runs.launch`` starts with the handlers of torchrun's agent, which turn SIGINT and SIGTERM
+    into an ``Exception`` (a run would record the launch being stopped as its own failure): it also gets back what
+    a new interpreter has on SIGTERM, death. A handler someone else installed (not Python's own) is left alone."""
     if parallel.forked_rank():
         signal.signal(signal.SIGINT, raise_interrupted)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    elif (
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        and threading.current_thread() is threading.main_thread()
+    ):
+        signal.signal(signal.SIGINT, raise_interrupted)
 
 
 def main(argv: list[str] | None = None) -> int:
-    _default_signal_handlers_if_forked()
+    _signal_handlers()
     args = run_parser().parse_args(argv)
     from companion.paths import runs_dir
     from companion.runs.data import check_sources

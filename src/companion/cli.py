@@ -359,7 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="write multi-node launch scripts and plans instead of running",
     )
     sw.add_argument("--emit-dir", type=Path, help="where --emit writes (default build/launch/<profile>)")
-    sw.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node for --emit (default 8)")
+    sw.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=8,
+        help="GPUs per node for --emit (on a CPU profile: processes per node; default 8)",
+    )
     sw.add_argument("--device-name", help="hardware tag in run IDs, e.g. H100 (default: detected)")
     sw.add_argument(
         "--no-memory-check",

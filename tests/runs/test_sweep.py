@@ -167,6 +167,7 @@ def test_emit_torchrun_and_slurm(tmp_path):
     emit_launch(profile, "slurm", tmp_path / "s", tmp_path / "records", gpus_per_node=4)
     two_nodes = (tmp_path / "s" / "slurm-gpu-node-n2.sbatch").read_text()
     assert "#SBATCH --nodes=2" in two_nodes and "#SBATCH --array=0-0" in two_nodes
+    assert "#SBATCH --gpus-per-node=4" in two_nodes
     assert "srun --kill-on-bad-exit=1 torchrun --nnodes=2" in two_nodes
     one_node = (tmp_path / "s" / "slurm-gpu-node-n1.sbatch").read_text()
     assert "#SBATCH --array=0-2" in one_node and "NPROCS=(1 2 4)" in one_node
@@ -176,6 +177,33 @@ def test_emit_torchrun_and_slurm(tmp_path):
         ["bash", "-n", str(tmp_path / "s" / "slurm-gpu-node-n2.sbatch")], capture_output=True
     )
     assert res.returncode == 0, res.stderr
+
+
+def test_a_cpu_profile_s_launch_files_ask_for_processes_not_gpus(tmp_path):
+    import yaml
+
+    from companion.errors import ConfigError
+
+    ci = load_profile("ci", device_name="cpu")  # world sizes 1, 2 and 4 on CPU
+    emit_launch(ci, "slurm", tmp_path / "s", tmp_path / "records", gpus_per_node=4)
+    sbatch = (tmp_path / "s" / "slurm-ci-n1.sbatch").read_text()
+    assert "#SBATCH --nodes=1" in sbatch and "gpus" not in sbatch and "NPROCS=(1 2 4)" in sbatch
+    emit_launch(ci, "torchrun", tmp_path / "t", tmp_path / "records", gpus_per_node=4)
+    assert "1 node(s) x 4 process(es)" in (tmp_path / "t" / "launch-torchrun.sh").read_text()
+    # several CPU processes under Accelerate need MPI: refused before any file is written
+    with pytest.raises(ConfigError, match=r"world sizes \[2, 4\].*--emit torchrun"):
+        emit_launch(ci, "accelerate", tmp_path / "a", tmp_path / "records")
+    assert not (tmp_path / "a").exists()
+    one = tmp_path / "one.yaml"
+    one.write_text(
+        "description: one process\ndevice: cpu\nbase: {layers: 1, hidden: 32, heads: 2}\n"
+        "groups:\n  - name: g\n    vary: {seq_len: [16, 32]}\n"
+    )
+    files = emit_launch(
+        load_profile(str(one), device_name="cpu"), "accelerate", tmp_path / "b", tmp_path / "r"
+    )
+    (config,) = [yaml.safe_load(f.read_text()) for f in files if f.suffix == ".yaml"]
+    assert (config["distributed_type"], config["use_cpu"], config["num_processes"]) == ("NO", True, 1)
 
 
 def test_emit_accelerate_writes_one_config_per_world_size_and_a_launch_script(tmp_path):
@@ -193,6 +221,7 @@ def test_emit_accelerate_writes_one_config_per_world_size_and_a_launch_script(tm
     eight = configs["accelerate-ws8.yaml"]
     assert (eight["num_machines"], eight["num_processes"], eight["distributed_type"]) == (2, 8, "MULTI_GPU")
     assert configs["accelerate-ws1.yaml"]["distributed_type"] == "NO"
+    assert not any(c["use_cpu"] for c in configs.values())
     script = (tmp_path / "a" / "launch-accelerate.sh").read_text()
     assert script.count("accelerate launch --config_file") == 4 and "-m companion.runs.train --plan" in script
     res = subprocess.run(["bash", "-n", str(tmp_path / "a" / "launch-accelerate.sh")], capture_output=True)

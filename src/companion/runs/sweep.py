@@ -420,6 +420,11 @@ def _progress_bar(total: int, enabled: bool):
 EMIT_KINDS = ("torchrun", "slurm", "accelerate")
 
 
+def _per_node(profile) -> str:
+    """What a node's ranks are: GPUs, or on a CPU profile processes sharing the node's cores."""
+    return "GPU(s)" if profile.device == "cuda" else "process(es)"
+
+
 def _launch_header(title: str, profile, others: str, port: int) -> list[str]:
     """The opening lines of a multi-node launch script (torchrun's, Accelerate's): what it launches, how to run
     it on every node, and the rendezvous variables it requires."""
@@ -445,6 +450,7 @@ def _emit_accelerate(
     with each: the project's runner under Accelerate's launcher, as Accelerate users start their jobs."""
     import yaml
 
+    cpu = profile.device == "cpu"
     written, lines = [], _launch_header("accelerate launch commands", profile, others, port)
     for ws, plan in plans.items():
         nodes, nproc = shape[ws]
@@ -458,13 +464,15 @@ def _emit_accelerate(
             "mixed_precision": "no",  # each run sets its own precision (autocast or FSDP's policy)
             "rdzv_backend": "c10d" if nodes > 1 else "static",
             "same_network": True,
-            "use_cpu": False,
+            "use_cpu": cpu,
         }
         path = emit_dir / f"accelerate-ws{ws}.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=True))
         written.append(path)
         guard, end = ("", "") if nodes > 1 else ('if [ "$NODE_RANK" = 0 ]; then ', "; fi")
-        lines.append(f"# world size {ws}: {len(items[ws])} runs on {nodes} node(s) x {nproc} GPU(s)")
+        lines.append(
+            f"# world size {ws}: {len(items[ws])} runs on {nodes} node(s) x {nproc} {_per_node(profile)}"
+        )
         lines.append(
             f"{guard}accelerate launch --config_file {path} --machine_rank $NODE_RANK --main_process_ip "
             f"$MASTER_ADDR --main_process_port $MASTER_PORT -m companion.runs.train --plan {plan} --out {out}{end}"
@@ -505,6 +513,13 @@ def emit_launch(
     items: dict[int, list[Pending]] = {}
     for ws, launch in launch_order(pending):  # every pass of a world size in one plan, in sweep order
         items.setdefault(ws, []).extend(launch)
+    several = sorted(ws for ws in items if ws > 1)
+    if kind == "accelerate" and profile.device == "cpu" and several:  # before any file is written
+        raise ConfigError(
+            f"--emit accelerate: profile {profile.name!r} runs on CPU with world sizes {several}, and Accelerate "
+            "starts several CPU processes only through MPI (mpirun), which these launch files do not set up; "
+            "use --emit torchrun or --emit slurm for it"
+        )
     plans: dict[int, Path] = {}
     for ws, launch in sorted(items.items()):
         if ws > gpus_per_node and ws % gpus_per_node:
@@ -528,7 +543,9 @@ def emit_launch(
             nodes, nproc = shape[ws]
             guard = "" if nodes > 1 else 'if [ "$NODE_RANK" = 0 ]; then '
             end = "" if nodes > 1 else "; fi"
-            lines.append(f"# world size {ws}: {len(items[ws])} runs on {nodes} node(s) x {nproc} GPU(s)")
+            lines.append(
+                f"# world size {ws}: {len(items[ws])} runs on {nodes} node(s) x {nproc} {_per_node(profile)}"
+            )
             lines.append(
                 f"{guard}torchrun --nnodes={nodes} --nproc-per-node={nproc} --node-rank=$NODE_RANK "
                 f"--rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT --rdzv-id={profile.name}-ws{ws} "
@@ -543,6 +560,8 @@ def emit_launch(
     by_nodes: dict[int, list[int]] = {}
     for ws in plans:
         by_nodes.setdefault(shape[ws][0], []).append(ws)
+    # a CPU profile's ranks are processes on each node's cores: it asks SLURM for whole nodes, not GPUs
+    gpu_request = f"\n#SBATCH --gpus-per-node={gpus_per_node}" if profile.device == "cuda" else ""
     for nodes, sizes in by_nodes.items():
         plan_list = " ".join(str(plans[ws]) for ws in sizes)
         nproc_list = " ".join(str(shape[ws][1]) for ws in sizes)
@@ -551,8 +570,7 @@ def emit_launch(
 # Submit with: sbatch {emit_dir / f"slurm-{profile.name}-n{nodes}.sbatch"}
 #SBATCH --job-name=companion-{profile.name}-n{nodes}
 #SBATCH --nodes={nodes}
-#SBATCH --ntasks-per-node=1
-#SBATCH --gpus-per-node={gpus_per_node}
+#SBATCH --ntasks-per-node=1{gpu_request}
 #SBATCH --exclusive
 #SBATCH --array=0-{len(sizes) - 1}
 #SBATCH --output=slurm-%x-%A_%a.out

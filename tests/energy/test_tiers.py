@@ -141,6 +141,13 @@ def test_plan_ranks_layouts_and_marks_the_pareto_front(tmp_path):
     beats = lambda a, b: a["energy_kwh"] <= b["energy_kwh"] and a["time_h"] <= b["time_h"] and a != b  # noqa: E731
     assert not any(beats(a, f) for f in front for a in out["layouts"])
     assert all(any(beats(f, r) for f in front) for r in rest)
+    # the table's columns line up whatever the intervals' digits: the header and every row end together
+    from companion.energy.predict import format_plan
+
+    out["layouts"][0].update(energy_kwh=0.0005498, energy_kwh_interval=[0.000437, 0.000692])  # 30 characters
+    out["layouts"][1].update(energy_kwh=1.0, energy_kwh_interval=[0.5, 2.0])
+    table = format_plan(out).splitlines()[1 : 2 + len(out["layouts"])]
+    assert len({len(line) for line in table}) == 1, table
 
 
 def test_plan_says_which_layouts_no_batch_size_splits(tmp_path):

@@ -1044,17 +1044,20 @@ def plan_layouts(
 def format_plan(p: dict) -> str:
     lvl = f"{p['interval_level']:.0%}"
     mem = "memory GB" + (" node" if p["device_name"] == "cpu" else "/GPU")
+    cell = lambda v, iv: f"{v:.4g} [{iv[0]:.3g}, {iv[1]:.3g}]"  # noqa: E731
+    energy = [cell(r["energy_kwh"], r["energy_kwh_interval"]) for r in p["layouts"]]
+    time_h = [cell(r["time_h"], r["time_h_interval"]) for r in p["layouts"]]
+    e_head, t_head = f"energy kWh [{lvl}]", f"time h [{lvl}]"
+    ew, tw = (max(len(h), *map(len, col)) for h, col in ((e_head, energy), (t_head, time_h)))
     lines = [
         f"{len(p['layouts'])} layouts on {p['devices']} x {p['device_name']}; tier: {p['tier']} - {p['tier_means']}",
-        f"{'':2s}{'tp':>3s} {'dp':>3s} {'batch':>6s} {'steps':>8s} {'energy kWh [' + lvl + ']':>28s} "
-        f"{'time h [' + lvl + ']':>28s} {'CO2 kg':>9s} {'eta':>6s} {mem:>15s}",
+        f"{'':2s}{'tp':>3s} {'dp':>3s} {'batch':>6s} {'steps':>8s} {e_head:>{ew}s} {t_head:>{tw}s} "
+        f"{'CO2 kg':>9s} {'eta':>6s} {mem:>15s}",
     ]
-    cell = lambda v, iv: f"{v:.4g} [{iv[0]:.3g}, {iv[1]:.3g}]"  # noqa: E731
-    for r in p["layouts"]:
+    for r, e, t in zip(p["layouts"], energy, time_h):
         lines.append(
             f"{'*' if r['pareto'] else ' ':2s}{r['tp']:3d} {r['dp']:3d} {r['batch_size']:6d} {r['steps']:8d} "
-            f"{cell(r['energy_kwh'], r['energy_kwh_interval']):>28s} {cell(r['time_h'], r['time_h_interval']):>28s} "
-            f"{r['co2_kg']:9.4g} {r['eta']:6.3f} {r['memory_gb']:15.3g}"
+            f"{e:>{ew}s} {t:>{tw}s} {r['co2_kg']:9.4g} {r['eta']:6.3f} {r['memory_gb']:15.3g}"
         )
     lines.append(
         "eta: the layout's speedup over one device divided by its device count; memory: the estimated peak "

@@ -359,7 +359,7 @@ class Protocol:
     warmup_steps: int = 5  # unmeasured steps first (allocator, kernel choice, caches)
     warmup_s: float = 0.0  # warm up for at least this long too, seconds (GPU clocks and temperature settle)
     window_steps: int = 0  # steps per window; 0 = automatic from min_window_s
-    min_window_s: float = 0.25  # automatic window length, seconds (>= 1 s on GPU: NVML updates ~10 Hz)
+    min_window_s: float = 0.25  # automatic window length, seconds (on NVML at least meters.NVML_MIN_WINDOW_S)
     min_windows: int = 5  # measured windows at least, before the stopping rule may stop
     target_rel_ci: float = 0.02  # relative 95 % CI half-width target (0.02 = 2 %)
     max_steps: int = 2000  # cap on measured steps

@@ -420,9 +420,11 @@ def _progress_bar(total: int, enabled: bool):
 EMIT_KINDS = ("torchrun", "slurm", "accelerate")
 
 
-def _per_node(profile) -> str:
-    """What a node's ranks are: GPUs, or on a CPU profile processes sharing the node's cores."""
-    return "GPU(s)" if profile.device == "cuda" else "process(es)"
+def _world_size_comment(profile, ws: int, runs: int, nodes: int, nproc: int) -> str:
+    """A launch script's comment above one world size's command; a node's ranks are GPUs, or on a CPU profile
+    processes sharing the node's cores."""
+    per_node = "GPU(s)" if profile.device == "cuda" else "process(es)"
+    return f"# world size {ws}: {runs} runs on {nodes} node(s) x {nproc} {per_node}"
 
 
 def _launch_header(title: str, profile, others: str, port: int) -> list[str]:
@@ -470,9 +472,7 @@ def _emit_accelerate(
         path.write_text(yaml.safe_dump(config, sort_keys=True))
         written.append(path)
         guard, end = ("", "") if nodes > 1 else ('if [ "$NODE_RANK" = 0 ]; then ', "; fi")
-        lines.append(
-            f"# world size {ws}: {len(items[ws])} runs on {nodes} node(s) x {nproc} {_per_node(profile)}"
-        )
+        lines.append(_world_size_comment(profile, ws, len(items[ws]), nodes, nproc))
         lines.append(
             f"{guard}accelerate launch --config_file {path} --machine_rank $NODE_RANK --main_process_ip "
             f"$MASTER_ADDR --main_process_port $MASTER_PORT -m companion.runs.train --plan {plan} --out {out}{end}"
@@ -543,9 +543,7 @@ def emit_launch(
             nodes, nproc = shape[ws]
             guard = "" if nodes > 1 else 'if [ "$NODE_RANK" = 0 ]; then '
             end = "" if nodes > 1 else "; fi"
-            lines.append(
-                f"# world size {ws}: {len(items[ws])} runs on {nodes} node(s) x {nproc} {_per_node(profile)}"
-            )
+            lines.append(_world_size_comment(profile, ws, len(items[ws]), nodes, nproc))
             lines.append(
                 f"{guard}torchrun --nnodes={nodes} --nproc-per-node={nproc} --node-rank=$NODE_RANK "
                 f"--rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT --rdzv-id={profile.name}-ws{ws} "

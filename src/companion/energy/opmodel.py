@@ -130,6 +130,11 @@ class DeviceRoofs:
         m, n, k = (np.asarray(v, float) for v in (m, n, k))
         return self.gemm_peak_flops_per_s / (1.0 + self.gemm_half_dim * (1 / m + 1 / n + 1 / k))
 
+    def spans_nodes(self, ranks):
+        """Whether a collective group of ``ranks`` ranks (a count or an array of them) spans nodes: never where
+        ``gpus_per_node`` is 0 (one node holds any layout)."""
+        return (self.gpus_per_node > 0) & (np.asarray(ranks) > self.gpus_per_node)
+
     def network_beta_bytes_per_s(self) -> float | None:
         """Bandwidth per rank of a collective whose group spans nodes: the slower of the network and the node's
         own links; None where the device has no node boundary (``gpus_per_node`` 0) or no network figure."""
@@ -406,7 +411,7 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     tp_wire = np.where(tp_on, TP_ALL_REDUCES_PER_LAYER * L * 2 * (t - 1) / t * T_r * h * w, 0.0)
     # TP groups are the innermost ranks (parallel.build_mesh): they span nodes only when larger than one; an FSDP
     # group strides over the TP groups, so it spans nodes as soon as the whole layout does
-    tp_bytes = tp_wire / beta(t > max(dev.gpus_per_node, 1)) * contention(t)
+    tp_bytes = tp_wire / beta(dev.spans_nodes(t)) * contention(t)
     # FSDP: per layer all-gather forward, all-gather backward (resharded after forward) and reduce-scatter of the
     # gradients (fp32); the root (embeddings, pooler, head), kept gathered from forward to backward, is gathered
     # once (FSDP_COLLECTIVES_PER_LAYER, FSDP_COLLECTIVES_ROOT: companion.runs.parallel's plan, counted by its test)
@@ -414,7 +419,7 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     fsdp_wire = np.where(dp_on, (d - 1) / d * ((2 * w + 4) * enc / t + (w + 4) * (p - enc)), 0.0)
     n_fsdp = FSDP_COLLECTIVES_PER_LAYER * L + FSDP_COLLECTIVES_ROOT
     fsdp_lat = np.where(dp_on, n_fsdp * (d - 1) * alpha(d) * contention(d), 0.0)
-    fsdp_bytes = fsdp_wire / beta(t * d > max(dev.gpus_per_node, 1)) * contention(d)
+    fsdp_bytes = fsdp_wire / beta(dev.spans_nodes(t * d)) * contention(d)
     comm = fsdp_lat + fsdp_bytes
     if dev.overlap:
         # where collectives run beside compute only what compute cannot hide is exposed (the first gather always

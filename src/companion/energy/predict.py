@@ -831,7 +831,7 @@ def _layout_warnings(plan: Plan, dev) -> list[str]:
             f"per rank); calibrate on {n} GPUs to measure them"
         )
     network = dev.network_beta_bytes_per_s()
-    if network is not None and n > dev.gpus_per_node:
+    if network is not None and dev.spans_nodes(n):
         out.append(
             f"{n} GPUs span {-(-n // dev.gpus_per_node)} nodes of {dev.gpus_per_node}: collectives between them "
             f"priced at the network's {network / 1e9:.0f} GB/s per GPU (a datasheet guess; the hardware table's "

@@ -230,6 +230,21 @@ def test_a_plan_beyond_one_node_says_its_collectives_cross_the_network(tmp_path)
     assert said[8] == [] and said[16] and "16 GPUs span 2 nodes of 8" in said[16][0]
 
 
+def test_a_plan_leaving_the_gpus_an_nvlink_bridge_joins_says_so(tmp_path):
+    (tmp_path / "derived").mkdir()
+    said = {}
+    for tp in (2, 4):
+        p = predict_tiered(
+            make_plan(**{**PLAN, "device": "H100-NVL", "batch_size": 128, "tp": tp, "devices": tp}),
+            tier="prior",
+            derived_root=tmp_path / "derived",
+            devices_root=tmp_path,
+        )
+        said[tp] = [w for w in p["warnings"] if "NVLink bridges" in w]
+    assert said[2] == [] and len(said[4]) == 1 and "4 GPUs leave the groups of 2" in said[4][0]
+    assert "28 GB/s" in said[4][0]
+
+
 def test_a_plan_over_gpus_says_once_what_its_tier_did_not_measure(tmp_path):
     from companion.energy.predict import plan_layouts
 

@@ -759,30 +759,79 @@ def test_attention_left_out_of_the_graphs_takes_its_own_probe_else_the_whole_mod
 def test_a_collective_whose_group_spans_nodes_runs_at_the_network_s_bandwidth():
     from dataclasses import replace
 
-    from companion.energy.predict import make_plan, plan_rows
-
     dev = replace(opmodel.roofs_from_spec("H100", "bf16"), overlap=False)  # every byte exposed: plain ratios
     assert dev.gpus_per_node == 8 and dev.internode_beta_bytes_per_s < dev.collective_beta_bytes_per_s
     one_node = replace(dev, gpus_per_node=0)  # as if one node held any layout
     slower = dev.collective_beta_bytes_per_s / dev.internode_beta_bytes_per_s
 
     def comm_bytes_s(roofs, tp, dp):
-        plan = make_plan(
-            layers=4,
-            hidden=1024,
-            heads=16,
-            batch_size=256,
-            tp=tp,
-            dp=dp,
-            devices=tp * dp,
-            device="H100",
-            precision="bf16",
-            examples=1000,
-        )
-        return opmodel.operator_frame(plan_rows([plan], "bf16", "device"), roofs).comm_bytes_s.iloc[0]
+        return _comm_bytes_s(roofs, "H100", tp, dp)
 
     for tp, dp, factor in ((1, 8, 1.0), (1, 16, slower), (8, 1, 1.0), (16, 1, slower)):
         assert comm_bytes_s(dev, tp, dp) == pytest.approx(factor * comm_bytes_s(one_node, tp, dp)), (tp, dp)
     # 2-D over two nodes: the TP pairs stay inside a node, the FSDP groups that stride over them cross the network
     inside, spanning = comm_bytes_s(one_node, 2, 8), comm_bytes_s(dev, 2, 8)
     assert inside < spanning < slower * inside
+
+
+def _comm_bytes_s(roofs, device, tp, dp):
+    from companion.energy.predict import make_plan, plan_rows
+
+    plan = make_plan(
+        layers=4,
+        hidden=1024,
+        heads=16,
+        batch_size=256,
+        tp=tp,
+        dp=dp,
+        devices=tp * dp,
+        device=device,
+        precision="bf16",
+        examples=1000,
+    )
+    return opmodel.operator_frame(plan_rows([plan], "bf16", "device"), roofs).comm_bytes_s.iloc[0]
+
+
+def test_boards_joined_by_pcie_price_their_collectives_at_pcie_s_bandwidth():
+    from dataclasses import replace
+
+    from companion.energy import hardware
+
+    nvswitch = opmodel.roofs_from_spec("H100", "bf16")
+    for board in ("L4", "H100-PCIe", "RTX8000"):
+        dev = opmodel.roofs_from_spec(board, "bf16")
+        assert dev.collective_beta_bytes_per_s < nvswitch.collective_beta_bytes_per_s / 3, board
+        assert dev.link_group == 0 and not dev.leaves_link_group(8)
+        assert "links" in hardware.device_spec(board)["sources"], board  # every board figure has a source
+    # the same plan's collectives on PCIe 5.0 take the ratio of the two bandwidths longer than on NVSwitch
+    pcie = replace(opmodel.roofs_from_spec("H100-PCIe", "bf16"), overlap=False)
+    sxm = replace(nvswitch, overlap=False)
+    ratio = sxm.collective_beta_bytes_per_s / pcie.collective_beta_bytes_per_s
+    assert _comm_bytes_s(pcie, "H100-PCIe", 4, 1) == pytest.approx(ratio * _comm_bytes_s(sxm, "H100", 4, 1))
+
+
+@pytest.mark.parametrize("board, group", [("H100-NVL", 2), ("H200-NVL", 4)])
+def test_a_collective_leaving_the_boards_an_nvlink_bridge_joins_runs_at_pcie_s_bandwidth(board, group):
+    from dataclasses import replace
+
+    from companion.energy import hardware
+
+    dev = replace(opmodel.roofs_from_spec(board, "bf16"), overlap=False)  # every byte exposed: plain ratios
+    assert dev.link_group == group and "links" in hardware.device_spec(board)["sources"]
+    bridged = replace(dev, link_group=0)  # as if the bridges joined the whole node
+    slower = dev.collective_beta_bytes_per_s / dev.cross_link_beta_bytes_per_s
+    assert slower > 3
+    for tp, dp, factor in ((group, 1, 1.0), (1, group, 1.0), (2 * group, 1, slower), (1, 2 * group, slower)):
+        got, want = _comm_bytes_s(dev, board, tp, dp), factor * _comm_bytes_s(bridged, board, tp, dp)
+        assert got == pytest.approx(want), (tp, dp)
+    # 2-D: the TP groups stay inside the bridged group, the FSDP groups that stride over them leave it
+    inside, leaving = _comm_bytes_s(bridged, board, group, 2), _comm_bytes_s(dev, board, group, 2)
+    assert inside < leaving < slower * inside
+    # past the node as well: the slowest of the network and PCIe
+    beta = dev.group_beta_bytes_per_s(np.array([1, group, 2 * group, 16]))
+    assert list(beta) == [
+        dev.collective_beta_bytes_per_s,
+        dev.collective_beta_bytes_per_s,
+        dev.cross_link_beta_bytes_per_s,
+        min(dev.cross_link_beta_bytes_per_s, dev.internode_beta_bytes_per_s),
+    ]

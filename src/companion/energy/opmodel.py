@@ -87,6 +87,11 @@ class DeviceRoofs:
     # nodes (the network's, not the node's links): a ring over several nodes runs at its slowest link
     gpus_per_node: int = 0
     internode_beta_bytes_per_s: float | None = None
+    # devices one collective reaches over the board's fast links (0: every device of a node, as NVSwitch or a
+    # CPU's memory joins them; 2 or 4 for PCIe boards joined by NVLink bridges) and the bandwidth per rank of a
+    # collective whose group leaves such a group within one node (PCIe between the bridged groups)
+    link_group: int = 0
+    cross_link_beta_bytes_per_s: float | None = None
     shared_node: bool = False  # ranks share one device's cores (CPU ranks on one node)
     node_cores: int = (
         1  # cores the ranks of a shared node run on (launch and latency costs overlap up to this)
@@ -134,6 +139,26 @@ class DeviceRoofs:
         """Whether a collective group of ``ranks`` ranks (a count or an array of them) spans nodes: never where
         ``gpus_per_node`` is 0 (one node holds any layout)."""
         return (self.gpus_per_node > 0) & (np.asarray(ranks) > self.gpus_per_node)
+
+    def group_beta_bytes_per_s(self, span) -> np.ndarray:
+        """Bandwidth per rank of a collective whose group spans ``span`` consecutive ranks (a count or an array;
+        a TP group spans its degree, an FSDP group striding over TP groups the whole layout): a ring runs at its
+        slowest link, the network's where the span leaves a node, PCIe's where it leaves a bridged group of
+        ``link_group`` devices, else the node's own links."""
+        span = np.asarray(span)
+        beta = np.full(span.shape, float(self.collective_beta_bytes_per_s))
+        if self.link_group and self.cross_link_beta_bytes_per_s:
+            cross = min(float(self.cross_link_beta_bytes_per_s), float(self.collective_beta_bytes_per_s))
+            beta = np.where(span > self.link_group, cross, beta)
+        network = self.network_beta_bytes_per_s()
+        if network is not None:
+            beta = np.where(self.spans_nodes(span), np.minimum(network, beta), beta)
+        return beta
+
+    def leaves_link_group(self, ranks):
+        """Whether a collective group spanning ``ranks`` consecutive ranks leaves the devices joined by the
+        board's fast links (``link_group``) within a node: never where ``link_group`` is 0."""
+        return (self.link_group > 0) & (np.asarray(ranks) > self.link_group)
 
     def network_beta_bytes_per_s(self) -> float | None:
         """Bandwidth per rank of a collective whose group spans nodes: the slower of the network and the node's
@@ -330,11 +355,6 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
         by_size = {g: dev.alpha_s(int(g)) for g in np.unique(group)}
         return np.array([by_size[g] for g in group])
 
-    def beta(spans_nodes: np.ndarray) -> np.ndarray:
-        """Bandwidth per rank of a collective: the network's where its group spans nodes, else the node's."""
-        node, network = dev.collective_beta_bytes_per_s, dev.network_beta_bytes_per_s()
-        return np.full(len(df), node) if network is None else np.where(spans_nodes, network, node)
-
     # GEMMs: QKV + output projection (4 of T_r x h x h/t), FFN up and down (T_r x h x f/t); fwd + 2 bwd
     proj_f, ffn_f = 3 * L * 8 * T_r * h * h / t, 3 * L * 4 * T_r * h * f / t
     proj_b = 3 * L * 4 * (T_r * h + h * h / t + T_r * h / t) * w
@@ -409,9 +429,10 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     tp_on = t > 1
     tp_lat = np.where(tp_on, TP_ALL_REDUCES_PER_LAYER * L * (t - 1) * alpha(t) * contention(t), 0.0)
     tp_wire = np.where(tp_on, TP_ALL_REDUCES_PER_LAYER * L * 2 * (t - 1) / t * T_r * h * w, 0.0)
-    # TP groups are the innermost ranks (parallel.build_mesh): they span nodes only when larger than one; an FSDP
-    # group strides over the TP groups, so it spans nodes as soon as the whole layout does
-    tp_bytes = tp_wire / beta(dev.spans_nodes(t)) * contention(t)
+    # TP groups are the innermost ranks (parallel.build_mesh): they leave a node (or a bridged group of devices)
+    # only when larger than one; an FSDP group strides over the TP groups, so it leaves one as soon as the whole
+    # layout does
+    tp_bytes = tp_wire / dev.group_beta_bytes_per_s(t) * contention(t)
     # FSDP: per layer all-gather forward, all-gather backward (resharded after forward) and reduce-scatter of the
     # gradients (fp32); the root (embeddings, pooler, head), kept gathered from forward to backward, is gathered
     # once (FSDP_COLLECTIVES_PER_LAYER, FSDP_COLLECTIVES_ROOT: companion.runs.parallel's plan, counted by its test)
@@ -419,7 +440,7 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     fsdp_wire = np.where(dp_on, (d - 1) / d * ((2 * w + 4) * enc / t + (w + 4) * (p - enc)), 0.0)
     n_fsdp = FSDP_COLLECTIVES_PER_LAYER * L + FSDP_COLLECTIVES_ROOT
     fsdp_lat = np.where(dp_on, n_fsdp * (d - 1) * alpha(d) * contention(d), 0.0)
-    fsdp_bytes = fsdp_wire / beta(dev.spans_nodes(t * d)) * contention(d)
+    fsdp_bytes = fsdp_wire / dev.group_beta_bytes_per_s(t * d) * contention(d)
     comm = fsdp_lat + fsdp_bytes
     if dev.overlap:
         # where collectives run beside compute only what compute cannot hide is exposed (the first gather always
@@ -1109,14 +1130,26 @@ def _gpu_host_model(rec: dict) -> dict:
         else float(pri["host_step_s"])
     )
     return {
-        # a calibration times one machine: where a layout leaves it, the network's bandwidth is the prior's
-        "gpus_per_node": int(pri["gpus_per_node"]),
-        "internode_beta_bytes_per_s": float(pri["internode_beta_gbs"]) * 1e9,
+        # a calibration times one machine: where a layout leaves it, or leaves the GPUs its board's bridges join,
+        # the links' bandwidths are the priors'
+        **_link_priors(pri),
         "host_device_overlap_p": float(pri["host_device_overlap_p"]),
         "host_step_s": host_step,
         "kernels_per_op": float(pri["kernels_per_op"]),
         "kernel_floor_s": float(pri["kernel_floor_s"]),
         "ops_counted_autocast": bool(ops.get("autocast", False)),
+    }
+
+
+def _link_priors(pri: dict) -> dict:
+    """A board's links beyond its node's own collectives, from its priors (``hardware.gpu_priors``): devices per
+    node and the network's bandwidth, the devices its fast links join and PCIe's bandwidth between such groups."""
+    cross = pri.get("cross_link_beta_gbs")
+    return {
+        "gpus_per_node": int(pri["gpus_per_node"]),
+        "internode_beta_bytes_per_s": float(pri["internode_beta_gbs"]) * 1e9,
+        "link_group": int(pri.get("link_group_gpus") or 0),
+        "cross_link_beta_bytes_per_s": None if cross is None else float(cross) * 1e9,
     }
 
 
@@ -1150,8 +1183,7 @@ def roofs_from_spec(device: str, precision: str) -> DeviceRoofs:
         host_device_overlap_p=float(pri["host_device_overlap_p"]),
         collective_alpha_s=pri["collective_alpha_s"],
         collective_beta_bytes_per_s=pri["collective_beta_gbs"] * 1e9,
-        gpus_per_node=int(pri["gpus_per_node"]),
-        internode_beta_bytes_per_s=pri["internode_beta_gbs"] * 1e9,
+        **_link_priors(pri),
         shared_node=False,
         overlap=True,
         idle_w=idle,

@@ -96,13 +96,12 @@ roof_table.style.format(
 # It also times what [the operator roofline](03_fit.ipynb) reads. A GEMM of shape M×N×K
 # reaches peak / (1 + k₀(1/M + 1/N + 1/K)); a collective over p ranks takes a latency (p − 1)·λ plus bytes / B. It ran on
 # {glue:text}`calibration_measured_at`. Its collectives, timed twice, took up to {glue:text}`calibration_spread` as
-# long in the slower pass; a quiet machine gives about 1. Warnings:
-# {glue:text}`calibration_warnings`.
+# long in the slower pass; a quiet machine gives about 1. {glue:text}`calibration_warnings`
 
 # %%
 # hide
 cal_rows, layout_rows = [], []
-facts = {"measured_at": "(no calibration file)", "wall_s": "-", "spread": "-", "warnings": "-"}
+facts = {"measured_at": "(no calibration file)", "wall_s": "-", "spread": "-", "warnings": "none"}
 # left out: checks and counts the model does not read as such, the collectives' spread (said above), and the
 # roofs where the table above gives them
 LEFT_OUT = (
@@ -148,6 +147,7 @@ for d in sorted(set(runs.device_name)):
         banner = prose.calibration_banner(d, found.problems, gpu=d != "cpu")
         if banner:  # the quantities the checks replaced, said where the page uses them
             display(HTML(banner))
+facts["warnings"] = "No warnings." if facts["warnings"] == "none" else f"Its warnings: {facts['warnings']}"
 for key, text in facts.items():
     glue(f"calibration_{key}", text, display=False)
 calibration = pd.DataFrame(cal_rows, columns=["device", "quantity", "value"])

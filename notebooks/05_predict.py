@@ -14,11 +14,9 @@
 # # Predict your own fine-tune
 #
 # A planned fine-tune's energy, time and CO₂ can be predicted before it runs, each with an interval, in one of
-# three tiers that every prediction states: **fitted** (the operator roofline fitted on this device's sweep),
-# **calibrated** (the operator roofline from the device's calibration alone, its interval as wide as its errors
-# on a swept device's runs) and **prior** (spec-sheet roofs and TDP with published efficiency and power priors,
-# as spec-sheet estimators such as LLMCarbon {cite}`faiz2024llmcarbon` give). The commands,
-# for any model and device: [](../reproduce.md).
+# three {term}`tiers <Tier>` that every prediction states: **fitted** on this device's sweep, **calibrated** from
+# its calibration alone, or **prior** from spec-sheet roofs and published priors, as estimators such as LLMCarbon
+# {cite}`faiz2024llmcarbon` do. The commands, for any model and device: [](../reproduce.md).
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -95,7 +93,7 @@ glue("example_kwh_hi", f"{first.energy_kwh_hi:.3g}", display=False)
 glue("example_time_h", f"{first.time_h:.3g}", display=False)
 glue(
     "explore_setting",
-    f"a batch of {batch_size} sequences, {examples:,} examples and {epochs} epochs on {device}, its energy "
+    f"{examples:,} examples for {epochs} epochs in batches of {batch_size} sequences on {device}, its energy "
     + (
         "measured, as the sweep's"
         if first.energy_kind == "measured"
@@ -132,7 +130,7 @@ glue("explore_table", shown_style, display=False)
 shown_style
 
 # %% [markdown]
-# Each row is {glue:text}`explore_setting`. The roofline columns are the operator roofline in the row's tier; the
+# Each row is one fine-tune: {glue:text}`explore_setting`. The roofline columns are the operator roofline in the row's tier; the
 # last is the paper's law fitted on the same runs. Each interval is as wide as its model's errors on runs left
 # out of its fit ([](04_validation.ipynb)); the operator roofline's also widens with the step's share of fixed
 # costs and overheads.

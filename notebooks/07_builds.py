@@ -13,8 +13,8 @@
 # %% [markdown]
 # # Across builds
 #
-# A *build* is one complete measurement of the cpu sweep and its off-grid runs on one machine, with that
-# machine's calibration. Here {glue:text}`sweeps_text` are scored by this build's code as
+# A *build* is one complete measurement of the cpu sweep, its off-grid runs and a calibration on one machine.
+# Here {glue:text}`sweeps_text` are scored by this build's code as
 # [](04_validation.ipynb) scores this build. Pooled over them, the operator roofline's {glue:text}`level_pct`
 # intervals cover {glue:text}`coverage_hosts_text`.
 

@@ -181,6 +181,7 @@ figures.gpu_regimes(points, floors, peak, device)
 # hide
 glue("gpu_mfu", f"{base['mfu_pct']:.0f} %", display=False)
 glue("gpu_gflop_per_j", f"{base['gflop_per_j']:.0f}", display=False)
+glue("gpu_memory_ratio", f"{base['memory_estimate_over_measured']:.2f}", display=False)
 gpu.facts_table(numbers).style.hide(axis="index")
 
 # %%

@@ -337,7 +337,7 @@ def test_the_calibrated_tier_takes_its_interval_from_its_own_device_s_sweep_firs
     write_json(tmp_path / "derived" / "cpu" / "fit.json", cpu)
     p = predict_tiered(make_plan(**PLAN), tier="calibrated", **roots)
     # a CPU node's errors say nothing of a GPU's: not borrowed; the stated width instead
-    assert "not yet scored on a sweep" in p["notes"][0]
+    assert "not scored on a sweep of H100 runs" in p["notes"][0]
     wide = np.log(p["time_h_interval"][1] / p["time_h"])
     _h100_fit(tmp_path, ["bf16"], residuals=True)
     p = predict_tiered(make_plan(**PLAN), tier="calibrated", **roots)

@@ -72,6 +72,17 @@ def test_a_group_outside_the_band_is_named_with_its_target():
     t = t[(t.split != "leave_one_degree_out") | (t.sweep == t.sweep.iloc[0])]
     text = builds.coverage_over_builds_text(stored.pooled_coverage(t, 0.9, n_boot=50), "time")
     assert text == "no (80.0–90.0 % over 4 builds; outside: degree 80.0 % (1 build only))"
+    # the test set has a row of its own in the verdict: outside the band, it is said apart and answers nothing here
+    t = _table({"pooled": 90.0, "leave_one_size_out": 90.0, "test": 100.0})
+    t = t[(t.split != "test") | (t.sweep == t.sweep.iloc[0])]
+    p = stored.pooled_coverage(t, 0.9, n_boot=50)
+    assert builds.coverage_over_builds_text(p, "time") == (
+        "yes (90.0–90.0 % over 4 builds; the test set apart, 100.0 % (1 build only))"
+    )
+    assert builds.coverage_over_builds_text(p) == (
+        "90.0–90.0 % for time and 90.0–90.0 % for energy per split over 4 builds, every split within 85–95 % "
+        "(the test set, on 1 build: 100.0 % and 100.0 %)"
+    )
 
 
 def test_the_sweep_by_sweep_count_is_weighed_against_exact_intervals():

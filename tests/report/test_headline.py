@@ -820,14 +820,21 @@ def test_the_answer_box_gives_the_range_of_the_gpu_s_other_calibrations(validati
         "device": "H200",
         "one_machine": {
             "runs": {"reference": 7, "test": 6},
-            "tiers": {"reference": {"calibrated": tier(7.4, 5.2)}, "test": {"calibrated": tier(6.1, 4.9)}},
+            "tiers": {
+                "reference": {"calibrated": tier(7.4, 5.2)},
+                "test": {"calibrated": tier(6.1, 4.9), "prior": tier(13.2, 3.5)},
+            },
         },
-        # another machine's calibration on these runs, and the test machine's own earlier one on its runs
+        # another machine's calibration on these runs, the first machine's own (some checks failed) and the test
+        # machine's own earlier one on its runs
         "host_speed": {
             "calibrated_from_probe_machine": {"reference": tier(27.9, 19.5), "test": tier(37.2, 27.5)}
         },
+        "tiers": {"calibrated": tier(15.0, 7.8)},
         "test": {"tiers": {"calibrated": tier(69.7, 45.6)}},
     }
     body = sentences.answer_box(validation, runs, gpu, "cpu").data
     assert "6.1 % time and 4.9 % energy over 6 test runs" in body
-    assert "(other calibrations of these boards: 28–70 % time)" in body
+    # the datasheet's priors beside it: on energy they do as well
+    assert "the datasheet's priors alone 13.2 % and 3.5 %" in body
+    assert "(other calibrations of these boards: 15–70 % time)" in body

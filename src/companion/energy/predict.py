@@ -607,7 +607,7 @@ def resolve_tier(
                     else f" (another device: how far they carry over to {device} is untested)"
                 )
                 if residuals
-                else f"calibrated tier not yet scored on a sweep: a factor-{factor:g} interval at "
+                else f"calibrated tier not scored on a sweep of {device} runs: a factor-{factor:g} interval at "
                 f"{PRIOR_LEVEL:.0%} (log-normal at other levels)"
             )
             return {
@@ -827,7 +827,7 @@ def _layout_warnings(plan: Plan, dev) -> list[str]:
     if "collectives" in dev.fallbacks:
         out.append(
             f"collectives not measured (a calibration on one GPU): NCCL's datasheet costs instead "
-            f"({dev.collective_alpha_s * 1e6:.0f} us per hop, {dev.collective_beta_bytes_per_s / 1e9:.0f} GB/s "
+            f"({dev.collective_alpha_s * 1e6:.0f} µs per hop, {dev.collective_beta_bytes_per_s / 1e9:.0f} GB/s "
             f"per rank); calibrate on {n} GPUs to measure them"
         )
     network = dev.network_beta_bytes_per_s()

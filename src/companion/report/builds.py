@@ -253,22 +253,39 @@ def coverage_over_builds_text(
     if not found:
         return f"{NA} (no stored build was scored)" if target is None else NA
     if target is None:
-        ranges = " and ".join(f"{_range(c.lo, c.hi)} % for {t}" for t, c in found.items())
-        inside = not any(c.outside for c in found.values())
-        builds = max(c.builds for c in found.values())
-        return f"{ranges} per split over {builds} builds, " + (
-            f"{'every' if inside else 'not every'} split within {band[0]:.0f}–{band[1]:.0f} %"
+        # the test set apart, as the verdict judges it: its coverage and how few builds measured it
+        cv = pooled[pooled.split != "test"]
+        rest = {t: coverage_over_builds(cv, t, model, band) or c for t, c in found.items()}
+        ranges = " and ".join(f"{_range(c.lo, c.hi)} % for {t}" for t, c in rest.items())
+        inside = not any(c.outside for c in rest.values())
+        builds = max(c.builds for c in rest.values())
+        test = pooled[(pooled.split == "test") & (pooled.model == model)].set_index("target")
+        apart = (
+            f" (the test set, on {int(test.sweeps.max())} build{'s' if test.sweeps.max() > 1 else ''}: "
+            + " and ".join(f"{test.coverage_pct[t]:.1f} %" for t in found if t in test.index)
+            + ")"
+            if len(test)
+            else ""
         )
-    c = found[target]
-    outside = [
-        f"{split_label(k)} {v:.1f} %"
-        + (f" ({n} build{'s' if n > 1 else ''} only)" if (n := c.builds_by_group.get(k)) else "")
-        for k, v in c.outside.items()
-    ]
+        return f"{ranges} per split over {builds} builds, " + (
+            f"{'every' if inside else 'not every'} split within {band[0]:.0f}–{band[1]:.0f} %{apart}"
+        )
+    # the verdict judges the test set on its own row, as the one build's coverage criterion does: its coverage
+    # is said apart and answers nothing here
+    everything = found[target]
+    c = coverage_over_builds(pooled[pooled.split != "test"], target, model, band) or everything
+    test = everything.outside.get("test")
+
+    def builds_of(k):
+        n = everything.builds_by_group.get(k)
+        return f" ({n} build{'s' if n > 1 else ''} only)" if n else ""
+
+    outside = [f"{split_label(k)} {v:.1f} %{builds_of(k)}" for k, v in c.outside.items() if k != "test"]
     return (
         f"{'no' if outside else 'yes'} ({_range(c.lo, c.hi)} % over {c.builds} builds"
         + (f", {c.n_lo:,}–{c.n_hi:,} held-out predictions per split summed over them" if predictions else "")
         + (f"; outside: {', '.join(outside)}" if outside else "")
+        + (f"; the test set apart, {test:.1f} %{builds_of('test')}" if test is not None else "")
         + ")"
     )
 
@@ -281,9 +298,9 @@ def _lean(seen_below: int, seen_above: int, exp_below: float, exp_above: float, 
 
     over, under = seen_above - exp_above, seen_below - exp_below
     if beyond(seen_above, exp_above) and over > 0 and not (beyond(seen_below, exp_below) and under > 0):
-        return "more often above: the intervals lean wide (conservative)"
+        return "more often above, so the intervals lean wide (conservative)"
     if beyond(seen_below, exp_below) and under > 0 and not (beyond(seen_above, exp_above) and over > 0):
-        return "more often below: the intervals lean narrow"
+        return "more often below, so the intervals lean narrow"
     if beyond(seen_below, exp_below) or beyond(seen_above, exp_above):
         return "the misses differ from exact intervals' beyond sampling"
     return "as often, each way, as exact intervals"
@@ -321,7 +338,7 @@ def coverage_text(pooled: pd.DataFrame, level: float, model: str = "operator_roo
                 if not misses
                 else f"{b} and {a} of {cells} for {target} ({eb:.1f} and {ea:.1f})"
             )
-            + f": {_lean(b, a, eb, ea, cells)}"
+            + f"; {_lean(b, a, eb, ea, cells)}"
         )
     whole = []
     for r in p[p.split == POOLED].itertuples():

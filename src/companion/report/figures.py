@@ -17,7 +17,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from companion.energy import registry
+from companion.energy import hardware, registry
 from companion.energy.fit import energy_kind
 from companion.energy.validation import SPLIT_WORDS
 from companion.errors import ConfigError
@@ -584,12 +584,16 @@ def coefficients(coef: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     from companion.energy.models import UNITS
 
     what = {"energy_per_step_j": "", "step_s": " (step time)"}
-    # exponents and log c have no unit a reader needs in the panel title
-    unit = coef.param.map(lambda p: f", {UNITS[p]}" if p in UNITS and p not in UNITLESS else "")
+    # exponents and log c have no unit a reader needs in the panel title; the TDP-time baseline's k is a share of
+    # the TDP, or watts on a device without one (a CPU): its panel names the one that applies
+    no_tdp = all(hardware.device_spec(d).get("tdp_w") is None for d in set(df.device_name))
+    units = {**UNITS, "k": "W" if no_tdp else "fraction of TDP"}
+    words = {**PARAM_WORDS, "k": "power" if no_tdp else PARAM_WORDS.get("k", "k")}
+    unit = coef.param.map(lambda p: f", {units[p]}" if p in units and p not in UNITLESS else "")
     c = coef.assign(
         key=coef.law.map(lambda m: MODEL_WORDS.get(m, m))
         + ": "
-        + coef.param.map(lambda p: PARAM_WORDS.get(p, p))
+        + coef.param.map(lambda p: words.get(p, p))
         + unit
         + (coef.target.map(lambda t: what.get(t, f" ({t})")) if "target" in coef else "")
     )
@@ -663,7 +667,7 @@ def baseline_comparison(summary: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
                 alt.Tooltip("median_ape_pct:Q", format=".1f", title="median APE (%)"),
                 alt.Tooltip("max_ape_pct:Q", format=".1f", title="max APE (%)"),
                 alt.Tooltip("r2_log:Q", format=".3f", title="R² (log)"),
-                alt.Tooltip("coverage_pct:Q", format=".0f", title="interval coverage (%)"),
+                alt.Tooltip("coverage_pct:Q", format=".0f", title="bootstrap interval's coverage (%)"),
             ],
         )
         .properties(width=FACET_WIDTH)
@@ -975,7 +979,7 @@ def coverage_across_sweeps(
     return alt.hconcat(*panels, spacing=12).properties(
         title=title,
         description=f"Coverage of the {level * 100:.0f} % intervals of held-out runs per group: a blue "
-        f"dot per coverage stored builds showed (its area counts them),{own_words} a black "
+        f"dot for each coverage the stored builds showed (its area: how many),{own_words} a black "
         f"diamond for all builds pooled with its {span} from resampling builds, the band "
         f"{band[0]:.0f}–{band[1]:.0f} % shaded.",
     )

@@ -199,7 +199,7 @@ def path_roots(data_root: Path, source_root: Path) -> list[tuple[str, str]]:
 def _chart_figure(text: str, div: str, svg_href: str, alt_text: str) -> str:
     """The chart with its static SVG inside (shown without JavaScript) and a link to it underneath."""
     noscript = f'<noscript><img src="{svg_href}" alt="{alt_text}" style="max-width:100%"></noscript>'
-    links = f'<p class="companion-chart-links">Static figure: <a href="{svg_href}" download>SVG</a></p>'
+    links = f'<p class="companion-chart-links"><a href="{svg_href}" title="the static figure" download>SVG</a></p>'
     return text.replace(div, div.replace("></div>", f">{noscript}</div>"), 1) + links
 
 

@@ -74,7 +74,7 @@ def split_items(validation: dict) -> list[tuple[str, str]]:
     return [
         (
             POOLED,
-            f"the {n_cv} cross-validation splits together (a run held out by two splits counts twice)",
+            f"the {n_cv} cross-validation splits together (a run held out twice counts twice)",
         )
     ] + [
         (split_label(k), str(splits[k]) if k in splits else TEST_TEXT if k == "test" else HOLDOUT_TEXT)
@@ -135,8 +135,7 @@ def energy_honesty_text(validation: dict, runs: pd.DataFrame) -> str:
         if reads_measured_time(m) and finite(field(s, m, "energy")) is not None
     ]
     given = (
-        f" Given each held-out run's measured time (after the fact; not in the table), energy errs by "
-        f"{' and '.join(after)}, pooled."
+        f" Given each run's measured time (after the fact), energy errs by {' and '.join(after)}, pooled."
         if after
         else ""
     )
@@ -145,8 +144,8 @@ def energy_honesty_text(validation: dict, runs: pd.DataFrame) -> str:
             f"This build's energy is measured (an energy counter), so its error is a test of its own.{given}"
         )
     return (
-        "Energy here is estimated, not measured: a power model times the measured time, so its error largely "
-        f"repeats the time error and is not an independent test.{given}"
+        "Energy here is estimated, not measured (a power model × the measured time): its error largely repeats "
+        f"the time error, not an independent test.{given}"
     )
 
 
@@ -161,8 +160,8 @@ def coverage_bands_text(table: pd.DataFrame) -> str:
     out = t[~coverage_consistent(t.coverage_pct, t.range_lo_pct, t.range_hi_pct)]
     if out.empty:
         return (
-            "Every band's coverage lies within the range exact intervals show nine times in ten on as many "
-            "predictions: on this sweep, coverage does not fall with the share of overheads."
+            "Every band's coverage lies within the range in which exact intervals' coverage falls nine times in "
+            "ten on as many predictions: on this sweep, coverage does not fall with the share of overheads."
         )
     cells = [
         f"{r.target} at a share of {r.overhead_share} ({r.coverage_pct:.0f} % against "
@@ -187,7 +186,7 @@ def pass_drift_text(noise: dict) -> str:
         return NA
     way = "slower" if ratio > 1 else "faster"
     n = d.get("n_configs")
-    over = f" over {n} configurations" if isinstance(n, int) and n > 0 else ""
+    over = f" over the {n} configurations measured in both passes" if isinstance(n, int) and n > 0 else ""
     return (
         f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first (median absolute change{over}: "
         f"{size * 100:.0f} %)"
@@ -317,9 +316,8 @@ def scored_runs_text(validation: dict, sweep_noise: dict | None = None) -> str:
         named = ", ".join(f"{split_label(r.split)} on {int(r.n)} runs" for r in few.itertuples())
         rest = f", and some splits rest on few ({named}), which say little" if len(few) else ""
         text += (
-            f" The machine was busy: the filter left out many runs{rest}. The "
-            f"verdict is judged on what remains; measure again on a quiet machine before reading it as the model's "
-            f"accuracy."
+            f" The machine was busy: the filter left out many runs{rest}. Measure again on a quiet machine "
+            "before reading the verdict as the model's accuracy."
         )
     return text
 
@@ -329,7 +327,8 @@ def scored_and_filter_text(validation: dict, sweep_noise: dict | None = None, ru
     f = validation.get("filter_sensitivity") if isinstance(validation, dict) else None
     dropped = isinstance(f, dict) and isinstance(f.get("dropped"), dict) and any(f["dropped"].values())
     text = scored_runs_text(validation, sweep_noise)
-    return f"{text} {filter_sensitivity_text(validation, runs)}" if dropped else text
+    # the counts kept are said already: the runs left out are not counted again
+    return f"{text} {filter_sensitivity_text(validation, runs, counts=False)}" if dropped else text
 
 
 def scored_runs_short(validation: dict) -> str:
@@ -346,9 +345,10 @@ def scored_runs_short(validation: dict) -> str:
     )
 
 
-def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) -> str:
+def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None, counts: bool = True) -> str:
     """The primary model's headline figures with and without the step-time filter, and the runs it left out
-    (their configurations, from ``runs``), from validation.json's ``filter_sensitivity``."""
+    (their configurations, from ``runs``; with ``counts``, first how many of each group), from validation.json's
+    ``filter_sensitivity``."""
     f = validation.get("filter_sensitivity") if isinstance(validation, dict) else None
     if not isinstance(f, dict):
         return f"The headline figures without the step-time filter are {NA}."
@@ -357,7 +357,7 @@ def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) 
         return "The step-time filter left out no run: the figures are the same without it."
 
     groups = {"sweep": "of the sweep", "holdout": "of the validation set", "test": "of the test set"}
-    counts = [f"{len(ids)} {groups.get(k, k)}" for k, ids in (f.get("dropped") or {}).items() if ids]
+    left_out = [f"{len(ids)} {groups.get(k, k)}" for k, ids in (f.get("dropped") or {}).items() if ids]
     # each headline figure with and without the filter: the largest change says it in one number
     keys = ("pooled_mape_pct", "worst_split_mape_pct", "holdout_mape_pct", "test_mape_pct")
     changes = []
@@ -382,16 +382,16 @@ def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None) 
             lo, hi = int(part.layers.min()), int(part.layers.max())
             depth = f"{lo} layer{'s' if lo > 1 else ''}" if lo == hi else f"{lo}-{hi} layers"
             named.append(f"{len(part)} {'parallel' if where else 'single-process'} ({depth})")
-    text = f"The filter left out {len(dropped)} runs ({', '.join(counts)})."
+    text = f"The filter left out {len(dropped)} runs ({', '.join(left_out)}). " if counts else ""
     if changes:
         d, target, key, x, y = max(changes, key=lambda c: abs(c[0]))
         text += (
-            f" Without it the operator roofline's held-out errors move by at most {abs(d):.1f} points "
+            f"Without the filter the operator roofline's held-out errors move by at most {abs(d):.1f} points "
             f"({target}, {words[key]}: {x:.1f} % with it, {y:.1f} % without)."
         )
     if named:
         text += f" The sweep's runs it left out: {', '.join(named)}; the held-out page's data names each."
-    return text
+    return text.strip()
 
 
 # ------------------------------------------------------------------------------------------------- the answer
@@ -505,10 +505,13 @@ def answer_box(
     one = (gpu or {}).get("one_machine") or {}
     if one and "test" in one.get("tiers", {}):
         c, r = one["tiers"]["test"]["calibrated"], one["tiers"]["reference"]["calibrated"]
-        # the caveat: a calibration describes its own machine's host (another machine's, on these runs), and an
-        # earlier calibration of the test machine, from a host probe of two depths, missed its own runs
+        prior = one["tiers"]["test"].get("prior") or {}
+        # the caveat: a calibration describes its own machine's host (another machine's, on these runs), the
+        # first machine's failed some checks, and an earlier calibration of the test machine, from a host probe of
+        # two depths, missed its own runs
         other = [
             *((gpu.get("host_speed") or {}).get("calibrated_from_probe_machine") or {}).values(),
+            ((gpu.get("tiers") or {}).get("calibrated") or {}),
             (((gpu.get("test") or {}).get("tiers") or {}).get("calibrated") or {}),
         ]
         others = sorted(v["time_mape_pct"] for v in other if finite(v.get("time_mape_pct")) is not None)
@@ -516,6 +519,12 @@ def answer_box(
             f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured): from that machine's own "
             f"calibration, fitted on nothing, {pct(c.get('time_mape_pct'))} time and "
             f"{pct(c.get('energy_mape_pct'))} energy over {one['runs']['test']} test runs never tuned on"
+            + (
+                f"; the datasheet's priors alone {pct(prior.get('time_mape_pct'))} and "
+                f"{pct(prior.get('energy_mape_pct'))}"
+                if finite(prior.get("time_mape_pct")) is not None
+                else ""
+            )
             + (
                 f" (other calibrations of these boards: {others[0]:.0f}–{others[-1]:.0f} % time)."
                 if others

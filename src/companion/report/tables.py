@@ -323,7 +323,7 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None, short: b
             + (f" ({t['unbounded_intervals']} unbounded intervals)" if t.get("unbounded_intervals") else "")
             + (
                 (
-                    f"; exact intervals pass {how_often(t['coverage_in_range_chance'])}"
+                    f" (exact intervals would meet it {how_often(t['coverage_in_range_chance'])})"
                     if short
                     else "; exact intervals would meet it on splits of these sizes about "
                     f"{how_often(t['coverage_in_range_chance'])}"

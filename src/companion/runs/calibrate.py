@@ -1233,12 +1233,19 @@ def calibration_facts(rec: dict) -> dict:
     """What the book says of a calibration record, as text: when it ran (``measured_at``), how long (``wall_s``),
     how far its passes of the collectives disagreed at most (``spread``; a file from before two passes says so) and
     its warnings (``warnings``: 'none' when it reported none)."""
+    from datetime import datetime, timezone
+
     prov = rec.get("provenance") or {}
     spreads = [c["pass_spread"] for c in (rec.get("collectives") or {}).values() if "pass_spread" in c]
     wall = prov.get("wall_s")
     warnings = rec.get("warnings") or []
+    when = str(prov.get("measured_at", "an unrecorded date"))
+    try:  # a reader's date and time in UTC, not an ISO stamp
+        when = datetime.fromisoformat(when).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        pass
     return {
-        "measured_at": str(prov.get("measured_at", "an unrecorded date")),
+        "measured_at": when,
         "wall_s": f"{wall:.0f}" if isinstance(wall, (int, float)) else "?",
         "spread": f"{max(spreads):.2f}x" if spreads else "- (timed in one pass)",
         "warnings": " ".join(w[0].upper() + w[1:] + "." for w in warnings) if warnings else "none",

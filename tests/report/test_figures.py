@@ -116,8 +116,14 @@ def test_bar_labels_drop_the_content_hash_unless_two_runs_would_share_one():
         ]
     )
     labels = figures.run_labels(ids).tolist()
-    assert labels[:2] == ["L2-h128-a4-s128-b8_tp1-dp1@cpu-fp32-r1"] * 2  # one run, melted over two parts
+    # one run, melted over two parts; the device and precision every run shares left out
+    assert labels[:2] == ["L2-h128-a4-s128-b8 tp1-dp1-r1"] * 2
     assert labels[2:] == ids.tolist()[2:]  # two runs that differ only in their hash keep it
+    # runs of two devices keep theirs
+    two = figures.run_labels(
+        pd.Series(["L1-h64-a2-s64-b8_tp1-dp1@cpu-fp32.4afd27", "L1_tp1-dp1@H200-bf16.bb3e75"])
+    )
+    assert two.tolist() == ["L1-h64-a2-s64-b8 tp1-dp1@cpu-fp32", "L1 tp1-dp1@H200-bf16"]
 
 
 def test_every_law_coefficient_has_words_for_its_panel():

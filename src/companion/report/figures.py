@@ -675,10 +675,15 @@ def baseline_comparison(summary: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
 
 
 def run_labels(run_ids: pd.Series) -> pd.Series:
-    """Run ids as bar labels: without their content hash (".942a08"), which tells nothing to a reader, unless
-    two runs would then share a label (the full id stays in the tooltip)."""
+    """Run ids as bar labels: without their content hash (".942a08") and, where every run shares them, their
+    device and precision ("@cpu-fp32"), which tell nothing to a reader, the layout set apart by a space; a run
+    keeps its full id where two runs would otherwise share a label (the full id stays in the tooltip)."""
     ids = pd.Series(run_ids, dtype=str)
     short = ids.str.replace(r"\.[0-9a-f]{6,}$", "", regex=True)
+    where = short.str.extract(r"(@[\w.]+-(?:fp32|bf16|fp16))", expand=False)
+    if where.notna().all() and where.nunique() == 1:
+        short = short.str.replace(where.iloc[0], "", regex=False)
+    short = short.str.replace("_", " ", regex=False)
     clash = short.map(short[~ids.duplicated()].value_counts()) > 1
     return short.where(~clash, ids)
 

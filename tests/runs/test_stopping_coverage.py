@@ -19,6 +19,8 @@ import math
 import random
 import statistics
 
+import pytest
+
 from companion.runs.config import Protocol
 from companion.runs.meters import CounterReplay, NvmlMeter
 from companion.runs.stats import ci95_halfwidth
@@ -80,3 +82,28 @@ def test_the_adaptive_ci_keeps_its_coverage_at_the_stop():
     assert sum(1 for k in windows if k > 5) > len(stops) / 3  # the rule's choice of when to stop is exercised
     # one standard error of a coverage of 0.95 over 200 stops is 0.015
     assert cover_time >= 0.92 and cover_energy >= 0.92
+
+
+def test_the_time_cap_waits_for_the_minimum_of_windows_within_its_overrun():
+    from companion.runs.meters import NullMeter
+    from companion.runs.train import MAX_TIME_OVERRUN
+
+    def run(step_s: float, jitter: float = 0.3):
+        clock, rng = SimClock(), random.Random(0)
+        proto = Protocol(min_window_s=0.2, min_windows=5, target_rel_ci=0.02, max_steps=10**6, max_time_s=2.0)
+
+        def step():
+            clock.t += step_s * math.exp(rng.gauss(0, jitter))
+
+        return measure_windows(NullMeter(clock=clock), step, proto, window_steps_for(proto, 0.0, step_s))
+
+    # steps of 0.9 s: the 2-s cap alone stopped after 3 windows, a CI the step-time filter always rejects
+    slow = run(0.9)
+    assert slow.stop_reason == "max_time" and len(slow.time_per_step_s) == 5
+    # a step slower than the cap itself stops at the overrun, however few windows it has
+    slowest = run(3.5, jitter=0.0)
+    assert slowest.stop_reason == "max_time" and len(slowest.time_per_step_s) < 5
+    assert slowest.measured_s == pytest.approx(MAX_TIME_OVERRUN * 2.0, abs=3.5)
+    # fast steps still stop at the cap, past the minimum of windows
+    fast = run(0.01)
+    assert fast.stop_reason == "max_time" and len(fast.time_per_step_s) > 5 and fast.measured_s < 2.5

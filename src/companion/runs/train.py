@@ -244,11 +244,17 @@ class Windows:
     steps_total: int = 0  # steps run in all (every rank runs the same)
 
 
+# how far past ``max_time_s`` a run may measure to reach ``min_windows`` windows (steps slower than the cap itself)
+MAX_TIME_OVERRUN = 4.0
+
+
 def measure_windows(
     meter: Meter, train_step, proto, window_steps: int, agree=None, all_ranks=None
 ) -> Windows:
     """The stopping rule: windows of ``window_steps`` steps until the 95 % CI of the per-step time (and
-    energy, where metered) is within ``target_rel_ci`` after at least ``min_windows``, or a cap is hit.
+    energy, where metered) is within ``target_rel_ci`` after at least ``min_windows``, or a cap is hit: the
+    measured steps' (``max_steps``), or the measured time's (``max_time_s``) once ``min_windows`` windows are
+    in, or ``MAX_TIME_OVERRUN`` times it whatever the windows.
 
     On a meter whose energy counter advances in ticks (``meter.counter_ticks``: NVML, every ~20-100 ms),
     windows close on a counter update: the first window begins right after a step in which the counter
@@ -347,7 +353,12 @@ def measure_windows(
             stop_reason = "converged"
         elif state["total"] + window_steps > proto.max_steps:  # the same count on every rank
             stop_reason = "max_steps"
-        elif measured_s >= proto.max_time_s:
+        elif measured_s >= proto.max_time_s and (
+            k >= proto.min_windows or measured_s >= MAX_TIME_OVERRUN * proto.max_time_s
+        ):
+            # the time cap waits for the minimum of windows: stopped earlier, a configuration whose steps
+            # are long for the cap kept two or three windows, whose CI the step-time filter then always
+            # rejected, so the slowest configurations were the ones never scored
             stop_reason = "max_time"
         if stop_reason is not None:
             if aligned:

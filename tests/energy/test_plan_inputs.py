@@ -36,6 +36,19 @@ def test_a_board_without_bf16_defaults_to_fp32_and_says_so(tmp_path):
     )
 
 
+def test_bf16_asked_of_a_board_without_it_is_priced_at_its_fp16_peak_and_says_so(tmp_path):
+    roots = dict(derived_root=tmp_path, devices_root=tmp_path)
+    v100 = predict_tiered(
+        make_plan(model="bert-base", examples=10000, device="V100", precision="bf16"), **roots
+    )
+    said = [n for n in v100["notes"] if "V100 has no bf16" in n]
+    assert len(said) == 1 and "fp16 tensor cores' peak (125 TFLOP/s)" in said[0]
+    h100 = predict_tiered(
+        make_plan(model="bert-base", examples=10000, device="H100", precision="bf16"), **roots
+    )
+    assert not any("has no bf16" in n for n in h100["notes"])
+
+
 def test_a_profile_with_a_key_given_twice_is_refused_naming_it(tmp_path):
     path = tmp_path / "dup.yaml"
     path.write_text(

@@ -766,7 +766,8 @@ def predict_tiered(
                     [f"{device} has no bf16: priced at {precision} (pass --precision to choose)"]
                     if plans[0].precision is None and device != "cpu" and precision == "fp32"
                     else []
-                ),
+                )
+                + _no_bf16_note(device, precision),
                 "warnings": list(res.get("calibration_warnings") or [])
                 + _execution_warnings(plan, dev)
                 + _layout_warnings(plan, dev)
@@ -775,6 +776,20 @@ def predict_tiered(
             }
         )
     return out[0] if single else out
+
+
+def _no_bf16_note(device: str, precision: str) -> list[str]:
+    """Where bf16 was asked of a board without it (V100, RTX 8000): that the plan is priced at its fp16 tensor
+    cores' peak, as a 2-byte mixed-precision run (fp16 autocast with loss scaling) would run on it."""
+    if precision != "bf16" or device == "cpu":
+        return []
+    spec = hardware.device_spec(device)
+    if spec.get("bf16_tflops") is not None or spec.get("fp16_tflops") is None:
+        return []
+    return [
+        f"{device} has no bf16: priced at its fp16 tensor cores' peak ({spec['fp16_tflops']:g} TFLOP/s), as a "
+        "2-byte mixed-precision run (fp16 autocast with loss scaling) would run"
+    ]
 
 
 def _execution_warnings(plan: Plan, dev) -> list[str]:

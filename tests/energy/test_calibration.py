@@ -230,6 +230,16 @@ def test_a_plan_beyond_one_node_says_its_collectives_cross_the_network(tmp_path)
     assert said[8] == [] and said[16] and "16 GPUs span 2 nodes of 8" in said[16][0]
 
 
+def test_a_one_gpu_calibration_of_a_bridged_board_keeps_its_links_priors(tmp_path):
+    # the calibration times one GPU: the bridged group, PCIe between groups and the network stay the board's priors
+    rec = {**read_calibration(H200), "device_name": "H200-NVL"}
+    cal = load_calibration(_write(tmp_path, rec, "H200-NVL.json"), "H200-NVL", "bf16")
+    prior = opmodel.roofs_from_spec("H200-NVL", "bf16")
+    links = ("link_group", "cross_link_beta_bytes_per_s", "gpus_per_node", "internode_beta_bytes_per_s")
+    assert [getattr(cal.roofs, k) for k in links] == [getattr(prior, k) for k in links]
+    assert cal.roofs.link_group == 4 and cal.roofs.cross_link_beta_bytes_per_s == 28e9
+
+
 def test_a_plan_leaving_the_gpus_an_nvlink_bridge_joins_says_so(tmp_path):
     (tmp_path / "derived").mkdir()
     said = {}

@@ -40,6 +40,27 @@ def test_operator_classes_get_one_colour_each_and_words():
     assert len(set(scale["range"])) == len(scale["domain"])  # no two classes share a colour
 
 
+def test_per_run_figures_show_one_bar_per_configuration_its_runs_averaged():
+    split = pd.DataFrame(
+        {
+            "run_id": [
+                "L1-h64_tp1-dp1@cpu-fp32.aaaaaa",
+                "L1-h64_tp1-dp1@cpu-fp32-r1.bbbbbb",
+                "L2-h64_tp1-dp1@cpu-fp32.cccccc",
+            ],
+            "mode": ["single"] * 3,
+            "flops_per_step": [1.0, 1.0, 2.0],
+            "compute_j": [1.0, 1.0, 2.0],
+            "memory_j": [1.0, 1.0, 2.0],
+            "static_j": [2.0, 4.0, 2.0],  # the measured time differs between the replicates
+        }
+    )
+    data = pd.DataFrame(figures.static_vs_dynamic(split, RUNS).to_dict()["datasets"].popitem()[1])
+    static = data[data.part == "static"].set_index("run")
+    assert list(static.index) == ["L1-h64 tp1-dp1", "L2-h64 tp1-dp1"]  # one bar each, no replicate suffix
+    assert static.energy_j.tolist() == [3.0, 2.0] and static.runs.tolist() == [2, 1]
+
+
 def test_the_model_comparison_fits_the_text_column():
     import vl_convert as vlc
 

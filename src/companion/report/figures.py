@@ -688,8 +688,28 @@ def run_labels(run_ids: pd.Series) -> pd.Series:
     return short.where(~clash, ids)
 
 
+def per_configuration(long: pd.DataFrame, part: str, value: str) -> pd.DataFrame:
+    """``long`` (one row per run and ``part``, with its ``run_labels`` label in ``run``) as one row per
+    configuration and part: its runs' ``value`` averaged (a model's terms depend on the configuration alone; a
+    part that uses the measured time differs by a few per cent between replicates), labelled without the
+    replicate, with how many runs it averages (``runs``)."""
+    config = long.run.str.replace(r"-r\d+$", "", regex=True)
+    return (
+        long.assign(run=config)
+        .groupby(["run", part], sort=False)
+        .agg(
+            **{value: (value, "mean")},
+            mode=("mode", "first"),
+            flops_per_step=("flops_per_step", "first"),
+            runs=("run_id", "nunique"),
+        )
+        .reset_index()
+    )
+
+
 def static_vs_dynamic(split: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
-    """Energy per step split by the energy roofline into compute, memory and static (P0 x time) parts."""
+    """Energy per step split by the energy roofline into compute, memory and static (P0 x time) parts, one bar
+    per configuration (``per_configuration``)."""
     long = split.melt(
         id_vars=["run_id", "mode", "flops_per_step"],
         value_vars=["compute_j", "memory_j", "static_j"],
@@ -698,12 +718,13 @@ def static_vs_dynamic(split: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     )
     long["part"] = long.part.str.removesuffix("_j")
     long["run"] = run_labels(long.run_id)
+    long = per_configuration(long, "part", "energy_j")
     order = alt.EncodingSortField(field="flops_per_step", order="ascending")
     return (
         alt.Chart(
             long,
             title=_title("Static vs dynamic energy (energy roofline decomposition)", df),
-            description="Each run's modelled energy by part, runs ordered by FLOPs per step.",
+            description="Each configuration's modelled energy by part, ordered by FLOPs per step.",
         )
         .mark_bar()
         .encode(
@@ -715,14 +736,20 @@ def static_vs_dynamic(split: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
                 axis=alt.Axis(format="%"),
             ),
             color=alt.Color("part:N", title="part", scale=PART_SCALE, sort=PART_ORDER),
-            tooltip=["run_id", "mode", "part", alt.Tooltip("energy_j:Q", format=NUM, title="energy (J)")],
+            tooltip=[
+                alt.Tooltip("run:N", title="configuration"),
+                "runs",
+                "mode",
+                "part",
+                alt.Tooltip("energy_j:Q", format=NUM, title="energy (J)"),
+            ],
         )
         .properties(width=WIDTH)
     )
 
 
 def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
-    """Modelled step time split by operator class (fitted operator roofline), one bar per run.
+    """Modelled step time split by operator class (fitted operator roofline), one bar per configuration.
 
     ``terms``: run_id, mode, flops_per_step and one column per time term (s), already multiplied by its
     fitted coefficient."""
@@ -733,6 +760,9 @@ def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     long["operator"] = long.term.map(lambda t: OPERATOR_WORDS.get(t, t.removesuffix("_s").replace("_", " ")))
     long["term_index"] = long.term.map({t: i for i, t in enumerate(parts)})
     long["run"] = run_labels(long.run_id)
+    long = per_configuration(long, "operator", "time_s").merge(
+        long[["operator", "term_index"]].drop_duplicates(), on="operator"
+    )
     names = list(dict.fromkeys(long.sort_values("term_index").operator))
     colors = (OPERATOR_COLORS * (len(names) // len(OPERATOR_COLORS) + 1))[: len(names)]
     order = alt.EncodingSortField(field="flops_per_step", order="ascending")
@@ -748,11 +778,17 @@ def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
                 "operator:N", title="operator class", sort=names, scale=alt.Scale(domain=names, range=colors)
             ),
             order=alt.Order("term_index:Q"),
-            tooltip=["run_id", "mode", "operator", alt.Tooltip("time_s:Q", format=NUM, title="time (s)")],
+            tooltip=[
+                alt.Tooltip("run:N", title="configuration"),
+                "runs",
+                "mode",
+                "operator",
+                alt.Tooltip("time_s:Q", format=NUM, title="time (s)"),
+            ],
         )
         .properties(
             width=WIDTH,
-            description="Each run's modelled step time by operator class, runs ordered by FLOPs per step.",
+            description="Each configuration's modelled step time by operator class, ordered by FLOPs per step.",
         )
     )
 

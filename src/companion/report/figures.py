@@ -707,6 +707,12 @@ def per_configuration(long: pd.DataFrame, part: str, value: str) -> pd.DataFrame
     )
 
 
+def _configuration_tooltip(part: str, value: alt.Tooltip) -> list:
+    """The hover of a ``per_configuration`` bar: the configuration, how many runs it averages, its mode, the
+    part and its value."""
+    return [alt.Tooltip("run:N", title="configuration"), "runs", "mode", part, value]
+
+
 def static_vs_dynamic(split: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
     """Energy per step split by the energy roofline into compute, memory and static (P0 x time) parts, one bar
     per configuration (``per_configuration``)."""
@@ -736,13 +742,7 @@ def static_vs_dynamic(split: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
                 axis=alt.Axis(format="%"),
             ),
             color=alt.Color("part:N", title="part", scale=PART_SCALE, sort=PART_ORDER),
-            tooltip=[
-                alt.Tooltip("run:N", title="configuration"),
-                "runs",
-                "mode",
-                "part",
-                alt.Tooltip("energy_j:Q", format=NUM, title="energy (J)"),
-            ],
+            tooltip=_configuration_tooltip("part", alt.Tooltip("energy_j:Q", format=NUM, title="energy (J)")),
         )
         .properties(width=WIDTH)
     )
@@ -778,13 +778,7 @@ def operator_time_breakdown(terms: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
                 "operator:N", title="operator class", sort=names, scale=alt.Scale(domain=names, range=colors)
             ),
             order=alt.Order("term_index:Q"),
-            tooltip=[
-                alt.Tooltip("run:N", title="configuration"),
-                "runs",
-                "mode",
-                "operator",
-                alt.Tooltip("time_s:Q", format=NUM, title="time (s)"),
-            ],
+            tooltip=_configuration_tooltip("operator", alt.Tooltip("time_s:Q", format=NUM, title="time (s)")),
         )
         .properties(
             width=WIDTH,

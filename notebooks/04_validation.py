@@ -305,7 +305,7 @@ tables.styled_scores(
             "energy": "energy coverage %",
         }
     ),
-    f"Coverage of the operator roofline's {level * 100:.0f} % intervals",
+    f"Coverage of the operator roofline's {level * 100:.0f} % intervals, off-grid runs included",
 )
 
 # %%

@@ -16,7 +16,7 @@
 # ```{glue:} gpu_intro
 # ```
 #
-# Each {term}`tier <Tier>` of the operator roofline predicts them unseen. They come from five
+# Each {term}`tier <Tier>` predicts them unseen. They come from five
 # machines with the same board: the *one-machine set*, the *first machine*, the *test machine*, a *host-probe
 # machine* and the *modes machine*.
 

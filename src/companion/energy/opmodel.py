@@ -147,9 +147,9 @@ class DeviceRoofs:
         ``link_group`` devices, else the node's own links."""
         span = np.asarray(span)
         beta = np.full(span.shape, float(self.collective_beta_bytes_per_s))
-        if self.link_group and self.cross_link_beta_bytes_per_s:
+        if self.cross_link_beta_bytes_per_s:
             cross = min(float(self.cross_link_beta_bytes_per_s), float(self.collective_beta_bytes_per_s))
-            beta = np.where(span > self.link_group, cross, beta)
+            beta = np.where(self.leaves_link_group(span), cross, beta)
         network = self.network_beta_bytes_per_s()
         if network is not None:
             beta = np.where(self.spans_nodes(span), np.minimum(network, beta), beta)

@@ -852,11 +852,10 @@ def _layout_warnings(plan: Plan, dev) -> list[str]:
             f"priced at the network's {network / 1e9:.0f} GB/s per GPU (a datasheet guess; the hardware table's "
             "internode_beta_gbs)"
         )
-    cross = dev.cross_link_beta_bytes_per_s
-    if cross and dev.leaves_link_group(n) and not dev.spans_nodes(n):
+    if dev.cross_link_beta_bytes_per_s and dev.leaves_link_group(n) and not dev.spans_nodes(n):
         out.append(
             f"{n} GPUs leave the groups of {dev.link_group} that the board's NVLink bridges join: collectives "
-            f"between the groups priced at PCIe's {min(cross, dev.collective_beta_bytes_per_s) / 1e9:.0f} GB/s "
+            f"between the groups priced at PCIe's {float(dev.group_beta_bytes_per_s(n)) / 1e9:.0f} GB/s "
             "per GPU (a datasheet guess; the hardware table's cross_link_beta_gbs)"
         )
     if f"tp{plan.tp}-dp{plan.dp}" not in dev.layout_overhead_s:

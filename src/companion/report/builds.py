@@ -252,10 +252,11 @@ def coverage_over_builds_text(
         found = {t: c for t in targets if (c := coverage_over_builds(pooled, t, model, band)) is not None}
     if not found:
         return f"{NA} (no stored build was scored)" if target is None else NA
+    # the verdict judges the test set on its own row, as the one build's coverage criterion does: the groups'
+    # range and whether they lie within the band are the other groups', the test set's coverage is said apart
+    cv = pooled[pooled.split != "test"]
+    rest = {t: coverage_over_builds(cv, t, model, band) or c for t, c in found.items()}
     if target is None:
-        # the test set apart, as the verdict judges it: its coverage and how few builds measured it
-        cv = pooled[pooled.split != "test"]
-        rest = {t: coverage_over_builds(cv, t, model, band) or c for t, c in found.items()}
         ranges = " and ".join(f"{_range(c.lo, c.hi)} % for {t}" for t, c in rest.items())
         inside = not any(c.outside for c in rest.values())
         builds = max(c.builds for c in rest.values())
@@ -270,16 +271,14 @@ def coverage_over_builds_text(
         return f"{ranges} per split over {builds} builds, " + (
             f"{'every' if inside else 'not every'} split within {band[0]:.0f}–{band[1]:.0f} %{apart}"
         )
-    # the verdict judges the test set on its own row, as the one build's coverage criterion does: its coverage
-    # is said apart and answers nothing here
-    everything = found[target]
-    c = coverage_over_builds(pooled[pooled.split != "test"], target, model, band) or everything
+    everything, c = found[target], rest[target]
     test = everything.outside.get("test")
 
     def builds_of(k):
         n = everything.builds_by_group.get(k)
         return f" ({n} build{'s' if n > 1 else ''} only)" if n else ""
 
+    # (where no other group was scored, ``rest`` falls back to every group: the test set still stays apart)
     outside = [f"{split_label(k)} {v:.1f} %{builds_of(k)}" for k, v in c.outside.items() if k != "test"]
     return (
         f"{'no' if outside else 'yes'} ({_range(c.lo, c.hi)} % over {c.builds} builds"

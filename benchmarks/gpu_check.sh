@@ -23,6 +23,11 @@
 #   attention  BERT-base s512 and s128 b32 compiled with SDPA left out of the graphs (attn sdpa-nocompile) beside
 #              eager and the whole-model compile, and the modes-elsewhere runs again
 #              (data/reference/H200/gpu-attention.yaml, 10 runs; ~6 min, compilation included)
+#   masked     BERT-base s512 and s128 b32 eager, compiled and with CUDA graphs as the runner compiles them now (the
+#              all-ones mask kept, bf16 autocast inside the compiled forward; data/reference/H200/gpu-modes-masked.yaml,
+#              6 runs, ~4.5 min), and with the calibrate step the compiled modes probed (--executions)
+#   sdpa       which attention kernel the compiled graph keeps, per set-up, and BERT-base s512 b32 timed in those that
+#              keep a fused one (benchmarks/compiled_sdpa.py; ~2.5 min)
 #   counter    8 s of the raw NVML energy counter (~30 s)
 #   tests      the CUDA-only tests, marker gpu (~1 min: one of them calibrates)
 #
@@ -57,7 +62,7 @@ want probe && step probe sh -c "nvidia-smi; $PY -c 'import torch, transformers; 
 # with the modes step, the calibration also probes the compiled modes' host time and kernels (~1.5 min more), and
 # with the attention step those modes with attention left out of the graphs too (their graph breaks' host time)
 # (EXECUTIONS=compile,cudagraphs asks for the probe without the modes step)
-EXECUTIONS=${EXECUTIONS:-}; want modes && EXECUTIONS=${EXECUTIONS:-compile,cudagraphs}
+EXECUTIONS=${EXECUTIONS:-}; { want modes || want masked; } && EXECUTIONS=${EXECUTIONS:-compile,cudagraphs}
 want attention && EXECUTIONS=${EXECUTIONS:-compile,cudagraphs},compile+sdpa-nocompile,cudagraphs+sdpa-nocompile
 want calibrate && step calibrate $PY -m companion.cli calibrate --device cuda --out "$W/$DEVICE.json" \
   ${EXECUTIONS:+--executions $EXECUTIONS}
@@ -72,6 +77,9 @@ want modes && step modes $PY -m companion.cli sweep --profile data/reference/H20
   --device-name "$DEVICE" --out "$W/modes/runs" --quiet
 want attention && step attention $PY -m companion.cli sweep --profile data/reference/H200/gpu-attention.yaml \
   --device-name "$DEVICE" --out "$W/attention/runs" --quiet
+want masked && step masked $PY -m companion.cli sweep --profile data/reference/H200/gpu-modes-masked.yaml \
+  --device-name "$DEVICE" --out "$W/modes-masked/runs" --quiet
+want sdpa && step sdpa $PY benchmarks/compiled_sdpa.py --out "$W/compiled_sdpa.json"
 want counter && step counter $PY benchmarks/record_meter_log.py --counter-trace 8 --device cuda --out "$W/nvml_counter_$DEVICE.jsonl"
 want tests && step tests $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/runs/test_calibrate.py \
   tests/energy/test_memory.py tests/runs/test_meters.py tests/runs/test_execution.py

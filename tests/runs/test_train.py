@@ -201,6 +201,58 @@ def test_no_attention_mask_without_padding():
     assert without_full_mask(padded) is padded
 
 
+def test_compiled_steps_are_fed_a_mask_always():
+    # traced without a mask, transformers builds one in the graph that no fused SDPA kernel takes
+    import torch
+
+    from companion.runs.train import step_inputs
+
+    ids = torch.ones(2, 4, dtype=torch.long)
+    full = {"input_ids": ids, "attention_mask": torch.ones(2, 4, dtype=torch.long)}
+    assert set(step_inputs(full, "eager")) == {"input_ids"}
+    for execution in ("compile", "cudagraphs"):
+        assert step_inputs(full, execution) is full
+        made = step_inputs({"input_ids": ids}, execution)["attention_mask"]
+        assert made.shape == ids.shape and bool(made.all())
+
+
+def test_compiled_bf16_step_holds_its_autocast():
+    # the autocast is entered inside the compiled forward (around it, the step took 43 ms against 31 ms on an
+    # H200), and the step enters none of its own
+    import torch
+
+    from companion.runs.train import AutocastForward, compiled, make_train_step
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 2)
+    inner = compiled(model, "compile", bf16_autocast=True)
+    assert isinstance(inner._orig_mod, AutocastForward)
+    assert inner(torch.ones(3, 8)).dtype == torch.bfloat16  # called outside any autocast
+    assert compiled(model, "eager", bf16_autocast=True) is model  # eager: the step's own autocast
+
+    entered = []
+
+    class Loss(torch.nn.Module):
+        def forward(self, input_ids):
+            entered.append(torch.is_autocast_enabled("cpu"))
+            return type("Out", (), {"loss": model(input_ids).float().sum()})()
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    plain = Loss()
+    make_train_step(plain, opt, bf16_autocast=True)({"input_ids": torch.ones(3, 8)})
+
+    class Compiled(torch.nn.Module):  # what torch.compile returns: the module it compiled as _orig_mod
+        def __init__(self):
+            super().__init__()
+            self._orig_mod = AutocastForward(plain, "cpu")
+
+        def forward(self, **batch):
+            return plain(**batch)
+
+    make_train_step(Compiled(), opt, bf16_autocast=True)({"input_ids": torch.ones(3, 8)})
+    assert entered == [True, False]
+
+
 def test_windows_last_at_least_the_meter_minimum():
     from companion.runs.config import Protocol
     from companion.runs.train import window_steps_for

@@ -419,7 +419,7 @@ def execution_probe(device, executions, budget_s: float, probe: dict | None = No
     (torch.profiler); per mode the intercept and slope over depth of each, and the compile (and capture) time.
     The operator model takes a compiled mode's host time from it and scales its kernels by the mode's ratio to
     eager's (``opmodel.execution_scales``)."""
-    from companion.runs.train import compiled, make_train_step
+    from companion.runs.train import compiled, make_train_step, step_inputs
 
     dev = torch.device(device)
     kind = dev.type
@@ -447,12 +447,13 @@ def execution_probe(device, executions, budget_s: float, probe: dict | None = No
             execution, _, attn = mode.partition("+")
             model, opt, batch = _probe_training(dev, q, layers, attn or "sdpa")
             train = make_train_step(
-                compiled(model, execution),
+                compiled(model, execution, bf16_autocast=kind == "cuda"),
                 opt,
                 bf16_autocast=kind == "cuda",
                 graphs=execution == "cudagraphs",
             )
-            step = lambda: train(batch)  # noqa: E731
+            inputs = step_inputs(batch, execution)  # what the runs' steps of this execution are fed
+            step = lambda: train(inputs)  # noqa: E731
             t0 = time.perf_counter()
             for _ in range(3):  # compiles (and captures) on the first steps
                 step()

@@ -202,7 +202,6 @@ def time_setup(args, name: str, mask: bool, inside: bool, backends, execution: s
     except Exception:  # a device without a datasheet entry: no MFU
         peak = None
     flops = proxies.flops_per_step(shape)
-    del model, opt, fwd
     if args.device == "cuda":
         torch.cuda.empty_cache()
     return {

@@ -6,8 +6,9 @@ in fused attention kernels (names with flash, fmha or attention) against the res
     python benchmarks/compiled_attention.py                      # on a CUDA GPU, ~1.5 min (three compilations)
     python benchmarks/compiled_attention.py --device cpu --layers 1 --seq-len 64 --batch-size 2   # a dry run
 
-It tells whether the compiled step's slowness at 512 tokens is the fused attention kernel going away, and whether
-dropout is what takes it away. Prints figures; asserts nothing.
+Its batches carry no attention mask, as the runner's did before it fed compiled steps one (``train.step_inputs``):
+it shows the math path such a graph runs, with dropout or without (``data/reference/H100/compiled_attention.json``);
+``benchmarks/compiled_sdpa.py`` says which set-up keeps the fused kernel. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations

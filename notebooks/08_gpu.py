@@ -16,9 +16,9 @@
 # ```{glue:} gpu_intro
 # ```
 #
-# Each {term}`tier <Tier>` predicts them unseen. They come from five
+# Each {term}`tier <Tier>` predicts them unseen. They come from six
 # machines with the same board: the *one-machine set*, the *first machine*, the *test machine*, a *host-probe
-# machine* and the *modes machine*.
+# machine* and two *modes machines*.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -47,6 +47,7 @@ total_runs = (
     + ((numbers.get("test") or {}).get("runs") or 0)
     + sum(((numbers.get("one_machine") or {}).get("runs") or {}).values())
     + ((numbers.get("modes") or {}).get("runs") or 0)
+    + ((numbers.get("modes_masked") or {}).get("runs") or 0)
     + len((numbers.get("test") or {}).get("repeat") or [])
 )
 glue(

@@ -165,19 +165,19 @@ def test_execution_and_engine_are_planned_refused_where_unknown_and_warned_where
         "'accelerate'" in w for w in got["warnings"]
     )
     assert not [w for w in eager["warnings"] if "execution" in w or "engine" in w]
-    # the compiled attention's slow-down is quoted from the shipped modes runs, not typed
-    from companion.energy.reference import compiled_slowdown
+    # the compiled step's measured gain is quoted from the shipped masked modes runs, not typed
+    from companion.energy.reference import compiled_ratio
 
-    slow = compiled_slowdown("H200")
-    assert slow["mode"] in ("compile", "cudagraphs") and slow["seq_len"] == 512 and 1.3 < slow["ratio"] < 1.7
+    measured = compiled_ratio("H200")
+    assert (
+        measured["seq_len"] == 512 and 0.6 < measured["ratio"] < 1.0
+    )  # Inductor's fusion: shorter than eager
     assert any(
-        f"{slow['ratio']:.2f}x as long as eager's at 512 tokens on an H200" in w for w in got["warnings"]
+        f"took {measured['ratio']:.2f}x eager's at 512 tokens on an H200" in w and "predicted long" in w
+        for w in got["warnings"]
     )
-    assert any("`--attn sdpa-nocompile` keeps the fused kernel" in w for w in got["warnings"])
-    # a set that also left attention out: only the whole-model compile counts
-    h100 = compiled_slowdown("H100")
-    assert h100["mode"] == "compile" and h100["seq_len"] == 512 and h100["ratio"] > 1.2
-    assert compiled_slowdown("H200", root=tmp_path) is None
+    assert compiled_ratio("H100") is None  # no masked set measured there
+    assert compiled_ratio("H200", root=tmp_path) is None
     # SDPA left out of the compiled graphs: the fused kernel the model times, and what it leaves out said instead
     kept = predict_tiered(
         make_plan(model="bert-base", tokens=1e6, device="H200", execution="compile", attn="sdpa-nocompile"),
@@ -188,7 +188,6 @@ def test_execution_and_engine_are_planned_refused_where_unknown_and_warned_where
         "'compile+sdpa-nocompile' was not probed" in w and "graph breaks around each layer's attention" in w
         for w in kept["warnings"]
     )
-    assert not any("whole-model compile replaces" in w for w in kept["warnings"])
     # eager attention materialises the scores: a longer step than the fused kernel's at 512 tokens
     at512 = {
         attn: predict_tiered(

@@ -459,11 +459,12 @@ def calibration_names(device: str, cpu: str | None = None) -> list[str]:
 
 
 # sub-folders of a reference folder whose calibration was taken on the machine that then measured their runs,
-# the one a prediction reads first: the execution modes' (where its calibration ran with --executions, it probes the
-# compiled modes), then the
-# one-machine set's (``companion.energy.reference``)
-MODES_SET, ONE_MACHINE_SET = "modes", "one-machine"
-SHIPPED_SETS = (MODES_SET, ONE_MACHINE_SET)
+# the one a prediction reads first: the execution modes' as the runner compiles them now (the attention mask kept,
+# autocast inside the graph; its calibration probes those compiled modes), then the first execution modes' (its
+# probe timed compiled steps whose attention ran the math path), then the one-machine set's
+# (``companion.energy.reference``)
+MASKED_MODES_SET, MODES_SET, ONE_MACHINE_SET = "modes-masked", "modes", "one-machine"
+SHIPPED_SETS = (MASKED_MODES_SET, MODES_SET, ONE_MACHINE_SET)
 
 
 def calibration_path(device: str, root: Path | None = None) -> Path | None:

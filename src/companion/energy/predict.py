@@ -31,7 +31,7 @@ from companion.energy.calibration import (
 )
 from companion.runs.carbon import J_PER_KWH, carbon_intensity
 from companion.errors import ConfigError
-from companion.runs.config import ISLAND_ATTN, DataConfig, Layout, LengthDist, build_run
+from companion.runs.config import DataConfig, Layout, LengthDist, build_run
 from companion.runs.data import expected_token_counts
 from companion.energy.fit import FittedModel
 from companion.energy.laws import LAWS, TIME_LAW
@@ -803,26 +803,19 @@ def _execution_warnings(plan: Plan, dev) -> list[str]:
         + f"; `companion calibrate --executions {m}` measures it"
         for m in missing
     ]
-    compiled_fused = (
-        plan.execution != "eager" and planned_attention_kernel(plan.device_name, plan.attn) == "fused"
-    )
-    # attention left out of the compiled graphs runs the fused kernel the calibration times: only its graph
-    # breaks' host time can be missing, said above
-    if compiled_fused and plan.attn != ISLAND_ATTN:
-        from companion.energy.reference import compiled_slowdown
+    # Inductor fuses element-wise work the model times as eager's kernels: a compiled plan is predicted long
+    if plan.execution != "eager":
+        from companion.energy.reference import compiled_ratio
 
-        slow = compiled_slowdown()
+        measured = compiled_ratio()
         out.append(
-            "a compiled step's attention is timed as eager's fused kernel, which a whole-model compile replaces by "
-            "its own (scores materialised)"
+            "a compiled step's kernels are timed as eager's, without Inductor's fusion, so it is predicted long"
             + (
-                f" (a {slow['mode']} step was measured {slow['ratio']:.2f}x as long as eager's at {slow['seq_len']} "
-                f"tokens on an {slow['device']}, the GPU chapter)"
-                if slow
+                f" (a compiled step took {measured['ratio']:.2f}x eager's at {measured['seq_len']} tokens on an "
+                f"{measured['device']}, the GPU chapter)"
+                if measured
                 else ""
             )
-            + ", so long sequences run longer; `--attn sdpa-nocompile` keeps the fused kernel (SDPA left out of "
-            "the compiled graphs, the GPU chapter)"
         )
     if plan.engine != "native":
         out.append(

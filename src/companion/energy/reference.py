@@ -23,7 +23,13 @@ import numpy as np
 import pandas as pd
 
 from companion.energy import opmodel, proxies, tables
-from companion.energy.calibration import MODES_SET, ONE_MACHINE_SET, QUANTITY_WORDS, load_calibration
+from companion.energy.calibration import (
+    MASKED_MODES_SET,
+    MODES_SET,
+    ONE_MACHINE_SET,
+    QUANTITY_WORDS,
+    load_calibration,
+)
 from companion.energy.models import OperatorPoint
 from companion.paths import reference_dir
 from companion.energy.intervals import LEVEL
@@ -298,6 +304,7 @@ def reference_numbers(device: str, root: Path | None = None, level: float = LEVE
         "test": testset_numbers(device, root, level),
         "one_machine": one_machine_numbers(device, root, level),
         "modes": modes_numbers(device, root, level),
+        "modes_masked": modes_numbers(device, root, level, MASKED_MODES),
         "host_speed": host_speed(device, root),
     }
 
@@ -318,6 +325,8 @@ ONE_MACHINE = (
     ONE_MACHINE_SET  # a calibration and the runs it predicts from one machine (benchmarks/gpu_check.sh)
 )
 MODES = MODES_SET  # execution modes and engines on one machine, with its execution-probed calibration
+# the execution modes again, compiled as the runner compiles them now (attention mask kept, autocast in the graph)
+MASKED_MODES = MASKED_MODES_SET
 # every folder of run records a reference folder may hold (the provenance page lists their machines)
 RECORD_DIRS = (
     "runs",
@@ -326,6 +335,7 @@ RECORD_DIRS = (
     "one-machine/runs",
     "one-machine/testset/runs",
     "modes/runs",
+    "modes-masked/runs",
 )
 BASE_S128_B32 = (12, 768, 128, 32)  # BERT-base at 128 tokens, batch 32: the host-bound step every file times
 
@@ -409,35 +419,41 @@ def one_machine_numbers(device: str, root: Path | None = None, level: float = LE
     }
 
 
-def compiled_slowdown(device: str = "H200", root: Path | None = None) -> dict | None:
-    """The most a compiled mode's step was measured slower than eager's on ``device``'s modes set (the native
-    engine, attention compiled with the model, mean over replicates, per configuration): {"ratio", "seq_len",
-    "mode", "device"}; None without such a set or where no compiled step was slower."""
-    folder = (root or reference_dir(device)) / MODES
+def compiled_ratio(device: str = "H200", root: Path | None = None) -> dict | None:
+    """The whole-model compile's step over eager's on ``device``'s masked modes set (the runner's compiled steps
+    as they are now; native engine, attention in the graph, mean over replicates) at its longest sequence:
+    {"ratio", "seq_len", "device"}; None without such a set."""
+    folder = (root or reference_dir(device)) / MASKED_MODES
     if not (folder / "runs").is_dir():
         return None
     df = tables.load_runs(folder / "runs")
-    whole = df[(df.engine == "native") & (df.attn == "sdpa")]  # attention compiled with the model
+    whole = df[(df.engine == "native") & (df.attn == "sdpa")]
     mean = whole.groupby(["layers", "hidden", "batch_size", "seq_len", "execution"]).step_s.mean()
-    worst = None
+    found = None
     for (*shape, seq, mode), step in mean.items():
-        if mode == "eager" or (*shape, seq, "eager") not in mean.index:
+        if mode != "compile" or (*shape, seq, "eager") not in mean.index:
             continue
-        ratio = float(step / mean[(*shape, seq, "eager")])
-        if ratio > 1 and (worst is None or ratio > worst["ratio"]):
-            worst = {"ratio": ratio, "seq_len": int(seq), "mode": str(mode), "device": device}
-    return worst
+        if found is None or seq > found["seq_len"]:
+            found = {
+                "ratio": float(step / mean[(*shape, seq, "eager")]),
+                "seq_len": int(seq),
+                "device": device,
+            }
+    return found
 
 
-def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -> dict | None:
+def modes_numbers(
+    device: str, root: Path | None = None, level: float = LEVEL, set_name: str = MODES
+) -> dict | None:
     """Execution modes (eager, torch.compile, CUDA graphs; attention in the compiled graph or left out of it,
     ``attn`` sdpa-nocompile) and engines (native, HF Accelerate) measured on one machine (``<folder>/modes``): per
     configuration, mode, attention and engine the mean step time, energy per step and MFU over its replicates;
     BERT-base's best mode and its speed-up over eager per sequence length; Accelerate's energy per step over the
     native engine's; the MFU the calibrated roofs allow eager's kernels (``mfu_ceilings``); and the calibrated
     tier from that machine's calibration (fitted on nothing; where its execution probe measured a compiled mode's
-    host time and kernels, with them), scored per mode. None without such a set."""
-    folder = (root or reference_dir(device)) / MODES
+    host time and kernels, with them), scored per mode. ``set_name``: the set's sub-folder (``MODES``,
+    ``MASKED_MODES``). None without such a set."""
+    folder = (root or reference_dir(device)) / set_name
     cal_path = folder / f"{device}.json"
     if not ((folder / "runs").is_dir() and cal_path.is_file()):
         return None
@@ -515,6 +531,8 @@ def modes_numbers(device: str, root: Path | None = None, level: float = LEVEL) -
                 "seq_len",
                 "step_s_ape",
                 "energy_per_step_j_ape",
+                "step_s_measured",
+                "step_s_predicted",
             ]
         ].to_dict(orient="records"),
         "excluded_runs": excluded,

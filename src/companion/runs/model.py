@@ -42,10 +42,9 @@ def build_model(cfg: ModelConfig):
 
 def _register_uncompiled_sdpa() -> None:
     """Make ``attn_implementation="sdpa-nocompile"`` known to transformers: its SDPA attention, run outside
-    torch.compile's graphs (a graph break around each layer's attention). Compiled with the model, the attention
-    runs no fused kernel (fp32 matrix products and Inductor's softmax over materialised scores; the step at 512
-    tokens took 1.3-1.5x eager's on an H100 and an H200); left out, the compiled step runs the fused kernel eager
-    runs and compiles everything else."""
+    torch.compile's graphs (a graph break around each layer's attention), so a compiled step runs the fused kernel
+    eager runs and compiles everything else. It was the way around the math path a graph traced without the
+    attention mask runs (``train.step_inputs`` now feeds compiled steps the mask); its breaks cost host time."""
     import torch
     from transformers import AttentionInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward

@@ -571,8 +571,8 @@ def _peak_memory(device) -> dict:
 def attention_kernel(cfg: RunConfig) -> str:
     """'fused' or 'math': whether the attention kernel eager runs materialises the scores. Eager attention always
     does; SDPA on CPU falls back to the math kernel when training with dropout (its CPU flash kernel has no
-    dropout). A whole-model compile on CUDA runs no fused kernel either (Inductor's softmax over materialised
-    scores, benchmarks/compiled_attention.py); the record keeps the eager kernel, as the model times it."""
+    dropout). A compiled step on CUDA keeps the fused kernel where it is fed the mask (``step_inputs``,
+    benchmarks/compiled_sdpa.py)."""
     if cfg.model.attn == "eager":
         return "math"
     if cfg.device == "cpu":

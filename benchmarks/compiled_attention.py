@@ -90,15 +90,19 @@ def measure(device: str, execution: str, attn: str, dropout: float, args) -> dic
     }
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def step_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The BERT step both attention benchmarks time (this one and compiled_sdpa.py): device, shape, steps, output."""
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--steps", type=int, default=10, help="timed steps per variant")
     ap.add_argument("--out", help="also write the figures here (JSON)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = step_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0])).parse_args(argv)
     rows = []
     for execution, attn, dropout in VARIANTS:
         row = measure(args.device, execution, attn, dropout, args)

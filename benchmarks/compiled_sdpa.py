@@ -216,15 +216,11 @@ def time_setup(args, name: str, mask: bool, inside: bool, backends, execution: s
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--seq-len", type=int, default=512)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--steps", type=int, default=10, help="timed steps per set-up")
+    from compiled_attention import step_arguments  # this script's folder is on sys.path when it runs
+
+    ap = step_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     ap.add_argument("--max-compiled", type=int, default=3, help="compiled set-ups timed, at most")
     ap.add_argument("--skip-timing", action="store_true", help="only the traces")
-    ap.add_argument("--out", help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
     import torch
 

@@ -87,6 +87,8 @@ def test_a_compiled_step_trains_as_the_eager_step_does(tmp_path):
     ex = records["compile"]["execution"]
     assert ex["mode"] == "compile" and ex["torch_compile_mode"] == "default"
     assert ex["first_step_s"] > records["compile"]["time"]["step_mean_s"]
+    # unpadded batches: the compiled steps are fed the all-ones mask (step_inputs), the eager ones none
+    assert (ex["attention_mask"], records["eager"]["execution"]["attention_mask"]) == ("every batch", "none")
 
 
 def test_the_accelerate_engine_is_named_apart_and_refused_under_tensor_parallelism():

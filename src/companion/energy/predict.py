@@ -803,16 +803,17 @@ def _execution_warnings(plan: Plan, dev) -> list[str]:
         + f"; `companion calibrate --executions {m}` measures it"
         for m in missing
     ]
-    # Inductor fuses element-wise work the model times as eager's kernels: a compiled plan is predicted long
+    # Inductor fuses element-wise work the model times as eager's kernels
     if plan.execution != "eager":
         from companion.energy.reference import compiled_ratio
 
         measured = compiled_ratio()
         out.append(
-            "a compiled step's kernels are timed as eager's, without Inductor's fusion, so it is predicted long"
+            "a compiled step's kernels are timed as eager's, without Inductor's fusion"
             + (
-                f" (a compiled step took {measured['ratio']:.2f}x eager's at {measured['seq_len']} tokens on an "
-                f"{measured['device']}, the GPU chapter)"
+                f" (on an {measured['device']} a compiled step took {measured['ratio']:.2f}x eager's at "
+                f"{measured['seq_len']} tokens, and the calibrated tier predicted every compiled run long; the GPU "
+                "chapter)"
                 if measured
                 else ""
             )

@@ -258,9 +258,11 @@ def modes_text(numbers: dict) -> str:
         f"engine, and compiled steps at 512 tokens took {first.min():.2f}–{first.max():.2f} times eager's energy: "
         "traced without the attention mask, their attention ran the math path in fp32."
     )
-    if not masked:
+    if not masked or not ({128, 512} <= set(masked["best"]) and 512 in masked["mfu_ceilings"]):
         return out
     now, fast, long_ = _compiled_energy_512(masked), masked["best"][128], masked["best"][512]
+    if now.empty:  # no compiled step at 512 tokens in the set
+        return out
     by_run = _base_sdpa(pd.DataFrame(masked["calibrated_by_run"]))
     compiled = by_run[by_run.execution != "eager"]
     long_all = bool((compiled.step_s_predicted > compiled.step_s_measured).all())

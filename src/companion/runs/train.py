@@ -109,6 +109,7 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     # bf16: autocast in every layout, so TP, FSDP and one device compute the same arithmetic (bf16 matmuls,
     # fp32 softmax/layer norm); FSDP's mixed-precision policy adds bf16 all-gathers and fp32 reductions.
     if cfg.engine == "accelerate":
+        # Accelerate enters its own autocast around the (compiled) model, as its users run it
         step, engine = accelerate_step(compiled(model, cfg.execution), optimizer, cfg)
     else:
         step = make_train_step(
@@ -216,9 +217,12 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     body["time"]["min_window_s"] = max(proto.min_window_s, meter.min_window_s)
     body["time"]["probe_step_s"] = probe_step_s  # the timed steps before the first window (slowest rank)
     body["engine"] = engine
+    masked = sum("attention_mask" in b for b in pool)
     body["execution"] = {
         "mode": cfg.execution,
         "first_step_s": first_step_s,
+        # what the steps were fed (step_inputs): a compiled graph traced without a mask runs no fused attention
+        "attention_mask": "every batch" if masked == len(pool) else "padded batches" if masked else "none",
         **compile_settings(cfg.execution),
     }
     body["precision_policy"] = parallel.precision_policy(cfg.layout, cfg.precision)

@@ -6,6 +6,7 @@ eager and compiled in each set-up whose graph kept a fused kernel, with its MFU.
 
     python benchmarks/compiled_sdpa.py --out build/compiled_sdpa.json         # on a CUDA GPU, ~2-4 min
     python benchmarks/compiled_sdpa.py --device cpu --layers 1 --seq-len 64 --batch-size 2 --skip-timing
+    python benchmarks/compiled_sdpa.py --modes max-autotune-no-cudagraphs      # also that mode, the runner's set-up
 
 On an H100 and an H200 the whole-model compile ran SDPA's math path (fp32 matrix products, Inductor's softmax)
 where eager ran cuDNN's flash kernel (``data/reference/H100/compiled_attention.json``); this says which of the
@@ -46,14 +47,19 @@ def _batch(device: str, batch_size: int, seq_len: int, mask: bool) -> dict:
     return batch
 
 
+RUNNER = (
+    "mask, autocast inside"  # the set-up the runner's compiled steps use (train.step_inputs, AutocastForward)
+)
+
+
 def _setups(device: str):
     """(name, mask passed, autocast inside the compiled module, SDPA backends allowed or None)"""
     from torch.nn.attention import SDPBackend
 
     rows = [
-        ("runner: mask, autocast outside", True, False, None),
+        ("mask, autocast outside", True, False, None),
         ("no mask, autocast outside", False, False, None),
-        ("mask, autocast inside", True, True, None),
+        (RUNNER, True, True, None),
     ]
     if device == "cuda":
         for b in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
@@ -130,7 +136,9 @@ def _fused(row: dict) -> bool:
     )
 
 
-def time_setup(args, name: str, mask: bool, inside: bool, backends, execution: str) -> dict:
+def time_setup(
+    args, name: str, mask: bool, inside: bool, backends, execution: str, mode: str = "default"
+) -> dict:
     """Step time (10 steps after 3), fused-attention kernel time (torch.profiler, 2 steps) and MFU."""
     import torch
     from torch.nn.attention import sdpa_kernel
@@ -142,7 +150,7 @@ def time_setup(args, name: str, mask: bool, inside: bool, backends, execution: s
 
     model = _model(args.layers, 0.1, args.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, **adamw_kernel(torch.device(args.device).type))
-    fwd = model if execution == "eager" else _compiled(model, args.device, inside)
+    fwd = model if execution == "eager" else _compiled(model, args.device, inside, mode=mode)
     batch = _batch(args.device, args.batch_size, args.seq_len, mask)
     sdpa = (lambda: sdpa_kernel(backends)) if backends else contextlib.nullcontext
     outer = (
@@ -207,6 +215,7 @@ def time_setup(args, name: str, mask: bool, inside: bool, backends, execution: s
     return {
         "setup": name,
         "execution": execution,
+        "torch_compile_mode": None if execution == "eager" else mode,
         "first_steps_s": round(first_s, 1),
         "step_ms": round(step_s * 1e3, 2),
         "fused_attention_ms": round(fused_us / 1e3, 2),
@@ -221,6 +230,13 @@ def main(argv=None) -> int:
     ap = step_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     ap.add_argument("--max-compiled", type=int, default=3, help="compiled set-ups timed, at most")
     ap.add_argument("--skip-timing", action="store_true", help="only the traces")
+    ap.add_argument(
+        "--modes",
+        type=lambda v: [m for m in v.split(",") if m],
+        default=[],
+        help="further torch.compile modes to time the runner's set-up in, e.g. max-autotune-no-cudagraphs "
+        "(minutes of autotuning each)",
+    )
     args = ap.parse_args(argv)
     import torch
 
@@ -237,12 +253,16 @@ def main(argv=None) -> int:
     timed = [time_setup(args, "eager, mask", True, False, None, "eager")]
     print(json.dumps(timed[-1]), flush=True)
     fused = [t["setup"] for t in traces if _fused(t)][: args.max_compiled]
-    for name in fused:
+    # each fused set-up in Inductor's default mode, then the runner's set-up in each further mode asked for
+    runs = [(name, "default") for name in fused] + [(RUNNER, m) for m in args.modes if m != "default"]
+    for name, mode in runs:
         _, mask, inside, backends = setups[name]
         try:
-            timed.append(time_setup(args, name, mask, inside, backends, "compile"))
+            timed.append(time_setup(args, name, mask, inside, backends, "compile", mode))
         except Exception as e:
-            timed.append({"setup": name, "execution": "compile", "error": f"{type(e).__name__}: {e}"[:300]})
+            timed.append(
+                {"setup": name, "execution": "compile", "torch_compile_mode": mode, "error": f"{e}"[:300]}
+            )
         print(json.dumps(timed[-1]), flush=True)
         result["timed"] = timed
         if args.out:
@@ -254,7 +274,8 @@ def main(argv=None) -> int:
             json.dump(result, f, indent=1)
     for t in timed:
         print(
-            f"{t['setup']:<40} {t['execution']:<8} {t.get('step_ms', float('nan')):>8} ms  MFU {t.get('mfu')}"
+            f"{t['setup']:<40} {t['execution']:<8} {t.get('torch_compile_mode') or '':<26} "
+            f"{t.get('step_ms', float('nan')):>8} ms  MFU {t.get('mfu')}"
         )
     return 0
 

@@ -27,7 +27,8 @@
 #              all-ones mask kept, bf16 autocast inside the compiled forward; data/reference/H200/gpu-modes-masked.yaml,
 #              6 runs, ~4.5 min), and with the calibrate step the compiled modes probed (--executions)
 #   sdpa       which attention kernel the compiled graph keeps, per set-up, and BERT-base s512 b32 timed in those that
-#              keep a fused one (benchmarks/compiled_sdpa.py; ~2.5 min)
+#              keep a fused one (benchmarks/compiled_sdpa.py; ~2.5 min); SDPA_MODES=max-autotune-no-cudagraphs also
+#              times the runner's set-up in that torch.compile mode (minutes of autotuning more)
 #   counter    8 s of the raw NVML energy counter (~30 s)
 #   tests      the CUDA-only tests, marker gpu (~1 min: one of them calibrates)
 #
@@ -79,7 +80,7 @@ want attention && step attention $PY -m companion.cli sweep --profile data/refer
   --device-name "$DEVICE" --out "$W/attention/runs" --quiet
 want masked && step masked $PY -m companion.cli sweep --profile data/reference/H200/gpu-modes-masked.yaml \
   --device-name "$DEVICE" --out "$W/modes-masked/runs" --quiet
-want sdpa && step sdpa $PY benchmarks/compiled_sdpa.py --out "$W/compiled_sdpa.json"
+want sdpa && step sdpa $PY benchmarks/compiled_sdpa.py --out "$W/compiled_sdpa.json" ${SDPA_MODES:+--modes $SDPA_MODES}
 want counter && step counter $PY benchmarks/record_meter_log.py --counter-trace 8 --device cuda --out "$W/nvml_counter_$DEVICE.jsonl"
 want tests && step tests $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/runs/test_calibrate.py \
   tests/energy/test_memory.py tests/runs/test_meters.py tests/runs/test_execution.py

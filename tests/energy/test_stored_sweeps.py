@@ -155,25 +155,32 @@ def test_the_range_of_pooled_coverage_resamples_sweeps_and_narrows_with_more():
 def test_a_stored_sweep_is_scored_as_the_validation_page_scores_it_in_any_number_of_processes(
     tmp_path, monkeypatch
 ):
-    # the newest stored archive, twice: two processes score it alike, every split and the off-grid runs, both
-    # targets, with the device, the host, the energy's kind and the commit that measured it
-    newest = stored.stored_sweeps(Path(__file__).parents[2] / "data" / "reference" / "cpu")[-1]
+    # the newest stored archive scored here, in this process, and as committed (benchmarks/model_accuracy.py scored
+    # it in worker processes, on another host): alike, every split and the off-grid runs, both targets, with the
+    # device, the host, the energy's kind and the commit that measured it
+    reference = Path(__file__).parents[2] / "data" / "reference" / "cpu"
+    newest = stored.stored_sweeps(reference)[-1]
     cache = tmp_path / "scores"
-    t = stored.score_stored([newest, newest], ["operator_roofline"], 0.9, 0.1, workers=2, cache=cache)
+    here = stored.score_stored([newest], ["operator_roofline"], 0.9, 0.1, cache=cache)
     # its scores are kept under a key of the archive, the scoring code and the arguments, and read back as computed
     (kept,) = cache.glob("*.csv")
     assert kept.name.startswith(stored.sweep_name(newest) + ".")
 
     def never(*_, **__):
-        raise AssertionError("scored again although its scores are cached")
+        raise AssertionError(
+            "scored again although its scores are cached (after a change to the scoring code, "
+            "`python benchmarks/model_accuracy.py` re-keys data/reference/cpu/scores/)"
+        )
 
     monkeypatch.setattr(stored, "_score_one", never)
     pd.testing.assert_frame_equal(
-        stored.score_stored([newest, newest], ["operator_roofline"], 0.9, 0.1, cache=cache), t
+        stored.score_stored([newest], ["operator_roofline"], 0.9, 0.1, cache=cache), here
     )
+    committed = stored.score_stored([newest], ["operator_roofline"], 0.9, 0.1, cache=reference / "scores")
     with pytest.raises(AssertionError, match="scored again"):  # another level: another key
         stored.score_stored([newest], ["operator_roofline"], 0.8, 0.1, cache=cache)
     monkeypatch.undo()
+    t = pd.concat([here, committed], ignore_index=True)
     assert t.columns.tolist() == stored.SCORE_COLUMNS  # the columns this build's own rows have too
     first, second = (
         g.drop(columns="sweep").reset_index(drop=True) for _, g in t.groupby(t.index // (len(t) // 2))

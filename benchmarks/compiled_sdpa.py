@@ -38,13 +38,14 @@ def _model(layers: int, dropout: float, device: str):
 def _batch(device: str, batch_size: int, seq_len: int, mask: bool) -> dict:
     import torch
 
+    from companion.runs.train import step_inputs
+
     batch = {
         "input_ids": torch.randint(0, 30522, (batch_size, seq_len), device=device),
         "labels": torch.randint(0, 2, (batch_size,), device=device),
     }
-    if mask:  # what the runner passes for unpadded batches: all ones
-        batch["attention_mask"] = torch.ones(batch_size, seq_len, dtype=torch.long, device=device)
-    return batch
+    # with the mask: what the runner feeds a compiled step of an unpadded batch (all ones)
+    return step_inputs(batch, "compile") if mask else batch
 
 
 RUNNER = (
@@ -69,19 +70,14 @@ def _setups(device: str):
 
 
 def _compiled(model, device: str, inside: bool, backend=None, mode: str = "default"):
+    """``model`` compiled afresh, with the bf16 autocast inside its forward as the runner's (``inside``)."""
     import torch
+
+    from companion.runs.train import AutocastForward
 
     torch._dynamo.reset()
     if inside:
-        module = torch.nn.Module()
-        module.inner = model
-        ctx = lambda: torch.autocast(device, dtype=torch.bfloat16)  # noqa: E731
-
-        def forward(**kw):
-            with ctx():
-                return model(**kw)
-
-        return torch.compile(forward, backend=backend) if backend else torch.compile(forward, mode=mode)
+        model = AutocastForward(model, device)
     return torch.compile(model, backend=backend) if backend else torch.compile(model, mode=mode)
 
 
@@ -147,25 +143,22 @@ def time_setup(
     from companion.energy import hardware, proxies
     from companion.runs.parallel import adamw_kernel
     from companion.runs.provenance import short_gpu_name
+    from companion.runs.train import make_train_step
 
     model = _model(args.layers, 0.1, args.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, **adamw_kernel(torch.device(args.device).type))
     fwd = model if execution == "eager" else _compiled(model, args.device, inside, mode=mode)
     batch = _batch(args.device, args.batch_size, args.seq_len, mask)
     sdpa = (lambda: sdpa_kernel(backends)) if backends else contextlib.nullcontext
-    outer = (
-        (lambda: torch.autocast(args.device, dtype=torch.bfloat16))
-        if not inside or execution == "eager"
-        else contextlib.nullcontext
-    )
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    # the runner's step: bf16 autocast around the model unless its compiled forward holds it (AutocastForward)
+    # (modes that capture CUDA graphs begin a replay each step, as the runner's cudagraphs execution does)
+    graphs = execution != "eager" and args.device == "cuda" and mode in ("reduce-overhead", "max-autotune")
+    train = make_train_step(fwd, opt, bf16_autocast=True, graphs=graphs)
 
     def step():
-        with sdpa(), outer():
-            loss = fwd(**batch).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        with sdpa():
+            train(batch)
 
     t0 = time.perf_counter()
     for _ in range(3):

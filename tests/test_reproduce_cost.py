@@ -1,0 +1,110 @@
+"""benchmarks/reproduce_cost.py reads a finished `make reproduce` from its outputs: a tree whose times are known
+gives those times back, phase by phase."""
+
+import importlib.util
+import json
+import os
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).parents[1] / "benchmarks" / "reproduce_cost.py"
+T0 = datetime(2026, 11, 27, 4, 0, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("reproduce_cost", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _touch(path: Path, at_s: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+    t = (T0 + timedelta(seconds=at_s)).timestamp()
+    os.utime(path, (t, t))
+
+
+def _notebook(folder: Path, stage: str, start_s: float, end_s: float) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "start_time": (T0 + timedelta(seconds=start_s)).isoformat(),
+        "end_time": (T0 + timedelta(seconds=end_s)).isoformat(),
+    }
+    (folder / f"{stage}.ipynb").write_text(json.dumps({"metadata": {"papermill": meta}, "cells": []}))
+
+
+def _record(
+    folder: Path,
+    name: str,
+    world: int,
+    start_s: int,
+    end_s: int,
+    measured_s: float,
+    probe_s: float,
+    status="ok",
+):
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = lambda s: (T0 + timedelta(seconds=s)).isoformat(timespec="seconds")  # noqa: E731
+    rec = {
+        "status": status,
+        "config": {"world_size": world},
+        "provenance": {"started_at": stamp(start_s), "finished_at": stamp(end_s)},
+        "time": {"measured_s": measured_s, "probe_step_s": [probe_s]},
+    }
+    (folder / f"{name}.json").write_text(json.dumps(rec))
+
+
+def _tree(root: Path) -> None:
+    _touch(root / ".venv" / "pyvenv.cfg", 0)
+    _touch(root / ".venv" / ".setup-done", 30)
+    gen = root / "book" / "generated"
+    _notebook(gen, "01_runs", 31, 131)
+    runs = root / "data" / "runs"
+    # grid: two 1-rank runs of 10 s (6 s measured, 1 s probe), one 4-rank run of 20 s (8 s, 2 s); the validation
+    # and test sets' runs measured alongside: one 2-rank run of 15 s (5 s, 1 s) each; a failed run counts nowhere
+    _record(runs / "cpu", "a", 1, 35, 45, 6.0, 1.0)
+    _record(runs / "cpu", "b", 1, 50, 60, 6.0, 1.0)
+    _record(runs / "cpu", "c", 4, 70, 90, 8.0, 2.0)
+    _record(runs / "cpu", "d", 4, 90, 99, 1.0, 1.0, status="failed")
+    _record(runs / "holdout", "e", 2, 95, 110, 5.0, 1.0)
+    _record(runs / "testset", "f", 2, 110, 125, 5.0, 1.0)
+    (root / "data" / "devices").mkdir(parents=True)
+    (root / "data" / "devices" / "cpu-some-host.json").write_text(
+        json.dumps({"provenance": {"wall_s": 40.0}})
+    )
+    _notebook(gen, "02_proxies", 175, 185)
+    _notebook(gen, "03_fit", 188, 200)
+    _notebook(gen, "04_validation", 203, 253)
+    _touch(root / "_build" / "html" / "index.html", 263)
+
+
+def test_phases_of_a_known_tree(bench, tmp_path):
+    _tree(tmp_path)
+    c = bench.cost(tmp_path, "cpu", None)
+    assert c.setup_s == 30 and c.sweep_s == 100 and c.calibrate_s == 40
+    assert {w: (g.runs, g.wall_s, g.measured_s, g.probe_s) for w, g in c.by_world.items()} == {
+        1: (2, 20.0, 12.0, 2.0),
+        2: (2, 30.0, 10.0, 2.0),
+        4: (1, 20.0, 8.0, 2.0),
+    }
+    assert c.by_world[4].other_s == 10.0
+    assert c.outside_runs_s == (125 - 35) - 70  # the span of the runs less their walls
+    assert c.stages_s == {"02_proxies": 10.0, "03_fit": 12.0, "04_validation": 50.0}
+    assert c.between_stages_s == (253 - 175) - 72
+    assert c.book_s == 10 and c.total_s == 263
+    text = bench.report(c, budget_s=250)
+    assert "over by 13 s" in text
+    assert "in none of the above" in text and "263 s" in text
+    assert "within" in bench.report(c, budget_s=300)
+
+
+def test_a_tree_without_a_build_says_so(bench, tmp_path):
+    c = bench.cost(tmp_path, "cpu", None)
+    assert c.total_s is None and c.sweep_s is None and not c.by_world
+    assert "no total" in bench.report(c, budget_s=600)

@@ -75,11 +75,17 @@ def _stamp(text: str) -> datetime:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
-def notebook_times(executed: Path) -> dict[str, tuple[datetime, datetime]]:
-    """{stage: (start, end)} of the notebooks papermill executed into ``executed`` (book/generated)."""
+def notebook_times(executed: Path, profile: str) -> dict[str, tuple[datetime, datetime]]:
+    """{stage: (start, end)} of the notebooks papermill executed into ``executed`` (book/generated) for
+    ``profile``; an error where they were executed for another profile."""
     out = {}
     for nb in sorted(executed.glob("*.ipynb")):
         meta = json.loads(nb.read_text()).get("metadata", {}).get("papermill", {})
+        ran_for = (meta.get("parameters") or {}).get("profile", profile)
+        if ran_for != profile:
+            raise SystemExit(
+                f"error: {nb} was executed for profile {ran_for!r}, not {profile!r}; pass --profile {ran_for}"
+            )
         if meta.get("start_time") and meta.get("end_time"):
             out[nb.stem] = (_stamp(meta["start_time"]), _stamp(meta["end_time"]))
     return out
@@ -117,7 +123,7 @@ def cost(root: Path, profile: str = "cpu", calibration: Path | None = None) -> C
     created, set_up = _mtime(venv / "pyvenv.cfg"), _mtime(venv / ".setup-done")
     if created and set_up:
         c.setup_s = (set_up - created).total_seconds()
-    stages = notebook_times(root / "book" / "generated")
+    stages = notebook_times(root / "book" / "generated", profile)
     if SWEEP_STAGE in stages:
         start, end = stages.pop(SWEEP_STAGE)
         c.sweep_s = (end - start).total_seconds()

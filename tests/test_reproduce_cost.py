@@ -30,11 +30,12 @@ def _touch(path: Path, at_s: float) -> None:
     os.utime(path, (t, t))
 
 
-def _notebook(folder: Path, stage: str, start_s: float, end_s: float) -> None:
+def _notebook(folder: Path, stage: str, start_s: float, end_s: float, profile: str = "cpu") -> None:
     folder.mkdir(parents=True, exist_ok=True)
     meta = {
         "start_time": (T0 + timedelta(seconds=start_s)).isoformat(),
         "end_time": (T0 + timedelta(seconds=end_s)).isoformat(),
+        "parameters": {"profile": profile},
     }
     (folder / f"{stage}.ipynb").write_text(json.dumps({"metadata": {"papermill": meta}, "cells": []}))
 
@@ -108,3 +109,9 @@ def test_a_tree_without_a_build_says_so(bench, tmp_path):
     c = bench.cost(tmp_path, "cpu", None)
     assert c.total_s is None and c.sweep_s is None and not c.by_world
     assert "no total" in bench.report(c, budget_s=600)
+
+
+def test_notebooks_of_another_profile_are_refused(bench, tmp_path):
+    _tree(tmp_path)
+    with pytest.raises(SystemExit, match="executed for profile 'cpu', not 'ci'; pass --profile cpu"):
+        bench.cost(tmp_path, "ci", None)

@@ -176,7 +176,7 @@ figures.gpu_regimes(points, floors, peak, device)
 # %% [markdown]
 # ## Power and efficiency
 #
-# One BERT-base step (512 tokens, batch 32) on the first machine:
+# One BERT-base step (512 tokens, batch 32) on the first machine (a probe, not a run):
 
 # %%
 # hide

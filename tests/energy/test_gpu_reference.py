@@ -274,7 +274,10 @@ def test_attention_left_out_of_the_compiled_graphs_on_another_board():
     from companion.report import gpu
 
     text = gpu.attention_text({"attention": numbers})
-    assert f"took {best['step_ms']:.1f} ms a step" in text
+    assert f"took {best['step_ms']:.1f} ms at 512 tokens" in text
+    # each figure says the mode it was measured in: the best at 512 tokens, and 128 tokens' pair under CUDA graphs
+    assert f"at 512 tokens ({'under CUDA graphs' if best['mode'] == 'cudagraphs' else 'compiled'})" in text
+    assert "under CUDA graphs at 128 tokens" in text and "with SDPA compiled)" in text
 
 
 def test_a_whole_model_compile_runs_no_fused_attention_kernel_with_dropout_or_without():

@@ -624,6 +624,12 @@ def test_the_stretch_holds_every_mape_to_the_floor_of_the_runs_it_scores():
         # every first replicate low and every second high: a shift of the whole pass, all of which the floor counts,
         # so an exact model scores the floor too (the verdict sets this beside the stretch, as no criterion)
         assert t["exact_floor_ratio_by_split"]["pooled"] == pytest.approx(10 / (100 * spread), rel=0.01)
+    # one group past the stretch fails it, though another has no floor; all within, it waits for that floor
+    from companion.energy.validation import stretch_met
+
+    assert stretch_met({"pooled": 2.2, "holdout": None}, 1.5) is False
+    assert stretch_met({"pooled": 1.2, "holdout": None}, 1.5) is None
+    assert stretch_met({"pooled": 1.2, "holdout": 1.4}, 1.5) is True and stretch_met({}, 1.5) is None
     # runs never measured twice: no floor, and the stretch is not judged (neither met nor failed)
     t = model_verdict(score(pred, None, by=()), score(pred, None))["targets"]["time"]
     assert t["meets_stretch"] is None and t["floor_ratio_by_split"]["pooled"] is None

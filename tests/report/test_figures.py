@@ -153,3 +153,21 @@ def test_every_law_coefficient_has_words_for_its_panel():
     from companion.report.figures import PARAM_WORDS
 
     assert set(PARAM_WORDS) == set(UNITS)
+
+
+def test_the_first_figure_calls_estimated_energy_estimated_on_its_axis_and_in_its_hover():
+    pred = pd.DataFrame(
+        {
+            "split": ["leave_one_size_out", "test"],
+            "model": ["operator_roofline", "roofline_power_law"],
+            "target": ["energy", "energy"],
+            "measured": [1.0, 2.0],
+            "predicted": [1.1, 1.8],
+            "ape_pct": [10.0, 10.0],
+        }
+    )
+    text = str(figures.hero_predictions(pred, RUNS).to_dict())
+    assert "estimated energy per step (J)" in text and "'estimated (J)'" in text
+    assert "measured (J)" not in text and "measured energy" not in text
+    measured = RUNS.assign(energy_measured=True)
+    assert "'measured (J)'" in str(figures.hero_predictions(pred, measured).to_dict())

@@ -316,6 +316,11 @@ def test_verdict_table_reads_model_verdict(validation):
         tables.verdict_table(twice)["time per step"].tolist()[7]
         == f"{NA} (too few replicated runs for a floor: off-grid)"
     )
+    # a split past the stretch fails it, though the off-grid runs have no floor
+    twice["model_verdict"]["targets"]["time"].update(
+        floor_ratio_by_split={"pooled": 2.2, "holdout": None}, meets_stretch=False
+    )
+    assert tables.verdict_table(twice)["time per step"].tolist()[7] == "not met (pooled, 2.2 x its floor)"
     # beside the coverage criterion: how often exact intervals would meet it on splits of these sizes
     twice["model_verdict"]["targets"]["time"]["coverage_in_range_chance"] = 0.043
     assert (

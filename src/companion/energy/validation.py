@@ -861,11 +861,21 @@ def model_verdict(
             },
             "floor_ratio_by_split": ratio,
             "exact_floor_ratio_by_split": exact,
-            "meets_stretch": None
-            if any(r is None for r in ratio.values()) or not ratio
-            else all(r <= stretch for r in ratio.values()),
+            "meets_stretch": stretch_met(ratio, stretch),
         }
     return out
+
+
+def stretch_met(ratios: dict, stretch: float) -> bool | None:
+    """The stretch criterion from each scored group's MAPE over its floor (None: no floor): failed where any known
+    ratio exceeds ``stretch``, whatever the groups without a floor would show; else not judged while one lacks a
+    floor; else met."""
+    known = [r for r in ratios.values() if r is not None]
+    if any(r > stretch for r in known):
+        return False
+    if not ratios or len(known) < len(ratios):
+        return None
+    return True
 
 
 def _first(rows: pd.DataFrame, column: str) -> float | None:

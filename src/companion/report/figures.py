@@ -1204,6 +1204,7 @@ def hero_predictions(pred: pd.DataFrame, df: pd.DataFrame, target: str = "energy
     ]
     scale = alt.Scale(type="log", domain=lim)
     unit = "J" if target == "energy" else "s"
+    observed = energy_word(df) if target == "energy" else "measured"  # the axis and the hover say the same
     panels = []
     for key, label in models.items():
         g = p[p.model == key]
@@ -1215,8 +1216,7 @@ def hero_predictions(pred: pd.DataFrame, df: pd.DataFrame, target: str = "energy
                 x=alt.X(
                     "measured:Q",
                     scale=scale,
-                    title=f"{energy_word(df) if target == 'energy' else 'measured'} "
-                    f"{target} per step ({unit})",
+                    title=f"{observed} {target} per step ({unit})",
                     axis=alt.Axis(format=SI),
                 ),
                 y=alt.Y(
@@ -1234,7 +1234,7 @@ def hero_predictions(pred: pd.DataFrame, df: pd.DataFrame, target: str = "energy
                 shape=alt.Shape("group:N", scale=alt.Scale(domain=list(keep.values())), legend=None),
                 tooltip=[
                     alt.Tooltip("group:N", title="held out as"),
-                    alt.Tooltip("measured:Q", format=NUM, title=f"measured ({unit})"),
+                    alt.Tooltip("measured:Q", format=NUM, title=f"{observed} ({unit})"),
                     alt.Tooltip("predicted:Q", format=NUM, title=f"predicted ({unit})"),
                     alt.Tooltip("ape_pct:Q", format=".1f", title="error (%)"),
                 ],
@@ -1251,7 +1251,7 @@ def hero_predictions(pred: pd.DataFrame, df: pd.DataFrame, target: str = "energy
         )
     return alt.hconcat(
         *panels,
-        title=_title(f"Runs never seen in the fit: predicted against measured {target}", df),
+        title=_title(f"Runs never seen in the fit: predicted against {observed} {target}", df),
         description="Every run predicted by a fit that never saw its model size, and the off-grid "
         "validation and test runs by a fit on the whole sweep: the primary model (left) "
         "beside the paper's law (right); the dashed diagonal is a perfect prediction.",

@@ -6,6 +6,7 @@ import pandas as pd
 
 from companion.energy.reference import bert_base_b32
 from companion.report.figures import TIER_WORDS
+from companion.report.numbers import host_slug_words
 
 
 def tier_table(numbers: dict, words: dict | None = None) -> pd.DataFrame:
@@ -40,7 +41,7 @@ def facts_table(numbers: dict) -> pd.DataFrame:
             ("model FLOPs utilisation", f"{base['mfu_pct']:.1f} %"),
             (
                 "energy efficiency",
-                f"{base['gflop_per_j']:.0f} GFLOP/J (at peak and TDP: {base['peak_gflop_per_j']:.0f})",
+                f"{base['gflop_per_j']:.0f} GFLOP/J (at peak and TDP: {base['peak_gflop_per_j']:.0f} GFLOP/J)",
             ),
             ("idle power, no process", f"{power['idle']:.0f} W"),
             ("idle power, a process holding memory", f"{power['hot_idle']:.0f} W"),
@@ -157,13 +158,14 @@ def host_text(numbers: dict) -> str:
     lo, hi = host["step_ms_range"]
     other, one = host["calibrated_from_probe_machine"], numbers.get("one_machine")
     return (
-        f"The same host-bound step took {lo:.0f} to {hi:.0f} ms on machines with the same board: the processor "
+        f"The same host-bound step, a bare loop or a run, took {lo:.0f} to {hi:.0f} ms on machines with the same "
+        "board: the processor "
         "beside the GPU sets it. A host-probe machine's calibration "
         f"({host['probe_per_op_us']:.1f} µs per operator, from three depths that agree) puts the calibrated "
         f"tier's step time off by {other['reference']['time_mape_pct']:.0f} % on the first machine's runs and "
         f"{other['test']['time_mape_pct']:.0f} % on the test machine's."
     ) + (
-        " With the one-machine set's own calibration: "
+        " The one-machine set's own calibration, on its runs: "
         + " and ".join(f"{v['calibrated']['time_mape_pct']:.0f} %" for v in one["tiers"].values())
         + " (above)."
         if one
@@ -223,7 +225,7 @@ def modes_table(numbers: dict) -> pd.DataFrame:
                 + (", SDPA uncompiled" if g["attn"] == "sdpa-nocompile" else "")
                 + ("" if g["engine"] == "native" else ", Accelerate"),
                 "ms per step": f"{g['step_ms']:.1f}",
-                "J per step": f"{g['energy_per_step_j']:.1f}",
+                "J per step (NVML)": f"{g['energy_per_step_j']:.1f}",
                 "MFU (%)": f"{g['mfu_pct']:.0f}",
             }
             for g in rows
@@ -298,7 +300,7 @@ def cpu_modes_text(hosts: list[dict], alpha: float = 0.05) -> str:
         beyond = (others.p_value < alpha).sum()
         untested = others.p_value.isna().sum()  # one replicate, or none apart: no test
         out.append(
-            f"On a CPU ({h['host']}, {h['shape']['layers']}-layer BERT, {int(rows.runs.min())} replicates), "
+            f"On a CPU ({host_slug_words(h['host'])}, {h['shape']['layers']}-layer BERT, {int(rows.runs.min())} replicates), "
             f"{moved} took {ratios} times native eager's step, replicates up to {rows.spread_pct.max():.0f} % "
             "apart: "
             + (
@@ -309,7 +311,7 @@ def cpu_modes_text(hosts: list[dict], alpha: float = 0.05) -> str:
                 else f"{beyond} of {len(others)} told apart from eager (Welch, p < {alpha})"
             )
             + f"; the calibrated tier missed by at most {rows.calibrated_time_error_pct.abs().max():.0f} %."
-            + ("" if h["energy_measured"] else " Its energy, estimated, repeats time.")
+            + ("" if h["energy_measured"] else " CPU energy, estimated, repeats time.")
         )
     return " ".join(out)
 
@@ -337,7 +339,8 @@ def attention_text(numbers: dict) -> str:
         return ""
     return (
         f"On an {att['device']}, SDPA left out of the compiled graphs (`attn: sdpa-nocompile`), the earlier "
-        f"way around the math path, took {out.step_ms:.1f} ms a step at 512 tokens against eager's "
-        f"{eager.step_ms:.1f}; at 128 tokens its graph breaks cost host time ({short_out.step_ms:.0f} ms against "
-        f"{short_in.step_ms:.0f})."
+        f"way around the math path, took {out.step_ms:.1f} ms at 512 tokens "
+        f"({'under CUDA graphs' if out.execution == 'cudagraphs' else 'compiled'}) against eager's "
+        f"{eager.step_ms:.1f}; under CUDA graphs at 128 tokens its graph breaks cost host time "
+        f"({short_out.step_ms:.0f} ms against {short_in.step_ms:.0f} with SDPA compiled)."
     )

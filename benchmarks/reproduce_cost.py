@@ -27,7 +27,7 @@ import json
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +58,12 @@ class Cost:
     setup_s: float | None = None
     sweep_s: float | None = None
     by_world: dict[int, RunGroup] = field(default_factory=dict)
-    outside_runs_s: float | None = None  # the sweep's time in no run: launches
+    outside_runs_s: float | None = (
+        None  # the sweep's time between its first run's start and last run's end in no run
+    )
+    sweep_rest_s: float | None = (
+        None  # stage 01 before its first run (imports, the first launch) and after its last
+    )
     calibrate_s: float | None = None
     stages_s: dict[str, float] = field(default_factory=dict)  # stage -> papermill duration, 02 onwards
     between_stages_s: float | None = None
@@ -75,27 +80,38 @@ def _stamp(text: str) -> datetime:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
+def _profile_name(profile: str) -> str:
+    from companion.report.stages import profile_name
+
+    return profile_name(profile)
+
+
 def notebook_times(executed: Path, profile: str) -> dict[str, tuple[datetime, datetime]]:
     """{stage: (start, end)} of the notebooks papermill executed into ``executed`` (book/generated) for
-    ``profile``; an error where they were executed for another profile."""
+    ``profile`` (a name or a .yaml path); an error where they were executed for another profile."""
+    want = _profile_name(profile)
     out = {}
     for nb in sorted(executed.glob("*.ipynb")):
         meta = json.loads(nb.read_text()).get("metadata", {}).get("papermill", {})
-        ran_for = (meta.get("parameters") or {}).get("profile", profile)
-        if ran_for != profile:
+        ran_for = _profile_name(str((meta.get("parameters") or {}).get("profile", profile)))
+        if ran_for != want:
             raise SystemExit(
-                f"error: {nb} was executed for profile {ran_for!r}, not {profile!r}; pass --profile {ran_for}"
+                f"error: {nb} was executed for profile {ran_for!r}, not {want!r}; pass --profile {ran_for}"
             )
         if meta.get("start_time") and meta.get("end_time"):
             out[nb.stem] = (_stamp(meta["start_time"]), _stamp(meta["end_time"]))
     return out
 
 
-def run_groups(folders: list[Path]) -> tuple[dict[int, RunGroup], tuple[datetime, datetime] | None]:
-    """Per world size, the finished runs' times in ``folders``, and the span from the first run's start to the
-    last one's end (None without runs)."""
+def run_groups(
+    folders: list[Path], window: tuple[datetime, datetime] | None = None
+) -> tuple[dict[int, RunGroup], tuple[datetime, datetime] | None, str | None]:
+    """Per world size, the finished runs' times in ``folders`` (those inside ``window``, stage 01's, where it is
+    known: records of earlier sweeps stay in data/runs/), the span from the first run's start to the last one's
+    end (None without runs), and the device the records name."""
     groups: dict[int, RunGroup] = defaultdict(RunGroup)
-    first = last = None
+    first = last = device = None
+    slack = timedelta(seconds=1)  # records carry whole seconds
     for folder in folders:
         for path in sorted(folder.glob("*.json")):
             rec = json.loads(path.read_text())
@@ -103,6 +119,8 @@ def run_groups(folders: list[Path]) -> tuple[dict[int, RunGroup], tuple[datetime
                 continue
             prov, t = rec["provenance"], rec["time"]
             start, end = _stamp(prov["started_at"]), _stamp(prov["finished_at"])
+            if window is not None and (start < window[0] - slack or end > window[1] + slack):
+                continue
             g = groups[int(rec["config"]["world_size"])]
             g.runs += 1
             g.wall_s += (end - start).total_seconds()
@@ -110,7 +128,13 @@ def run_groups(folders: list[Path]) -> tuple[dict[int, RunGroup], tuple[datetime
             g.probe_s += float(sum(t.get("probe_step_s") or []))
             first = start if first is None else min(first, start)
             last = end if last is None else max(last, end)
-    return dict(sorted(groups.items())), (first, last) if first is not None else None
+            device = device or rec["config"].get("device_name")
+    return dict(sorted(groups.items())), (first, last) if first is not None else None, device
+
+
+# a fresh `make reproduce` starts its sweep seconds after its set-up; a longer gap means the environment was made
+# by an earlier command, and neither the set-up nor the total belong to this build
+SETUP_GAP_S = 60.0
 
 
 def cost(root: Path, profile: str = "cpu", calibration: Path | None = None) -> Cost:
@@ -121,22 +145,26 @@ def cost(root: Path, profile: str = "cpu", calibration: Path | None = None) -> C
     c = Cost()
     venv = root / ".venv"
     created, set_up = _mtime(venv / "pyvenv.cfg"), _mtime(venv / ".setup-done")
-    if created and set_up:
-        c.setup_s = (set_up - created).total_seconds()
     stages = notebook_times(root / "book" / "generated", profile)
-    if SWEEP_STAGE in stages:
-        start, end = stages.pop(SWEEP_STAGE)
-        c.sweep_s = (end - start).total_seconds()
+    window = stages.pop(SWEEP_STAGE, None)
+    if window is not None:
+        c.sweep_s = (window[1] - window[0]).total_seconds()
+    if created and set_up and (window is None or (window[0] - set_up).total_seconds() <= SETUP_GAP_S):
+        c.setup_s = (set_up - created).total_seconds()
+    else:
+        created = None  # no total either
     prof = load_profile(profile)
-    folders = [root / "data" / "runs" / name for name in (prof.name, *prof.measured_with)]
-    c.by_world, span = run_groups([f for f in folders if f.is_dir()])
+    names = [prof.name, *(load_profile(n).name for n in prof.measured_with)]
+    folders = [root / "data" / "runs" / name for name in names]
+    c.by_world, span, device = run_groups([f for f in folders if f.is_dir()], window)
     if span is not None:
         c.outside_runs_s = (span[1] - span[0]).total_seconds() - sum(g.wall_s for g in c.by_world.values())
-    path = calibration or calibration_path(prof.device, root / "data" / "devices")
+        if window is not None:
+            c.sweep_rest_s = c.sweep_s - (span[1] - span[0]).total_seconds()
+    devices = root / "data" / "devices"
+    path = calibration or calibration_path(device or prof.device, devices)
     if path is None:  # a CPU's file is named by its host: another host's tree names its own
-        found = sorted(
-            (root / "data" / "devices").glob(f"{prof.device}*.json"), key=lambda p: p.stat().st_mtime
-        )
+        found = sorted(devices.glob(f"{device or prof.device}*.json"), key=lambda p: p.stat().st_mtime)
         path = found[-1] if found else None
     if path is not None:
         c.calibrate_s = json.loads(Path(path).read_text()).get("provenance", {}).get("wall_s")
@@ -157,8 +185,8 @@ def report(c: Cost, budget_s: float) -> str:
     def s(x):
         return "n/a" if x is None else f"{x:.0f} s"
 
-    lines = [f"{'phase':<34}{'time':>9}"]
-    add = lambda name, x: lines.append(f"{name:<34}{s(x):>9}")  # noqa: E731
+    lines = [f"{'phase':<40}{'time':>9}"]
+    add = lambda name, x: lines.append(f"{name:<40}{s(x):>9}")  # noqa: E731
     add("set-up", c.setup_s)
     add("sweep (stage 01)", c.sweep_s)
     for world, g in c.by_world.items():
@@ -166,7 +194,8 @@ def report(c: Cost, budget_s: float) -> str:
         add("    in measured windows", g.measured_s)
         add("    in timed probe steps", g.probe_s)
         add("    build, sharding, warm-up step", g.other_s)
-    add("  outside runs (launches)", c.outside_runs_s)
+    add("  between runs (launches)", c.outside_runs_s)
+    add("  before the first run, after the last", c.sweep_rest_s)
     add("calibrate", c.calibrate_s)
     for name, x in c.stages_s.items():
         add(f"stage {name}", x)
@@ -180,7 +209,10 @@ def report(c: Cost, budget_s: float) -> str:
         verdict = "within" if c.total_s <= budget_s else f"over by {c.total_s - budget_s:.0f} s"
         lines.append(f"budget {budget_s:.0f} s: {verdict}")
     else:
-        lines.append("no total: the tree lacks its virtual environment's markers or the built book")
+        lines.append(
+            "no total: the tree lacks the built book or its virtual environment's markers, or the environment "
+            "predates this build"
+        )
     return "\n".join(lines)
 
 

@@ -16,9 +16,9 @@
 # ```{glue:} gpu_intro
 # ```
 #
-# Each {term}`tier <Tier>` predicts them unseen. They come from six
-# machines with the same board: the *one-machine set*, the *first machine*, the *test machine*, a *host-probe
-# machine* and two *modes machines*.
+# Five machines with the same board ran them: the *one-machine set*, the *first machine*, the *test machine* and
+# two *modes machines*; a *host-probe machine* timed bare loops. Each {term}`tier <Tier>` predicts the first
+# three's runs unseen; the calibrated tier, the modes runs.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -82,8 +82,8 @@ if numbers["one_machine"]:
 # %% [markdown]
 # ## The first machine
 #
-# On the first machine's runs: mean absolute percentage error (MAPE) and how many runs each tier's
-# {glue:text}`gpu_level` interval covers (the fitted tier has too few runs for one).
+# On the first machine's runs: each tier's MAPE and how many runs its
+# {glue:text}`gpu_level` interval covers (the fitted tier has too few).
 
 # %%
 # hide

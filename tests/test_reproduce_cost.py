@@ -4,6 +4,7 @@ gives those times back, phase by phase."""
 import importlib.util
 import json
 import os
+import re
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -75,6 +76,7 @@ def _tree(root: Path) -> None:
     _record(runs / "cpu", "d", 4, 90, 99, 1.0, 1.0, status="failed")
     _record(runs / "holdout", "e", 2, 95, 110, 5.0, 1.0)
     _record(runs / "testset", "f", 2, 110, 125, 5.0, 1.0)
+    _record(runs / "cpu", "earlier", 1, -900, -890, 6.0, 1.0)  # an earlier sweep's record: not this build's
     (root / "data" / "devices").mkdir(parents=True)
     (root / "data" / "devices" / "cpu-some-host.json").write_text(
         json.dumps({"provenance": {"wall_s": 40.0}})
@@ -96,6 +98,7 @@ def test_phases_of_a_known_tree(bench, tmp_path):
     }
     assert c.by_world[4].other_s == 10.0
     assert c.outside_runs_s == (125 - 35) - 70  # the span of the runs less their walls
+    assert c.sweep_rest_s == 100 - (125 - 35)  # stage 01 outside that span
     assert c.stages_s == {"02_proxies": 10.0, "03_fit": 12.0, "04_validation": 50.0}
     assert c.between_stages_s == (253 - 175) - 72
     assert c.book_s == 10 and c.total_s == 263
@@ -103,6 +106,18 @@ def test_phases_of_a_known_tree(bench, tmp_path):
     assert "over by 13 s" in text
     assert "in none of the above" in text and "263 s" in text
     assert "within" in bench.report(c, budget_s=300)
+    assert re.search(r"in none of the above +5 s", text)  # 263 - (30 + 100 + 40 + 72 + 6 + 10)
+    # the profile given as its .yaml path, as make's PROFILE may be, reads the same notebooks and folders
+    assert bench.cost(tmp_path, "src/companion/runs/profiles/cpu.yaml", None).total_s == 263
+
+
+def test_an_environment_made_before_the_build_counts_neither_set_up_nor_total(bench, tmp_path):
+    _tree(tmp_path)
+    _touch(tmp_path / ".venv" / "pyvenv.cfg", -4000)
+    _touch(tmp_path / ".venv" / ".setup-done", -3970)
+    c = bench.cost(tmp_path, "cpu", None)
+    assert c.setup_s is None and c.total_s is None and c.sweep_s == 100
+    assert "predates this build" in bench.report(c, budget_s=600)
 
 
 def test_a_tree_without_a_build_says_so(bench, tmp_path):

@@ -629,6 +629,7 @@ def test_the_stretch_holds_every_mape_to_the_floor_of_the_runs_it_scores():
 
     assert stretch_met({"pooled": 2.2, "holdout": None}, 1.5) is False
     assert stretch_met({"pooled": 1.2, "holdout": None}, 1.5) is None
+    assert stretch_met({"pooled": 1.2, "holdout": float("nan")}, 1.5) is None
     assert stretch_met({"pooled": 1.2, "holdout": 1.4}, 1.5) is True and stretch_met({}, 1.5) is None
     # runs never measured twice: no floor, and the stretch is not judged (neither met nor failed)
     t = model_verdict(score(pred, None, by=()), score(pred, None))["targets"]["time"]

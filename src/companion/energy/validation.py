@@ -870,7 +870,7 @@ def stretch_met(ratios: dict, stretch: float) -> bool | None:
     """The stretch criterion from each scored group's MAPE over its floor (None: no floor): failed where any known
     ratio exceeds ``stretch``, whatever the groups without a floor would show; else not judged while one lacks a
     floor; else met."""
-    known = [r for r in ratios.values() if r is not None]
+    known = [r for r in ratios.values() if r is not None and np.isfinite(r)]  # NaN: no floor, as None
     if any(r > stretch for r in known):
         return False
     if not ratios or len(known) < len(ratios):

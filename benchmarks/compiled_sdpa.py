@@ -236,15 +236,20 @@ def main(argv=None) -> int:
     result = {"device": args.device, "torch": torch.__version__, "seq_len": args.seq_len}
     if args.device == "cuda":
         result["gpu"] = torch.cuda.get_device_name(0)
+
+    def save() -> None:  # after each set-up: a failure later keeps what was measured
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(result, f, indent=1)
+
     result["traces"] = traces = trace(args)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
+    save()
     if args.skip_timing:
         return 0
     setups = {s[0]: s for s in _setups(args.device)}
-    timed = [time_setup(args, "eager, mask", True, False, None, "eager")]
+    result["timed"] = timed = [time_setup(args, "eager, mask", True, False, None, "eager")]
     print(json.dumps(timed[-1]), flush=True)
+    save()
     fused = [t["setup"] for t in traces if _fused(t)][: args.max_compiled]
     # each fused set-up in Inductor's default mode, then the runner's set-up in each further mode asked for
     runs = [(name, "default") for name in fused] + [(RUNNER, m) for m in args.modes if m != "default"]
@@ -257,14 +262,7 @@ def main(argv=None) -> int:
                 {"setup": name, "execution": "compile", "torch_compile_mode": mode, "error": f"{e}"[:300]}
             )
         print(json.dumps(timed[-1]), flush=True)
-        result["timed"] = timed
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(result, f, indent=1)
-    result["timed"] = timed
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
+        save()
     for t in timed:
         print(
             f"{t['setup']:<40} {t['execution']:<8} {t.get('torch_compile_mode') or '':<26} "

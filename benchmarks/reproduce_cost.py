@@ -33,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from companion.report.stages import profile_name  # noqa: E402
+
 SWEEP_STAGE = "01_runs"
 
 
@@ -58,12 +60,10 @@ class Cost:
     setup_s: float | None = None
     sweep_s: float | None = None
     by_world: dict[int, RunGroup] = field(default_factory=dict)
-    outside_runs_s: float | None = (
-        None  # the sweep's time between its first run's start and last run's end in no run
-    )
-    sweep_rest_s: float | None = (
-        None  # stage 01 before its first run (imports, the first launch) and after its last
-    )
+    # the sweep's time between its first run's start and last run's end in no run (launches)
+    outside_runs_s: float | None = None
+    # stage 01 before its first run (imports, the first launch) and after its last
+    sweep_rest_s: float | None = None
     calibrate_s: float | None = None
     stages_s: dict[str, float] = field(default_factory=dict)  # stage -> papermill duration, 02 onwards
     between_stages_s: float | None = None
@@ -80,20 +80,14 @@ def _stamp(text: str) -> datetime:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
-def _profile_name(profile: str) -> str:
-    from companion.report.stages import profile_name
-
-    return profile_name(profile)
-
-
 def notebook_times(executed: Path, profile: str) -> dict[str, tuple[datetime, datetime]]:
     """{stage: (start, end)} of the notebooks papermill executed into ``executed`` (book/generated) for
     ``profile`` (a name or a .yaml path); an error where they were executed for another profile."""
-    want = _profile_name(profile)
+    want = profile_name(profile)
     out = {}
     for nb in sorted(executed.glob("*.ipynb")):
         meta = json.loads(nb.read_text()).get("metadata", {}).get("papermill", {})
-        ran_for = _profile_name(str((meta.get("parameters") or {}).get("profile", profile)))
+        ran_for = profile_name(str((meta.get("parameters") or {}).get("profile", profile)))
         if ran_for != want:
             raise SystemExit(
                 f"error: {nb} was executed for profile {ran_for!r}, not {want!r}; pass --profile {ran_for}"

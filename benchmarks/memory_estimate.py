@@ -8,9 +8,9 @@ The default tracks one steady training step of every configuration on a simulate
 (``companion.runs.memtrack``: torch's MemTracker / FSDPMemTracker) and prints, per configuration, the tracked peak,
 the estimate, their ratio and the moment the estimate puts the peak at; then the ratio's range and median.
 ``--records`` reads run records: on a GPU, ``peak_memory_bytes`` is ``torch.cuda.max_memory_allocated`` and the
-estimate is compared with it as it is; on a CPU it is the process's max RSS over its launch (libraries, and the
-launch's earlier runs), so the estimate plus ``CPU_PROCESS_BASE_BYTES`` is printed beside it as an upper-bound
-reading, not a check.
+estimate is compared with it as it is; on a CPU it is the process's peak RSS during the run (libraries included;
+in older records, its max RSS over the launch, earlier runs included), so the estimate plus
+``CPU_PROCESS_BASE_BYTES`` is printed beside it as an upper-bound reading, not a check.
 """
 
 from __future__ import annotations

@@ -248,7 +248,7 @@ def test_a_launch_that_refuses_its_plan_writes_no_records(tmp_path, monkeypatch)
     monkeypatch.setattr(
         sweep,
         "worker_command",
-        lambda plan, out, ws, device: [
+        lambda plan, out, ws, device, **k: [
             sys.executable,
             "-c",
             "import sys; print('error: NVML is not available; use meter=codecarbon'); sys.exit(2)",

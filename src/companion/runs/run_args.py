@@ -16,6 +16,13 @@ def run_parser() -> argparse.ArgumentParser:
         description="The per-rank runner: fine-tune, measure, write one record per configuration.",
     )
     parser.add_argument("--plan", type=Path, help="JSON plan written by `companion sweep` (a list of runs)")
+    parser.add_argument(
+        "--serve",
+        type=Path,
+        metavar="QUEUE",
+        help="run the plans `companion sweep` writes to QUEUE (0.json, 1.json, ...) in turn, each as --plan, "
+        "writing <k>.done after each, until QUEUE/stop appears: one launch serves a world size's every pass",
+    )
     parser.add_argument("--out", type=Path, help="record folder (default: data/runs/<profile>)")
     parser.add_argument("--profile-name", default="manual", help="profile name stored in the records")
     parser.add_argument(

@@ -8,7 +8,9 @@
   a record was in flight: it gets a ``failed`` record, and the rest are launched again. A launch that fails
   as a whole (no record, and its worker said ``error:`` or never started a run: a meter or package missing)
   stops the sweep with the worker's one-line message.
-* Replicates run in passes (``launch_order``): every configuration once, then all again.
+* Replicates run in passes (``launch_order``): every configuration once, then all again. On CPU a world
+  size's launch serves every pass (``Launches``): it waits on its queue folder between them. A launch that
+  ends while it waits is started again for the next pass; no run was in flight, so none is recorded failed.
 * A profile's ``measured_with`` profiles (the cpu grid's off-grid holdout) share its launches: their runs
   are spread among its own, so both are measured over the same minutes of a machine whose speed drifts.
 * ``emit_launch`` writes the same plans with multi-node torchrun commands and SLURM array scripts.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,10 +82,13 @@ class Pending:
     out_dir: Path
 
 
-def worker_command(plan_path: Path, out_dir: Path, world_size: int, device: str = "cpu") -> list[str]:
+def worker_command(
+    plan_path: Path, out_dir: Path, world_size: int, device: str = "cpu", serve: bool = False
+) -> list[str]:
     """One rank: ``python -m companion.runs.train``. Several: torchrun, whose ranks are forked after the imports
-    on CPU (``companion.runs.launch``) and started as new interpreters on CUDA (``torchrun -m``)."""
-    args = ["--plan", str(plan_path), "--out", str(out_dir)]
+    on CPU (``companion.runs.launch``) and started as new interpreters on CUDA (``torchrun -m``). ``serve``:
+    ``plan_path`` is a queue folder whose plans the launch runs in turn (``train.serve_plans``)."""
+    args = ["--serve" if serve else "--plan", str(plan_path), "--out", str(out_dir)]
     if world_size == 1:
         return [sys.executable, "-m", "companion.runs.train", *args]
     if device == "cpu":
@@ -198,10 +204,13 @@ def _run_sweep(members: list[tuple[Profile, Path]], retry_failed: bool, progress
                     else ""
                 )
             )
+    launches = Launches(out_dir, serve=profile.device == "cpu")
     try:
         for world_size, items in launch_order(pending):  # replicate passes, then world sizes
-            _launch_until_done(profile.name, out_dir, items, world_size, bar)
+            _launch_until_done(profile.name, out_dir, items, world_size, bar, launches)
+        launches.close()
     finally:
+        launches.stop()
         bar.close()
     for result, mine in zip(results, pending):
         for item in mine:
@@ -235,32 +244,117 @@ def launch_order(pending: list[list[Pending]]) -> list[tuple[int, list[Pending]]
     return out
 
 
-def _launch_until_done(profile: str, out_dir: Path, items: list[Pending], world_size: int, bar) -> None:
+@dataclass
+class Launch:
+    """A launch of one world size: its process, and on CPU the queue folder it takes its plans from."""
+
+    proc: subprocess.Popen
+    queue: Path | None  # None: a launch of one plan (``--plan``)
+    plans: int = 0  # plans handed to it
+
+
+class Launches:
+    """The sweep's launches. On CPU one launch per world size serves every pass (``train.serve_plans``): the
+    second pass's runs skip the interpreter's start and, under TP and FSDP, the first step's sharding
+    propagation of each configuration (DTensor caches it per process; a 4-rank run's first step takes 1-3 s
+    without it), so a sweep's time outside the measured windows shrinks and nothing inside them changes (every
+    window opens after its run's warm-up). An idle launch waits on its queue's files, not on a collective.
+    On CUDA every plan is a launch of its own: an idle launch would hold its GPUs' memory while another world
+    size measures on them."""
+
+    def __init__(self, out_dir: Path, serve: bool):
+        self.out_dir, self.serve = Path(out_dir), serve
+        self.live: dict[int, Launch] = {}
+
+    def submit(self, world_size: int, profile: str, items: list[Pending], log) -> tuple[Launch, Path | None]:
+        """Hand ``items``' plan to the world size's live launch, or start one (``log``: its output file); the
+        launch and the file it writes when the plan is done (None for a launch of one plan)."""
+        plans = self.out_dir / ".plans"
+        runs, dest = [item.run for item in items], _destinations(items, profile, self.out_dir)
+        device = items[0].run.device
+        if not self.serve:
+            plan = write_plan(plans / f"ws{world_size}.json", profile, runs, dest)
+            return Launch(self._start(plan, world_size, device, log), None), None
+        launch = self.live.get(world_size)
+        if launch is None or launch.proc.poll() is not None:
+            queue = plans / f"ws{world_size}"
+            shutil.rmtree(queue, ignore_errors=True)  # an earlier launch's plans: that launch has ended
+            queue.mkdir(parents=True)
+            launch = self.live[world_size] = Launch(
+                self._start(queue, world_size, device, log, serve=True), queue
+            )
+        k = launch.plans
+        if k:
+            log.write(f"\n=== {utc_now()} plan {k} of the launch above (pid {launch.proc.pid})\n")
+            log.flush()
+        write_plan(launch.queue / f"{k}.json", profile, runs, dest)
+        launch.plans += 1
+        return launch, launch.queue / f"{k}.done"
+
+    def _start(self, plan: Path, world_size: int, device: str, log, serve: bool = False) -> subprocess.Popen:
+        cmd = worker_command(plan, self.out_dir, world_size, device, serve=serve)
+        log.write(f"\n=== {utc_now()} {' '.join(cmd)}\n")
+        log.flush()
+        return subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def ended(self, world_size: int) -> None:
+        """The world size's launch has exited: the next plan starts another."""
+        self.live.pop(world_size, None)
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """The sweep is done: every serving launch closes its process group and exits."""
+        for launch in self.live.values():
+            write_json(launch.queue / "stop", {})
+        for ws, launch in list(self.live.items()):
+            try:
+                launch.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                pass
+            else:
+                self.ended(ws)
+
+    def stop(self) -> None:
+        """Stop what is still running (a sweep stopped or failed, or a launch that did not exit when closed)."""
+        for launch in self.live.values():
+            if launch.proc.poll() is None:
+                launch.proc.terminate()
+        for launch in self.live.values():
+            try:
+                launch.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                launch.proc.kill()
+                launch.proc.wait()
+        self.live.clear()
+
+
+def _launch_until_done(
+    profile: str, out_dir: Path, items: list[Pending], world_size: int, bar, launches: Launches
+) -> None:
     todo = list(items)
     log_path = out_dir / "logs" / f"ws{world_size}.log"
     log_path.parent.mkdir(exist_ok=True)
     while todo:
-        plan = write_plan(
-            out_dir / ".plans" / f"ws{world_size}.json",
-            profile,
-            [item.run for item in todo],
-            _destinations(todo, profile, out_dir),
-        )
-        cmd = worker_command(plan, out_dir, world_size, todo[0].run.device)
         with log_path.open("a") as log:
-            log.write(f"\n=== {utc_now()} {' '.join(cmd)}\n")
-            log.flush()
             start = log_path.stat().st_size
-            proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-            rc = _follow(proc, todo, bar, log_path, start)
+            reused = world_size in launches.live and launches.live[world_size].proc.poll() is None
+            launch, done = launches.submit(world_size, profile, todo, log)
+            rc = _follow(launch.proc, todo, bar, log_path, start, done)
         raise_if_stopped()  # a stop that a library caught: launch nothing more
         missing = [item for item in todo if not _done(item)]
+        if rc is None and not missing:  # the plan is done; its launch waits for the next
+            return
+        if rc is None:  # done, yet a record is missing: nothing a relaunch would mend
+            raise LaunchFailed(
+                f"the launch of world size {world_size} finished its plan without a record for "
+                f"{missing[0].run.run_id}; see {log_path}"
+            )
+        launches.ended(world_size)
         if not missing:
             return
         launched = log_path.read_bytes()[start:].decode(errors="replace")  # what this launch wrote
@@ -272,6 +366,12 @@ def _launch_until_done(profile: str, out_dir: Path, items: list[Pending], world_
                 or re.search(r"got signal: (15|(Signals\.)?SIGTERM)\b", launched) is not None
             )
             raise Terminated if terminated else KeyboardInterrupt
+        if reused and "run-start:" not in launched:
+            # a launch kept from an earlier pass ended before it started this plan: start a new one for it
+            bar.write(
+                f"the launch of world size {world_size} ended between plans (exit code {rc}); starting another"
+            )
+            continue
         if len(missing) == len(todo) and _launch_level(launched):
             # Not one record, and the launch itself could not run (a meter, a package, the process group:
             # the worker said `error:` or never started a run). Relaunching would fail the same way for
@@ -356,8 +456,11 @@ def _last_error_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-def _follow(proc, items: list[Pending], bar, log_path: Path, offset: int) -> int:
-    """Wait for the launch, advancing the bar as records appear and echoing the worker's run lines."""
+def _follow(
+    proc, items: list[Pending], bar, log_path: Path, offset: int, done: Path | None = None
+) -> int | None:
+    """Wait for the launch to exit (its exit code) or, where it serves plans, to write ``done`` (None), advancing
+    the bar as records appear and echoing the worker's run lines."""
     seen = {item.run.run_id for item in items if _done(item)}
     stop = threading.Event()
 
@@ -375,7 +478,7 @@ def _follow(proc, items: list[Pending], bar, log_path: Path, offset: int) -> int
     thread = threading.Thread(target=echo, daemon=True)
     thread.start()
     try:
-        rc = proc.wait()
+        rc = _wait(proc, done)
     except KeyboardInterrupt:
         proc.send_signal(signal.SIGINT)
         try:
@@ -389,6 +492,18 @@ def _follow(proc, items: list[Pending], bar, log_path: Path, offset: int) -> int
     new = {item.run.run_id for item in items if item.run.run_id not in seen and _done(item)}
     bar.update(len(new))
     return rc
+
+
+def _wait(proc, done: Path | None) -> int | None:
+    """The launch's exit code once it exits, or None once it writes ``done`` (it then waits for its next plan)."""
+    if done is None:
+        return proc.wait()
+    while True:
+        try:
+            return proc.wait(timeout=POLL_S / 5)
+        except subprocess.TimeoutExpired:
+            if done.exists():
+                return None
 
 
 def _echo_new_lines(path: Path, pos: int, bar) -> int:

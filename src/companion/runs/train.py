@@ -83,8 +83,7 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     env, meter, proto = ctx.env, ctx.meter, cfg.protocol
     device = env.device
     torch.manual_seed(cfg.seed)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    peak_reset = _reset_peak_memory(device)
 
     model = build_model(cfg.model).to(device)
     n_params = parameter_count(model)
@@ -187,7 +186,7 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
             f"diverged: the loss is {curve[bad[0]]} from step {bad[0]} on (lr={cfg.lr}); "
             "lower lr or check the data"
         )
-    peak = _peak_memory(device)
+    peak = _peak_memory(device, peak_reset)
     per_rank = parallel.all_gather_object(
         {
             "rank": env.rank,
@@ -556,16 +555,48 @@ def _agree_window(m, steps: int, device) -> tuple[float, float, int, float]:
     return float(t[0].item()), float(e[0].item()), int(e[1].item()), float(t[1].item())
 
 
-def _peak_memory(device) -> dict:
+def _reset_peak_memory(device) -> bool:
+    """Start this run's peak-memory count: the CUDA allocator's peak, or on Linux the process's peak RSS (VmHWM,
+    reset by writing 5 to /proc/self/clear_refs), so a run later in a launch does not inherit an earlier run's
+    peak. False where the process's peak cannot be reset (it then counts from the launch's start)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return True
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return _vm_hwm_bytes() is not None
+
+
+def _vm_hwm_bytes() -> int | None:
+    """This process's peak RSS since its last reset (VmHWM in /proc/self/status), or None where unreadable."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _peak_memory(device, reset: bool) -> dict:
+    """The run's peak memory on this rank (``reset``: whether ``_reset_peak_memory`` started a count for it)."""
     if device.type == "cuda":
         return {
             "bytes": int(torch.cuda.max_memory_allocated(device)),
             "source": "torch.cuda.max_memory_allocated",
         }
-    # ru_maxrss is in KiB on Linux; it is the process's lifetime peak, not this run's. A rank forked after the
-    # imports (companion.runs.launch) counts only the library pages it touches: about 14 % less than a rank
-    # started as a new interpreter (benchmarks/launcher_start.py), for the same training
+    # a rank forked after the imports (companion.runs.launch) counts only the library pages it touches: about
+    # 14 % less than a rank started as a new interpreter over a launch (benchmarks/launcher_start.py)
     forked = ", rank forked after the imports" if parallel.forked_rank() else ""
+    hwm = _vm_hwm_bytes() if reset else None
+    if hwm is not None:
+        return {
+            "bytes": hwm,
+            "source": f"process peak RSS during the run (VmHWM, reset at its start{forked})",
+        }
+    # ru_maxrss is in KiB on Linux; it is the process's lifetime peak, not this run's
     return {
         "bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024,
         "source": f"process max RSS (lifetime of the launch{forked})",
@@ -695,31 +726,70 @@ def _describe_error(exc: BaseException) -> dict:
     }
 
 
-def run_plan(configs: list[RunConfig], out_dir: Path, profile: str, destinations=None) -> int:
+class Launch:
+    """What one launch's plans share: the process group, the meter, meshes by layout and the launch's
+    provenance. A launch serving a sweep's passes (``serve_plans``) keeps it, and DTensor's cached sharding rules
+    with it, from one plan to the next; ``run_plan`` alone opens and closes one."""
+
+    def __init__(self, device_type: str):
+        self.device_type = device_type
+        self.env = parallel.init_distributed(device_type)
+        neutralise_meter_environment()  # CODECARBON_* never change a record's energy (recorded in provenance)
+        self.default_threads = torch.get_num_threads()
+        self.plans = 0  # plans this launch finished
+        self._ctx: RunContext | None = None
+        self._meter_key: tuple | None = None
+
+    def context(self, configs: list[RunConfig]) -> RunContext:
+        """The run context for a plan's configurations (one device, one meter kind, checked here)."""
+        if any(c.device != self.device_type for c in configs):
+            raise ConfigError("a plan mixes devices; give every run of one launch the same device")
+        for cfg in configs:
+            parallel.check_world_size(cfg.layout, self.env)
+        kinds = {c.meter for c in configs}
+        if len(kinds) != 1:
+            raise ConfigError("a plan mixes meters; give every run of one launch the same meter")
+        key = (kinds.pop(), configs[0].country)
+        if key != self._meter_key:  # a meter per kind and country: a plan that changes them gets its own
+            if self._ctx is not None:
+                self._ctx.meter.close()
+            sync = torch.cuda.synchronize if self.device_type == "cuda" else None
+            env = self.env
+            meter = make_meter(key[0], self.device_type, env.local_rank, env.is_node_main, key[1], sync)
+            self._ctx, self._meter_key = RunContext(env, meter, self.device_type), key
+        return self._ctx
+
+    def provenance(self) -> dict:
+        return {
+            "world_size": self.env.world_size,
+            "backend": "nccl" if self.device_type == "cuda" else "gloo",
+            "torch_threads": self.default_threads,
+            "launcher": parallel.launcher_name(),
+            "plans_before": self.plans,  # > 0: this launch ran earlier plans (a sweep's earlier passes) first
+        }
+
+    def close(self) -> None:
+        if self._ctx is not None:
+            self._ctx.meter.close()
+        parallel.shutdown()
+
+
+def run_plan(
+    configs: list[RunConfig], out_dir: Path, profile: str, destinations=None, launch: Launch | None = None
+) -> int:
     """Run every configuration of a plan in this launch; return the number of failed runs. ``destinations``
     ((profile, folder) per configuration, from a sweep that measures several profiles in shared launches)
-    files each record under its own profile; without it every record goes to ``out_dir`` under ``profile``."""
+    files each record under its own profile; without it every record goes to ``out_dir`` under ``profile``.
+    ``launch``: the launch this plan is one of (``serve_plans``); without it the plan is a launch of its own."""
     destinations = list(destinations or [(profile, out_dir)] * len(configs))
     device_type = configs[0].device
     if any(c.device != device_type for c in configs):
         raise ConfigError("a plan mixes devices; give every run of one launch the same device")
-    env = parallel.init_distributed(device_type)
-    for cfg in configs:
-        parallel.check_world_size(cfg.layout, env)
-    sync = torch.cuda.synchronize if device_type == "cuda" else None
-    kinds = {c.meter for c in configs}
-    if len(kinds) != 1:
-        raise ConfigError("a plan mixes meters; give every run of one launch the same meter")
-    neutralise_meter_environment()  # CODECARBON_* never change a record's energy (recorded in provenance)
-    meter = make_meter(kinds.pop(), device_type, env.local_rank, env.is_node_main, configs[0].country, sync)
-    ctx = RunContext(env, meter, device_type)
-    default_threads = torch.get_num_threads()
-    launch = {
-        "world_size": env.world_size,
-        "backend": "nccl" if device_type == "cuda" else "gloo",
-        "torch_threads": default_threads,
-        "launcher": parallel.launcher_name(),
-    }
+    own = launch is None
+    if own:
+        launch = Launch(device_type)
+    ctx = launch.context(configs)
+    env, default_threads, info = launch.env, launch.default_threads, launch.provenance()
     failures = 0
     for i, (cfg, (profile, out_dir)) in enumerate(zip(configs, destinations)):
         done = parallel.broadcast_object(
@@ -756,7 +826,7 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str, destinations
         if env.is_main:
             status = "failed" if error else "ok"
             try:
-                write_record(out_dir, make_record(cfg, profile, status, body, error, started, launch))
+                write_record(out_dir, make_record(cfg, profile, status, body, error, started, info))
             except RecordExists as exc:
                 print(f"warning: {exc}", file=sys.stderr)
             except OSError as exc:  # e.g. a full disk: say which record is missing, never leave a partial one
@@ -772,9 +842,26 @@ def run_plan(configs: list[RunConfig], out_dir: Path, profile: str, destinations
         gc.freeze()
         if device_type == "cuda":
             torch.cuda.empty_cache()
-    meter.close()
-    parallel.shutdown()
+    launch.plans += 1
+    if own:
+        launch.close()
     return failures
+
+
+SERVE_POLL_S = 0.5  # how often an idle serving launch looks for its next plan (each of its ranks)
+
+
+def next_plan(queue: Path, k: int) -> Path | None:
+    """Wait for plan ``k`` in a serving launch's ``queue`` (``<k>.json``, written whole by ``companion sweep``);
+    None once ``stop`` is there instead. Every rank waits on the files alone: an idle launch holds no collective
+    open, so it may wait through another world size's launches for as long as they take."""
+    plan, stop = queue / f"{k}.json", queue / "stop"
+    while True:
+        if plan.is_file():
+            return plan
+        if stop.exists():
+            return None
+        time.sleep(SERVE_POLL_S)
 
 
 class LaunchError(ConfigError):
@@ -848,43 +935,77 @@ def _signal_handlers() -> None:
         signal.signal(signal.SIGINT, raise_interrupted)
 
 
+def _read_plan(path: Path, default_profile: str) -> tuple[list[RunConfig], str, list | None]:
+    """A plan's configurations, profile and destinations, or a ConfigError naming what is wrong with it."""
+    from companion.runs.records import read_json
+
+    if not path.is_file():
+        raise ConfigError(f"plan {str(path)!r} does not exist; write one with `companion sweep --emit`")
+    plan = read_json(path, "plan", "write it again with `companion sweep --emit`")
+    try:
+        configs = [RunConfig.from_dict(d) for d in plan["runs"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"plan {path} is malformed ({exc}); write it again with `companion sweep --emit`"
+        ) from None
+    return configs, plan.get("profile", default_profile), _plan_destinations(plan, len(configs), path)
+
+
+def _checked(configs: list[RunConfig], out_dir: Path, destinations, main_rank: bool) -> None:
+    from companion.runs.data import check_sources
+
+    check_sources(configs)
+    if main_rank:
+        for folder in {out_dir, *(Path(d) for _, d in destinations or ())}:
+            check_writable(folder)  # before training: a measurement is never lost for want of a folder
+
+
+def serve_plans(queue: Path, out: Path | None, default_profile: str, main_rank: bool) -> int:
+    """Run the plans a sweep writes to ``queue`` in turn (``next_plan``) in one launch, rank 0 writing
+    ``<k>.done`` (the plan's failures) after each, until ``stop``; the number of failed runs."""
+    from companion.paths import runs_dir
+    from companion.runs.records import write_json
+
+    launch, failures, k = None, 0, 0
+    while (path := next_plan(queue, k)) is not None:
+        configs, profile, destinations = _read_plan(path, default_profile)
+        out_dir = out or runs_dir(profile)
+        _checked(configs, out_dir, destinations, main_rank)
+        if launch is None:
+            launch = Launch(configs[0].device)
+        n = run_plan(configs, out_dir, profile, destinations, launch)
+        failures += n
+        if main_rank:
+            write_json(queue / f"{k}.done", {"failures": n})
+        k += 1
+    if launch is not None:
+        launch.close()
+    return failures
+
+
 def main(argv: list[str] | None = None) -> int:
     _signal_handlers()
     args = run_parser().parse_args(argv)
     from companion.paths import runs_dir
-    from companion.runs.data import check_sources
-    from companion.runs.records import read_json
 
     main_rank = int(os.environ.get("RANK", "0")) == 0
     lock = None
     try:
+        if args.serve:  # a sweep's launch: the sweep holds the folders' locks
+            serve_plans(args.serve, args.out, args.profile_name, main_rank)
+            return 0
         if args.plan:
-            if not args.plan.is_file():
-                raise ConfigError(
-                    f"plan {str(args.plan)!r} does not exist; write one with `companion sweep --emit`"
-                )
-            plan = read_json(args.plan, "plan", "write it again with `companion sweep --emit`")
-            try:
-                configs = [RunConfig.from_dict(d) for d in plan["runs"]]
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ConfigError(
-                    f"plan {args.plan} is malformed ({exc}); write it again with `companion sweep --emit`"
-                ) from None
-            profile = plan.get("profile", args.profile_name)
-            destinations = _plan_destinations(plan, len(configs), args.plan)
+            configs, profile, destinations = _read_plan(args.plan, args.profile_name)
         else:
             configs = [config_from_args(args)]
             profile, destinations = args.profile_name, None
-        check_sources(configs)
         out_dir = args.out or runs_dir(profile)
-        if main_rank:
-            for folder in {out_dir, *(Path(d) for _, d in destinations or ())}:
-                check_writable(folder)  # before training: a measurement is never lost for want of a folder
-            if not args.plan:  # a sweep holds the lock for the launches it starts
-                lock = FolderLock(out_dir).acquire()
-                if args.retry_failed and existing_status(out_dir, configs[0].run_id) == "failed":
-                    kept = set_aside_failed(out_dir, configs[0].run_id, utc_now().replace(":", ""))
-                    print(f"earlier failed record moved to {kept}", flush=True)
+        _checked(configs, out_dir, destinations, main_rank)
+        if main_rank and not args.plan:  # a sweep holds the lock for the launches it starts
+            lock = FolderLock(out_dir).acquire()
+            if args.retry_failed and existing_status(out_dir, configs[0].run_id) == "failed":
+                kept = set_aside_failed(out_dir, configs[0].run_id, utc_now().replace(":", ""))
+                print(f"earlier failed record moved to {kept}", flush=True)
         failures = run_plan(configs, out_dir, profile, destinations)
     except (ConfigError, MeterError) as exc:
         # bad input is the same on every rank: rank 0 says it once; a meter fails on its own rank, which says so

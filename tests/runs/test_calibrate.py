@@ -78,6 +78,36 @@ def test_a_busy_spell_during_one_pass_of_the_collectives_does_not_set_the_latenc
 
 
 @pytest.mark.slow
+def test_the_cpu_passes_share_their_ranks_and_every_rank_ends_with_the_calibration():
+    """Forked (CPU), the ranks of the first pass time the second and wait in between; spawned (as on CUDA), each
+    pass starts its own ranks and ends them. Either way every pass fits its own collectives."""
+    from companion.runs.calibrate import COLLECTIVE_BYTES, CollectiveRanks
+
+    forked = CollectiveRanks(2, "gloo")
+    try:
+        first = forked.run(0.3)
+        pids = [proc.pid for proc in forked._ctx.processes]
+        second = forked.run(0.3)
+        assert [proc.pid for proc in forked._ctx.processes] == pids
+        procs = forked._ctx.processes
+    finally:
+        forked.close()
+    assert not any(proc.is_alive() for proc in procs)
+    for got in (first, second):
+        assert (
+            got["world_size"] == 2
+            and len(got["rows"]) == 3 * len(COLLECTIVE_BYTES)
+            and got["beta_bytes_per_s"] > 0
+        )
+        assert got["layouts"] == [] and got["work"] == []
+    spawned = CollectiveRanks(2, "gloo")
+    spawned.method = "spawn"
+    got = spawned.run(0.3)
+    assert spawned._ctx is None and len(got["rows"]) == 3 * len(
+        COLLECTIVE_BYTES
+    )  # its ranks ended with the pass
+
+
 def test_short_cpu_calibration_is_complete_and_loads(short_calibration):
     rec = short_calibration  # calibrate("cpu", budget_s=2.0, world_sizes=(2,)), once per test session
     assert rec["device_name"] == "cpu" and rec["shared_node"] and not rec["overlap"]

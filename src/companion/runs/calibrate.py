@@ -28,7 +28,6 @@ CPU ranks share the node's cores; GPU ranks each own a device and overlap FSDP c
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import platform
@@ -523,15 +522,10 @@ def adamw_kernel_name(device) -> str:
 
 
 # ------------------------------------------------------------------------------------------ collectives
-def _collective_worker(
-    rank: int,
-    world: int,
-    init_file: str,
-    backend: str,
-    out_file: str,
-    budget_s: float,
-    layout_budget_s: float = 0.0,
-) -> None:
+def _collective_worker(rank: int, world: int, init_file: str, backend: str, conns: list) -> None:
+    """One rank of ``CollectiveRanks``: each pass it is sent (budget_s, layout_budget_s) on its pipe, times the
+    collectives (and the layout and work probes) with the other ranks, and answers (rank 0 with the rows, the
+    others with None); None ends it."""
     import signal
     import warnings
 
@@ -543,7 +537,17 @@ def _collective_worker(
     device = torch.device(f"cuda:{rank}") if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    conn = conns[rank]
     dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world)
+    while (asked := conn.recv()) is not None:  # between passes a rank waits here, on its pipe alone
+        got = _collective_pass(world, device, *asked)
+        conn.send(got if rank == 0 else None)
+    dist.destroy_process_group()
+
+
+def _collective_pass(world: int, device, budget_s: float, layout_budget_s: float) -> dict:
+    import torch.distributed as dist
+
     rows = []
     per = budget_s / (3 * len(COLLECTIVE_BYTES))
     for nbytes in COLLECTIVE_BYTES:
@@ -568,9 +572,7 @@ def _collective_worker(
         if layout_budget_s > 0 and device.type == "cpu"
         else []
     )
-    if rank == 0:
-        Path(out_file).write_text(json.dumps({"collectives": rows, "layouts": layouts, "work": work}))
-    dist.destroy_process_group()
+    return {"collectives": rows, "layouts": layouts, "work": work}
 
 
 # The tiny BERT whose training step the layout benchmark times: at these shapes a step is almost all per-operator
@@ -771,63 +773,129 @@ def single_probe_steps(device, budget_s: float) -> list[dict]:
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-def collective_benchmark(world: int, backend: str, budget_s: float, layout_budget_s: float = 0.0) -> dict:
-    """Collectives over ``world`` ranks, fitted to alpha and beta; with ``layout_budget_s``, the same ranks then
-    time the tiny BERT under each layout of that size (``layouts``: rows for ``layout_overheads``)."""
-    import torch.multiprocessing as mp
+class CollectiveRanks:
+    """``world`` ranks for the calibration's passes over the collectives and layout probes (``run``, one pass).
+    Forked on CPU, they are started once and wait on their pipes between passes (no CPU, no collective open):
+    the second pass skips their start and, under TP and FSDP, the probes' first-step sharding propagation
+    (DTensor caches it per process); every timing still follows its warm-up steps. On CUDA (spawned) each pass
+    starts its own ranks, which hold no GPU memory between passes."""
 
-    with tempfile.TemporaryDirectory() as tmp:
-        init, out = os.path.join(tmp, "init"), os.path.join(tmp, "out.json")
-        # fork is fast (no re-import) and safe on CPU; CUDA needs spawn
-        method = "spawn" if backend == "nccl" else "fork"
-        if method == "fork" and layout_budget_s > 0:
+    def __init__(self, world: int, backend: str):
+        self.world, self.backend = world, backend
+        self.method = (
+            "spawn" if backend == "nccl" else "fork"
+        )  # fork is fast (no re-import), safe on CPU only
+        self._tmp = self._ctx = None
+        self._conns: list = []
+
+    def run(self, budget_s: float, layout_budget_s: float = 0.0) -> dict:
+        """One pass: the collectives fitted to alpha and beta; with ``layout_budget_s``, the layout probes on
+        the same ranks (``layouts``: rows for ``layout_overheads``) and on CPU the work probes."""
+        if self._ctx is None:
+            self._start(layout_budget_s > 0)
+        try:
+            for conn in self._conns:
+                conn.send((budget_s, layout_budget_s))
+            got = self._answers()
+        except BaseException:
+            self.close(stop=True)
+            raise
+        if self.method != "fork":
+            self.close()
+        rows = got["collectives"]
+        alpha, beta = fit_alpha_beta(rows, self.world)
+        return {
+            "world_size": self.world,
+            "backend": self.backend,
+            "rows": rows,
+            "alpha_s": alpha,
+            "beta_bytes_per_s": beta,
+            "model": "t = alpha (p - 1) + wire_bytes / beta, relative least squares, alpha and 1/beta >= 0",
+            "layouts": got["layouts"],
+            "work": got.get("work") or [],
+        }
+
+    def _start(self, probes: bool) -> None:
+        import multiprocessing
+
+        import torch.multiprocessing as mp
+
+        self._tmp = tempfile.TemporaryDirectory()
+        init = os.path.join(self._tmp.name, "init")
+        if self.method == "fork" and probes:
             # what the layout probe's ranks import (BERT, DTensor's TP plan, FSDP), once here and inherited by
-            # every forked rank of every pass: about 4.5 s of import each on a 2-core node otherwise
+            # every forked rank: about 4.5 s of import each on a 2-core node otherwise
             from companion.runs.launch import preload
 
             preload()
+        pipes = [multiprocessing.get_context(self.method).Pipe() for _ in range(self.world)]
+        self._conns = [mine for mine, _ in pipes]
         # Ctrl-C and SIGTERM are held while the ranks start: one arriving between two forks would otherwise
-        # leave the ranks already started waiting on their rendezvous, unknown to the cleanup below (and holding
-        # the command's output open); held, it arrives once every rank is known
+        # leave the ranks already started waiting on their rendezvous, unknown to the cleanup (and holding the
+        # command's output open); held, it arrives once every rank is known
         held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        ctx = None
         try:
-            ctx = mp.start_processes(
+            self._ctx = mp.start_processes(
                 _collective_worker,
-                args=(world, init, backend, out, budget_s, layout_budget_s),
-                nprocs=world,
+                args=(self.world, init, self.backend, [theirs for _, theirs in pipes]),
+                nprocs=self.world,
                 join=False,
-                start_method=method,
+                start_method=self.method,
             )
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-            while not ctx.join():
-                pass
         except BaseException:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
-            # stopped (Ctrl-C, SIGTERM) or a rank failed: stop every rank before the folder holding their
-            # rendezvous file goes, or a rank waiting on it waits forever
-            procs = ctx.processes if ctx is not None else []
-            for proc in procs:
-                if proc.is_alive():
-                    proc.terminate()
-            for proc in procs:
-                proc.join(5)
-                if proc.is_alive():
-                    proc.kill()
+            self.close(stop=True)
             raise
-        got = json.loads(Path(out).read_text())
-    rows = got["collectives"]
-    alpha, beta = fit_alpha_beta(rows, world)
-    return {
-        "world_size": world,
-        "backend": backend,
-        "rows": rows,
-        "alpha_s": alpha,
-        "beta_bytes_per_s": beta,
-        "model": "t = alpha (p - 1) + wire_bytes / beta, relative least squares, alpha and 1/beta >= 0",
-        "layouts": got["layouts"],
-        "work": got.get("work") or [],
-    }
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        for _, theirs in pipes:
+            theirs.close()  # the ranks hold theirs (a rank that fails shows in ``join``, not on its pipe)
+
+    def _answers(self) -> dict:
+        """Every rank's answer to the pass (rank 0's rows); a rank that fails raises, as ``join`` reports it."""
+        pending, got = set(range(self.world)), None
+        while pending:
+            self._ctx.join(timeout=0.1)  # raises when a rank failed or exited
+            for rank in sorted(pending):
+                if self._conns[rank].poll():
+                    answer = self._conns[rank].recv()
+                    got = answer if rank == 0 else got
+                    pending.discard(rank)
+        return got
+
+    def close(self, stop: bool = False) -> None:
+        """End the ranks: asked to (their process group torn down), or with ``stop`` terminated (a pass that
+        failed or was stopped: a rank waiting on a rendezvous or a collective would wait forever)."""
+        procs = self._ctx.processes if self._ctx is not None else []
+        if not stop:
+            for conn in self._conns:
+                try:
+                    conn.send(None)
+                except OSError:
+                    stop = True
+            for proc in procs:
+                proc.join(30)
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+        for conn in self._conns:
+            conn.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+        self._tmp = self._ctx = None
+        self._conns = []
+
+
+def collective_benchmark(world: int, backend: str, budget_s: float, layout_budget_s: float = 0.0) -> dict:
+    """One pass of ``CollectiveRanks`` on ranks started for it."""
+    ranks = CollectiveRanks(world, backend)
+    try:
+        return ranks.run(budget_s, layout_budget_s)
+    finally:
+        ranks.close()
 
 
 PASS_SPREAD_WARN = 1.5  # passes whose collective timings differ by more than this (median ratio) are reported
@@ -1004,50 +1072,55 @@ def calibrate(
     passes: dict = {p: [] for p in world_sizes}
     singles: list = []
     single_work: list = []
+    ranks = {p: CollectiveRanks(p, backend) for p in world_sizes}
 
     def parallel_pass():
         for p in world_sizes:
-            passes[p].append(collective_benchmark(p, backend, 0.04 * b, layout_budget_s=0.04 * b))
+            passes[p].append(ranks[p].run(0.04 * b, layout_budget_s=0.04 * b))
         singles.append(single_probe_steps(dev, 0.01 * b))
         if device == "cpu":
             single_work.append(single_work_steps(dev))
 
-    parallel_pass()
-    rec = {
-        "device_name": name,
-        "device": device,
-        "dtype": str(dtype).removeprefix("torch."),
-        "gemm": gemm_benchmark(dev, dtype, 0.2 * b),
-        "attention": attention_benchmark(dev, dtype, 0.1 * b),
-        "bandwidth": bandwidth_benchmark(dev, 0.05 * b),
-        "launch": launch_benchmark(dev, 0.02 * b),
-        "elementwise": elementwise_benchmark(dev, dtype, 0.03 * b),
-        "optimizer": optimizer_benchmark(dev, 0.03 * b),
-        "thread_scaling": thread_scaling_benchmark(0.04 * b) if device == "cpu" else None,
-        "op_counts": op_count_benchmark(dev, 0.04 * b),
-        "power": power_benchmark(dev, dtype, 0.08 * b),
-        "execution": execution_probe(dev, executions, 0.04 * b) if executions else None,
-        "shared_node": device == "cpu",
-        "overlap": device == "cuda",
-    }
-    rec["checks"] = (
-        {}
-        if check is None
-        else self_check(
-            rec,
-            check,
-            {
-                "gemm": lambda: gemm_benchmark(dev, dtype, 0.2 * b),
-                "attention": lambda: attention_benchmark(dev, dtype, 0.1 * b),
-                "bandwidth": lambda: bandwidth_benchmark(dev, 0.05 * b),
-                "elementwise": lambda: elementwise_benchmark(dev, dtype, 0.03 * b),
-                "optimizer": lambda: optimizer_benchmark(dev, 0.03 * b),
-                "op_counts": lambda: op_count_benchmark(dev, 0.04 * b),
-                "power": lambda: power_benchmark(dev, dtype, 0.08 * b),
-            },
+    try:
+        parallel_pass()
+        rec = {
+            "device_name": name,
+            "device": device,
+            "dtype": str(dtype).removeprefix("torch."),
+            "gemm": gemm_benchmark(dev, dtype, 0.2 * b),
+            "attention": attention_benchmark(dev, dtype, 0.1 * b),
+            "bandwidth": bandwidth_benchmark(dev, 0.05 * b),
+            "launch": launch_benchmark(dev, 0.02 * b),
+            "elementwise": elementwise_benchmark(dev, dtype, 0.03 * b),
+            "optimizer": optimizer_benchmark(dev, 0.03 * b),
+            "thread_scaling": thread_scaling_benchmark(0.04 * b) if device == "cpu" else None,
+            "op_counts": op_count_benchmark(dev, 0.04 * b),
+            "power": power_benchmark(dev, dtype, 0.08 * b),
+            "execution": execution_probe(dev, executions, 0.04 * b) if executions else None,
+            "shared_node": device == "cpu",
+            "overlap": device == "cuda",
+        }
+        rec["checks"] = (
+            {}
+            if check is None
+            else self_check(
+                rec,
+                check,
+                {
+                    "gemm": lambda: gemm_benchmark(dev, dtype, 0.2 * b),
+                    "attention": lambda: attention_benchmark(dev, dtype, 0.1 * b),
+                    "bandwidth": lambda: bandwidth_benchmark(dev, 0.05 * b),
+                    "elementwise": lambda: elementwise_benchmark(dev, dtype, 0.03 * b),
+                    "optimizer": lambda: optimizer_benchmark(dev, 0.03 * b),
+                    "op_counts": lambda: op_count_benchmark(dev, 0.04 * b),
+                    "power": lambda: power_benchmark(dev, dtype, 0.08 * b),
+                },
+            )
         )
-    )
-    parallel_pass()
+        parallel_pass()
+    finally:
+        for pool in ranks.values():
+            pool.close()
     rec["collectives"] = {str(p): combine_passes(passes[p], p) for p in world_sizes}
     rec["layout_probe_single"] = _fastest(singles, ("layers",), "step_s")
     if single_work:

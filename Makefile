@@ -175,7 +175,11 @@ book: $(HTML) ## build the browsable book into _build/html/
 book-reference: setup book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-full.js ## the book of the newest stored cpu build, no sweep (what is published): build/reference-book/_build/html/
 	$(PY) -m companion.report.stages reference --out build/reference-book
 
-reproduce: $(HTML) ## the whole companion for PROFILE (default cpu): set-up, sweep, analysis, book
+# The measurements run alone, one after the other (a process beside them would take the cores they time); the
+# stages after them, two at a time where the stage table allows (08 beside 02-05, 05 beside 07, ...)
+reproduce: ## the whole companion for PROFILE (default cpu): set-up, sweep, analysis, book
+	@$(MAKE) --no-print-directory $(DERIVED)/runs.csv $(CALIBRATION) $(HOLDOUT)
+	@$(MAKE) --no-print-directory -j 2 $(HTML)
 
 clean: ## remove build outputs and derived artifacts (never run records)
 	rm -rf build _build book/generated book/_static/vega-bundle.js book/_extra .pytest_cache data/derived

@@ -155,57 +155,41 @@ groups:
 """
 
 
-def _two_pass_sweep(tmp_path, monkeypatch=None, kill_before_second_plan: bool = False):
+def test_a_cpu_sweep_s_second_pass_runs_in_the_first_pass_s_launch(tmp_path, monkeypatch):
+    """One launch per world size serves both passes: the 2-rank runs of the second pass say they followed a plan
+    in the same launch, their loss curves are the first pass's (nothing a run leaves behind changes the next one's
+    training), and the launch has exited when the sweep returns. The one-rank launch is killed while it waits
+    between the passes: a new one runs the second pass, and no run is recorded failed (none was in flight)."""
     from companion.runs import sweep
 
     path = tmp_path / "two.yaml"
     path.write_text(TWO_PASSES)
-    if kill_before_second_plan:  # the one-rank launch dies while it waits between its passes
-        submit = sweep.Launches.submit
+    submit = sweep.Launches.submit
 
-        def killing(self, ws, *a, **k):
-            live = self.live.get(ws)
-            if ws == 1 and live is not None:
-                live.proc.kill()
-            return submit(self, ws, *a, **k)
+    def killing(self, ws, *a, **k):
+        live = self.live.get(ws)
+        if ws == 1 and live is not None:
+            live.proc.kill()
+        return submit(self, ws, *a, **k)
 
-        monkeypatch.setattr(sweep.Launches, "submit", killing)
+    monkeypatch.setattr(sweep.Launches, "submit", killing)
     out = tmp_path / "runs"
     result = sweep.run_sweep(load_profile(str(path)), out, progress=False)
-    return out, result
-
-
-def test_a_cpu_sweep_s_second_pass_runs_in_the_first_pass_s_launches(tmp_path):
-    """One launch per world size serves both passes: the second pass's records say they followed a plan in the
-    same launch, their loss curves are the first pass's (nothing a run leaves behind changes the next one's
-    training), and every launch has exited when the sweep returns."""
-    out, result = _two_pass_sweep(tmp_path)
     assert len(result.ok) == 4 and not result.failed
-    records = load_records(out)
-    by = {(r["config"]["world_size"], r["config"]["replicate"]): r for r in records}
+    by = {(r["config"]["world_size"], r["config"]["replicate"]): r for r in load_records(out)}
     assert {k: r["provenance"]["launch"]["plans_before"] for k, r in by.items()} == {
         (1, 0): 0,
         (2, 0): 0,
-        (1, 1): 1,
+        (1, 1): 0,  # a new launch ran it
         (2, 1): 1,
     }
-    for ws in (1, 2):
-        assert by[(ws, 1)]["loss"]["curve"] == by[(ws, 0)]["loss"]["curve"]
-    for r in records:  # each run's peak memory is its own, not the launch's
+    assert by[(2, 1)]["loss"]["curve"] == by[(2, 0)]["loss"]["curve"]
+    for r in by.values():  # each run's peak memory is its own, not the launch's
         assert r["memory"]["source"].startswith("process peak RSS during the run")
-    for ws in (1, 2):
-        log = (out / "logs" / f"ws{ws}.log").read_text()
-        assert log.count("=== ") == 2 and "--serve" in log and "plan 1 of the launch above" in log
-        pid = int(re.search(r"plan 1 of the launch above \(pid (\d+)\)", log).group(1))
-        assert not os.path.exists(f"/proc/{pid}")  # it exited, and the sweep reaped it
-
-
-def test_a_launch_that_dies_between_passes_is_started_again(tmp_path, monkeypatch):
-    out, result = _two_pass_sweep(tmp_path, monkeypatch, kill_before_second_plan=True)
-    assert len(result.ok) == 4 and not result.failed  # no run was in flight: none is recorded as failed
-    by = {(r["config"]["world_size"], r["config"]["replicate"]): r for r in load_records(out)}
-    assert by[(1, 1)]["provenance"]["launch"]["plans_before"] == 0  # a new launch ran it
-    assert by[(2, 1)]["provenance"]["launch"]["plans_before"] == 1
+    log = (out / "logs" / "ws2.log").read_text()
+    assert log.count("=== ") == 2 and "--serve" in log and "plan 1 of the launch above" in log
+    pid = int(re.search(r"plan 1 of the launch above \(pid (\d+)\)", log).group(1))
+    assert not os.path.exists(f"/proc/{pid}")  # it exited, and the sweep reaped it
     assert (out / "logs" / "ws1.log").read_text().count("-m companion.runs.train") == 2
 
 

@@ -24,8 +24,10 @@ def test_the_ranks_run_the_runner_through_torchrun_forked():
     from companion.runs import train
 
     args = launch.torchrun_args(4, ["--plan", "p.json", "--out", "runs"])
-    assert args[:4] == ["--standalone", "--nproc-per-node=4", "--start-method=fork", "--run-path"]
-    assert args[4] == train.__file__ and args[5:] == ["--plan", "p.json", "--out", "runs"]
+    assert args[:3] == ["--standalone", "--nproc-per-node=4", "--start-method=fork"]
+    # the agent looks at its ranks once a second, not ten times (a launch waiting between a sweep's passes)
+    assert args[3:5] == ["--monitor-interval=1", "--run-path"]
+    assert args[5] == train.__file__ and args[6:] == ["--plan", "p.json", "--out", "runs"]
 
 
 def test_a_forked_rank_drops_the_agents_signal_handlers(monkeypatch):

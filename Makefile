@@ -178,7 +178,7 @@ book-reference: setup book/_static/vega-bundle.js book/_extra/mathjax/tex-svg-fu
 # The measurements run alone, one after the other (a process beside them would take the cores they time); the
 # stages after them, two at a time where the stage table allows (08 beside 02-05, 05 beside 07, ...)
 reproduce: ## the whole companion for PROFILE (default cpu): set-up, sweep, analysis, book
-	@$(MAKE) --no-print-directory $(DERIVED)/runs.csv $(CALIBRATION) $(HOLDOUT)
+	@$(MAKE) --no-print-directory -j 1 $(DERIVED)/runs.csv $(CALIBRATION) $(HOLDOUT)
 	@$(MAKE) --no-print-directory -j 2 $(HTML)
 
 clean: ## remove build outputs and derived artifacts (never run records)

@@ -145,52 +145,61 @@ groups:
     assert res.returncode == 1 and len(list((out / "failed").glob("*.json"))) == 1
 
 
-TWO_PASSES = """
+THREE_PASSES = """
 device: cpu
 base: {layers: 1, hidden: 32, heads: 2, vocab: 256, max_positions: 64, seq_len: 16, batch_size: 4, meter: none,
        dropout: 0.0, warmup_steps: 1, window_steps: 2, min_windows: 2, max_steps: 4, target_rel_ci: 0.0}
-replicates: 2
+replicates: 3
 groups:
   - layouts: [tp1-dp1, tp2-dp1]
 """
 
 
-def test_a_cpu_sweep_s_second_pass_runs_in_the_first_pass_s_launch(tmp_path, monkeypatch):
-    """One launch per world size serves both passes: the 2-rank runs of the second pass say they followed a plan
+def test_a_cpu_sweep_s_later_passes_run_in_the_first_pass_s_launch(tmp_path, monkeypatch):
+    """One launch per world size serves every pass: the 2-rank runs of the later passes say they followed plans
     in the same launch, their loss curves are the first pass's (nothing a run leaves behind changes the next one's
-    training), and the launch has exited when the sweep returns. The one-rank launch is killed while it waits
-    between the passes: a new one runs the second pass, and no run is recorded failed (none was in flight)."""
+    training), and the launch has exited when the sweep returns. The one-rank launch dies while it waits between
+    passes, twice: before the next plan is handed to it (a new launch takes the plan), and with the plan written
+    but not yet read (stopped, then killed: the sweep starts a new launch for it). No run is recorded failed: none
+    was in flight."""
     from companion.runs import sweep
 
-    path = tmp_path / "two.yaml"
-    path.write_text(TWO_PASSES)
-    submit = sweep.Launches.submit
+    path = tmp_path / "three.yaml"
+    path.write_text(THREE_PASSES)
+    submit, handed = sweep.Launches.submit, []
 
-    def killing(self, ws, *a, **k):
+    def dying(self, ws, *a, **k):
         live = self.live.get(ws)
-        if ws == 1 and live is not None:
+        if ws != 1 or live is None:
+            return submit(self, ws, *a, **k)
+        handed.append(ws)
+        if len(handed) == 1:  # dead before the sweep hands it the plan
             live.proc.kill()
-        return submit(self, ws, *a, **k)
+            live.proc.wait()
+            return submit(self, ws, *a, **k)
+        live.proc.send_signal(signal.SIGSTOP)  # it cannot read the plan written now ...
+        try:
+            return submit(self, ws, *a, **k)
+        finally:
+            live.proc.kill()  # ... and dies with it unread
 
-    monkeypatch.setattr(sweep.Launches, "submit", killing)
+    monkeypatch.setattr(sweep.Launches, "submit", dying)
     out = tmp_path / "runs"
     result = sweep.run_sweep(load_profile(str(path)), out, progress=False)
-    assert len(result.ok) == 4 and not result.failed
+    assert len(result.ok) == 6 and not result.failed and handed == [1, 1]
     by = {(r["config"]["world_size"], r["config"]["replicate"]): r for r in load_records(out)}
-    assert {k: r["provenance"]["launch"]["plans_before"] for k, r in by.items()} == {
-        (1, 0): 0,
-        (2, 0): 0,
-        (1, 1): 0,  # a new launch ran it
-        (2, 1): 1,
-    }
-    assert by[(2, 1)]["loss"]["curve"] == by[(2, 0)]["loss"]["curve"]
-    for r in by.values():  # each run's peak memory is its own, not the launch's
-        assert r["memory"]["source"].startswith("process peak RSS during the run")
+    plans_before = {k: r["provenance"]["launch"]["plans_before"] for k, r in by.items()}
+    assert plans_before == {(1, 0): 0, (1, 1): 0, (1, 2): 0, (2, 0): 0, (2, 1): 1, (2, 2): 2}
+    assert by[(2, 2)]["loss"]["curve"] == by[(2, 1)]["loss"]["curve"] == by[(2, 0)]["loss"]["curve"]
+    for r in by.values():  # each run's peak memory counts from its start, not from the launch's
+        assert r["memory"]["source"].startswith("process peak RSS from the run's start")
     log = (out / "logs" / "ws2.log").read_text()
-    assert log.count("=== ") == 2 and "--serve" in log and "plan 1 of the launch above" in log
-    pid = int(re.search(r"plan 1 of the launch above \(pid (\d+)\)", log).group(1))
+    assert log.count("=== ") == 3 and log.count("--serve") == 1 and "plan 2 of the launch above" in log
+    pid = int(re.search(r"plan 2 of the launch above \(pid (\d+)\)", log).group(1))
     assert not os.path.exists(f"/proc/{pid}")  # it exited, and the sweep reaped it
-    assert (out / "logs" / "ws1.log").read_text().count("-m companion.runs.train") == 2
+    ws1 = (out / "logs" / "ws1.log").read_text()
+    # three launches; the second was handed plan 1 and died with it unread
+    assert ws1.count("-m companion.runs.train") == 3 and ws1.count("plan 1 of the launch above") == 1
 
 
 def test_cpu_launches_fork_their_ranks_and_cuda_launches_start_new_ones(tmp_path):

@@ -537,9 +537,17 @@ def _collective_worker(rank: int, world: int, init_file: str, backend: str, conn
     device = torch.device(f"cuda:{rank}") if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    conn = conns[rank]
+    conn, parent = conns[rank], os.getppid()
     dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world)
-    while (asked := conn.recv()) is not None:  # between passes a rank waits here, on its pipe alone
+    while True:  # between passes a rank waits here, on its pipe alone
+        while not conn.poll(1.0):
+            if (
+                os.getppid() != parent
+            ):  # the calibration has gone (no signal says so off Linux): so does the rank
+                return
+        asked = conn.recv()
+        if asked is None:
+            break
         got = _collective_pass(world, device, *asked)
         conn.send(got if rank == 0 else None)
     dist.destroy_process_group()
@@ -854,12 +862,18 @@ class CollectiveRanks:
         """Every rank's answer to the pass (rank 0's rows); a rank that fails raises, as ``join`` reports it."""
         pending, got = set(range(self.world)), None
         while pending:
-            self._ctx.join(timeout=0.1)  # raises when a rank failed or exited
+            self._ctx.join(timeout=0.1)  # raises when a rank failed (a non-zero exit)
             for rank in sorted(pending):
                 if self._conns[rank].poll():
                     answer = self._conns[rank].recv()
                     got = answer if rank == 0 else got
                     pending.discard(rank)
+                elif not self._ctx.processes[
+                    rank
+                ].is_alive():  # it exited 0 without answering (a Ctrl-C of its own)
+                    raise RuntimeError(
+                        f"rank {rank} of the {self.world}-rank collectives benchmark ended before its pass did"
+                    )
         return got
 
     def close(self, stop: bool = False) -> None:

@@ -205,9 +205,13 @@ def _run_sweep(members: list[tuple[Profile, Path]], retry_failed: bool, progress
                 )
             )
     launches = Launches(out_dir, serve=profile.device == "cpu")
+    order = launch_order(pending)  # replicate passes, then world sizes
+    last = {ws: i for i, (ws, _) in enumerate(order)}
     try:
-        for world_size, items in launch_order(pending):  # replicate passes, then world sizes
+        for i, (world_size, items) in enumerate(order):
             _launch_until_done(profile.name, out_dir, items, world_size, bar, launches)
+            if i == last[world_size]:
+                launches.retire(world_size)
         launches.close()
     finally:
         launches.stop()
@@ -257,10 +261,11 @@ class Launches:
     """The sweep's launches. On CPU one launch per world size serves every pass (``train.serve_plans``): the
     second pass's runs skip the interpreter's start and, under TP and FSDP, the first step's sharding
     propagation of each configuration (DTensor caches it per process; a 4-rank run's first step takes 1-3 s
-    without it), so a sweep's time outside the measured windows shrinks and nothing inside them changes (every
-    window opens after its run's warm-up). An idle launch waits on its queue's files, not on a collective.
-    On CUDA every plan is a launch of its own: an idle launch would hold its GPUs' memory while another world
-    size measures on them."""
+    without it), so a sweep's time outside the measured windows shrinks; the windows themselves are as before
+    (each opens after its run's warm-up). An idle launch waits on its queue's files, not on a collective: it
+    holds its memory and wakes twice a second (its ranks) while other world sizes measure, until its last
+    plan (``retire``). On CUDA every plan is a launch of its own: an idle launch would hold its GPUs' memory
+    while another world size measures on them."""
 
     def __init__(self, out_dir: Path, serve: bool):
         self.out_dir, self.serve = Path(out_dir), serve
@@ -303,14 +308,20 @@ class Launches:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
 
+    def retire(self, world_size: int) -> None:
+        """The world size has no plan left: its launch closes its process group and exits (``close`` waits)."""
+        launch = self.live.get(world_size)
+        if launch is not None and launch.queue is not None:
+            write_json(launch.queue / "stop", {})
+
     def ended(self, world_size: int) -> None:
         """The world size's launch has exited: the next plan starts another."""
         self.live.pop(world_size, None)
 
     def close(self, timeout_s: float = 60.0) -> None:
         """The sweep is done: every serving launch closes its process group and exits."""
-        for launch in self.live.values():
-            write_json(launch.queue / "stop", {})
+        for ws in self.live:
+            self.retire(ws)
         for ws, launch in list(self.live.items()):
             try:
                 launch.proc.wait(timeout=timeout_s)
@@ -366,7 +377,7 @@ def _launch_until_done(
                 or re.search(r"got signal: (15|(Signals\.)?SIGTERM)\b", launched) is not None
             )
             raise Terminated if terminated else KeyboardInterrupt
-        if reused and "run-start:" not in launched:
+        if reused and "run-start:" not in launched and "error:" not in launched:
             # a launch kept from an earlier pass ended before it started this plan: start a new one for it
             bar.write(
                 f"the launch of world size {world_size} ended between plans (exit code {rc}); starting another"

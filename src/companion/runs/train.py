@@ -557,8 +557,9 @@ def _agree_window(m, steps: int, device) -> tuple[float, float, int, float]:
 
 def _reset_peak_memory(device) -> bool:
     """Start this run's peak-memory count: the CUDA allocator's peak, or on Linux the process's peak RSS (VmHWM,
-    reset by writing 5 to /proc/self/clear_refs), so a run later in a launch does not inherit an earlier run's
-    peak. False where the process's peak cannot be reset (it then counts from the launch's start)."""
+    reset by writing 5 to /proc/self/clear_refs to the RSS of the moment), so a run later in a launch does not
+    inherit an earlier run's peak; the heap the process kept from earlier runs still counts (glibc returns little
+    of it). False where the process's peak cannot be reset (it then counts from the launch's start)."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
         return True
@@ -594,7 +595,8 @@ def _peak_memory(device, reset: bool) -> dict:
     if hwm is not None:
         return {
             "bytes": hwm,
-            "source": f"process peak RSS during the run (VmHWM, reset at its start{forked})",
+            "source": "process peak RSS from the run's start (VmHWM reset then; heap kept from earlier runs "
+            f"included{forked})",
         }
     # ru_maxrss is in KiB on Linux; it is the process's lifetime peak, not this run's
     return {
@@ -851,17 +853,28 @@ def run_plan(
 SERVE_POLL_S = 0.5  # how often an idle serving launch looks for its next plan (each of its ranks)
 
 
-def next_plan(queue: Path, k: int) -> Path | None:
+def next_plan(queue: Path, k: int, parent: int) -> Path | None:
     """Wait for plan ``k`` in a serving launch's ``queue`` (``<k>.json``, written whole by ``companion sweep``);
     None once ``stop`` is there instead. Every rank waits on the files alone: an idle launch holds no collective
-    open, so it may wait through another world size's launches for as long as they take."""
+    open, so it may wait through another world size's launches for as long as they take. A rank whose parent
+    (``parent``: the sweep, or torchrun's agent) has gone stops waiting (``Orphaned``): where the system sends
+    no signal when a parent dies, nothing else would end it."""
     plan, stop = queue / f"{k}.json", queue / "stop"
     while True:
         if plan.is_file():
             return plan
         if stop.exists():
             return None
+        if os.getppid() != parent:
+            raise Orphaned(
+                "the process that started this launch has ended: stopping (finished runs are kept; re-run the "
+                "sweep to resume)"
+            )
         time.sleep(SERVE_POLL_S)
+
+
+class Orphaned(ConfigError):
+    """A serving launch whose sweep (or agent) has gone: it stops without waiting on the other ranks."""
 
 
 class LaunchError(ConfigError):
@@ -966,8 +979,8 @@ def serve_plans(queue: Path, out: Path | None, default_profile: str, main_rank: 
     from companion.paths import runs_dir
     from companion.runs.records import write_json
 
-    launch, failures, k = None, 0, 0
-    while (path := next_plan(queue, k)) is not None:
+    launch, failures, k, parent = None, 0, 0, os.getppid()
+    while (path := next_plan(queue, k, parent)) is not None:
         configs, profile, destinations = _read_plan(path, default_profile)
         out_dir = out or runs_dir(profile)
         _checked(configs, out_dir, destinations, main_rank)

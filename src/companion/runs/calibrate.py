@@ -541,9 +541,8 @@ def _collective_worker(rank: int, world: int, init_file: str, backend: str, conn
     dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world)
     while True:  # between passes a rank waits here, on its pipe alone
         while not conn.poll(1.0):
-            if (
-                os.getppid() != parent
-            ):  # the calibration has gone (no signal says so off Linux): so does the rank
+            # the calibration has gone (no signal says so off Linux): so does the rank
+            if os.getppid() != parent:
                 return
         asked = conn.recv()
         if asked is None:
@@ -790,9 +789,8 @@ class CollectiveRanks:
 
     def __init__(self, world: int, backend: str):
         self.world, self.backend = world, backend
-        self.method = (
-            "spawn" if backend == "nccl" else "fork"
-        )  # fork is fast (no re-import), safe on CPU only
+        # fork is fast (no re-import), safe on CPU only
+        self.method = "spawn" if backend == "nccl" else "fork"
         self._tmp = self._ctx = None
         self._conns: list = []
 
@@ -868,9 +866,8 @@ class CollectiveRanks:
                     answer = self._conns[rank].recv()
                     got = answer if rank == 0 else got
                     pending.discard(rank)
-                elif not self._ctx.processes[
-                    rank
-                ].is_alive():  # it exited 0 without answering (a Ctrl-C of its own)
+                elif not self._ctx.processes[rank].is_alive():
+                    # it exited 0 without answering (a Ctrl-C of its own)
                     raise RuntimeError(
                         f"rank {rank} of the {self.world}-rank collectives benchmark ended before its pass did"
                     )
@@ -903,15 +900,6 @@ class CollectiveRanks:
         self._conns = []
 
 
-def collective_benchmark(world: int, backend: str, budget_s: float, layout_budget_s: float = 0.0) -> dict:
-    """One pass of ``CollectiveRanks`` on ranks started for it."""
-    ranks = CollectiveRanks(world, backend)
-    try:
-        return ranks.run(budget_s, layout_budget_s)
-    finally:
-        ranks.close()
-
-
 PASS_SPREAD_WARN = 1.5  # passes whose collective timings differ by more than this (median ratio) are reported
 
 
@@ -927,7 +915,7 @@ def _fastest(passes: list[list[dict]], key: tuple, field: str) -> list[dict]:
 
 
 def combine_passes(results: list[dict], world: int) -> dict:
-    """One record from several ``collective_benchmark`` passes over ``world`` ranks: every collective and
+    """One record from several ``CollectiveRanks`` passes over ``world`` ranks: every collective and
     layout-probe timing the fastest of its passes, alpha and beta fitted to those; each pass kept
     (``passes``), with ``pass_spread``, the median ratio of the slowest pass's timings to the fastest's
     (about 1 on a quiet node)."""

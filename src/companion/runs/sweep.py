@@ -353,7 +353,6 @@ def _launch_until_done(
     while todo:
         with log_path.open("a") as log:
             start = log_path.stat().st_size
-            reused = world_size in launches.live and launches.live[world_size].proc.poll() is None
             launch, done = launches.submit(world_size, profile, todo, log)
             rc = _follow(launch.proc, todo, bar, log_path, start, done)
         raise_if_stopped()  # a stop that a library caught: launch nothing more
@@ -377,7 +376,7 @@ def _launch_until_done(
                 or re.search(r"got signal: (15|(Signals\.)?SIGTERM)\b", launched) is not None
             )
             raise Terminated if terminated else KeyboardInterrupt
-        if reused and "run-start:" not in launched and "error:" not in launched:
+        if launch.plans > 1 and "run-start:" not in launched and "error:" not in launched:
             # a launch kept from an earlier pass ended before it started this plan: start a new one for it
             bar.write(
                 f"the launch of world size {world_size} ended between plans (exit code {rc}); starting another"

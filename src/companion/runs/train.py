@@ -973,27 +973,25 @@ def _checked(configs: list[RunConfig], out_dir: Path, destinations, main_rank: b
             check_writable(folder)  # before training: a measurement is never lost for want of a folder
 
 
-def serve_plans(queue: Path, out: Path | None, default_profile: str, main_rank: bool) -> int:
+def serve_plans(queue: Path, out: Path | None, default_profile: str, main_rank: bool) -> None:
     """Run the plans a sweep writes to ``queue`` in turn (``next_plan``) in one launch, rank 0 writing
-    ``<k>.done`` (the plan's failures) after each, until ``stop``; the number of failed runs."""
+    ``<k>.done`` (the plan's failures) after each, until ``stop``. The sweep reads the runs' records."""
     from companion.paths import runs_dir
     from companion.runs.records import write_json
 
-    launch, failures, k, parent = None, 0, 0, os.getppid()
+    launch, k, parent = None, 0, os.getppid()
     while (path := next_plan(queue, k, parent)) is not None:
         configs, profile, destinations = _read_plan(path, default_profile)
         out_dir = out or runs_dir(profile)
         _checked(configs, out_dir, destinations, main_rank)
         if launch is None:
             launch = Launch(configs[0].device)
-        n = run_plan(configs, out_dir, profile, destinations, launch)
-        failures += n
+        failures = run_plan(configs, out_dir, profile, destinations, launch)
         if main_rank:
-            write_json(queue / f"{k}.done", {"failures": n})
+            write_json(queue / f"{k}.done", {"failures": failures})
         k += 1
     if launch is not None:
         launch.close()
-    return failures
 
 
 def main(argv: list[str] | None = None) -> int:

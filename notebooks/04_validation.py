@@ -28,7 +28,7 @@ target_mape_pct = 5.0
 max_step_ci95_rel = 0.1
 holdout_profile = "holdout"
 test_profile = "testset"
-workers = 2  # processes for the held-out fits (the scores are the same with any number)
+workers = 2  # processes for the held-out fits and the laws' folds (the scores are the same with any number)
 
 # %%
 # hide
@@ -58,7 +58,8 @@ figures.use_offline_renderer()
 all_runs = pd.read_csv(paths.derived_dir(profile) / "proxies.csv")
 df, left_out = usable_runs(all_runs, max_step_ci95_rel)
 glue("energy_label", figures.energy_label(df), display=False)
-summary, pred = validate(df, laws=laws, n_boot=n_boot, level=level, seed=seed)
+n_workers = min(workers, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else workers
+summary, pred = validate(df, laws=laws, n_boot=n_boot, level=level, seed=seed, workers=n_workers)
 v = verdict(summary, target_mape=target_mape_pct)
 
 # %% [markdown]
@@ -125,7 +126,6 @@ off_grid_all = off_grid_sets(
     paths.runs_dir(test_runs_profile) if test_runs_profile else None,
     roofs,
 )
-n_workers = min(workers, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else workers
 build_scores = val.score_build(all_runs, off_grid_all, models, level, max_step_ci95_rel, workers=n_workers)
 model_pred, by_split, pooled, noise = (
     build_scores.pred,

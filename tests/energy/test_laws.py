@@ -825,6 +825,62 @@ def test_model_validation_in_worker_processes_gives_the_same_rows():
     pd.testing.assert_frame_equal(one, two)
 
 
+def test_the_off_grid_rows_come_from_one_fit_per_model_in_any_number_of_processes(monkeypatch):
+    """``validate_models`` with the off-grid groups gives the folds' rows, then the validation set's, then the
+    test set's, each as ``score_holdout`` scores that group alone; in worker processes too. Each model is fitted
+    on all the runs once for both groups, never on an off-grid run."""
+    import companion.energy.models as models_mod
+    from companion.energy.validation import score_holdout, validate_models
+
+    X = _frame_for_validation()
+    X["energy_per_step_j"] = X.energy_per_step_j.astype(float)
+    train = X[X.layers != 12]
+    holdout, test = X[(X.layers == 12) & (X.world_size == 1)], X[(X.layers == 12) & (X.world_size > 1)]
+    assert len(holdout) and len(test)
+    models = {
+        "roofline_power_law": models_mod.paper_law(n_boot=0),
+        "flops_power_law": REGISTRY["flops_power_law"].build(None),
+    }
+    splits = ["leave_one_mode_out"]
+    off_grid = {"holdout": holdout, "test": test}
+    one = validate_models(train, models, splits=splits, off_grid=off_grid)
+    two = validate_models(train, models, splits=splits, off_grid=off_grid, workers=2)
+    pd.testing.assert_frame_equal(one, two)
+    apart = pd.concat(
+        [
+            validate_models(train, models, splits=splits),
+            score_holdout(train, holdout, models),
+            score_holdout(train, test, models, split="test", calibration=holdout),
+        ],
+        ignore_index=True,
+    )
+    pd.testing.assert_frame_equal(one, apart, check_dtype=False)
+    assert list(pd.unique(one.split)) == ["leave_one_mode_out", "holdout", "test"]
+
+    fitted_on = []
+    real = models_mod.fit_model
+    monkeypatch.setattr(
+        models_mod,
+        "fit_model",
+        lambda m, df, **kw: fitted_on.append(frozenset(df.run_id)) or real(m, df, **kw),
+    )
+    validate_models(train, models, splits=splits, off_grid=off_grid)
+    assert fitted_on.count(frozenset(train.run_id)) == len(models)
+    assert not any(ids & set(X.run_id[X.layers == 12]) for ids in fitted_on)
+
+
+def test_the_laws_folds_in_worker_processes_give_the_same_rows():
+    from companion.energy.validation import validate
+
+    X = _frame_for_validation()
+    splits = ["leave_one_size_out", "leave_one_mode_out"]
+    one = validate(X, laws=["roofline_power_law", "tokens_linear"], splits=splits, n_boot=20)
+    two = validate(X, laws=["roofline_power_law", "tokens_linear"], splits=splits, n_boot=20, workers=2)
+    for a, b in zip(one, two):
+        pd.testing.assert_frame_equal(a, b)
+    assert len(one[1]) > 20
+
+
 def test_fits_on_recurring_rows_are_computed_once_and_change_nothing(monkeypatch):
     """Inside ``memoized_fits`` a model refitted on the same rows is fitted once, the validation's predictions
     are those of fitting every time, and a frame that is not rows of the memo's runs is refused."""

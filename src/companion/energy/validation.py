@@ -95,47 +95,42 @@ def metrics(measured: np.ndarray, predicted: np.ndarray, lo: np.ndarray, hi: np.
 
 
 def validate(
-    df: pd.DataFrame, laws=None, splits=None, n_boot: int = 100, level: float = LEVEL, seed: int = 0
+    df: pd.DataFrame,
+    laws=None,
+    splits=None,
+    n_boot: int = 100,
+    level: float = LEVEL,
+    seed: int = 0,
+    workers: int = 1,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(summary: one row per split x law, predictions: one row per held-out run x law).
 
     The splits default to those every model is scored on (``MODEL_SPLITS``), so a law's pooled MAPE here is
-    the same figure as in the models' tables."""
+    the same figure as in the models' tables. ``workers`` > 1 fits the folds in that many forked processes
+    (every fit is seeded: the result is the same as with one)."""
     energy_kind(df)
     laws = list(laws or LAWS)
     check_n_boot(n_boot)
     check_design(df, laws)  # a design the fit refuses cannot be validated either
-    rows = []
-    for split in splits or MODEL_SPLITS:
-        for fold, train_idx, test_idx in folds(df, split):
-            if len(test_idx) == 0 or len(train_idx) < 4:
-                continue
-            train, test = df.loc[train_idx], df.loc[test_idx]
-            usl = fit_usl(train, n_boot=n_boot, seed=seed)  # eta from training rows only
-            Xtr, Xte = design_matrix(train, usl), design_matrix(test, usl)
-            for name in laws:
-                fit = fit_law(name, Xtr, "energy_per_step_j", n_boot, seed)
-                pred = fit.predict(Xte)
-                lo, hi = fit.interval(Xte, level, seed)
-                for r, p, a, b, modelled in zip(test.itertuples(), pred, lo, hi, Xte.eta_modelled):
-                    rows.append(
-                        {
-                            "split": split,
-                            "fold": fold,
-                            "law": name,
-                            "run_id": r.run_id,
-                            "mode": r.mode,
-                            "world_size": r.world_size,
-                            "layers": r.layers,
-                            "hidden": r.hidden,
-                            "flops_per_step": r.flops_per_step,
-                            "measured_j": r.energy_per_step_j,
-                            "predicted_j": p,
-                            "lo_j": a,
-                            "hi_j": b,
-                            "eta_modelled": bool(modelled),
-                        }
-                    )
+    tasks = [
+        (split, fold, train_idx, test_idx)
+        for split in splits or MODEL_SPLITS
+        for fold, train_idx, test_idx in folds(df, split)
+        if len(test_idx) and len(train_idx) >= 4
+    ]
+    global _LAW_STATE
+    _LAW_STATE = (df, laws, n_boot, level, seed)
+    try:
+        if workers > 1 and len(tasks) > 1 and _can_fork():
+            import multiprocessing
+
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                chunks = pool.map(_law_fold_rows, tasks, chunksize=1)
+        else:
+            chunks = [_law_fold_rows(t) for t in tasks]
+    finally:
+        _LAW_STATE = None
+    rows = [row for chunk in chunks for row in chunk]
     pred = pd.DataFrame(rows)
     pred["ape_pct"] = (pred.predicted_j - pred.measured_j).abs() / pred.measured_j * 100
     summary = []
@@ -253,20 +248,71 @@ PRED_COLUMNS = [
 ]
 
 
+_LAW_STATE = None  # (runs, laws, n_boot, level, seed) of the validate call in progress, inherited by workers
+
+
+def _law_fold_rows(task) -> list[dict]:
+    """The prediction rows of every law on one fold of ``validate``: the USL and each law fitted on its training
+    rows, scored on its test rows."""
+    split, fold, train_idx, test_idx = task
+    df, laws, n_boot, level, seed = _LAW_STATE
+    train, test = df.loc[train_idx], df.loc[test_idx]
+    usl = fit_usl(train, n_boot=n_boot, seed=seed)  # eta from training rows only
+    Xtr, Xte = design_matrix(train, usl), design_matrix(test, usl)
+    rows = []
+    for name in laws:
+        fit = fit_law(name, Xtr, "energy_per_step_j", n_boot, seed)
+        pred = fit.predict(Xte)
+        lo, hi = fit.interval(Xte, level, seed)
+        for r, p, a, b, modelled in zip(test.itertuples(), pred, lo, hi, Xte.eta_modelled):
+            rows.append(
+                {
+                    "split": split,
+                    "fold": fold,
+                    "law": name,
+                    "run_id": r.run_id,
+                    "mode": r.mode,
+                    "world_size": r.world_size,
+                    "layers": r.layers,
+                    "hidden": r.hidden,
+                    "flops_per_step": r.flops_per_step,
+                    "measured_j": r.energy_per_step_j,
+                    "predicted_j": p,
+                    "lo_j": a,
+                    "hi_j": b,
+                    "eta_modelled": bool(modelled),
+                }
+            )
+    return rows
+
+
 def validate_models(
-    df: pd.DataFrame, models: dict, splits=None, level: float = LEVEL, min_train: int = 6, workers: int = 1
+    df: pd.DataFrame,
+    models: dict,
+    splits=None,
+    level: float = LEVEL,
+    min_train: int = 6,
+    workers: int = 1,
+    off_grid: dict | None = None,
 ) -> pd.DataFrame:
     """One row per held-out run x model x target: measured, predicted and the ``level`` interval.
 
     Each fold fits every model (and, inside ``fit_model``, its interval residuals) on the training rows only.
-    ``workers`` > 1 fits the (fold, model) pairs in that many forked processes; the rows come back in the same
-    order, so the result is the same as with one.
+    ``off_grid`` ({'holdout': the validation set's runs, 'test': the test set's}, either absent or None) adds
+    their rows (``score_holdout``) after the folds', the validation set's then the test set's, from one fit of
+    each model on all of ``df``. ``workers`` > 1 fits the (fold, model) pairs and the off-grid fits in that many
+    forked processes; the rows come back in the same order, so the result is the same as with one.
     """
     energy_kind(df)
     # one block per dtype, not one per column: the folds below take rows of it thousands of times
     df = df.copy()
     models = _point_fits(models)
-    tasks = [
+    off_grid = {k: v for k, v in (off_grid or {}).items() if v is not None and len(v)}
+    for frame in off_grid.values():
+        energy_kind(pd.concat([df[["energy_measured"]], frame[["energy_measured"]]]))
+    # the off-grid fits first: each is a whole fit with its intervals, the largest tasks, so that none is left
+    # to run alone at the end
+    tasks = [("off-grid", None, None, None, name) for name in models if off_grid] + [
         (split, fold, train_idx, test_idx, name)
         for split in splits or MODEL_SPLITS
         for fold, train_idx, test_idx in folds(df, split)
@@ -276,23 +322,26 @@ def validate_models(
     from companion.energy.models import memoized_fits
 
     global _FOLD_STATE
-    _FOLD_STATE = (df, models, level)
+    _FOLD_STATE = (df, models, level, off_grid)
     try:
         with memoized_fits(df):  # every fit below is on rows of df, many on the same rows
             if workers > 1 and len(tasks) > 1 and _can_fork():
                 import multiprocessing
 
                 with multiprocessing.get_context("fork").Pool(workers) as pool:
-                    chunks = pool.map(_fold_rows, tasks, chunksize=max(1, len(tasks) // (4 * workers)))
+                    chunks = pool.map(_fold_rows, tasks, chunksize=1)
             else:
                 chunks = [_fold_rows(t) for t in tasks]
     finally:
         _FOLD_STATE = None
-    return _scored([row for chunk in chunks for row in chunk])
+    n_off = len(models) if off_grid else 0
+    fold_rows = [row for chunk in chunks[n_off:] for row in chunk]
+    off_rows = [row for split in OFF_GRID for chunk in chunks[:n_off] for row in chunk.get(split, [])]
+    return _scored(fold_rows + off_rows)
 
 
 _FOLD_STATE = (
-    None  # (runs, models, level) of the validate_models call in progress, inherited by forked workers
+    None  # (runs, models, level, off-grid runs) of the validate_models call in progress, inherited by workers
 )
 
 
@@ -303,14 +352,37 @@ def _can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and not multiprocessing.current_process().daemon
 
 
-def _fold_rows(task) -> list[dict]:
-    """The prediction rows of one (split, fold, model): fitted on the fold's training rows, scored on its test rows."""
+def _fold_rows(task):
+    """The prediction rows of one (split, fold, model): fitted on the fold's training rows, scored on its test
+    rows; of an off-grid task, {split: rows} of the model fitted on all runs (``_off_grid_rows``)."""
     from companion.energy.models import fit_model
 
     split, fold, train_idx, test_idx, name = task
-    df, models, level = _FOLD_STATE
+    df, models, level, off_grid = _FOLD_STATE
+    if split == "off-grid":
+        return _off_grid_rows(df, off_grid, name, models[name], level)
     train, test = df.loc[train_idx], df.loc[test_idx]
     return prediction_rows(test, fit_model(models[name], train).predict(test, level), split, fold, name)
+
+
+def _off_grid_rows(train: pd.DataFrame, off_grid: dict, name: str, model, level: float) -> dict[str, list]:
+    """{split: prediction rows} of ``model`` fitted once on ``train`` for the off-grid groups ``off_grid``
+    ({'holdout' and/or 'test': runs}). The intervals' off-grid width comes from the validation set: for its own
+    runs, each configuration's from the others' (``predict_leaving_each_out``); for the test set, from all of
+    them. Without a validation set the fit has no off-grid width."""
+    from companion.energy.models import fit_model, predict_leaving_each_out
+
+    holdout = off_grid.get("holdout")
+    fitted = fit_model(model, train, off_grid=holdout)
+    out = {}
+    for split, runs in off_grid.items():
+        pred = (
+            predict_leaving_each_out(fitted, runs, _config_keys(runs), level)
+            if split == "holdout"
+            else fitted.predict(runs, level)
+        )
+        out[split] = prediction_rows(runs, pred, split, "off-grid", name)
+    return out
 
 
 def prediction_rows(runs: pd.DataFrame, pred: dict, split: str, fold, name: str) -> list[dict]:
@@ -619,21 +691,12 @@ def score_holdout(
     read only to score: the same rows as ``validate_models`` with split ``split`` ('holdout', the validation set,
     or 'test', the test set). The intervals' off-grid width (``models.OFF_GRID``) comes from the validation set:
     ``calibration`` for the test set; for the validation set itself, each configuration's from the others'."""
-    from companion.energy.models import fit_model, predict_leaving_each_out
-
     energy_kind(pd.concat([train[["energy_measured"]], holdout[["energy_measured"]]]))
-    models = _point_fits(models)
-    itself = split == "holdout"
-    off_grid = holdout if itself else calibration
+    off_grid = {"holdout": holdout} if split == "holdout" else {"holdout": calibration, split: holdout}
+    off_grid = {k: v for k, v in off_grid.items() if v is not None and len(v)}
     rows = []
-    for name, model in models.items():
-        fitted = fit_model(model, train, off_grid=off_grid)
-        pred = (
-            predict_leaving_each_out(fitted, holdout, _config_keys(holdout), level)
-            if itself
-            else fitted.predict(holdout, level)
-        )
-        rows += prediction_rows(holdout, pred, split, "off-grid", name)
+    for name, model in _point_fits(models).items():
+        rows += _off_grid_rows(train, off_grid, name, model, level)[split]
     return _scored(rows)
 
 
@@ -677,24 +740,16 @@ def score_build(
     df, left_out = usable_runs(runs_all, max_step_ci95_rel)
     ci_filter = {"max_step_ci95_rel": max_step_ci95_rel, "sweep": filter_counts(runs_all, left_out)}
     dropped = {"sweep": list(left_out)}
-    pred = validate_models(df, models, level=level, workers=workers)
     kept, noises = {}, {}
-    calibration = None  # the validation set's kept runs: the test set's off-grid width (scored first)
     for split, frame_all in sorted(off_grid_all.items(), key=lambda kv: kv[0] != "holdout"):
         if frame_all is None or frame_all.empty:
             continue
         frame, gone = usable_runs(frame_all, max_step_ci95_rel)
         ci_filter[split], dropped[split] = filter_counts(frame_all, gone), list(gone)
-        pred = pd.concat(
-            [pred, score_holdout(df, frame, models, level, split=split, calibration=calibration)],
-            ignore_index=True,
-        )
-        if split == "holdout":
-            calibration = frame
-        kept[split], noises[split] = (
-            frame,
-            replicate_noise(frame),
-        )  # each group's own floor: its protocol, its time
+        # each group's own floor: its protocol, its time
+        kept[split], noises[split] = frame, replicate_noise(frame)
+    # the validation set's kept runs set the intervals' off-grid width, the test set's too
+    pred = validate_models(df, models, level=level, workers=workers, off_grid=kept)
     noise = replicate_noise(df)
     by_split, pooled = score_splits(pred, noise, noises.get("holdout"), level, test_noise=noises.get("test"))
     return BuildScores(pred, by_split, pooled, df, noise, kept, noises, ci_filter, dropped)
@@ -740,14 +795,7 @@ def filter_sensitivity(
 ) -> dict:
     """The headline figures of one model (``headline_figures``) scored on every run, the step-time filter
     switched off: ``runs`` the sweep's runs and ``off_grid`` {split: runs} the off-grid groups, all unfiltered."""
-    pred = validate_models(runs, {model_name: model}, level=level, workers=workers)
-    calibration = off_grid.get("holdout")
-    for split, frame in off_grid.items():
-        if len(frame):
-            pred = pd.concat(
-                [pred, score_holdout(runs, frame, {model_name: model}, level, split, calibration)],
-                ignore_index=True,
-            )
+    pred = validate_models(runs, {model_name: model}, level=level, workers=workers, off_grid=off_grid)
     by_split, pooled = score_splits(pred, None, None, level)
     return headline_figures(by_split, pooled, model_name)
 

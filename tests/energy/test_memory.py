@@ -76,7 +76,7 @@ def test_the_estimated_peak_is_within_ten_percent_of_the_tracked_one(size, tp, d
 @pytest.mark.tracked
 @pytest.mark.parametrize("tp, dp", LAYOUTS)
 def test_a_state_bound_step_peaks_where_the_estimate_says(tp, dp):
-    """Few tokens, many parameters: weights, gradients, AdamW's states and its foreach temporaries (one device, TP),
+    """Few tokens, many parameters: weights, gradients, AdamW's states (one device, TP),
     or the FSDP root unit gathered beside the sharded states, make the peak; within 5 % of the tracker's."""
     size = (2, 256, 4, 16, 2)
     est = memory.peak_bytes_per_rank(_shape(*size, tp, dp, "fp32"), on_cuda=False)

@@ -245,8 +245,8 @@ groups:
         assert (pol["fsdp_param_dtype"], pol["fsdp_reduce_dtype"]) == (
             ("bfloat16", "float32") if mode == "fsdp" else (None, None)
         )
-    # one foreach AdamW per parameter kind under TP (DTensor encoder, plain embeddings/head), one elsewhere
-    assert recs["tp"]["optimizer"]["instances"] == 2 and recs["tp"]["optimizer"]["kernel"] == ["foreach"]
+    # one fused AdamW per parameter kind under TP (DTensor encoder, plain embeddings/head), one elsewhere
+    assert recs["tp"]["optimizer"]["instances"] == 2 and recs["tp"]["optimizer"]["kernel"] == ["fused"]
     assert recs["single"]["optimizer"]["instances"] == recs["fsdp"]["optimizer"]["instances"] == 1
     ref = recs["single"]["loss"]["curve"]
     for mode in ("tp", "fsdp"):

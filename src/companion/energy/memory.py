@@ -11,12 +11,11 @@ largest of five moments:
                     layers gathered and one layer's full fp32 gradient (its reduce-scatter's input)
     root backward   (FSDP) weights + optimizer states + every layer's sharded gradient + the root's full
                     gradient (and its fp32 copy under bf16): the peak of a vocabulary-heavy bf16 model
-    optimizer step  weights + gradients + optimizer states + the optimizer kernel's temporaries
+    optimizer step  weights + gradients + optimizer states (the fused AdamW kernel keeps no temporaries)
 
 Per rank, with P_r = (encoder parameters / t + the rest) / d parameters held (TP splits the encoder layers,
 FSDP shards everything): weights 4 P_r (fp32 master weights: bf16 runs under autocast), gradients 4 P_r, AdamW's
-two moments 8 P_r, and on CPU the foreach kernel's temporaries, 4 bytes per parameter of the largest group one
-call updates (CUDA's fused kernel has none).
+two moments 8 P_r.
 
 Saved activations, per layer and per token on a rank (T/d tokens, t-way TP, h hidden, f FFN width, a heads, S2
 attention pairs), are the tensors autograd keeps for backward:
@@ -104,17 +103,6 @@ def parameters_per_rank(s: StepShape) -> float:
     return (enc / s.tp + (parameter_count(s) - enc)) / s.dp
 
 
-def optimizer_group_parameters(s: StepShape) -> float:
-    """Parameters of the largest group one AdamW call updates at once (its foreach kernel's temporaries are that
-    group's size). TP alone leaves the embeddings, pooler and head as plain tensors beside the encoder's
-    DTensors, and the two kinds are stepped one after the other (``runs.parallel.make_optimizer``); under FSDP
-    every parameter is a DTensor, in one group."""
-    if s.tp > 1 and s.dp == 1:
-        enc = s.layers * encoder_layer_parameters(s.hidden, s.ffn)
-        return max(enc / s.tp, parameter_count(s) - enc)
-    return parameters_per_rank(s)
-
-
 def saved_activation_bytes(s: StepShape, on_cuda: bool) -> float:
     """Bytes autograd keeps for backward on one rank after a forward pass (the module docstring's table)."""
     b = _dtype_bytes(s, on_cuda)
@@ -172,7 +160,6 @@ def peak_bytes_per_rank(s: StepShape, on_cuda: bool) -> dict:
     layers = 2 * enc_layer / s.tp * param_bytes if s.dp > 1 else 0.0
     activations = saved_activation_bytes(s, on_cuda)
     backward_buffers = backward_buffer_bytes(s, on_cuda)
-    temporaries = 0.0 if on_cuda else 4 * optimizer_group_parameters(s)
     # in the first layer's backward (the last to run), FSDP holds beside the sharded states and the other layers'
     # sharded gradients the root, the layer in use and the next one gathered, and the layer's full fp32 gradient
     # that its reduce-scatter reads
@@ -187,14 +174,13 @@ def peak_bytes_per_rank(s: StepShape, on_cuda: bool) -> dict:
         "root gather": 12 * p + 2 * root + layers,
         "FSDP backward": 12 * p + reduced + root + layers + layer_grad,
         "root backward": 12 * p + reduced + 4 * enc_layer / s.tp / s.dp + root_grad,
-        "optimizer step": 16 * p + temporaries,
+        "optimizer step": 16 * p,
     }
     at = max(moments, key=moments.get)
     return {
         "weights": 4 * p,
         "optimizer_states": 8 * p,
         "gradients": 4 * p,
-        "optimizer_temporaries": temporaries,
         "fsdp_gathered": root + layers,
         "activations": activations,
         "backward_buffers": backward_buffers,

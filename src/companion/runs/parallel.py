@@ -199,7 +199,7 @@ class SplitOptimizer:
 def optimizer_groups(model: torch.nn.Module) -> list[list[torch.nn.Parameter]]:
     """Trainable parameters split by kind: DTensors (sharded by TP/FSDP) and plain tensors, empty kinds dropped.
 
-    The foreach and fused AdamW kernels take one kind per call; TP alone leaves embeddings, pooler and
+    The fused AdamW kernel takes one kind per call; TP alone leaves embeddings, pooler and
     classifier plain beside the sharded encoder.
     """
     from torch.distributed.tensor import DTensor
@@ -210,18 +210,18 @@ def optimizer_groups(model: torch.nn.Module) -> list[list[torch.nn.Parameter]]:
 
 
 def adamw_kernel(device_type: str) -> dict:
-    """AdamW's keyword for its kernel, the same for training and the calibration's benchmarks: fused on CUDA,
-    foreach on CPU. (CPU has a fused kernel too, stepping a 4-layer, h=128 BERT in about a quarter of
-    foreach's time on a 2-core node; the cpu profile's validation was measured with foreach, and two sweeps
-    with fused scored worse off the grid, 16 and 12 % against 8-12 %: too few to tell from timing drift.)"""
-    return {"fused": True} if device_type == "cuda" else {"foreach": True}
+    """AdamW's keyword for its kernel, the same for training and the calibration's benchmarks, on every device:
+    the fused kernel (one operator a step for all of a group's parameters). On CPU it steps a 4-layer, h=128 BERT
+    in about a quarter of the foreach kernel's time, and under TP and FSDP its first step's sharding propagation
+    is one operator's, not a dozen foreach operators' over the whole parameter list (docs/decisions.md).
+    ``device_type``: 'cpu' or 'cuda', both of which have it (torch >= 2.4)."""
+    return {"fused": True}
 
 
 def make_optimizer(model: torch.nn.Module, layout: Layout, lr: float):
-    """AdamW with the multi-tensor kernels (``adamw_kernel``: fused on CUDA, foreach on CPU); one instance per
-    parameter kind.
+    """AdamW with its fused kernel (``adamw_kernel``); one instance per parameter kind.
 
-    Under TP alone the parameters mix DTensors and plain tensors, which one foreach/fused call rejects: two
+    Under TP alone the parameters mix DTensors and plain tensors, which one fused call rejects: two
     instances (one per kind) keep the multi-tensor kernels instead of a per-parameter loop (~144 small
     updates per step at BERT-base). AdamW updates every parameter independently, so the split changes no
     arithmetic. ``layout`` is kept for the caller's symmetry; the split follows the parameters themselves.

@@ -65,6 +65,22 @@ def test_a_healthy_calibration_passes_and_the_shipped_h200_one_is_flagged_where_
     assert set(cal.roofs.fallbacks) == {*flagged, "collectives"} and len(cal.warnings) == len(flagged)
 
 
+def test_the_optimizer_is_checked_against_a_copy_of_its_own_bytes_where_it_timed_one():
+    """A fused AdamW over a working set a CPU's cache holds outruns the bandwidth benchmark's copy: with the copy
+    of its own bytes timed beside it, its moved bytes are held to that copy; a file without one keeps the
+    copy bandwidth as its yardstick."""
+    rec = _cpu_cal()
+    rec["optimizer"] = {"parameters": 2e6, "bytes_per_s": 7e10}  # 1.75 x the 4e10 copy bandwidth
+    assert (
+        "optimizer rate 7e+10 B/s exceeds 1.5x the copy bandwidth" in check_calibration(rec)["optimizer"][0]
+    )
+    rec["optimizer"].update(moved_bytes_per_s=7e10 * 28 / 36, copy_bytes_per_s=5e10)
+    assert "optimizer" not in check_calibration(rec)
+    rec["optimizer"]["copy_bytes_per_s"] = 3e10  # its bytes moved 1.8x faster than copied: a broken timing
+    (problem,) = check_calibration(rec)["optimizer"]
+    assert "over 1.5x a copy of as many bytes" in problem
+
+
 def test_timings_stuck_whatever_the_shape_are_flagged(tmp_path):
     rec = _cpu_cal()
     for r in rec["gemm"]["shapes"][2:]:  # a busy spell: every timing near 15.9 ms

@@ -88,6 +88,8 @@ def test_the_cpu_passes_share_their_ranks_and_every_rank_ends_with_the_calibrati
         first = forked.run(0.3)
         pids = [proc.pid for proc in forked._ctx.processes]
         second = forked.run(0.3)
+        # a pass with the layout probes but not the work probes (the calibration's first)
+        probes = forked.run(0.3, layout_budget_s=0.05, work=False)
         assert [proc.pid for proc in forked._ctx.processes] == pids
         procs = forked._ctx.processes
     finally:
@@ -100,6 +102,7 @@ def test_the_cpu_passes_share_their_ranks_and_every_rank_ends_with_the_calibrati
             and got["beta_bytes_per_s"] > 0
         )
         assert got["layouts"] == [] and got["work"] == []
+    assert len(probes["layouts"]) == 4 and probes["work"] == []
     spawned = CollectiveRanks(2, "gloo")
     spawned.method = "spawn"
     got = spawned.run(0.3)

@@ -19,7 +19,8 @@ What it measures (best of repeated timings; times in s, rates in FLOP/s and byte
   (``opmodel.layout_overheads``), measured instead of learnt from a sweep;
 * on CPU, the same layouts at a size with real compute (2 layers of width 128, 1024 tokens per step): step time
   and the CPU time of every rank, whose ratio is the cores the step keeps busy, so a layout's extra CPU work is
-  told from waiting nothing fills (reported in the calibration's table; the operator model does not read it yet);
+  told from waiting nothing fills (reported in the calibration's table; the operator model does not read it yet,
+  so it is timed in the last pass alone);
 * idle and loaded power from the meter the sweeps use (NVML counter on GPUs: measured; CodeCarbon's model on
   a CPU without RAPL: estimated, and labelled so).
 
@@ -257,14 +258,27 @@ def optimizer_benchmark(device, budget_s: float, parameters: int | None = None) 
         q.grad = torch.ones_like(q)
     kernel = adamw_kernel(torch.device(device).type)
     opt = torch.optim.AdamW(params, lr=1e-4, **kernel)
-    t = _best_time(opt.step, device, budget_s)
+    t = _best_time(opt.step, device, 0.75 * budget_s)
     n = sum(q.numel() for q in params)
+    # the check's yardstick: a copy of the bytes the fused kernel moves (weight, gradient and two moments read,
+    # weight and moments written: 28 per parameter), from a working set of the step's size (on a CPU it may sit
+    # in a cache the bandwidth benchmark's buffers cannot)
+    src = torch.ones(MOVED_BYTES_PER_PARAMETER * n // 8, device=device)
+    dst = torch.zeros_like(src)
+    t_copy = _best_time(lambda: dst.copy_(src), device, 0.25 * budget_s)
     return {
         "parameters": n,
         "time_s": t,
         "bytes_per_s": 36 * n / t,
+        "moved_bytes_per_s": MOVED_BYTES_PER_PARAMETER * n / t,
+        "copy_bytes_per_s": 8 * src.numel() / t_copy,
         "method": f"AdamW {', '.join(kernel)} step, 36 bytes per fp32 parameter (the model's count)",
     }
+
+
+MOVED_BYTES_PER_PARAMETER = (
+    28  # the fused AdamW kernel's traffic per fp32 parameter: 4 tensors read, 3 written
+)
 
 
 def launch_benchmark(device, budget_s: float) -> dict:
@@ -523,8 +537,8 @@ def adamw_kernel_name(device) -> str:
 
 # ------------------------------------------------------------------------------------------ collectives
 def _collective_worker(rank: int, world: int, init_file: str, backend: str, conns: list) -> None:
-    """One rank of ``CollectiveRanks``: each pass it is sent (budget_s, layout_budget_s) on its pipe, times the
-    collectives (and the layout and work probes) with the other ranks, and answers (rank 0 with the rows, the
+    """One rank of ``CollectiveRanks``: each pass it is sent (budget_s, layout_budget_s, work) on its pipe, times
+    the collectives (and the layout and work probes) with the other ranks, and answers (rank 0 with the rows, the
     others with None); None ends it."""
     import signal
     import warnings
@@ -552,7 +566,7 @@ def _collective_worker(rank: int, world: int, init_file: str, backend: str, conn
     dist.destroy_process_group()
 
 
-def _collective_pass(world: int, device, budget_s: float, layout_budget_s: float) -> dict:
+def _collective_pass(world: int, device, budget_s: float, layout_budget_s: float, work: bool = True) -> dict:
     import torch.distributed as dist
 
     rows = []
@@ -574,12 +588,12 @@ def _collective_pass(world: int, device, budget_s: float, layout_budget_s: float
         if layout_budget_s > 0
         else []
     )
-    work = (
+    work_rows = (
         _work_rows(layout_probe_layouts(world), device, distributed=True)
-        if layout_budget_s > 0 and device.type == "cpu"
+        if work and layout_budget_s > 0 and device.type == "cpu"
         else []
     )
-    return {"collectives": rows, "layouts": layouts, "work": work}
+    return {"collectives": rows, "layouts": layouts, "work": work_rows}
 
 
 # The tiny BERT whose training step the layout benchmark times: at these shapes a step is almost all per-operator
@@ -794,14 +808,14 @@ class CollectiveRanks:
         self._tmp = self._ctx = None
         self._conns: list = []
 
-    def run(self, budget_s: float, layout_budget_s: float = 0.0) -> dict:
+    def run(self, budget_s: float, layout_budget_s: float = 0.0, work: bool = True) -> dict:
         """One pass: the collectives fitted to alpha and beta; with ``layout_budget_s``, the layout probes on
-        the same ranks (``layouts``: rows for ``layout_overheads``) and on CPU the work probes."""
+        the same ranks (``layouts``: rows for ``layout_overheads``) and on CPU, with ``work``, the work probes."""
         if self._ctx is None:
             self._start(layout_budget_s > 0)
         try:
             for conn in self._conns:
-                conn.send((budget_s, layout_budget_s))
+                conn.send((budget_s, layout_budget_s, work))
             got = self._answers()
         except BaseException:
             self.close(stop=True)
@@ -1076,15 +1090,17 @@ def calibrate(
     single_work: list = []
     ranks = {p: CollectiveRanks(p, backend) for p in world_sizes}
 
-    def parallel_pass():
+    def parallel_pass(last: bool):
+        # the work probes, which only the calibration's table reads, in the last pass alone (on kept ranks their
+        # first steps' sharding propagation is cached by then)
         for p in world_sizes:
-            passes[p].append(ranks[p].run(0.04 * b, layout_budget_s=0.04 * b))
+            passes[p].append(ranks[p].run(0.04 * b, layout_budget_s=0.04 * b, work=last))
         singles.append(single_probe_steps(dev, 0.01 * b))
-        if device == "cpu":
+        if device == "cpu" and last:
             single_work.append(single_work_steps(dev))
 
     try:
-        parallel_pass()
+        parallel_pass(last=False)
         rec = {
             "device_name": name,
             "device": device,
@@ -1119,7 +1135,7 @@ def calibrate(
                 },
             )
         )
-        parallel_pass()
+        parallel_pass(last=True)
     finally:
         for pool in ranks.values():
             pool.close()

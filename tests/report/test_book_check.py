@@ -110,6 +110,27 @@ def browser():
         yield b
 
 
+def test_a_closed_browser_leaves_nothing_in_the_temporary_folder(monkeypatch):
+    """Its profile and the folder of Chromium's singleton socket (which a terminated Chromium leaves in TMPDIR)
+    go when it closes."""
+    import tempfile
+
+    if not shutil.which("chromium"):
+        pytest.fail("Debian's chromium is missing: `make setup-browser` installs it (make test does)")
+    # a short path: the socket's must fit a Unix socket address (108 bytes), which pytest's tmp_path may not
+    tmp = Path(tempfile.mkdtemp(prefix="bc-"))
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+        monkeypatch.setenv("TMPDIR", str(tmp))
+        with book_check.Browser() as b:
+            b.start()
+            assert "product" in b.send("Browser.getVersion")
+            assert list(tmp.iterdir())  # the profile
+        assert list(tmp.iterdir()) == []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def test_a_clean_page_passes(tmp_path, browser):
     body = _chart_html(legend=True) + CLEAN_OUTPUT.format("wrote data/derived/ci/runs.csv (5 runs)")
     r = book_check.check_page(_page(tmp_path, body), browser, screenshot=tmp_path / "shot.png")

@@ -306,6 +306,9 @@ class Browser:
 
         self._proc = subprocess.Popen(
             [self.exe, *FLAGS, f"--user-data-dir={self._profile.name}", "about:blank"],
+            # Chromium puts its singleton socket's folder in TMPDIR and leaves it behind when terminated: inside
+            # the profile, it goes with it
+            env={**os.environ, "TMPDIR": self._profile.name},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -314,7 +314,7 @@ def scored_runs_text(validation: dict, sweep_noise: dict | None = None) -> str:
             else s
         )
         named = ", ".join(f"{split_label(r.split)} on {int(r.n)} runs" for r in few.itertuples())
-        rest = f", and some splits rest on few ({named}), which say little" if len(few) else ""
+        rest = f", and some splits rest on few ({named})" if len(few) else ""
         text += (
             f" The machine was busy: the filter left out many runs{rest}. Measure again on a quiet machine "
             "before reading the verdict as the model's accuracy."
@@ -390,7 +390,7 @@ def filter_sensitivity_text(validation: dict, runs: pd.DataFrame | None = None, 
             f"({target}, {words[key]}: {x:.1f} % with it, {y:.1f} % without)."
         )
     if named:
-        text += f" The sweep's runs it left out: {', '.join(named)}; the held-out page's data names each."
+        text += f" The sweep's runs it left out: {', '.join(named)}."
     return text.strip()
 
 

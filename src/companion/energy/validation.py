@@ -121,13 +121,7 @@ def validate(
     global _LAW_STATE
     _LAW_STATE = (df, laws, n_boot, level, seed)
     try:
-        if workers > 1 and len(tasks) > 1 and _can_fork():
-            import multiprocessing
-
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
-                chunks = pool.map(_law_fold_rows, tasks, chunksize=1)
-        else:
-            chunks = [_law_fold_rows(t) for t in tasks]
+        chunks = _map_in_workers(_law_fold_rows, tasks, workers)
     finally:
         _LAW_STATE = None
     rows = [row for chunk in chunks for row in chunk]
@@ -325,13 +319,7 @@ def validate_models(
     _FOLD_STATE = (df, models, level, off_grid)
     try:
         with memoized_fits(df):  # every fit below is on rows of df, many on the same rows
-            if workers > 1 and len(tasks) > 1 and _can_fork():
-                import multiprocessing
-
-                with multiprocessing.get_context("fork").Pool(workers) as pool:
-                    chunks = pool.map(_fold_rows, tasks, chunksize=1)
-            else:
-                chunks = [_fold_rows(t) for t in tasks]
+            chunks = _map_in_workers(_fold_rows, tasks, workers)
     finally:
         _FOLD_STATE = None
     n_off = len(models) if off_grid else 0
@@ -343,6 +331,18 @@ def validate_models(
 _FOLD_STATE = (
     None  # (runs, models, level, off-grid runs) of the validate_models call in progress, inherited by workers
 )
+
+
+def _map_in_workers(fn, tasks: list, workers: int) -> list:
+    """``[fn(task) for task in tasks]``, in ``workers`` forked processes where there are several and fork is
+    available, one task at a time (so that no large task is left to run alone at the end). ``fn`` reads the state
+    of the call in progress from a module global, which the workers inherit."""
+    if workers > 1 and len(tasks) > 1 and _can_fork():
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            return pool.map(fn, tasks, chunksize=1)
+    return [fn(task) for task in tasks]
 
 
 def _can_fork() -> bool:

@@ -856,6 +856,10 @@ def test_the_off_grid_rows_come_from_one_fit_per_model_in_any_number_of_processe
     )
     pd.testing.assert_frame_equal(one, apart, check_dtype=False)
     assert list(pd.unique(one.split)) == ["leave_one_mode_out", "holdout", "test"]
+    # a group the filter emptied scores no run; a group of another name is refused
+    assert score_holdout(train, test.iloc[:0], models, split="test", calibration=holdout).empty
+    with pytest.raises(ValueError, match="'holdout' .* and 'test'"):
+        validate_models(train, models, splits=splits, off_grid={"heldout": holdout})
 
     fitted_on = []
     real = models_mod.fit_model

@@ -33,7 +33,7 @@ PEAK_OVER_DATASHEET = (
 MIN_SIZE_RANK_CORRELATION = 0.8  # Spearman correlation of GEMM time with FLOPs: timings grow with size
 PASS_SPREAD_MAX = 1.5  # two passes of one benchmark differ by at most this (median ratio of their timings)
 CPU_PEAK_PER_CORE = 400e9  # FLOP/s: 2 AVX-512 FMA units x 16 fp32 lanes x 2 FLOP x 6 GHz, above any x86 core
-RATE_OVER_COPY = 1.5  # element-wise and optimizer rates, at most this times the copy bandwidth
+RATE_OVER_COPY = 1.5  # element-wise and optimizer rates, at most this times a copy's (``_check_optimizer``)
 MAX_LAYER_INCREMENT_RATIO = 1.5  # the host probe's per-layer increments: a busy spell moves one by more
 HALF_DIM_BOUND = 0.99e5  # the GEMM fit's upper bound on k0: a fit there is launch-bound, not a roof
 # On a GPU a benchmark must run at BERT sizes, or it times kernel launches (about 10 us each)

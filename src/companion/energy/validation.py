@@ -301,6 +301,9 @@ def validate_models(
     # one block per dtype, not one per column: the folds below take rows of it thousands of times
     df = df.copy()
     models = _point_fits(models)
+    unknown = set(off_grid or {}) - set(OFF_GRID)
+    if unknown:
+        raise ValueError(f"off_grid groups {sorted(unknown)}: use 'holdout' (the validation set) and 'test'")
     off_grid = {k: v for k, v in (off_grid or {}).items() if v is not None and len(v)}
     for frame in off_grid.values():
         energy_kind(pd.concat([df[["energy_measured"]], frame[["energy_measured"]]]))
@@ -365,17 +368,21 @@ def _fold_rows(task):
     return prediction_rows(test, fit_model(models[name], train).predict(test, level), split, fold, name)
 
 
-def _off_grid_rows(train: pd.DataFrame, off_grid: dict, name: str, model, level: float) -> dict[str, list]:
+def _off_grid_rows(
+    train: pd.DataFrame, off_grid: dict, name: str, model, level: float, splits=OFF_GRID
+) -> dict[str, list]:
     """{split: prediction rows} of ``model`` fitted once on ``train`` for the off-grid groups ``off_grid``
-    ({'holdout' and/or 'test': runs}). The intervals' off-grid width comes from the validation set: for its own
-    runs, each configuration's from the others' (``predict_leaving_each_out``); for the test set, from all of
-    them. Without a validation set the fit has no off-grid width."""
+    ({'holdout' and/or 'test': runs}) named in ``splits``. The intervals' off-grid width comes from the validation
+    set: for its own runs, each configuration's from the others' (``predict_leaving_each_out``); for the test set,
+    from all of them. Without a validation set the fit has no off-grid width."""
     from companion.energy.models import fit_model, predict_leaving_each_out
 
     holdout = off_grid.get("holdout")
     fitted = fit_model(model, train, off_grid=holdout)
     out = {}
     for split, runs in off_grid.items():
+        if split not in splits:
+            continue
         pred = (
             predict_leaving_each_out(fitted, runs, _config_keys(runs), level)
             if split == "holdout"
@@ -692,11 +699,13 @@ def score_holdout(
     or 'test', the test set). The intervals' off-grid width (``models.OFF_GRID``) comes from the validation set:
     ``calibration`` for the test set; for the validation set itself, each configuration's from the others'."""
     energy_kind(pd.concat([train[["energy_measured"]], holdout[["energy_measured"]]]))
+    if holdout.empty:
+        return _scored([])
     off_grid = {"holdout": holdout} if split == "holdout" else {"holdout": calibration, split: holdout}
     off_grid = {k: v for k, v in off_grid.items() if v is not None and len(v)}
     rows = []
     for name, model in _point_fits(models).items():
-        rows += _off_grid_rows(train, off_grid, name, model, level)[split]
+        rows += _off_grid_rows(train, off_grid, name, model, level, splits=(split,))[split]
     return _scored(rows)
 
 

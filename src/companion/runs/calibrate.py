@@ -260,10 +260,10 @@ def optimizer_benchmark(device, budget_s: float, parameters: int | None = None) 
     opt = torch.optim.AdamW(params, lr=1e-4, **kernel)
     t = _best_time(opt.step, device, 0.75 * budget_s)
     n = sum(q.numel() for q in params)
-    # the check's yardstick: a copy of the bytes the fused kernel moves (weight, gradient and two moments read,
-    # weight and moments written: 28 per parameter), from a working set of the step's size (on a CPU it may sit
-    # in a cache the bandwidth benchmark's buffers cannot)
-    src = torch.ones(MOVED_BYTES_PER_PARAMETER * n // 8, device=device)
+    # the check's yardstick: a copy over a working set of the step's size (16 bytes per parameter: weight,
+    # gradient and two moments), which a CPU's cache may hold where it cannot the bandwidth benchmark's buffers;
+    # the step's rate in the bytes its fused kernel moves (``MOVED_BYTES_PER_PARAMETER``) is held to it
+    src = torch.ones(2 * n, device=device)
     dst = torch.zeros_like(src)
     t_copy = _best_time(lambda: dst.copy_(src), device, 0.25 * budget_s)
     return {

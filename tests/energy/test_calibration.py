@@ -78,7 +78,7 @@ def test_the_optimizer_is_checked_against_a_copy_of_its_own_bytes_where_it_timed
     assert "optimizer" not in check_calibration(rec)
     rec["optimizer"]["copy_bytes_per_s"] = 3e10  # its bytes moved 1.8x faster than copied: a broken timing
     (problem,) = check_calibration(rec)["optimizer"]
-    assert "over 1.5x a copy of as many bytes" in problem
+    assert "optimizer moved-bytes rate 5.44e+10 B/s exceeds 1.5x a copy of its working set (3e+10)" in problem
 
 
 def test_timings_stuck_whatever_the_shape_are_flagged(tmp_path):

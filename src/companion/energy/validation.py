@@ -380,9 +380,8 @@ def _off_grid_rows(
     holdout = off_grid.get("holdout")
     fitted = fit_model(model, train, off_grid=holdout)
     out = {}
-    for split, runs in off_grid.items():
-        if split not in splits:
-            continue
+    for split in (s for s in splits if s in off_grid):
+        runs = off_grid[split]
         pred = (
             predict_leaving_each_out(fitted, runs, _config_keys(runs), level)
             if split == "holdout"

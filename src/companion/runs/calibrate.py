@@ -241,6 +241,10 @@ def elementwise_benchmark(
     }
 
 
+# the fused AdamW kernel's traffic per fp32 parameter: weight, gradient and two moments read, three written
+MOVED_BYTES_PER_PARAMETER = 28
+
+
 def optimizer_benchmark(device, budget_s: float, parameters: int | None = None) -> dict:
     """Achieved bytes/s of AdamW, with the kernel training uses (``parallel.adamw_kernel``), over ``parameters``
     fp32 parameters in BERT-like tensors, with the operator model's byte count for the step (36 bytes per
@@ -274,11 +278,6 @@ def optimizer_benchmark(device, budget_s: float, parameters: int | None = None) 
         "copy_bytes_per_s": 8 * src.numel() / t_copy,
         "method": f"AdamW {', '.join(kernel)} step, 36 bytes per fp32 parameter (the model's count)",
     }
-
-
-MOVED_BYTES_PER_PARAMETER = (
-    28  # the fused AdamW kernel's traffic per fp32 parameter: 4 tensors read, 3 written
-)
 
 
 def launch_benchmark(device, budget_s: float) -> dict:

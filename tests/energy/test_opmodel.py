@@ -158,6 +158,18 @@ def test_operator_terms_of_a_run_do_not_depend_on_the_other_runs_of_the_frame():
         assert np.isfinite(whole.to_numpy()).all() and (whole.to_numpy() >= 0).all()
 
 
+def test_the_row_sums_of_the_share_are_pandas_row_sums_bit_for_bit():
+    """``overhead_share`` adds its terms without building a frame: the sums must be the frame's, to the last bit
+    (stored builds' scores are compared byte for byte), NaN counted as 0 as pandas counts it."""
+    rng = np.random.default_rng(3)
+    for n_rows, n_cols in ((1, 1), (7, 4), (60, 11), (500, 17)):
+        cols = [rng.lognormal(0, 4, n_rows) * (rng.random(n_rows) > 0.3) for _ in range(n_cols)]
+        cols[0][::5] = np.nan
+        frame = pd.DataFrame({f"c{i}": c for i, c in enumerate(cols)})
+        expected = frame.sum(axis=1).to_numpy(float)
+        assert np.array_equal(opmodel._row_sum(cols), expected)
+
+
 def test_calibrated_tier_learns_nothing_from_runs():
     df = frame()
     a = OperatorRoofline("calibrated", dev=DEV, fitted=False)._fit(df)

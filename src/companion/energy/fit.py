@@ -31,24 +31,31 @@ def energy_kind(df: pd.DataFrame) -> str:
 
 
 def design_matrix(df: pd.DataFrame, usl: dict) -> pd.DataFrame:
-    """Law inputs: proxies, eta from the USL fits, and each device's power envelope."""
-    X = df.copy()
-    keys = list(zip(X.device_name, X["mode"], X.tp, X.dp))
+    """Law inputs: proxies, eta from the USL fits, and each device's power envelope (computed on arrays:
+    validation builds thousands of these)."""
+    keys = list(zip(*(df[c].tolist() for c in ("device_name", "mode", "tp", "dp"))))
     eta = {
         k: (float(predict_eta(usl, k[0], k[1], k[2], k[3])), has_eta_model(usl, k[0], k[1]))
         for k in set(keys)
     }
-    X["eta"] = [eta[k][0] for k in keys]
-    X["eta_modelled"] = [eta[k][1] for k in keys]
+    eta_values = np.array([eta[k][0] for k in keys], float)
     # Energy = metered units x power x T_p, with T_p = T_1 / (p eta). One unit per GPU (device scope: the
     # factor is 1/eta) or per node (node scope, e.g. p CPU ranks sharing one metered node: 1/(p eta)).
-    X["time_factor"] = 1.0 / (X.world_size * X.eta)
-    X["units_factor"] = X.metered_units * X.time_factor
-    specs = {d: hardware.device_spec(d) for d in set(X.device_name)}
-    X["tdp_w"] = [specs[d].get("tdp_w") for d in X.device_name]
-    X["idle_w"] = [specs[d].get("idle_w") for d in X.device_name]
-    X["tdp_w"] = X.tdp_w.astype(float)
-    X["idle_w"] = X.idle_w.astype(float)
+    time_factor = 1.0 / (df.world_size.to_numpy() * eta_values)
+    devices = [k[0] for k in keys]
+    specs = {d: hardware.device_spec(d) for d in set(devices)}
+    new = {
+        "eta": eta_values,
+        "eta_modelled": np.array([eta[k][1] for k in keys], bool),
+        "time_factor": time_factor,
+        "units_factor": df.metered_units.to_numpy() * time_factor,
+        "tdp_w": np.array([specs[d].get("tdp_w") for d in devices], float),
+        "idle_w": np.array([specs[d].get("idle_w") for d in devices], float),
+    }
+    fresh = [c for c in new if c not in df.columns]  # appended at once (one by one costs several times more)
+    X = pd.concat([df, pd.DataFrame({c: new[c] for c in fresh}, index=df.index)], axis=1)
+    for column in (c for c in new if c not in fresh):  # replaced where they stand
+        X[column] = new[column]
     return X
 
 

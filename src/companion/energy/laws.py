@@ -305,6 +305,12 @@ class Fit:
 RANGE_COLUMNS = ("flops_per_step", "bytes_per_step", "world_size", "padded_tokens")
 
 
+def _range(values: np.ndarray) -> list[float]:
+    """[min, max] of the values, NaN skipped as pandas skips it (nan for both where none is left)."""
+    values = values[~np.isnan(values)]
+    return [float(values.min()), float(values.max())] if len(values) else [float("nan")] * 2
+
+
 def fit_law(
     name: str, X: pd.DataFrame, target: str = "energy_per_step_j", n_boot: int = 200, seed: int = 0
 ) -> Fit:
@@ -312,18 +318,19 @@ def fit_law(
     y = X[target].to_numpy(float)
     theta = law.fit_point(X, y)
     resid = np.log(y) - np.log(np.clip(law.predict(X, theta), 1e-300, None))
-    rng = np.random.default_rng(seed)
-    # the laws read numeric columns only: resampling one float block is a fraction of resampling the frame
-    numeric = X.select_dtypes("number")
-    Xn = pd.DataFrame(numeric.to_numpy(float), index=X.index, columns=numeric.columns)
     boot = []
-    for _ in range(n_boot):
-        idx = rng.integers(0, len(X), len(X))
-        try:
-            boot.append(law.fit_point(Xn.iloc[idx], y[idx], start=theta))
-        except (ValueError, np.linalg.LinAlgError):
-            continue
-    ranges = {c: [float(X[c].min()), float(X[c].max())] for c in RANGE_COLUMNS if c in X}
+    if n_boot > 0:
+        rng = np.random.default_rng(seed)
+        # the laws read numeric columns only: resampling one float block is a fraction of resampling the frame
+        numeric = X.select_dtypes("number")
+        Xn = pd.DataFrame(numeric.to_numpy(float), index=X.index, columns=numeric.columns)
+        for _ in range(n_boot):
+            idx = rng.integers(0, len(X), len(X))
+            try:
+                boot.append(law.fit_point(Xn.iloc[idx], y[idx], start=theta))
+            except (ValueError, np.linalg.LinAlgError):
+                continue
+    ranges = {c: _range(X[c].to_numpy(float)) for c in RANGE_COLUMNS if c in X}
     return Fit(
         name,
         target,

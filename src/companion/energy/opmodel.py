@@ -454,7 +454,7 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
     bytes_total = (proj_b + ffn_b + att_b + elem_b + state_b) * t * d
     comm_total = (tp_wire + fsdp_wire) * t * d
     own_device = 0.0 if dev.shared_node else 1.0
-    return pd.DataFrame(
+    return _float_frame(
         {
             "gemm_s": share * gemm,
             "attention_s": share * attention,
@@ -476,8 +476,17 @@ def operator_frame(df: pd.DataFrame, dev: DeviceRoofs, columns: dict | None = No
             "owned_devices": own_device * t * d,
             "overlap_p": np.full(len(df), float(dev.host_device_overlap_p)),
         },
-        index=df.index,
+        df.index,
     )
+
+
+def _float_frame(columns: dict[str, np.ndarray], index: pd.Index) -> pd.DataFrame:
+    """A frame of float columns held as one block (a fit builds thousands of these: a frame from a dict of
+    arrays costs several times more)."""
+    block = np.empty((len(columns), len(index)))
+    for row, values in zip(block, columns.values()):
+        row[:] = values
+    return pd.DataFrame(block.T, index=index, columns=list(columns), copy=False)
 
 
 EXECUTION_SCALES = ("host_step_s", "host_layer_s", "kernels_step", "kernels_layer")
@@ -568,7 +577,13 @@ def _compute_share(cores_of_rank: np.ndarray, cores: int, exponent: float) -> np
 def _threads_per_rank(recorded: np.ndarray, cores: int, ranks: np.ndarray) -> np.ndarray:
     """The intra-op threads of each rank as recorded (``threads_per_rank``); where a record has none, the
     node's cores split evenly over its ranks (torchrun's default of one thread per rank for p >= cores)."""
-    v = pd.to_numeric(pd.Series(recorded), errors="coerce").to_numpy(float)
+    recorded = np.asarray(recorded)
+    numeric = recorded.dtype.kind in "fiu"
+    v = (
+        recorded.astype(float)
+        if numeric
+        else pd.to_numeric(pd.Series(recorded), errors="coerce").to_numpy(float)
+    )
     return np.where(np.isfinite(v) & (v >= 1), v, np.maximum(1.0, cores / ranks))
 
 
@@ -681,7 +696,11 @@ def coefficient_rows(
 
 def layout_names(df: pd.DataFrame) -> np.ndarray:
     """Each run's parallel layout as the calibration names it ("tp2-dp1"; "tp1-dp1" for one process)."""
-    return ("tp" + df.tp.astype(int).astype(str) + "-dp" + df.dp.astype(int).astype(str)).to_numpy()
+    names = [
+        f"tp{t}-dp{d}"
+        for t, d in zip(df.tp.to_numpy().astype(int).tolist(), df.dp.to_numpy().astype(int).tolist())
+    ]
+    return np.array(names, dtype=object)
 
 
 def layout_degrees(name: str) -> tuple[int, int]:
@@ -699,9 +718,10 @@ def _layout_factor(layout_scale: dict | None, layouts):
 
 def _rest_and_layout_s(terms: pd.DataFrame, time_coef: dict) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the seconds of the multiplied time terms outside ``LAYOUT_TERMS`` and of those in it."""
+    cols = term_columns(terms)
 
     def seconds(keys):
-        return sum(time_coef.get(k, 1.0) * terms[k].to_numpy(float) for k in keys if k in terms)
+        return sum(time_coef.get(k, 1.0) * cols[k] for k in keys if k in cols)
 
     return seconds(k for k in TIME_TERMS if k not in LAYOUT_TERMS), seconds(LAYOUT_TERMS)
 
@@ -712,15 +732,31 @@ def scaled_terms(
     """Each time term's seconds as the model counts them: the term times its multiplier, and a layout's
     overhead and collective terms (``LAYOUT_TERMS``) times that layout's own factor where the fit has one
     (``fit_layout_scales``; ``layouts``: ``layout_names`` of the rows). Their sum is the step time."""
-    factor = _layout_factor(layout_scale, layouts)
-    return pd.DataFrame(
-        {
-            k: time_coef.get(k, 1.0) * terms[k].to_numpy(float) * (factor if k in LAYOUT_TERMS else 1.0)
-            for k in TIME_TERMS
-            if k in terms
-        },
-        index=terms.index,
-    )
+    return pd.DataFrame(_scaled_columns(terms, time_coef, layout_scale, layouts), index=terms.index)
+
+
+def _scaled_columns(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None, layouts) -> dict:
+    """``scaled_terms``' columns as arrays, {term: seconds}."""
+    factor, cols = _layout_factor(layout_scale, layouts), term_columns(terms)
+    return {
+        k: time_coef.get(k, 1.0) * cols[k] * (factor if k in LAYOUT_TERMS else 1.0)
+        for k in TIME_TERMS
+        if k in cols
+    }
+
+
+def term_columns(terms: pd.DataFrame) -> dict[str, np.ndarray]:
+    """{column: values} of an ``operator_frame``, read at once (its one float block, without a copy)."""
+    return dict(zip(terms.columns, terms.to_numpy(float).T))
+
+
+def _row_sum(columns: list[np.ndarray]) -> np.ndarray:
+    """Per row, the columns added in their order with NaN as 0: ``DataFrame.sum(axis=1)`` of a frame of them, bit
+    for bit (it adds column after column), without building the frame."""
+    out = np.where(np.isnan(columns[0]), 0.0, columns[0])
+    for c in columns[1:]:
+        out = out + np.where(np.isnan(c), 0.0, c)
+    return out
 
 
 def overlapped(terms: pd.DataFrame) -> np.ndarray | None:
@@ -791,15 +827,15 @@ def overhead_share(
 ) -> np.ndarray:
     """Per run, the share of its predicted step outside ``COMPUTE_TERMS`` (fixed costs, layout overheads,
     collectives), the step's terms counted as ``scaled_terms`` counts them; 0 for an empty step."""
-    scaled = scaled_terms(terms, time_coef, layout_scale, layouts)
-    total = scaled[list(TIME_TERMS)].sum(axis=1).to_numpy(float)
+    scaled = _scaled_columns(terms, time_coef, layout_scale, layouts)
+    total = _row_sum([scaled[k] for k in TIME_TERMS])
     if overlapped(terms) is not None:  # where host and device overlap, only the host's exposed part counts
         total = np.where(
             terms.overlap_p.to_numpy(float) > 0,
             predict_time_s(terms, time_coef, layout_scale, layouts),
             total,
         )
-    compute = scaled[list(COMPUTE_TERMS)].sum(axis=1).to_numpy(float)
+    compute = _row_sum([scaled[k] for k in COMPUTE_TERMS])
     return np.where(total > 0, np.clip(1.0 - compute / np.where(total > 0, total, 1.0), 0.0, 1.0), 0.0)
 
 
@@ -868,7 +904,8 @@ def fit_time_coefficients(terms: pd.DataFrame, step_s: np.ndarray, held=None, pr
     ``prior`` ({term: weight}) pulls a term's multiplier towards 1, the calibration's value: ``fit_time_model``
     passes ``time_prior(dev)``, which says which terms the device's calibration earns a pull for."""
     held = set(HELD_TIME_TERMS if held is None else held)
-    A = terms[list(TIME_TERMS)].to_numpy(float)
+    cols = term_columns(terms)
+    A = np.column_stack([cols[k] for k in TIME_TERMS])
     y = np.asarray(step_s, float)
     free = np.array([k not in held for k in TIME_TERMS]) & (np.abs(A).max(axis=0) > 0)
     c = np.ones(len(TIME_TERMS))

@@ -297,9 +297,10 @@ def validate_models(
     each model on all of ``df``. ``workers`` > 1 fits the (fold, model) pairs and the off-grid fits in that many
     forked processes; the rows come back in the same order, so the result is the same as with one.
     """
+    from companion.energy.models import compact_runs, memoized_fits
+
     energy_kind(df)
-    # one block per dtype, not one per column: the folds below take rows of it thousands of times
-    df = df.copy()
+    df = compact_runs(df)  # the folds below take rows of it thousands of times
     models = _point_fits(models)
     unknown = set(off_grid or {}) - set(OFF_GRID)
     if unknown:
@@ -316,8 +317,6 @@ def validate_models(
         if len(test_idx) and len(train_idx) >= min_train
         for name in models
     ]
-    from companion.energy.models import memoized_fits
-
     global _FOLD_STATE
     _FOLD_STATE = (df, models, level, off_grid)
     try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import html
 import json
 import uuid
-from pathlib import Path
 
 import altair as alt
 import numpy as np
@@ -21,6 +20,7 @@ from companion.energy import hardware, registry
 from companion.energy.fit import energy_kind
 from companion.energy.validation import SPLIT_WORDS
 from companion.errors import ConfigError
+from companion.report.static import export, static_spec, to_svg  # noqa: F401 (the figures' static forms)
 
 WIDTH, HEIGHT = "container", 320  # single and layered charts take the text column's width
 FACET_WIDTH = 380  # each panel of a faceted chart (Vega-Lite cannot size facets to a container)
@@ -139,44 +139,6 @@ def _theme() -> alt.theme.ThemeConfig:
             "range": {"category": MODE_COLORS},
         }
     }
-
-
-def static_spec(chart: alt.Chart | dict, width_px: int = 640) -> dict:
-    """The chart's spec with a fixed width in place of the column's (for SVG/PNG exports)."""
-    spec = chart if isinstance(chart, dict) else chart.to_dict()
-    spec = json.loads(json.dumps(spec))
-
-    def fix(node):
-        if isinstance(node, dict):
-            if node.get("width") == "container":
-                node["width"] = width_px
-            for v in node.values():
-                fix(v)
-        elif isinstance(node, list):
-            for v in node:
-                fix(v)
-
-    fix(spec)
-    return spec
-
-
-def to_svg(chart: alt.Chart | dict) -> str:
-    import vl_convert as vlc
-
-    return vlc.vegalite_to_svg(static_spec(chart))
-
-
-def export(chart: alt.Chart, folder: Path, name: str) -> list[Path]:
-    """Write ``name.svg`` and ``name.png`` (for papers) and return their paths."""
-    import vl_convert as vlc
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    spec = static_spec(chart)
-    svg, png = folder / f"{name}.svg", folder / f"{name}.png"
-    svg.write_text(vlc.vegalite_to_svg(spec))
-    png.write_bytes(vlc.vegalite_to_png(spec, scale=2))
-    return [svg, png]
 
 
 # How each meter method obtains a component's power, in words (companion.runs.meters records the method).

@@ -240,7 +240,7 @@ def finish(
     ``artifact``: (the file the stage wrote, where the book keeps a copy, that copy's path relative to the
     page, one line on what it holds).
     """
-    from companion.report.figures import to_svg
+    from companion.report.static import to_svg
 
     moved: list[str] = []
     cells = nb["cells"]

@@ -23,11 +23,12 @@ def test_bad_launcher_arguments_are_one_line(argv, fragment, capsys):
 def test_the_ranks_run_the_runner_through_torchrun_forked():
     from companion.runs import train
 
-    args = launch.torchrun_args(4, ["--plan", "p.json", "--out", "runs"])
+    args = launch.torchrun_args(4, ["--plan", "p.json", "--out", "runs"], log_dir="logs")
     assert args[:3] == ["--standalone", "--nproc-per-node=4", "--start-method=fork"]
-    # the agent looks at its ranks once a second, not ten times (a launch waiting between a sweep's passes)
-    assert args[3:5] == ["--monitor-interval=1", "--run-path"]
-    assert args[5] == train.__file__ and args[6:] == ["--plan", "p.json", "--out", "runs"]
+    # the agent looks at its ranks once a second, not ten times (a launch waiting between a sweep's passes), and
+    # keeps its files in the launch's own folder
+    assert args[3:6] == ["--monitor-interval=1", "--log-dir=logs", "--run-path"]
+    assert args[6] == train.__file__ and args[7:] == ["--plan", "p.json", "--out", "runs"]
 
 
 def test_a_forked_rank_drops_the_agents_signal_handlers(monkeypatch):

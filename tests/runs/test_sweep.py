@@ -1,12 +1,15 @@
 """Sweeps through the real launcher: torchrun with gloo and several ranks, resume, kill, emit."""
 
 import json
+import shutil
+import tempfile
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -184,8 +187,15 @@ def test_a_cpu_sweep_s_later_passes_run_in_the_first_pass_s_launch(tmp_path, mon
             live.proc.kill()  # ... and dies with it unread
 
     monkeypatch.setattr(sweep.Launches, "submit", dying)
+    # a folder of its own for the launches' temporary files (tmp_path is too deep for a Unix socket's path)
+    temp = Path(tempfile.mkdtemp(prefix="sweep-tmp-"))
+    monkeypatch.setenv("TMPDIR", str(temp))
     out = tmp_path / "runs"
     result = sweep.run_sweep(load_profile(str(path)), out, progress=False)
+    # torchrun's agent left no folder behind (a torchelastic_* folder a launch, without a log folder of its own)
+    left = sorted(p.name for p in temp.iterdir() if p.name.startswith("torchelastic_"))
+    shutil.rmtree(temp)
+    assert not left, left
     assert len(result.ok) == 6 and not result.failed and handed == [1, 1]
     by = {(r["config"]["world_size"], r["config"]["replicate"]): r for r in load_records(out)}
     plans_before = {k: r["provenance"]["launch"]["plans_before"] for k, r in by.items()}

@@ -31,8 +31,9 @@ def preload() -> None:
     import companion.runs.train  # noqa: F401
 
 
-def torchrun_args(nproc: int, train_args: list[str]) -> list[str]:
-    """torchrun's arguments for ``nproc`` forked ranks running ``companion.runs.train`` with ``train_args``."""
+def torchrun_args(nproc: int, train_args: list[str], log_dir: str | None = None) -> list[str]:
+    """torchrun's arguments for ``nproc`` forked ranks running ``companion.runs.train`` with ``train_args``;
+    ``log_dir``: the folder for the agent's files on its ranks (error files), else a new one of its own."""
     from companion.runs import train
 
     return [
@@ -42,6 +43,7 @@ def torchrun_args(nproc: int, train_args: list[str]) -> list[str]:
         # the agent looks at its ranks once a second (torchrun's default, 0.1 s, costs it about 0.4 % of a core
         # while a sweep's launch waits between its passes; a rank's exit is noticed within a second all the same)
         "--monitor-interval=1",
+        *([f"--log-dir={log_dir}"] if log_dir else []),
         "--run-path",
         train.__file__,
         *train_args,
@@ -76,9 +78,15 @@ def main(argv: list[str] | None = None) -> int:
         FORKED_LAUNCHER  # the ranks' records say so (companion.runs.parallel.launcher_name)
     )
     preload()
+    import tempfile
+
     from torch.distributed import run as torchrun
 
-    torchrun.main(torchrun_args(nproc, argv[1:]))  # raises (exit code 1) when a rank fails, as torchrun does
+    # without a log folder the agent makes a torchelastic_* folder in the temporary directory and leaves it
+    # there, one per launch (hundreds over a test session); this launch's goes with it
+    with tempfile.TemporaryDirectory(prefix="companion-launch-") as logs:
+        # raises (exit code 1) when a rank fails, as torchrun does
+        torchrun.main(torchrun_args(nproc, argv[1:], log_dir=logs))
     return 0
 
 

@@ -51,7 +51,10 @@ def describe(source: Path) -> dict:
         git = prov.get("git") or {}
         commits[(git.get("sha") or "unknown")[:7] + ("+" if git.get("dirty") else "")] += 1
         proto = (rec.get("config") or {}).get("protocol") or {}
-        protocols[tuple(proto.get(k) for k in PROTOCOL)] += 1
+        # the AdamW kernel the runs stepped with: part of what a CPU run measures (foreach until 2026-11-26, fused
+        # since; docs/decisions.md)
+        kernel = "+".join((rec.get("optimizer") or {}).get("kernel") or ["unrecorded"])
+        protocols[(*(proto.get(k) for k in PROTOCOL), kernel)] += 1
         replicates[(rec.get("config") or {}).get("replicate", 0)] += 1
     return {
         "build": stored.sweep_name(source),
@@ -61,7 +64,9 @@ def describe(source: Path) -> dict:
         "holdout": counts.get(stored.HOLDOUT, 0),
         "testset": counts.get(stored.TEST, 0),
         "passes": len(replicates),
-        "protocol": ", ".join(f"{k} {v}" for k, v in zip(PROTOCOL, protocols.most_common(1)[0][0]))
+        "protocol": ", ".join(
+            f"{k} {v}" for k, v in zip((*PROTOCOL, "AdamW"), protocols.most_common(1)[0][0])
+        )
         if protocols
         else "",
     }

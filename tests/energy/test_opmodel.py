@@ -158,16 +158,26 @@ def test_operator_terms_of_a_run_do_not_depend_on_the_other_runs_of_the_frame():
         assert np.isfinite(whole.to_numpy()).all() and (whole.to_numpy() >= 0).all()
 
 
-def test_the_row_sums_of_the_share_are_pandas_row_sums_bit_for_bit():
-    """``overhead_share`` adds its terms without building a frame: the sums must be the frame's, to the last bit
-    (stored builds' scores are compared byte for byte), NaN counted as 0 as pandas counts it."""
+def test_the_row_sums_of_the_share_are_those_of_a_frame_of_its_terms_bit_for_bit():
+    """``overhead_share`` adds its terms on a frame it builds as one block: the sums must be those of a frame built
+    from a dict of the terms (stored builds' scores are compared byte for byte), NaN counted as 0, -0.0 kept,
+    for one row and for many: numpy and pandas add a row's terms in an order that depends on both."""
     rng = np.random.default_rng(3)
-    for n_rows, n_cols in ((1, 1), (7, 4), (60, 11), (500, 17)):
-        cols = [rng.lognormal(0, 4, n_rows) * (rng.random(n_rows) > 0.3) for _ in range(n_cols)]
-        cols[0][::5] = np.nan
-        frame = pd.DataFrame({f"c{i}": c for i, c in enumerate(cols)})
-        expected = frame.sum(axis=1).to_numpy(float)
-        assert np.array_equal(opmodel._row_sum(cols), expected)
+    for trial in range(600):
+        n_rows, n_cols = int(rng.integers(1, 9)), int(rng.integers(1, 18))
+        cols = {
+            f"c{i}": rng.lognormal(0, 4, n_rows) * (rng.random(n_rows) > 0.3) * rng.choice([1, -1], n_rows)
+            for i in range(n_cols)
+        }
+        if trial % 3 == 0:
+            for c in cols.values():
+                c[rng.random(n_rows) < 0.15] = np.nan
+        if trial % 13 == 0:
+            cols = {k: np.full(n_rows, -0.0) for k in cols}
+        index = pd.RangeIndex(n_rows) + 10
+        expected = pd.DataFrame(cols, index=index)[list(cols)].sum(axis=1).to_numpy(float)
+        got = opmodel._row_sum(cols, index)
+        assert np.array_equal(got, expected) and np.array_equal(np.signbit(got), np.signbit(expected))
 
 
 def test_calibrated_tier_learns_nothing_from_runs():

@@ -191,10 +191,15 @@ def test_a_cpu_sweep_s_later_passes_run_in_the_first_pass_s_launch(tmp_path, mon
     temp = Path(tempfile.mkdtemp(prefix="sweep-tmp-"))
     monkeypatch.setenv("TMPDIR", str(temp))
     out = tmp_path / "runs"
-    result = sweep.run_sweep(load_profile(str(path)), out, progress=False)
-    # torchrun's agent left no folder behind (a torchelastic_* folder a launch, without a log folder of its own)
-    left = sorted(p.name for p in temp.iterdir() if p.name.startswith("torchelastic_"))
-    shutil.rmtree(temp)
+    try:
+        result = sweep.run_sweep(load_profile(str(path)), out, progress=False)
+        # no launch left its log folder behind: torchrun's own (a torchelastic_* folder a launch, without a log
+        # folder of its own) or the launcher's (the launches killed here are one-rank ones, without torchrun)
+        left = sorted(
+            p.name for p in temp.iterdir() if p.name.startswith(("torchelastic_", "companion-launch-"))
+        )
+    finally:
+        shutil.rmtree(temp)
     assert not left, left
     assert len(result.ok) == 6 and not result.failed and handed == [1, 1]
     by = {(r["config"]["world_size"], r["config"]["replicate"]): r for r in load_records(out)}

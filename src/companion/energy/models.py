@@ -83,8 +83,9 @@ def _rows_of(memo: dict, df: pd.DataFrame) -> bool:
 
 
 def compact_runs(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` held as one block per dtype, its text columns as Python strings (object): the same values, which
-    validation's folds take rows of thousands of times, each take a third of one with a block per text column."""
+    """``df`` held as one block per dtype, its text columns as Python strings (object): the same values. Validation's
+    folds take rows of it thousands of times, each take in a third of the time a frame with a block per text
+    column needs."""
     text = [c for c, t in df.dtypes.items() if isinstance(t, pd.StringDtype)]
     return df.astype(dict.fromkeys(text, object)).copy()
 

@@ -696,10 +696,12 @@ def coefficient_rows(
 
 def layout_names(df: pd.DataFrame) -> np.ndarray:
     """Each run's parallel layout as the calibration names it ("tp2-dp1"; "tp1-dp1" for one process)."""
-    names = [
-        f"tp{t}-dp{d}"
-        for t, d in zip(df.tp.to_numpy().astype(int).tolist(), df.dp.to_numpy().astype(int).tolist())
-    ]
+    tp, dp = (df[c].to_numpy(dtype=float, na_value=np.nan) for c in ("tp", "dp"))
+    if not (np.isfinite(tp).all() and np.isfinite(dp).all()):
+        raise ValueError(
+            "some runs have no tp or dp (missing or infinite): every run needs its layout's degrees"
+        )
+    names = [f"tp{t}-dp{d}" for t, d in zip(tp.astype(int).tolist(), dp.astype(int).tolist())]
     return np.array(names, dtype=object)
 
 
@@ -746,17 +748,16 @@ def _scaled_columns(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | N
 
 
 def term_columns(terms: pd.DataFrame) -> dict[str, np.ndarray]:
-    """{column: values} of an ``operator_frame``, read at once (its one float block, without a copy)."""
+    """{column: values} of an ``operator_frame`` (float columns only), read at once: its one float block, without
+    a copy."""
     return dict(zip(terms.columns, terms.to_numpy(float).T))
 
 
-def _row_sum(columns: list[np.ndarray]) -> np.ndarray:
-    """Per row, the columns added in their order with NaN as 0: ``DataFrame.sum(axis=1)`` of a frame of them, bit
-    for bit (it adds column after column), without building the frame."""
-    out = np.where(np.isnan(columns[0]), 0.0, columns[0])
-    for c in columns[1:]:
-        out = out + np.where(np.isnan(c), 0.0, c)
-    return out
+def _row_sum(columns: dict[str, np.ndarray], index: pd.Index) -> np.ndarray:
+    """Per row, the sum of the columns with NaN as 0: ``DataFrame.sum(axis=1)`` on a frame of them held as one
+    float block, as a frame built from the dict holds them, so the sums are those of such a frame bit for bit
+    (the order in which pandas and numpy add a row's terms depends on the block's layout and the row count)."""
+    return _float_frame(columns, index).sum(axis=1).to_numpy(float)
 
 
 def overlapped(terms: pd.DataFrame) -> np.ndarray | None:
@@ -828,14 +829,14 @@ def overhead_share(
     """Per run, the share of its predicted step outside ``COMPUTE_TERMS`` (fixed costs, layout overheads,
     collectives), the step's terms counted as ``scaled_terms`` counts them; 0 for an empty step."""
     scaled = _scaled_columns(terms, time_coef, layout_scale, layouts)
-    total = _row_sum([scaled[k] for k in TIME_TERMS])
+    total = _row_sum({k: scaled[k] for k in TIME_TERMS}, terms.index)
     if overlapped(terms) is not None:  # where host and device overlap, only the host's exposed part counts
         total = np.where(
             terms.overlap_p.to_numpy(float) > 0,
             predict_time_s(terms, time_coef, layout_scale, layouts),
             total,
         )
-    compute = _row_sum([scaled[k] for k in COMPUTE_TERMS])
+    compute = _row_sum({k: scaled[k] for k in COMPUTE_TERMS}, terms.index)
     return np.where(total > 0, np.clip(1.0 - compute / np.where(total > 0, total, 1.0), 0.0, 1.0), 0.0)
 
 

@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     from torch.distributed import run as torchrun
 
     # without a log folder the agent makes a torchelastic_* folder in the temporary directory and leaves it
-    # there, one per launch (hundreds over a test session); this launch's goes with it
+    # there, one per launch (hundreds over a test session); this one is removed when the launch exits, a rank
+    # failing or the launch stopped included (a launch killed outright, SIGKILL, leaves it)
     with tempfile.TemporaryDirectory(prefix="companion-launch-") as logs:
         # raises (exit code 1) when a rank fails, as torchrun does
         torchrun.main(torchrun_args(nproc, argv[1:], log_dir=logs))

@@ -217,6 +217,7 @@ def test_bad_input_under_torchrun_is_said_once_not_once_per_rank(tmp_path, bad):
             torchrun,
             "--nproc-per-node",
             "2",
+            f"--log-dir={tmp_path / 'torchrun'}",  # not a torchelastic_* folder left in the temporary directory
             "-m",
             "companion.runs.train",
             "--tp",

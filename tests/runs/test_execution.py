@@ -149,6 +149,9 @@ def test_accelerate_data_parallel_trains_as_the_native_fsdp_plan_does(tmp_path):
         out = tmp_path / engine
         res = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+            + [
+                f"--log-dir={tmp_path / 'torchrun'}"
+            ]  # not a torchelastic_* folder left in the temporary directory
             + ["-m", "companion.cli", "run", *[f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]]
             + ["--dp=2", "--meter=none", "--warmup-steps=1", "--window-steps=2", "--min-windows=2"]
             + ["--max-steps=8", f"--engine={engine}", "--out", str(out)],

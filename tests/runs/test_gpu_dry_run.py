@@ -227,6 +227,8 @@ groups:
         "NODE_RANK": "0",
         "MASTER_PORT": str(port),
         "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",
+        # torchrun's agent leaves a torchelastic_* folder in the temporary directory: this test's, not /tmp
+        "TMPDIR": str(tmp_path),
     }  # torchrun beside this python
     res = subprocess.run(
         ["bash", str(tmp_path / "emit" / "launch-torchrun.sh")],

@@ -41,10 +41,14 @@ def memoized_fits(runs: pd.DataFrame):
     refits each model on sets of runs that recur, e.g. size A then B left out, and B then A), the operator fit
     the fitted operator roofline and the power model given time share, and the USL fit the laws share. Every
     frame fitted inside must be rows of ``runs``; fits are deterministic, so the results are the same as
-    without. Forked workers inherit the memo as it stands and fill their own copies."""
+    without. Forked workers inherit the memo as it stands and fill their own copies. Runs whose index repeats
+    a label cannot name a set of their rows by its labels: for them nothing is memoized."""
     global _MEMO
-    targets = {c: runs[c].to_numpy(float) for c in ("step_s", "energy_per_step_j") if c in runs}
-    outer, _MEMO = _MEMO, {"runs": runs, "unique": runs.index.is_unique, "targets": targets, "fits": {}}
+    memo = None
+    if runs.index.is_unique:
+        targets = {c: runs[c].to_numpy(float) for c in ("step_s", "energy_per_step_j") if c in runs}
+        memo = {"index": runs.index, "targets": targets, "fits": {}}
+    outer, _MEMO = _MEMO, memo
     try:
         yield
     finally:
@@ -68,17 +72,11 @@ def _memo(what: str, owner, df: pd.DataFrame, compute):
 
 def _rows_of(memo: dict, df: pd.DataFrame) -> bool:
     """Whether ``df``'s rows are rows of the memo's runs: its index among theirs, with the same targets."""
-    targets = [c for c in ("step_s", "energy_per_step_j") if c in df]
-    if not memo["unique"]:
-        runs = memo["runs"]
-        return df.index.isin(runs.index).all() and all(
-            np.array_equal(df[c].to_numpy(float), runs[c].loc[df.index].to_numpy(float), equal_nan=True)
-            for c in targets
-        )
-    at = memo["runs"].index.get_indexer(df.index)
+    at = memo["index"].get_indexer(df.index)
     return bool((at >= 0).all()) and all(
         c in memo["targets"] and np.array_equal(df[c].to_numpy(float), memo["targets"][c][at], equal_nan=True)
-        for c in targets
+        for c in ("step_s", "energy_per_step_j")
+        if c in df
     )
 
 

@@ -215,6 +215,7 @@ def test_bad_input_under_torchrun_is_said_once_not_once_per_rank(tmp_path, bad):
     res = subprocess.run(
         [
             torchrun,
+            "--standalone",  # a free port: torchrun's default one may be taken by another launch on the host
             "--nproc-per-node",
             "2",
             f"--log-dir={tmp_path / 'torchrun'}",  # not a torchelastic_* folder left in the temporary directory
@@ -234,7 +235,7 @@ def test_bad_input_under_torchrun_is_said_once_not_once_per_rank(tmp_path, bad):
     )
     assert res.returncode != 0
     said = [line for line in (res.stdout + res.stderr).splitlines() if line.startswith("error")]
-    assert len(said) == 1 and (bad[1] in said[0] or "hidden=30" in said[0]), said
+    assert len(said) == 1 and (bad[1] in said[0] or "hidden=30" in said[0]), said or res.stderr[-3000:]
 
 
 @pytest.mark.slow
@@ -273,3 +274,22 @@ def test_sigterm_during_a_run_is_one_line_and_exit_code_143(tmp_path):
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("terminated (SIGTERM): ") and "Traceback" not in stdout
     assert not list(out.glob("*.json"))  # the run in flight has no record
+
+
+def test_a_rank_other_than_0_says_nothing_of_bad_input_and_waits_to_be_stopped(monkeypatch, capsys):
+    """Under a launcher every rank finds the same bad input; rank 0 says it. A rank that exited at once would
+    have the launcher stop rank 0 before it said why, so the others wait to be stopped (here: until the wait
+    ends, as where nothing stops them) and exit with the same code."""
+    import time
+
+    from companion.runs import train
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setattr(train, "BAD_INPUT_WAIT_S", 0.3)
+    start = time.monotonic()
+    assert train.main(["--layers", "1", "--hidden", "30", "--heads", "4"]) == 2
+    assert time.monotonic() - start >= 0.3
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("RANK", "0")
+    assert train.main(["--layers", "1", "--hidden", "30", "--heads", "4"]) == 2
+    assert capsys.readouterr().err.startswith("error: hidden=30 is not divisible by heads=4")

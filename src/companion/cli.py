@@ -240,16 +240,17 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     import time
 
-    from companion.runs.calibrate import calibrate, write_calibration
-    from companion.paths import devices_dir
-
     from companion.energy.calibration import calibration_names, check_calibrate_args, check_calibration
-
+    from companion.paths import devices_dir
     from companion.runs.provenance import canonical_device_name
 
     if args.device_name is not None:
         args.device_name = canonical_device_name(args.device_name)
-    check_calibrate_args(args.device, args.device_name, args.out)
+    executions = [m for m in (args.executions or "").split(",") if m]
+    # bad input is said before torch is imported (seconds) and before any benchmark
+    check_calibrate_args(args.device, args.device_name, args.out, args.budget_s, executions)
+    from companion.runs.calibrate import calibrate, write_calibration
+
     t0 = time.perf_counter()
     try:
         rec = calibrate(
@@ -257,7 +258,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             budget_s=args.budget_s,
             device_name=args.device_name,
             check=check_calibration,
-            executions=[m for m in (args.executions or "").split(",") if m],
+            executions=executions,
         )
         raise_if_stopped()  # a stop that a library caught is still a stop
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the ranks are stopped, nothing is written

@@ -224,6 +224,32 @@ def test_bad_input_is_one_line_naming_the_field(argv, field):
     assert res.stderr.strip().count("\n") == 0 and "Traceback" not in res.stderr
 
 
+def test_bad_input_to_calibrate_is_said_before_torch_is_imported():
+    """Every argument of `companion calibrate` is checked before the benchmarks' module (and torch, seconds of
+    imports) is loaded: a typo costs a fraction of a second."""
+    import subprocess
+    import sys
+
+    for argv in (
+        ["--executions", "cudagraphs"],
+        ["--budget-s", "0"],
+        ["--device", "cpu", "--device-name", "H100"],
+    ):
+        res = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "companion.cli", "calibrate", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert res.returncode == 2, res.stderr[-2000:]
+        said = [line for line in res.stderr.splitlines() if not line.startswith("import time:")]
+        assert len(said) == 1 and said[0].startswith("error: "), said
+        imported = {
+            line.split("|")[-1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")
+        }
+        assert "torch" not in imported and "companion.runs.calibrate" not in imported
+
+
 def test_the_issue_command_answers_with_its_tier(tmp_path):
     """From a data root with nothing for the H100 the answer is the prior tier; with a calibration file, the
     calibrated tier: the command says which, and each quantity comes with an interval around it."""

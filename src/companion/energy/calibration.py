@@ -547,15 +547,17 @@ def measured_roofs(device: str, precision: str = "fp32", root=None) -> dict:
     return opmodel.proxy_roofs(load_device_roofs(device, precision, root))
 
 
-def check_calibrate_args(device: str, device_name: str | None, out: Path | None) -> None:
-    """Every argument of ``companion calibrate`` checked before the first benchmark: the device, its name (a CPU
-    cannot be named after a GPU of the hardware table) and the output file (a file, in a folder that exists or
-    can be made, writable)."""
-    from companion.runs.config import check_device_name
+def check_calibrate_args(
+    device: str, device_name: str | None, out: Path | None, budget_s: float, executions: list[str]
+) -> None:
+    """Every argument of ``companion calibrate`` checked before torch is imported and the first benchmark runs:
+    the device, the budget and the modes to probe (``runs.config.check_calibration_request``), the device's name
+    (a CPU cannot be named after a GPU of the hardware table) and the output file (a file, in a folder that
+    exists or can be made, writable)."""
+    from companion.runs.config import check_calibration_request
 
-    # the device itself is checked by ``calibrate``, before its first benchmark
+    check_calibration_request(device, budget_s, device_name, executions)
     if device_name is not None:
-        check_device_name(device_name)
         if device == "cpu" and names_a_gpu(device_name):
             raise ConfigError(
                 f"--device cpu --device-name {device_name}: a CPU's calibration cannot be "

@@ -29,7 +29,6 @@ CPU ranks share the node's cores; GPU ranks each own a device and overlap FSDP c
 
 from __future__ import annotations
 
-import math
 import os
 import platform
 import signal
@@ -43,7 +42,7 @@ import numpy as np
 import torch
 
 from companion.errors import ConfigError, raise_if_stopped
-from companion.runs.config import check_device_name
+from companion.runs.config import check_calibration_request
 from companion.runs.records import CALIBRATION_FORMAT
 
 # BERT-like GEMM shapes (M, N, K): tokens x out x in, and the attention score GEMMs (seq x seq x head_dim)
@@ -1050,29 +1049,9 @@ def calibrate(
     the meter's minimum window) and return the calibration record. ``executions`` (compile, cudagraphs): also
     probe how each execution mode changes the step's host time and kernels (``execution_probe``; compiling
     takes tens of seconds per mode and depth, outside the budget)."""
-    if device not in ("cpu", "cuda"):
-        raise ConfigError(f"device={device!r} cannot be calibrated; use 'cpu' or 'cuda'")
+    check_calibration_request(device, budget_s, device_name, executions)
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device='cuda' but no GPU is visible; calibrate on a GPU node or use --device cpu")
-    if not (isinstance(budget_s, (int, float)) and math.isfinite(budget_s) and budget_s > 0):
-        raise ConfigError(f"budget_s={budget_s!r} must be a finite positive number of seconds, e.g. 60")
-    if device_name is not None:
-        check_device_name(device_name)
-    from companion.runs.config import EXECUTIONS, ISLAND_ATTN
-
-    for mode in executions:
-        execution, plus, attn = mode.partition("+")
-        if (
-            execution not in EXECUTIONS
-            or execution == "eager"
-            or (execution == "cudagraphs" and device != "cuda")
-            or (plus and attn != ISLAND_ATTN)
-        ):
-            raise ConfigError(
-                f"executions: {mode!r} cannot be probed on {device}; use "
-                + ("compile or cudagraphs" if device == "cuda" else "compile (CUDA graphs need a GPU)")
-                + f", either with +{ISLAND_ATTN} for attention left out of the compiled graphs"
-            )
     dev = torch.device("cuda:0" if device == "cuda" else "cpu")
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     backend = "nccl" if device == "cuda" else "gloo"

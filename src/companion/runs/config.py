@@ -389,6 +389,35 @@ EXECUTIONS = ("eager", "compile", "cudagraphs")  # how the training step runs (`
 ENGINES = ("native", "accelerate")  # what drives the step (``train.accelerate_step``)
 
 
+def check_calibration_request(
+    device: str, budget_s: Any, device_name: str | None = None, executions=()
+) -> None:
+    """What ``companion calibrate`` is asked, checked before torch is imported or a benchmark runs: the device
+    (cpu or cuda; whether a GPU is visible is ``calibrate``'s own check), a finite positive budget, the device's
+    name, and the execution modes to probe (compiled modes, CUDA graphs on a GPU only)."""
+    _require(device in DEVICES, f"device={device!r} cannot be calibrated; use 'cpu' or 'cuda'")
+    _require(
+        isinstance(budget_s, (int, float))
+        and not isinstance(budget_s, bool)
+        and math.isfinite(budget_s)
+        and budget_s > 0,
+        f"budget_s={budget_s!r} must be a finite positive number of seconds, e.g. 60",
+    )
+    if device_name is not None:
+        check_device_name(device_name)
+    for mode in executions:
+        execution, plus, attn = mode.partition("+")
+        _require(
+            execution in EXECUTIONS
+            and execution != "eager"
+            and not (execution == "cudagraphs" and device != "cuda")
+            and not (plus and attn != ISLAND_ATTN),
+            f"executions: {mode!r} cannot be probed on {device}; use "
+            + ("compile or cudagraphs" if device == "cuda" else "compile (CUDA graphs need a GPU)")
+            + f", either with +{ISLAND_ATTN} for attention left out of the compiled graphs",
+        )
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One fine-tuning measurement: model x data x layout on a device, with a protocol."""

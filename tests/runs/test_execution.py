@@ -18,6 +18,57 @@ TINY = {
     "seq_len": 16,
     "batch_size": 4,
 }
+# the short protocol every run of these tests measures: a few steps, no meter
+SHORT = {"meter": "none", "warmup_steps": 1, "window_steps": 2, "min_windows": 2, "max_steps": 8}
+
+
+def run_in_one_process(folder, runs: dict, launcher=(), env=None) -> dict:
+    """The records of ``runs`` ({name: build_run fields}), by name, measured one after the other by one `companion
+    run --plan` process, as a sweep's launch runs its plan (``launcher``: the command that starts it, e.g.
+    torchrun's; the CLI itself where empty)."""
+    import subprocess
+
+    from conftest import companion_cmd
+
+    configs = {name: build_run(fields) for name, fields in runs.items()}
+    plan, out = folder / "plan.json", folder / "runs"
+    plan.write_text(json.dumps({"profile": "execution", "runs": [c.to_dict() for c in configs.values()]}))
+    args = ["run", "--plan", str(plan), "--out", str(out)]
+    env = {**os.environ, **(env or {})}
+    if launcher:
+        cmd = [*launcher, "-m", "companion.cli", *args]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    else:
+        res = companion_cmd(*args, timeout=900, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    records = {}
+    for path in out.glob("*.json"):
+        rec = json.loads(path.read_text())
+        records[rec["run_id"]] = rec
+    assert set(records) == {c.run_id for c in configs.values()}, sorted(records)
+    failed = {i: r["error"]["message"] for i, r in records.items() if r["status"] != "ok"}
+    assert not failed, failed
+    return {name: records[c.run_id] for name, c in configs.items()}
+
+
+@pytest.fixture(scope="module")
+def one_device_runs(tmp_path_factory) -> dict:
+    """The single-device runs the engine and execution tests compare, in one process (a sweep's launch runs its
+    runs so; a run leaving state behind that changed the next one's losses would fail the comparisons): native and
+    Accelerate at fp32 and bf16, then eager and compiled without dropout (compiled dropout draws other numbers)."""
+    runs = {
+        (engine, precision): {**TINY, **SHORT, "precision": precision, "engine": engine}
+        for precision in ("fp32", "bf16")
+        for engine in ("native", "accelerate")
+    }
+    runs |= {
+        execution: {**TINY, **SHORT, "dropout": 0.0, "execution": execution}
+        for execution in ("eager", "compile")
+    }
+    # inductor compiles in the process itself: no pool of compile workers outliving the run
+    return run_in_one_process(
+        tmp_path_factory.mktemp("one-device"), runs, env={"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    )
 
 
 def test_eager_runs_keep_their_ids_and_a_compiled_run_is_named_apart():
@@ -53,34 +104,11 @@ def test_an_execution_the_runner_cannot_do_is_refused_with_one_line(fields, word
 
 
 @pytest.mark.slow
-def test_a_compiled_step_trains_as_the_eager_step_does(tmp_path):
+def test_a_compiled_step_trains_as_the_eager_step_does(one_device_runs):
     """Without dropout (compiled dropout draws other random numbers), the losses of a compiled run follow the eager
     run's step for step; the compilation lands in the first, unmeasured step and is recorded apart."""
-    from conftest import companion_cmd
-
-    curves, records = {}, {}
-    for execution in ("eager", "compile"):
-        out = tmp_path / execution
-        res = companion_cmd(
-            "run",
-            *[f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()],
-            "--dropout=0",
-            "--meter=none",
-            "--warmup-steps=1",
-            "--window-steps=2",
-            "--min-windows=2",
-            "--max-steps=8",
-            f"--execution={execution}",
-            "--out",
-            str(out),
-            timeout=900,
-            # inductor compiles in the process itself: no pool of compile workers outliving the run
-            env={**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"},
-        )
-        assert res.returncode == 0, res.stderr[-2000:]
-        (path,) = out.glob("*.json")
-        records[execution] = json.loads(path.read_text())
-        curves[execution] = records[execution]["loss"]["curve"]
+    records = {execution: one_device_runs[execution] for execution in ("eager", "compile")}
+    curves = {execution: rec["loss"]["curve"] for execution, rec in records.items()}
     n = min(len(curves["eager"]), len(curves["compile"]))  # when a run stops depends on the machine's speed
     assert n >= 5
     assert curves["compile"][:n] == pytest.approx(curves["eager"][:n], rel=1e-4, abs=1e-5)
@@ -105,32 +133,14 @@ def test_the_accelerate_engine_is_named_apart_and_refused_under_tensor_paralleli
 
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_accelerate_trains_as_the_native_engine_does(tmp_path, precision):
+def test_accelerate_trains_as_the_native_engine_does(one_device_runs, precision):
     """Accelerate's step on one device (its prepare, backward and mixed precision) gives the native step's losses,
     dropout included (the same seed, data and optimizer)."""
-    from conftest import companion_cmd
-
     curves = {}
     for engine in ("native", "accelerate"):
-        out = tmp_path / engine
-        res = companion_cmd(
-            "run",
-            *[f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()],
-            f"--precision={precision}",
-            "--meter=none",
-            "--warmup-steps=1",
-            "--window-steps=2",
-            "--min-windows=2",
-            "--max-steps=8",
-            f"--engine={engine}",
-            "--out",
-            str(out),
-        )
-        assert res.returncode == 0, res.stderr[-2000:]
-        (path,) = out.glob("*.json")
-        rec = json.loads(path.read_text())
+        rec = one_device_runs[engine, precision]
         curves[engine] = rec["loss"]["curve"]
-        assert rec["engine"]["name"] == engine
+        assert rec["engine"]["name"] == engine and rec["config"]["precision"] == precision
     # when a run stops depends on the machine's speed; the losses of the steps both ran do not
     n = min(len(curves["native"]), len(curves["accelerate"]))
     assert n >= 5
@@ -140,30 +150,22 @@ def test_accelerate_trains_as_the_native_engine_does(tmp_path, precision):
 @pytest.mark.slow
 def test_accelerate_data_parallel_trains_as_the_native_fsdp_plan_does(tmp_path):
     """Two ranks over gloo: Accelerate's data parallelism (DDP on a CPU, where it runs no FSDP) gives the native
-    FSDP2 plan's losses, each rank on its shard of the batch; the record says which wrapper ran."""
-    import subprocess
+    FSDP2 plan's losses, each rank on its shard of the batch; the record says which wrapper ran. Both runs in one
+    torchrun launch, as a sweep's launch runs them."""
     import sys
 
-    curves = {}
-    for engine in ("native", "accelerate"):
-        out = tmp_path / engine
-        res = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-            + [
-                f"--log-dir={tmp_path / 'torchrun'}"
-            ]  # not a torchelastic_* folder left in the temporary directory
-            + ["-m", "companion.cli", "run", *[f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]]
-            + ["--dp=2", "--meter=none", "--warmup-steps=1", "--window-steps=2", "--min-windows=2"]
-            + ["--max-steps=8", f"--engine={engine}", "--out", str(out)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},
-        )
-        assert res.returncode == 0, res.stderr[-2000:]
-        (path,) = out.glob("*.json")
-        rec = json.loads(path.read_text())
-        curves[engine] = rec["loss"]["curve"]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    torchrun += [
+        f"--log-dir={tmp_path / 'torchrun'}"
+    ]  # not a torchelastic_* folder left in the temporary directory
+    records = run_in_one_process(
+        tmp_path,
+        {engine: {**TINY, **SHORT, "dp": 2, "engine": engine} for engine in ("native", "accelerate")},
+        launcher=torchrun,
+        env={"OMP_NUM_THREADS": "1"},
+    )
+    curves = {engine: rec["loss"]["curve"] for engine, rec in records.items()}
+    rec = records["accelerate"]
     assert rec["engine"]["data_parallel"] == "ddp" and rec["engine"]["distributed_type"] == "MULTI_CPU"
     n = min(len(curves["native"]), len(curves["accelerate"]))
     assert n >= 5

@@ -445,7 +445,14 @@ def accelerate_step(model, optimizer, cfg: RunConfig):
     batch as in the native engine. Returns (step, what the record says about the engine)."""
     import accelerate
     from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
 
+    # Accelerate keeps one state per process, set by its first Accelerator (the mixed precision among it), and
+    # refuses an Accelerator of another precision after it. A launch runs its plan's runs one after the other (a
+    # sweep's, over precisions): each Accelerate run starts from a fresh state, the process group's kept
+    # (PartialState: the ranks' group, up for the whole launch)
+    AcceleratorState._reset_state(reset_partial_state=False)
+    GradientState._reset_state()
     kwargs = {}
     if cfg.layout.dp > 1 and cfg.device == "cuda":
         from accelerate import FullyShardedDataParallelPlugin

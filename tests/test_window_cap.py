@@ -1,0 +1,54 @@
+"""benchmarks/window_cap_scores.py replays a record's windows under a shorter cap: at the record's own cap it
+gives the record back; under a shorter one, the windows the runner would have kept, and the time that follows."""
+
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).parents[1] / "benchmarks" / "window_cap_scores.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(BENCH.parent))  # it imports window_cap beside it
+    spec = importlib.util.spec_from_file_location("window_cap_scores", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def record(windows: list[float], steps: int = 4) -> dict:
+    return {
+        "status": "ok",
+        "config": {"protocol": {"max_time_s": 1.0, "min_windows": 3, "target_rel_ci": 0.0}},
+        "time": {
+            "per_window_step_s": windows,
+            "window_steps": steps,
+            "step_mean_s": statistics.mean(windows),
+            "measured_s": sum(windows) * steps,
+        },
+        "energy": {"per_step_mean_j": 2.0 * statistics.mean(windows)},
+    }
+
+
+def test_a_shorter_cap_keeps_the_windows_the_runner_would_have_kept(bench):
+    windows = [0.05, 0.06, 0.07, 0.08, 0.05, 0.06]  # 4 steps a window: 0.2-0.32 s each, 1.48 s in all
+    rec = record(windows)
+    same, full, measured = bench.capped(rec, 1.0)
+    assert same is rec and full == measured == pytest.approx(1.48)
+    short, full, measured = bench.capped(rec, 0.5)  # a 0.5 s cap: three windows (the minimum) reach 0.72 s
+    assert short["time"]["windows"] == 3 and measured == pytest.approx(0.72) and full == pytest.approx(1.48)
+    assert short["time"]["step_mean_s"] == pytest.approx(0.06) and short["time"]["steps_measured"] == 12
+    assert short["energy"]["per_step_mean_j"] == pytest.approx(2.0 * 0.06)  # energy moves with the time
+    assert rec["time"]["step_mean_s"] == pytest.approx(
+        statistics.mean(windows)
+    )  # the record is left as it was
+
+
+def test_the_cap_waits_for_the_minimum_of_windows_as_the_runner_does(bench):
+    # windows of 0.4 s against a 0.5 s cap: the second passes the cap, the runner still measures a third
+    short, _, measured = bench.capped(record([0.1] * 6), 0.5)
+    assert short["time"]["windows"] == 3 and measured == pytest.approx(1.2)

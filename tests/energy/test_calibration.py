@@ -335,3 +335,23 @@ def test_the_element_wise_benchmark_times_the_elements_the_model_counts():
     # the model reads the timing with its own bytes per element
     rate = opmodel.elementwise_rate(out, "bfloat16")
     assert rate == pytest.approx(out["elements"] * opmodel.ELEMENTWISE_BYTES["bf16"] / out["time_s"])
+
+
+def test_a_thread_scaling_timed_beside_a_busy_core_is_flagged_and_takes_the_model_s_default(tmp_path):
+    """A GEMM no faster on two threads than on one timed a node with a busy core (a fresh clone's calibration,
+    2026-11-27: its calibrated tier then missed every run by 23-40 %): the check flags it, and the roofs take the
+    model's default exponent (every core adds its share) rather than the file's 0.30, with a warning saying so."""
+    rec = {
+        **_cpu_cal(),
+        "thread_scaling": {"threads": 2, "gemm_speedup": 1.0013, "copy_speedup": 1.51, "exponent": 0.30},
+    }
+    (problem,) = check_calibration(rec)["thread_scaling"]
+    assert "1.00x as fast as on one" in problem and "busy" in problem
+    cal = load_calibration(_write(tmp_path, rec), "cpu", "fp32")
+    assert cal.roofs.thread_exponent == 1.0 and "thread_scaling" in cal.roofs.fallbacks
+    assert any("thread_scaling failed its check" in w and "exponent 1" in w for w in cal.warnings)
+    healthy = {**rec, "thread_scaling": {**rec["thread_scaling"], "gemm_speedup": 1.98, "exponent": 0.96}}
+    assert "thread_scaling" not in check_calibration(healthy)
+    assert load_calibration(_write(tmp_path, healthy), "cpu", "fp32").roofs.thread_exponent == 0.96
+    one_thread = {**rec, "thread_scaling": {"threads": 1, "gemm_speedup": 1.0, "exponent": 1.0}}
+    assert "thread_scaling" not in check_calibration(one_thread)  # nothing to compare on one core

@@ -35,12 +35,24 @@ PASS_SPREAD_MAX = 1.5  # two passes of one benchmark differ by at most this (med
 CPU_PEAK_PER_CORE = 400e9  # FLOP/s: 2 AVX-512 FMA units x 16 fp32 lanes x 2 FLOP x 6 GHz, above any x86 core
 RATE_OVER_COPY = 1.5  # element-wise and optimizer rates, at most this times a copy's (``_check_optimizer``)
 MAX_LAYER_INCREMENT_RATIO = 1.5  # the host probe's per-layer increments: a busy spell moves one by more
+# a GEMM on every core at least this times as fast as on one: slower, a core was busy while it ran (every stored
+# calibration of both hosts timed 1.7-2.2x on two threads; the one that timed 1.00x put runs 23-40 % off)
+MIN_GEMM_THREAD_SPEEDUP = 1.1
 HALF_DIM_BOUND = 0.99e5  # the GEMM fit's upper bound on k0: a fit there is launch-bound, not a roof
 # On a GPU a benchmark must run at BERT sizes, or it times kernel launches (about 10 us each)
 GPU_MIN_GEMM_DIM = 8192  # the largest GEMM dimension
 GPU_MIN_STREAM_BYTES = 100e6  # element-wise traffic, and the optimizer's fp32 weights
 GPU_MIN_SCORES = 32 * 12 * 128**2  # attention score elements: BERT-base at batch 32, sequence 128
-QUANTITIES = ("gemm", "bandwidth", "elementwise", "optimizer", "attention", "op_counts", "power")
+QUANTITIES = (
+    "gemm",
+    "bandwidth",
+    "elementwise",
+    "optimizer",
+    "attention",
+    "op_counts",
+    "power",
+    "thread_scaling",
+)
 REQUIRED = (
     ("device_name",),
     ("device",),
@@ -61,6 +73,7 @@ QUANTITY_WORDS = {
     "op_counts": "operator counts",
     "power": "power",
     "launch": "launch cost",
+    "thread_scaling": "thread scaling",
 }
 
 
@@ -307,6 +320,23 @@ def check_power(rec: dict) -> list[str]:
     return out
 
 
+def check_thread_scaling(rec: dict) -> list[str]:
+    """A CPU's speed-up on every core over one (``thread_scaling``), read by the operator model as the exponent of
+    a rank's share of the node: a GEMM no faster on every core than on one timed a node with a busy core."""
+    ts = rec.get("thread_scaling") or {}
+    threads, gemm = ts.get("threads"), ts.get("gemm_speedup")
+    if not (isinstance(threads, int) and threads > 1) or gemm is None:
+        return []
+    if not _positive(gemm):
+        return [f"GEMM speed-up {gemm!r} not finite and positive"]
+    if gemm < MIN_GEMM_THREAD_SPEEDUP:
+        return [
+            f"a GEMM on {threads} threads ran {gemm:.2f}x as fast as on one (under {MIN_GEMM_THREAD_SPEEDUP}x): a "
+            "core was busy while it ran"
+        ]
+    return []
+
+
 def check_calibration(rec: dict) -> dict[str, list[str]]:
     """{quantity: problems} for every quantity of ``QUANTITIES`` that fails its checks (empty: all pass)."""
     from companion.energy import opmodel
@@ -326,6 +356,7 @@ def check_calibration(rec: dict) -> dict[str, list[str]]:
         "attention": check_attention(rec),
         "op_counts": check_op_counts(rec),
         "power": check_power(rec),
+        "thread_scaling": check_thread_scaling(rec),
     }
     return {k: v for k, v in found.items() if v}
 
@@ -407,6 +438,8 @@ def _fallback_values(rec: dict, quantity: str, precision: str) -> tuple[dict, st
         return {"optimizer_bytes_per_s": None}, "the copy bandwidth"
     if quantity == "attention":
         return {"attention_s_per_score": {}}, "the attention GEMMs' roofline"
+    if quantity == "thread_scaling":
+        return {"thread_exponent": 1.0}, "every core adding its share (exponent 1, the model's default)"
     return None, "nothing: used as measured"
 
 

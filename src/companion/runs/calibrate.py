@@ -1110,6 +1110,11 @@ def calibrate(
                     "optimizer": lambda: optimizer_benchmark(dev, 0.03 * b),
                     "op_counts": lambda: op_count_benchmark(dev, 0.04 * b),
                     "power": lambda: power_benchmark(dev, dtype, 0.08 * b),
+                    **(
+                        {"thread_scaling": lambda: thread_scaling_benchmark(0.04 * b)}
+                        if device == "cpu"
+                        else {}
+                    ),
                 },
             )
         )

@@ -282,14 +282,19 @@ def test_a_rank_other_than_0_says_nothing_of_bad_input_and_waits_to_be_stopped(m
     ends, as where nothing stops them) and exit with the same code."""
     import time
 
+    from companion import errors
     from companion.runs import train
 
     monkeypatch.setenv("RANK", "1")
-    monkeypatch.setattr(train, "BAD_INPUT_WAIT_S", 0.3)
-    start = time.monotonic()
-    assert train.main(["--layers", "1", "--hidden", "30", "--heads", "4"]) == 2
-    assert time.monotonic() - start >= 0.3
-    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(errors, "BAD_INPUT_WAIT_S", 0.3)
+    for argv in (["--layers", "1", "--hidden", "30", "--heads", "4"], ["--layers", "x"]):  # a value, a flag
+        start = time.monotonic()
+        try:
+            assert train.main(argv) == 2
+        except SystemExit as exc:  # the parser's own exit
+            assert exc.code == 2
+        assert time.monotonic() - start >= 0.3
+        assert capsys.readouterr().err == ""
     monkeypatch.setenv("RANK", "0")
     assert train.main(["--layers", "1", "--hidden", "30", "--heads", "4"]) == 2
     assert capsys.readouterr().err.startswith("error: hidden=30 is not divisible by heads=4")

@@ -15,9 +15,26 @@ class OneLineParser(argparse.ArgumentParser):
         # under torchrun every rank parses the same arguments: rank 0 says what is wrong, once
         import os
 
-        self.exit(
-            2, f"error: {message}; see `{self.prog} --help`\n" if os.environ.get("RANK", "0") == "0" else None
-        )
+        main_rank = os.environ.get("RANK", "0") == "0"
+        if not main_rank:
+            await_main_rank()
+        self.exit(2, f"error: {message}; see `{self.prog} --help`\n" if main_rank else None)
+
+
+BAD_INPUT_WAIT_S = 20.0  # at most this long does a rank other than 0 wait for rank 0 to say what is wrong
+
+
+def await_main_rank() -> None:
+    """Bad input is said by rank 0 alone. A launcher stops every rank as soon as one exits with an error, so a rank
+    that found the same error first and exited would have rank 0 stopped before it says why: the others wait for
+    the launcher to stop them (SIGTERM) once rank 0 has said it and exited, and go on after ``BAD_INPUT_WAIT_S``
+    where nothing stops them, or at Ctrl-C."""
+    import time
+
+    try:
+        time.sleep(BAD_INPUT_WAIT_S)
+    except KeyboardInterrupt:  # asked to stop while waiting: exit as the bad input says, without a traceback
+        pass
 
 
 class Terminated(KeyboardInterrupt):

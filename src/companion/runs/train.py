@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from companion.runs import parallel, stats
-from companion.errors import ConfigError, Terminated, raise_interrupted, raise_if_stopped
+from companion.errors import ConfigError, Terminated, await_main_rank, raise_interrupted, raise_if_stopped
 from companion.runs.config import RunConfig
 from companion.runs.data import collate, make_task, shard, token_counts
 from companion.runs.meters import Meter, MeterError, make_meter
@@ -955,17 +955,6 @@ def _signal_handlers() -> None:
         signal.signal(signal.SIGINT, raise_interrupted)
 
 
-BAD_INPUT_WAIT_S = 20.0  # at most this long does a rank other than 0 wait for rank 0 to say what is wrong
-
-
-def _await_main_rank() -> None:
-    """Bad input is said by rank 0 alone. A launcher stops every rank as soon as one exits with an error, so a rank
-    that found the same error first and exited would have rank 0 stopped before it says why: the others wait for
-    the launcher to stop them (SIGTERM's default) once rank 0 has said it and exited, and exit on their own after
-    ``BAD_INPUT_WAIT_S`` where nothing stops them."""
-    time.sleep(BAD_INPUT_WAIT_S)
-
-
 def _read_plan(path: Path, default_profile: str) -> tuple[list[RunConfig], str, list | None]:
     """A plan's configurations, profile and destinations, or a ConfigError naming what is wrong with it."""
     from companion.runs.records import read_json
@@ -1043,8 +1032,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"error: {exc}" if main_rank else f"error (rank {os.environ.get('RANK')}): {exc}",
                 file=sys.stderr,
             )
-        else:
-            _await_main_rank()
+        elif not isinstance(exc, Orphaned):  # an orphan's launcher has gone: nothing would stop it
+            await_main_rank()
         return 2
     except KeyboardInterrupt as exc:
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"

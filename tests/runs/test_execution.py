@@ -141,6 +141,8 @@ def test_accelerate_trains_as_the_native_engine_does(one_device_runs, precision)
         rec = one_device_runs[engine, precision]
         curves[engine] = rec["loss"]["curve"]
         assert rec["engine"]["name"] == engine and rec["config"]["precision"] == precision
+        if engine == "accelerate":
+            assert rec["engine"]["mixed_precision"] == ("bf16" if precision == "bf16" else "no")
     # when a run stops depends on the machine's speed; the losses of the steps both ran do not
     n = min(len(curves["native"]), len(curves["accelerate"]))
     assert n >= 5
@@ -158,12 +160,13 @@ def test_accelerate_data_parallel_trains_as_the_native_fsdp_plan_does(tmp_path):
     torchrun += [
         f"--log-dir={tmp_path / 'torchrun'}"
     ]  # not a torchelastic_* folder left in the temporary directory
-    records = run_in_one_process(
-        tmp_path,
-        {engine: {**TINY, **SHORT, "dp": 2, "engine": engine} for engine in ("native", "accelerate")},
-        launcher=torchrun,
-        env={"OMP_NUM_THREADS": "1"},
-    )
+    runs = {engine: {**TINY, **SHORT, "dp": 2, "engine": engine} for engine in ("native", "accelerate")}
+    # a second Accelerate run, at another precision: each rebuilds Accelerate's state in the launch's process group
+    runs["accelerate bf16"] = {**runs["accelerate"], "precision": "bf16"}
+    records = run_in_one_process(tmp_path, runs, launcher=torchrun, env={"OMP_NUM_THREADS": "1"})
+    assert records["accelerate bf16"]["engine"]["mixed_precision"] == "bf16"
+    assert records["accelerate bf16"]["engine"]["data_parallel"] == "ddp"
+    records.pop("accelerate bf16")
     curves = {engine: rec["loss"]["curve"] for engine, rec in records.items()}
     rec = records["accelerate"]
     assert rec["engine"]["data_parallel"] == "ddp" and rec["engine"]["distributed_type"] == "MULTI_CPU"

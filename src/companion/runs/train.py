@@ -449,9 +449,10 @@ def accelerate_step(model, optimizer, cfg: RunConfig):
 
     # Accelerate keeps one state per process, set by its first Accelerator (the mixed precision among it), and
     # refuses an Accelerator of another precision after it. A launch runs its plan's runs one after the other (a
-    # sweep's, over precisions): each Accelerate run starts from a fresh state, the process group's kept
-    # (PartialState: the ranks' group, up for the whole launch)
-    AcceleratorState._reset_state(reset_partial_state=False)
+    # sweep's, over precisions): each Accelerate run starts from a fresh state. PartialState too: the first
+    # Accelerator writes its distributed type there (FSDP on GPUs), and a state rebuilt over that one would skip
+    # setting its FSDP plugin; rebuilt, PartialState finds the launch's process group up and keeps it
+    AcceleratorState._reset_state(reset_partial_state=True)
     GradientState._reset_state()
     kwargs = {}
     if cfg.layout.dp > 1 and cfg.device == "cuda":

@@ -64,7 +64,13 @@ def test_a_page_using_a_partly_replaced_calibration_says_so():
 
     assert calibration_banner("cpu", {}, gpu=False) is None
     cpu = calibration_banner("cpu", {"gemm": ["stuck"], "power": ["nan"]}, gpu=False)
-    assert "matrix-multiply roof, power" in cpu and "measured when the analysis ran" in cpu
+    assert (
+        "matrix-multiply roof, power" in cpu
+        and "for the matrix-multiply roof, a roof measured when the" in cpu
+    )
+    assert "for the power, the value as measured" in cpu  # a CPU's power has no replacement
+    threads = calibration_banner("cpu", {"thread_scaling": ["busy"]}, gpu=False)
+    assert "for the thread scaling, every core adding its share" in threads
     assert "datasheet" in calibration_banner("H200", {"attention": ["small"]}, gpu=True)
 
 

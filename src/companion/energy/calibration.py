@@ -5,8 +5,9 @@
 (truncated, a missing key, a newer format, a device other than the one asked). A file that reads but holds an
 implausible quantity (``check_calibration``: timings that do not grow with size, a fitted roof above what was
 measured or above the datasheet, a benchmark too small for the device, a power that is not finite or positive)
-is used with that quantity flagged: the datasheet's value (GPUs) or one measured now (a CPU) takes its place,
-and the answer says so (``Calibration.warnings``; ``DeviceRoofs.fallbacks``).
+is used with that quantity flagged: the datasheet's value (GPUs) or, on a CPU, what ``CPU_FALLBACKS`` names (a
+roof measured now, the copy bandwidth, the model's default) takes its place, and the answer says so
+(``Calibration.warnings``; ``DeviceRoofs.fallbacks``).
 """
 
 from __future__ import annotations
@@ -74,6 +75,18 @@ QUANTITY_WORDS = {
     "power": "power",
     "launch": "launch cost",
     "thread_scaling": "thread scaling",
+}
+
+
+# what replaces a CPU calibration's flagged quantity, in words (``_fallback_values``); a quantity not named is used
+# as measured
+CPU_FALLBACKS = {
+    "gemm": "a roof measured when the analysis ran",
+    "bandwidth": "a roof measured when the analysis ran",
+    "elementwise": "the copy bandwidth",
+    "optimizer": "the copy bandwidth",
+    "attention": "the attention GEMMs' roofline",
+    "thread_scaling": "every core adding its share (exponent 1, the model's default)",
 }
 
 
@@ -431,15 +444,15 @@ def _fallback_values(rec: dict, quantity: str, precision: str) -> tuple[dict, st
             if quantity == "gemm"
             else {"bandwidth_bytes_per_s": r["bandwidth_bytes_per_s"]}
         )
-        return values, "a roof measured now (analysis-time)"
-    if quantity == "elementwise":
-        return {"elementwise_bytes_per_s": None}, "the copy bandwidth"
-    if quantity == "optimizer":
-        return {"optimizer_bytes_per_s": None}, "the copy bandwidth"
-    if quantity == "attention":
-        return {"attention_s_per_score": {}}, "the attention GEMMs' roofline"
-    if quantity == "thread_scaling":
-        return {"thread_exponent": 1.0}, "every core adding its share (exponent 1, the model's default)"
+        return values, CPU_FALLBACKS[quantity]
+    values = {
+        "elementwise": {"elementwise_bytes_per_s": None},
+        "optimizer": {"optimizer_bytes_per_s": None},
+        "attention": {"attention_s_per_score": {}},
+        "thread_scaling": {"thread_exponent": 1.0},
+    }
+    if quantity in values:
+        return values[quantity], CPU_FALLBACKS[quantity]
     return None, "nothing: used as measured"
 
 

@@ -110,16 +110,24 @@ def calibration_banner(whose: str, problems: dict, gpu: bool) -> str | None:
     """HTML of a warning box for a page that uses a calibration some of whose quantities failed their checks
     (``problems``: {quantity: [problem, ...]}): which ones, and what the page uses instead; None where none did.
     ``whose``: the calibration's owner as the sentence names it (a device, "the first machine's")."""
-    from companion.energy.calibration import QUANTITY_WORDS
+    from companion.energy.calibration import CPU_FALLBACKS, QUANTITY_WORDS
 
     if not problems:
         return None
     names = ", ".join(QUANTITY_WORDS.get(q, q) for q in problems)
-    instead = "the datasheet's values" if gpu else "values measured when the analysis ran"
+    instead = (
+        "This page uses the datasheet's values in their place"
+        if gpu
+        else "In their place this page uses: "
+        + "; ".join(
+            f"for the {QUANTITY_WORDS.get(q, q)}, {CPU_FALLBACKS.get(q, 'the value as measured')}"
+            for q in problems
+        )
+    )
     return (
         '<div class="admonition warning"><p class="admonition-title">Calibration partly replaced</p>'
-        f"<p>The {whose} calibration failed its checks for the {names}. This page uses {instead} in their place; "
-        "the rest of the calibration is used as measured.</p></div>"
+        f"<p>The {whose} calibration failed its checks for the {names}. {instead}. The rest of the calibration "
+        "is used as measured.</p></div>"
     )
 
 

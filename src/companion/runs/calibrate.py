@@ -1133,8 +1133,9 @@ def calibrate(
         if c["pass_spread"] > PASS_SPREAD_WARN
     ]
     rec["warnings"] += [
-        f"{q} failed its check twice ({'; '.join(c['problems'])}): flagged, the analyses use the "
-        "datasheet's value (GPUs) or one measured at analysis time (CPUs) instead"
+        f"{q} failed its check twice ({'; '.join(c['problems'])}): flagged, every reader of the file replaces "
+        "it (the datasheet's value on a GPU; on a CPU, a roof measured then, the copy bandwidth or the model's "
+        "default, as the reader's warning says)"
         for q, c in rec["checks"].items()
         if c["problems"]
     ]

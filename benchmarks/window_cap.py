@@ -27,18 +27,27 @@ from companion.runs import stats  # noqa: E402
 from companion.runs.train import MAX_TIME_OVERRUN  # noqa: E402
 
 
-def replay(time: dict, cap_s: float, min_windows: int, target_rel_ci: float) -> tuple[list[float], float]:
-    """The windows a run capped at ``cap_s`` measured seconds would have kept, and its measured seconds."""
+def replay(
+    time: dict, cap_s: float, min_windows: int, target_rel_ci: float, energy: list | None = None
+) -> tuple[list[float], float]:
+    """The windows a run capped at ``cap_s`` measured seconds would have kept, and its measured seconds: the
+    runner's rule (``train.measure_windows``), converged once the per-step time's CI and, where the run metered
+    its windows (``energy``: its per-window energy per step), the energy's are within the target after
+    ``min_windows``; at the cap once ``min_windows`` are in, or at ``MAX_TIME_OVERRUN`` times it whatever."""
     w = time["per_window_step_s"]
     steps = time.get("per_window_steps") or [time["window_steps"]] * len(w)
     kept, measured = [], 0.0
-    for x, n in zip(w, steps):
+    for i, (x, n) in enumerate(zip(w, steps)):
         kept.append(x)
         measured += x * n
-        if len(kept) >= min_windows and stats.relative_ci(kept) <= target_rel_ci:
+        if (
+            len(kept) >= min_windows
+            and stats.relative_ci(kept) <= target_rel_ci
+            and (not energy or stats.relative_ci(energy[: i + 1]) <= target_rel_ci)
+        ):
             break
         if measured >= cap_s and (len(kept) >= min_windows or measured >= MAX_TIME_OVERRUN * cap_s):
-            break  # the runner's cap waits for the minimum of windows (``train.measure_windows``)
+            break
     return kept, measured
 
 
@@ -63,7 +72,13 @@ def main(argv=None) -> int:
                     continue
                 full = statistics.mean(rec["time"]["per_window_step_s"])
                 for cap in a.caps:
-                    kept, measured = replay(rec["time"], cap, a.min_windows, a.target_rel_ci)
+                    kept, measured = replay(
+                        rec["time"],
+                        cap,
+                        a.min_windows,
+                        a.target_rel_ci,
+                        rec["energy"].get("per_window_step_j"),
+                    )
                     s = stats.summarize(kept)
                     c = cells.setdefault((parts[1], cap), {"kept": 0, "shift": [], "measured": []})
                     c["kept"] += (s["ci95_rel"] if s["ci95_rel"] is not None else 1.0) <= a.max_step_ci95_rel

@@ -3,14 +3,15 @@
     python benchmarks/window_cap_scores.py                          # the stored builds of data/reference/cpu/
     python benchmarks/window_cap_scores.py A.tar.gz --factors 1 0.8 --filter-exponent 0.5
 
-Each run's windows are replayed as the runner stops them (``window_cap.replay``: at least ``min_windows``, then
-on convergence or at the cap), with every cap of the build's profiles (grid, parallel group, validation and test
-sets) multiplied by a factor. The record's step time and its 95 % CI become the replayed windows'; its energy per
-step moves with its time (CodeCarbon's estimate on a CPU is a power times the time). The build is then scored as
+Each run's windows are replayed as the runner stops them (``window_cap.replay``: the runner's rule, the energy's CI
+included), with every cap of the build's profiles (grid, parallel group, validation and test
+sets) multiplied by a factor. The record's step time, energy per step and their 95 % CIs become the replayed
+windows'. The build is then scored as
 the validation page scores it (``stored.score_sweep``: the operator roofline, fitted and calibrated), with the
 step-time filter's threshold at ``--max-step-ci95-rel`` times factor ** -``--filter-exponent`` (0.5: a run's CI
 narrows as the square root of its length, so the filter keeps the same runs in expectation; 0: unchanged). At
-factor 1 the replay reproduces every run's recorded time, so that row is the build's own score. Prints figures;
+factor 1 the replay keeps every recorded window (tests/test_window_cap.py checks it on stored records), so that
+row is the build's own score. Prints figures;
 asserts nothing; the measured seconds saved per run times the runs is what the sweep would save.
 """
 
@@ -34,30 +35,40 @@ MODELS = ["operator_roofline", "calibrated_tier"]
 
 
 def capped(rec: dict, factor: float) -> tuple[dict, float, float]:
-    """The record as a run capped at ``factor`` x its cap would have written it (time, CI, energy per step), with
-    the measured seconds of the full run and of the capped one."""
-    t, p = rec["time"], rec["config"]["protocol"]
+    """The record as a run capped at ``factor`` x its cap would have written it (the time's and the energy's
+    mean, median and CI over the windows it would have kept), with the measured seconds of the full run and of
+    the capped one."""
+    t, p, e = rec["time"], rec["config"]["protocol"], rec["energy"]
     windows = t.get("per_window_step_s") or []
-    if rec.get("status") != "ok" or len(windows) < 2 or factor == 1:
+    if rec.get("status") != "ok" or len(windows) < 2:
         return rec, t.get("measured_s") or 0.0, t.get("measured_s") or 0.0
-    kept, measured = replay(t, p["max_time_s"] * factor, p["min_windows"], p["target_rel_ci"])
+    energy = e.get("per_window_step_j")
+    kept, measured = replay(t, p["max_time_s"] * factor, p["min_windows"], p["target_rel_ci"], energy)
+    k = len(kept)
     s = stats.summarize(kept)
-    steps = (t.get("per_window_steps") or [t["window_steps"]] * len(windows))[: len(kept)]
+    steps = (t.get("per_window_steps") or [t["window_steps"]] * len(windows))[:k]
     new_t = {
         **t,
+        "per_window_step_s": kept,
         "step_mean_s": s["mean"],
         "step_median_s": s["median"],
         "step_ci95_rel": s["ci95_rel"],
         "step_ci95_halfwidth_s": s["ci95_halfwidth"],
         "steps_measured": int(sum(steps)),
-        "windows": len(kept),
+        "windows": k,
         "measured_s": measured,
-        "converged": s["ci95_rel"] is not None and s["ci95_rel"] <= p["target_rel_ci"],
     }
-    e = dict(rec["energy"])
-    if isinstance(e.get("per_step_mean_j"), (int, float)) and t["step_mean_s"]:
-        e["per_step_mean_j"] = e["per_step_mean_j"] * s["mean"] / t["step_mean_s"]
-    return {**rec, "time": new_t, "energy": e}, t.get("measured_s") or 0.0, measured
+    new_e = dict(e)
+    if energy:
+        se = stats.summarize(energy[:k])
+        new_e.update(
+            per_window_step_j=energy[:k],
+            per_step_mean_j=se["mean"],
+            per_step_median_j=se["median"],
+            per_step_ci95_rel=se["ci95_rel"],
+            per_step_ci95_halfwidth_j=se["ci95_halfwidth"],
+        )
+    return {**rec, "time": new_t, "energy": new_e}, t.get("measured_s") or 0.0, measured
 
 
 def score_capped(archive: Path, factor: float, threshold: float) -> tuple[dict, float, float, int, int]:
@@ -91,7 +102,7 @@ def main(argv=None) -> int:
     ap.add_argument("archives", nargs="*", type=Path)
     ap.add_argument("--factors", type=float, nargs="+", default=[1.0, 0.8, 0.7])
     ap.add_argument("--max-step-ci95-rel", type=float, default=0.1, help="the step-time filter's threshold")
-    ap.add_argument("--filter-exponent", type=float, default=0.5)
+    ap.add_argument("--filter-exponent", type=float, default=0.0)
     a = ap.parse_args(argv)
     archives = a.archives or sorted((ROOT / "data" / "reference" / "cpu").glob("*.tar.gz"))
     splits = ("pooled", "leave_one_degree_out", "leave_one_mode_out", "holdout", "test")

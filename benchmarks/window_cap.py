@@ -5,9 +5,9 @@ full run measured, with the measured seconds per run the cap leaves.
     python benchmarks/window_cap.py                    # the cpu, holdout and testset runs of data/reference/cpu/*.tar.gz
     python benchmarks/window_cap.py --caps 2.3 1.9 1.7 --min-windows 5
 
-A run's windows are replayed in order and stopped as the runner stops them (at least ``--min-windows``, then on
-convergence or once the cap is reached with the minimum in, as ``train.measure_windows`` does), so each cap's figures come from the windows a shorter run would have
-measured, without re-measuring. Prints figures; asserts nothing. The sweep's wall time falls by roughly the
+A run's windows are replayed in order and stopped as the runner stops them (``train.measure_windows``: at least
+``--min-windows``, then on the time's and the energy's convergence, or at the cap once the minimum is in), so each
+cap's figures come from the windows a shorter run would have measured, without re-measuring. Prints figures; asserts nothing. The sweep's wall time falls by roughly the
 measured seconds saved per run times the runs.
 """
 
@@ -27,6 +27,11 @@ from companion.runs import stats  # noqa: E402
 from companion.runs.train import MAX_TIME_OVERRUN  # noqa: E402
 
 
+def window_steps(time: dict) -> list[int]:
+    """The steps of each of a run's windows (older records: one ``window_steps`` for all)."""
+    return time.get("per_window_steps") or [time["window_steps"]] * len(time["per_window_step_s"])
+
+
 def replay(
     time: dict, cap_s: float, min_windows: int, target_rel_ci: float, energy: list | None = None
 ) -> tuple[list[float], float]:
@@ -34,10 +39,8 @@ def replay(
     runner's rule (``train.measure_windows``), converged once the per-step time's CI and, where the run metered
     its windows (``energy``: its per-window energy per step), the energy's are within the target after
     ``min_windows``; at the cap once ``min_windows`` are in, or at ``MAX_TIME_OVERRUN`` times it whatever."""
-    w = time["per_window_step_s"]
-    steps = time.get("per_window_steps") or [time["window_steps"]] * len(w)
     kept, measured = [], 0.0
-    for i, (x, n) in enumerate(zip(w, steps)):
+    for i, (x, n) in enumerate(zip(time["per_window_step_s"], window_steps(time))):
         kept.append(x)
         measured += x * n
         if (

@@ -4,15 +4,14 @@
     python benchmarks/window_cap_scores.py A.tar.gz --factors 1 0.8 --filter-exponent 0.5
 
 Each run's windows are replayed as the runner stops them (``window_cap.replay``: the runner's rule, the energy's CI
-included), with every cap of the build's profiles (grid, parallel group, validation and test
-sets) multiplied by a factor. The record's step time, energy per step and their 95 % CIs become the replayed
-windows'. The build is then scored as
-the validation page scores it (``stored.score_sweep``: the operator roofline, fitted and calibrated), with the
-step-time filter's threshold at ``--max-step-ci95-rel`` times factor ** -``--filter-exponent`` (0.5: a run's CI
-narrows as the square root of its length, so the filter keeps the same runs in expectation; 0: unchanged). At
-factor 1 the replay keeps every recorded window (tests/test_window_cap.py checks it on stored records), so that
-row is the build's own score. Prints figures;
-asserts nothing; the measured seconds saved per run times the runs is what the sweep would save.
+included), with every cap of the build's profiles (grid, parallel group, validation and test sets) multiplied by a
+factor. The record's step time, energy per step and their 95 % CIs become the replayed windows'. The build is then
+scored as the validation page scores it (``stored.score_sweep``: the operator roofline, fitted and calibrated), with
+the step-time filter's threshold at ``--max-step-ci95-rel`` times factor ** -``--filter-exponent`` (0, the default:
+unchanged; 0.5: a run's CI narrows as the square root of its length, so the filter keeps the same runs in
+expectation). At factor 1 the replay keeps every recorded window (tests/test_window_cap.py checks it on stored
+records), so that row is the build's own score. Prints figures; asserts nothing; the measured seconds saved per run
+times the runs is what the sweep would save.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from companion.runs import stats  # noqa: E402
-from window_cap import replay  # noqa: E402
+from window_cap import replay, window_steps  # noqa: E402
 
 MODELS = ["operator_roofline", "calibrated_tier"]
 
@@ -46,7 +45,7 @@ def capped(rec: dict, factor: float) -> tuple[dict, float, float]:
     kept, measured = replay(t, p["max_time_s"] * factor, p["min_windows"], p["target_rel_ci"], energy)
     k = len(kept)
     s = stats.summarize(kept)
-    steps = (t.get("per_window_steps") or [t["window_steps"]] * len(windows))[:k]
+    steps = window_steps(t)[:k]
     new_t = {
         **t,
         "per_window_step_s": kept,

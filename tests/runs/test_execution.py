@@ -8,6 +8,7 @@ import pytest
 
 from companion.errors import ConfigError
 from companion.runs.config import build_run
+from companion.runs.records import load_records
 
 TINY = {
     "layers": 1,
@@ -41,10 +42,7 @@ def run_in_one_process(folder, runs: dict, launcher=(), env=None) -> dict:
     else:
         res = companion_cmd(*args, timeout=900, env=env)
     assert res.returncode == 0, res.stderr[-2000:]
-    records = {}
-    for path in out.glob("*.json"):
-        rec = json.loads(path.read_text())
-        records[rec["run_id"]] = rec
+    records = {r["run_id"]: r for r in load_records(out)}
     assert set(records) == {c.run_id for c in configs.values()}, sorted(records)
     failed = {i: r["error"]["message"] for i, r in records.items() if r["status"] != "ok"}
     assert not failed, failed

@@ -1,0 +1,79 @@
+"""benchmarks/error_spread.py splits a configuration's off-grid error over builds into the part every build repeats
+(the model's) and the part that moves from build to build."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+BENCH = Path(__file__).parents[1] / "benchmarks" / "error_spread.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("error_spread", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def rows(bias_pct: dict, swing_pct: float, builds: int = 4, replicate_pct: float = 0.0) -> pd.DataFrame:
+    """Off-grid rows whose error is each configuration's bias plus a swing of +-``swing_pct`` that alternates over
+    builds (mean 0, sample standard deviation ``swing_pct`` over an even number of builds), each build measuring a
+    configuration twice, its replicates ``replicate_pct`` either side."""
+    out = []
+    for c, bias in bias_pct.items():
+        for b in range(builds):
+            swing = swing_pct if b % 2 == 0 else -swing_pct
+            for r in (-1, 1):
+                measured = 0.1 * (1 + r * replicate_pct / 100)
+                error = (bias + swing) / 100
+                out.append(
+                    {
+                        "build": f"b{b}",
+                        "host": "h",
+                        "group": "holdout",
+                        "model": "operator_roofline",
+                        "config": c,
+                        "measured_s": measured,
+                        "predicted_s": 0.1 * (1 + error),
+                    }
+                )
+    return pd.DataFrame(out)
+
+
+def test_the_bias_every_build_repeats_and_the_swing_between_builds_come_apart(bench):
+    t = bench.decompose(rows({"a": 10.0, "b": -10.0, "c": 0.0}, swing_pct=4.0 * np.sqrt(3) / 2))
+    row = t.iloc[0]
+    assert row.configs == 3 and row.builds == 4 and row.runs == 24
+    assert row.structural_pct == pytest.approx(np.sqrt(200 / 3))
+    # +-s over 4 builds: sample variance 4 s^2 / 3
+    assert row.spread_pct == pytest.approx(4.0, rel=1e-9)
+
+
+def test_a_model_right_on_average_has_no_structural_error_however_much_builds_swing(bench):
+    t = bench.decompose(rows({"a": 0.0, "b": 0.0}, swing_pct=12.0))
+    assert t.iloc[0].structural_pct == pytest.approx(0.0, abs=1e-9)
+    assert t.iloc[0].spread_pct > 12.0
+
+
+def test_configurations_measured_by_too_few_builds_do_not_count(bench):
+    few = rows({"rare": 50.0}, swing_pct=0.0, builds=2)
+    t = bench.decompose(pd.concat([rows({"a": 5.0}, swing_pct=0.0), few]), min_builds=3)
+    assert t.iloc[0].configs == 1
+    assert t.iloc[0].structural_pct == pytest.approx(5.0)
+
+
+def test_a_configuration_is_its_run_id_without_replicate_and_protocol_digest(bench):
+    ids = pd.Series(
+        ["L2-h64-a1-s64-b6_tp1-dp1@cpu-fp32.ea906f", "L2-h64-a1-s64-b6_tp1-dp1@cpu-fp32-r1.0aa11b"]
+    )
+    assert list(bench.configuration(ids)) == ["L2-h64-a1-s64-b6_tp1-dp1@cpu-fp32"] * 2
+
+
+def test_replicates_within_a_build_are_not_a_spread_between_builds(bench):
+    t = bench.decompose(rows({"a": 3.0}, swing_pct=0.0, replicate_pct=8.0))
+    assert t.iloc[0].spread_pct == pytest.approx(0.0, abs=1e-9)
+    assert t.iloc[0].mape_pct > 3.0  # each run is still off by its replicate's noise

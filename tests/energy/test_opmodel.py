@@ -99,15 +99,19 @@ def test_fit_recovers_its_own_coefficients():
         assert point.time[k] == pytest.approx(v, rel=1e-4), k
     for k, v in ENERGY.items():
         assert point.energy[k] == pytest.approx(v, rel=1e-4), k
-    # data generated without a layout factor: every layout's factor is 1
-    assert set(point.layout_scale) == {"tp2-dp1", "tp1-dp2", "tp2-dp2", "tp4-dp1", "tp1-dp4"}
+    # data generated without a layout factor nor a side-by-side slowdown: every factor is 1
+    layouts = {"tp2-dp1", "tp1-dp2", "tp2-dp2", "tp4-dp1", "tp1-dp4"}
+    assert set(point.layout_scale) == layouts | {opmodel.SIDE_BY_SIDE}
     for k, v in point.layout_scale.items():
         assert v == pytest.approx(1.0, rel=1e-4), k
     desc = point.describe()
     assert (
         set(desc.param)
         == (
-            set(TIME) | set(ENERGY) | {"thread_exponent"} | {f"layout_scale[{k}]" for k in point.layout_scale}
+            set(TIME)
+            | set(ENERGY)
+            | {"thread_exponent", opmodel.SIDE_BY_SIDE}
+            | {f"layout_scale[{k}]" for k in layouts}
         )
         and desc.unit.str.len().min() > 0
     )
@@ -123,7 +127,7 @@ def test_layout_scale_recovers_a_layouts_own_factor_and_leaves_unseen_layouts_al
     parts = opmodel.scaled_terms(terms, TIME)
     over = parts[list(opmodel.LAYOUT_TERMS)].sum(axis=1).to_numpy()
     y = parts.sum(axis=1).to_numpy() + np.where(layouts == "tp2-dp1", 0.6 * over, 0.0)
-    free = opmodel.fit_layout_scales(terms, TIME, y, layouts, weight=1e-9)
+    free = opmodel.fit_layout_scales(terms, TIME, y, layouts, weight=1e-9, side_weight=1e-9)
     assert free["tp2-dp1"] == pytest.approx(1.6, rel=1e-6)
     assert all(v == pytest.approx(1.0, rel=1e-6) for k, v in free.items() if k != "tp2-dp1")
     pulled = opmodel.fit_layout_scales(terms, TIME, y, layouts)
@@ -135,6 +139,28 @@ def test_layout_scale_recovers_a_layouts_own_factor_and_leaves_unseen_layouts_al
     assert np.allclose(
         opmodel.predict_time_s(terms, TIME, unseen, layouts)[four], opmodel.predict_time_s(terms, TIME)[four]
     )
+
+
+def test_ranks_side_by_side_get_one_factor_on_their_compute_and_one_process_none():
+    """Runs of several ranks whose compute takes 1.08x what one process's would: the factor is recovered (exactly
+    without its pull towards 1, part of the way with it), the layouts keep 1, one-process runs are predicted as
+    before, and the scaled terms still add up to the predicted step."""
+    df = frame()
+    terms = opmodel.operator_frame(df, DEV)
+    layouts = opmodel.layout_names(df)
+    parts = opmodel.scaled_terms(terms, TIME)
+    compute = parts[list(opmodel.COMPUTE_TERMS)].sum(axis=1).to_numpy()
+    y = parts.sum(axis=1).to_numpy() + np.where(layouts != "tp1-dp1", 0.08 * compute, 0.0)
+    free = opmodel.fit_layout_scales(terms, TIME, y, layouts, weight=1e-9, side_weight=1e-9)
+    assert free[opmodel.SIDE_BY_SIDE] == pytest.approx(1.08, rel=1e-6)
+    assert all(v == pytest.approx(1.0, rel=1e-6) for k, v in free.items() if k != opmodel.SIDE_BY_SIDE)
+    pulled = opmodel.fit_layout_scales(terms, TIME, y, layouts)
+    assert 1.0 < pulled[opmodel.SIDE_BY_SIDE] < 1.08
+    t = opmodel.predict_time_s(terms, TIME, free, layouts)
+    assert np.allclose(t, y)
+    one = layouts == "tp1-dp1"
+    assert np.allclose(t[one], opmodel.predict_time_s(terms, TIME)[one])
+    assert np.allclose(opmodel.scaled_terms(terms, TIME, free, layouts).sum(axis=1).to_numpy(), t)
 
 
 def test_operator_terms_of_a_run_do_not_depend_on_the_other_runs_of_the_frame():

@@ -37,7 +37,9 @@ the GEMMs do, and a run of few tokens, mostly this term, must not inherit what i
 1 in the calibrated and prior tiers; the fitted tier fits every c and fixed cost (non-negative least squares on
 relative errors), so its coefficients read as "the roofline is off by this factor"; it then gives each parallel
 layout it has runs of one more factor on that layout's overhead and collective terms, pulled towards 1
-(``fit_layout_scales``): the sweep's own runs correct the probe's ratio between layouts.
+(``fit_layout_scales``): the sweep's own runs correct the probe's ratio between layouts. On a shared node it fits,
+with those factors, one more on the compute terms of every run of several ranks (``SIDE_BY_SIDE``): ranks that
+share a node's cores slow each other's compute.
 
 Energy per step, all metered units together:
 
@@ -658,6 +660,15 @@ def prior_coefficients(dev: DeviceRoofs) -> dict:
 LAYOUT_TERMS = ("tp_dispatch_s", "fsdp_hooks_s", "comm_latency_s", "comm_bytes_s")
 LAYOUT_SCALE_PRIOR = 1.0
 LAYOUT_SCALE_UNIT = "x this layout's overhead and collective terms (fitted; 1: the calibration's ratio)"
+# Ranks that share a node's cores slow each other's compute (caches, memory bandwidth, the collectives' own
+# threads), which neither the calibration's single process nor a layout's overhead per unit counts: on a shared
+# node the fitted tier multiplies the compute terms (``COMPUTE_TERMS``) of every run of several ranks by one factor,
+# fitted with the layouts' own factors and pulled towards 1 (none) at this weight. It is kept in the layout
+# factors' dict under this key, which names no layout. (The weight's choice and a direct measurement of the
+# effect: docs/decisions.md.)
+SIDE_BY_SIDE = "side_by_side"
+SIDE_BY_SIDE_PRIOR = 0.3
+SIDE_BY_SIDE_UNIT = "x the compute terms of a run of several ranks on one node (fitted; 1: none)"
 THREAD_EXPONENT_UNIT = "speedup = threads ** exponent (fitted on a shared node's sweep)"
 
 
@@ -690,7 +701,17 @@ def coefficient_rows(
     rows += [
         {"param": f"layout_scale[{k}]", "value": v, "unit": LAYOUT_SCALE_UNIT, "target": "step_s"}
         for k, v in (layout_scale or {}).items()
+        if k != SIDE_BY_SIDE
     ]
+    if SIDE_BY_SIDE in (layout_scale or {}):
+        rows.append(
+            {
+                "param": SIDE_BY_SIDE,
+                "value": layout_scale[SIDE_BY_SIDE],
+                "unit": SIDE_BY_SIDE_UNIT,
+                "target": "step_s",
+            }
+        )
     return rows
 
 
@@ -718,6 +739,21 @@ def _layout_factor(layout_scale: dict | None, layouts):
     return np.array([float(layout_scale.get(k, 1.0)) for k in layouts])
 
 
+def _side_by_side_factor(layout_scale: dict | None, layouts):
+    """Each row's factor on its compute terms (``SIDE_BY_SIDE``): the fitted one for a run of several ranks, 1 for
+    one process; 1 where the fit has none."""
+    f = (layout_scale or {}).get(SIDE_BY_SIDE)
+    if f is None or layouts is None:
+        return 1.0
+    return np.where(np.asarray(layouts) != "tp1-dp1", float(f), 1.0)
+
+
+def _compute_s(terms: pd.DataFrame, time_coef: dict) -> np.ndarray:
+    """Per row, the seconds of the multiplied compute terms (``COMPUTE_TERMS``)."""
+    cols = term_columns(terms)
+    return sum(time_coef.get(k, 1.0) * cols[k] for k in COMPUTE_TERMS if k in cols)
+
+
 def _rest_and_layout_s(terms: pd.DataFrame, time_coef: dict) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the seconds of the multiplied time terms outside ``LAYOUT_TERMS`` and of those in it."""
     cols = term_columns(terms)
@@ -740,8 +776,11 @@ def scaled_terms(
 def _scaled_columns(terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None, layouts) -> dict:
     """``scaled_terms``' columns as arrays, {term: seconds}."""
     factor, cols = _layout_factor(layout_scale, layouts), term_columns(terms)
+    side = _side_by_side_factor(layout_scale, layouts)
     return {
-        k: time_coef.get(k, 1.0) * cols[k] * (factor if k in LAYOUT_TERMS else 1.0)
+        k: time_coef.get(k, 1.0)
+        * cols[k]
+        * (factor if k in LAYOUT_TERMS else side if k in COMPUTE_TERMS else 1.0)
         for k in TIME_TERMS
         if k in cols
     }
@@ -793,6 +832,9 @@ def predict_time_s(
     thread-exponent candidate of every held-out fold)."""
     rest, over = _rest_and_layout_s(terms, time_coef)
     plain = rest + _layout_factor(layout_scale, layouts) * over
+    side = _side_by_side_factor(layout_scale, layouts)
+    if not np.isscalar(side):
+        plain = plain + (side - 1.0) * _compute_s(terms, time_coef)
     p = overlapped(terms)
     if p is None:
         return plain
@@ -801,11 +843,19 @@ def predict_time_s(
 
 
 def fit_layout_scales(
-    terms: pd.DataFrame, time_coef: dict, step_s, layouts, weight: float = LAYOUT_SCALE_PRIOR
+    terms: pd.DataFrame,
+    time_coef: dict,
+    step_s,
+    layouts,
+    weight: float = LAYOUT_SCALE_PRIOR,
+    side_weight: float = SIDE_BY_SIDE_PRIOR,
 ) -> dict:
-    """{layout: factor} for every parallel layout among the runs: the factor s on the layout's overhead and
-    collective seconds o_i that minimises sum_i ((b_i + s o_i) / y_i - 1)^2 + weight^2 (s - 1)^2 over its runs
-    (b_i: the rest of the step; closed form, s >= 0)."""
+    """{layout: factor} for every parallel layout among the runs, and ``SIDE_BY_SIDE``: the factor s_l on layout
+    l's overhead and collective seconds o_i, and the factor f on the compute seconds c_i of every run of several
+    ranks, that minimise sum_i ((b_i + (f - 1) c_i + s_l o_i) / y_i - 1)^2 + weight^2 sum_l (s_l - 1)^2 +
+    side_weight^2 (f - 1)^2 over the runs of several ranks (b_i: the rest of the step; s_l >= 0, 0.5 <= f <= 2)."""
+    from scipy.optimize import lsq_linear  # imported here: a prediction never needs scipy
+
     y = np.asarray(step_s, float)
     if (
         overlapped(terms) is not None
@@ -813,14 +863,25 @@ def fit_layout_scales(
         return {}
     rest, over = _rest_and_layout_s(terms, time_coef)
     layouts = np.asarray(layouts)
-    out = {}
-    for name in sorted(set(layouts) - {"tp1-dp1"}):
-        rows = (layouts == name) & (over > 0)
-        if not rows.any():
-            continue
-        a, r = over[rows] / y[rows], 1.0 - rest[rows] / y[rows]
-        out[name] = float(max((np.sum(a * r) + weight**2) / (np.sum(a * a) + weight**2), 0.0))
-    return out
+    multi = layouts != "tp1-dp1"
+    if not multi.any():
+        return {}
+    names = [n for n in sorted(set(layouts[multi])) if ((layouts == n) & (over > 0)).any()]
+    yr = y[multi]
+    # unknowns: f - 1, then each layout's s_l; rows: the runs of several ranks, then the pulls
+    A = np.zeros((len(yr) + 1 + len(names), 1 + len(names)))
+    b = np.zeros(len(A))
+    A[: len(yr), 0] = _compute_s(terms, time_coef)[multi] / yr
+    for j, name in enumerate(names):
+        A[: len(yr), 1 + j] = np.where(layouts[multi] == name, over[multi], 0.0) / yr
+    b[: len(yr)] = 1.0 - rest[multi] / yr
+    A[len(yr), 0] = side_weight
+    for j in range(len(names)):
+        A[len(yr) + 1 + j, 1 + j] = weight
+        b[len(yr) + 1 + j] = weight
+    lower, upper = np.r_[-0.5, np.zeros(len(names))], np.r_[1.0, np.full(len(names), np.inf)]
+    x = lsq_linear(A, b, bounds=(lower, upper)).x
+    return {**{n: float(v) for n, v in zip(names, x[1:])}, SIDE_BY_SIDE: float(1.0 + x[0])}
 
 
 def overhead_share(

@@ -17,13 +17,12 @@
 # runs, each costed from this device's calibration ([](02_proxies.ipynb)): GEMMs at the roof of their shape,
 # attention, element-wise and optimizer traffic at their measured rates, fixed costs per step and per layer,
 # each layout's overhead (TP's dispatch of sharded operations, FSDP's hooks that gather and free weights) and
-# the collectives {cite}`shoeybi2019,korthikanti2022`. Energy adds static power, a power per busy core on a
-# CPU node, and energy per FLOP, per byte and per byte communicated, capped at the calibrated loaded power.
-# η(p) is an output.
+# the collectives {cite}`shoeybi2019,korthikanti2022`. Energy adds static power, power per busy core (CPU), and
+# energy per FLOP, byte and byte communicated, capped at the calibrated loaded power. η(p) is an output.
 #
 # The fit learns one non-negative multiplier per term, some pulled towards the calibration (the collectives'
 # latency is held). Each layout the sweep ran gets one more factor, pulled towards 1; on a shared CPU node the
-# fit also chooses how speed grows with threads.
+# fit also chooses how speed grows with threads and how ranks sharing cores slow each other.
 #
 # Beside it, the paper's reproduction: η(p) per layout mode from the universal scalability law (USL)
 # {cite}`gunther2007`, η(p) = 1 / (1 + σ(p−1) + κ·p(p−1)); [the paper's law](../intro.md), with η from that
@@ -138,7 +137,7 @@ figures.static_vs_dynamic(split, df)
 # ## The operator roofline
 #
 # Its coefficients, on the {glue:text}`op_roofs_source` roofs. A time multiplier scales its term's calibrated
-# cost (1: as calibrated); a layout's factor (rows named by layout) scales its overhead and collectives.
+# cost (1: as calibrated); a layout's factor (rows named by layout), its overhead and collectives.
 # {glue:text}`op_zero_energy`
 
 # %%

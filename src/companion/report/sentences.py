@@ -642,7 +642,7 @@ COEFFICIENT_WORDS = {
     "e_byte_j": "energy per byte moved",
     "e_comm_j": "energy per byte communicated",
     "thread_exponent": "thread-scaling exponent",
-    "side_by_side": "compute of ranks side by side",
+    "side_by_side": "side-by-side ranks' compute",
 }
 
 

@@ -26,6 +26,24 @@ def fixtures() -> Path:
     return FIXTURES
 
 
+BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
+
+
+def load_benchmark(name: str):
+    """The script ``benchmarks/<name>.py`` as a module (scripts, not a package): registered under its name, as
+    its dataclasses look their module up, with the scripts' folder importable for those that import one beside
+    them."""
+    import importlib.util
+
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(scope="session")
 def minilm_path() -> Path:
     gt = pytest.importorskip(

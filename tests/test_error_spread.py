@@ -1,22 +1,15 @@
 """benchmarks/error_spread.py splits a configuration's off-grid error over builds into the part every build repeats
 (the model's) and the part that moves from build to build."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
-
-BENCH = Path(__file__).parents[1] / "benchmarks" / "error_spread.py"
+from conftest import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("error_spread", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("error_spread")
 
 
 def rows(bias_pct: dict, swing_pct: float, builds: int = 4, replicate_pct: float = 0.0) -> pd.DataFrame:

@@ -1,27 +1,21 @@
 """benchmarks/reproduce_cost.py reads a finished `make reproduce` from its outputs: a tree whose times are known
 gives those times back, phase by phase."""
 
-import importlib.util
 import json
 import os
 import re
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from conftest import load_benchmark
 
-BENCH = Path(__file__).parents[1] / "benchmarks" / "reproduce_cost.py"
 T0 = datetime(2026, 11, 27, 4, 0, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("reproduce_cost", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("reproduce_cost")
 
 
 def _touch(path: Path, at_s: float) -> None:

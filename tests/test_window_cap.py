@@ -1,23 +1,16 @@
 """benchmarks/window_cap_scores.py replays a record's windows under a shorter cap: at the record's own cap it
 gives the record back; under a shorter one, the windows the runner would have kept, and the time that follows."""
 
-import importlib.util
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
-
-BENCH = Path(__file__).parents[1] / "benchmarks" / "window_cap_scores.py"
+from conftest import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCH.parent))  # it imports window_cap beside it
-    spec = importlib.util.spec_from_file_location("window_cap_scores", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("window_cap_scores")
 
 
 def record(windows: list[float], steps: int = 4) -> dict:

@@ -2,26 +2,21 @@
 packing is deterministic, leaves out what is not a record, and unpacks to the layout the scorer reads; coverage
 pooled over sweeps counts what each sweep covered."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import load_benchmark
 
 from companion.energy import stored
 from companion.errors import ConfigError
 
-BENCH = Path(__file__).parents[2] / "benchmarks" / "model_accuracy.py"
-
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("model_accuracy", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("model_accuracy")
 
 
 def _sweep(data: Path) -> None:

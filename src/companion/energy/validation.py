@@ -310,12 +310,13 @@ def validate_models(
         energy_kind(pd.concat([df[["energy_measured"]], frame[["energy_measured"]]]))
     # the off-grid fits first: each is a whole fit with its intervals, the largest tasks, so that none is left
     # to run alone at the end
+    # a fold's models in one task: one process then fits what they share once (the operator fit that the power
+    # model reuses, the laws' USL fit), as memoized_fits keeps it per process
     tasks = [("off-grid", None, None, None, name) for name in models if off_grid] + [
-        (split, fold, train_idx, test_idx, name)
+        (split, fold, train_idx, test_idx, tuple(models))
         for split in splits or MODEL_SPLITS
         for fold, train_idx, test_idx in folds(df, split)
         if len(test_idx) and len(train_idx) >= min_train
-        for name in models
     ]
     global _FOLD_STATE
     _FOLD_STATE = (df, models, level, off_grid)
@@ -355,16 +356,23 @@ def _can_fork() -> bool:
 
 
 def _fold_rows(task):
-    """The prediction rows of one (split, fold, model): fitted on the fold's training rows, scored on its test
-    rows; of an off-grid task, {split: rows} of the model fitted on all runs (``_off_grid_rows``)."""
+    """The prediction rows of one (split, fold) for each of its models in turn: fitted on the fold's training rows,
+    scored on its test rows; of an off-grid task (one model), {split: rows} of the model fitted on all runs
+    (``_off_grid_rows``)."""
     from companion.energy.models import fit_model
 
-    split, fold, train_idx, test_idx, name = task
+    split, fold, train_idx, test_idx, names = task
     df, models, level, off_grid = _FOLD_STATE
     if split == "off-grid":
-        return _off_grid_rows(df, off_grid, name, models[name], level)
+        return _off_grid_rows(df, off_grid, names, models[names], level)
     train, test = df.loc[train_idx], df.loc[test_idx]
-    return prediction_rows(test, fit_model(models[name], train).predict(test, level), split, fold, name)
+    return [
+        row
+        for name in names
+        for row in prediction_rows(
+            test, fit_model(models[name], train).predict(test, level), split, fold, name
+        )
+    ]
 
 
 def _off_grid_rows(

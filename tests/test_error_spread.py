@@ -70,3 +70,25 @@ def test_replicates_within_a_build_are_not_a_spread_between_builds(bench):
     t = bench.decompose(rows({"a": 3.0}, swing_pct=0.0, replicate_pct=8.0))
     assert t.iloc[0].spread_pct == pytest.approx(0.0, abs=1e-9)
     assert t.iloc[0].mape_pct > 3.0  # each run is still off by its replicate's noise
+
+
+def test_a_stored_builds_off_grid_errors_are_the_ones_its_cached_scores_rest_on(bench):
+    """The benchmark's per-run errors of the fitted tier give the newest stored build's validation- and test-set
+    MAPE as the validation page scored them (the cached scores beside the archive)."""
+    from companion.energy import stored
+
+    source = stored.stored_sweeps(bench.REFERENCE)[-1]
+    rows = bench.off_grid_errors(str(source))
+    cached = pd.concat(
+        pd.read_csv(p) for p in (bench.REFERENCE / "scores").glob(f"{stored.sweep_name(source)}.*.csv")
+    )
+    fitted = rows[rows.model == "operator_roofline"]
+    assert set(fitted.group) == {"holdout", "test"}
+    assert set(rows.model) == set(bench.TIERS)
+    for group, r in fitted.groupby("group"):
+        page = cached[
+            (cached.split == group) & (cached.model == "operator_roofline") & (cached.target == "time")
+        ]
+        mape = 100 * np.mean(np.abs(r.predicted_s / r.measured_s - 1))
+        assert len(page) == 1 and mape == pytest.approx(float(page.mape_pct.iloc[0]), rel=1e-9), group
+        assert int(page.n.iloc[0]) == len(r)

@@ -13,8 +13,8 @@ off-grid runs. Per host, set and tier, a configuration's error (predicted / meas
 - its standard deviation over builds: what moves with the build (the host's state while the runs and the
   calibration were measured, each run's noise, the fit's own variance), pooled over configurations ("spread").
 
-A MAPE well above both parts is not possible; a spread near the MAPE says that a better model would gain little on
-that host. The test set is scored for reporting only, as on the validation page. Prints figures; asserts nothing.
+The MAPE, over the same runs, also carries each run's own noise between the replicates of one build, which neither
+part holds. A spread near the MAPE says that a better model would gain little on that host. The test set is scored for reporting only, as on the validation page. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -88,21 +88,35 @@ def configuration(run_ids: pd.Series) -> np.ndarray:
     return run_ids.astype(str).str.replace(r"(-r\d+)?\.[0-9a-f]+$", "", regex=True).to_numpy()
 
 
+def per_build(rows: pd.DataFrame, min_builds: int) -> pd.DataFrame:
+    """Per host, group, model, configuration and build: the mean error (%) of the build's replicates of it, for
+    the configurations at least ``min_builds`` builds measured (two at least: a spread needs two)."""
+    if min_builds < 2:
+        raise ValueError(f"min_builds={min_builds}: a spread between builds needs at least 2")
+    keys = ["host", "group", "model", "config"]
+    t = (
+        rows.assign(error_pct=(rows.predicted_s / rows.measured_s - 1) * 100)
+        .groupby([*keys, "build"])
+        .error_pct.mean()
+        .reset_index()
+    )
+    return t[t.groupby(keys).build.transform("size") >= min_builds]
+
+
 def decompose(rows: pd.DataFrame, min_builds: int = 3) -> pd.DataFrame:
-    """Per host, group and model: builds, configurations followed, runs, the MAPE (%), the structural error (root
-    mean square over configurations of each one's mean error over builds, %) and the spread (each configuration's
-    standard deviation of its per-build error, pooled over configurations, %). A configuration counts where at
-    least ``min_builds`` builds measured it; a build's replicates of it are averaged first, so that the spread is
-    between builds."""
+    """Per host, group and model, over the configurations at least ``min_builds`` builds measured: builds,
+    configurations, runs, the MAPE of those runs (%), the structural error (root mean square over configurations
+    of each one's mean error over builds, %) and the spread (each configuration's standard deviation of its
+    per-build error, pooled over configurations, %). A build's replicates of a configuration are averaged first,
+    so that the spread is between builds."""
     out = []
-    rows = rows.assign(error_pct=(rows.predicted_s / rows.measured_s - 1) * 100)
-    for (host, group, model), g in rows.groupby(["host", "group", "model"], sort=True):
-        per_build = g.groupby(["config", "build"]).error_pct.mean().reset_index()
-        per_config = per_build.groupby("config").error_pct.agg(["mean", "var", "size"])
-        per_config = per_config[per_config["size"] >= min_builds]
-        if per_config.empty:
-            continue
+    kept = per_build(rows, min_builds)
+    runs = rows.merge(kept[["host", "group", "model", "config", "build"]], how="inner")
+    runs = runs.assign(error_pct=(runs.predicted_s / runs.measured_s - 1) * 100)
+    for (host, group, model), g in kept.groupby(["host", "group", "model"], sort=True):
+        per_config = g.groupby("config").error_pct.agg(["mean", "var", "size"])
         dof = per_config["size"] - 1
+        r = runs[(runs.host == host) & (runs.group == group) & (runs.model == model)]
         out.append(
             {
                 "host": host,
@@ -110,8 +124,8 @@ def decompose(rows: pd.DataFrame, min_builds: int = 3) -> pd.DataFrame:
                 "model": model,
                 "builds": int(g.build.nunique()),
                 "configs": int(len(per_config)),
-                "runs": int(len(g)),
-                "mape_pct": float(g.error_pct.abs().mean()),
+                "runs": int(len(r)),
+                "mape_pct": float(r.error_pct.abs().mean()),
                 "structural_pct": float(np.sqrt(np.mean(per_config["mean"] ** 2))),
                 "spread_pct": float(np.sqrt(np.sum(per_config["var"] * dof) / np.sum(dof))),
             }
@@ -119,10 +133,12 @@ def decompose(rows: pd.DataFrame, min_builds: int = 3) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def worst_configs(rows: pd.DataFrame, model: str = "operator_roofline", n: int = 5) -> pd.DataFrame:
-    """The validation set's configurations with the largest mean error over builds, per host (the fitted tier)."""
-    g = rows[(rows.model == model) & (rows.group == "holdout")]
-    g = g.assign(error_pct=(g.predicted_s / g.measured_s - 1) * 100)
+def worst_configs(
+    rows: pd.DataFrame, model: str = "operator_roofline", n: int = 5, min_builds: int = 3
+) -> pd.DataFrame:
+    """The validation set's configurations with the largest mean error over builds, per host (the fitted tier):
+    builds, the mean and the standard deviation over builds of each build's mean error (%)."""
+    g = per_build(rows[(rows.model == model) & (rows.group == "holdout")], min_builds)
     t = (
         g.groupby(["host", "config"])
         .error_pct.agg(builds="size", mean_pct="mean", sd_pct="std")
@@ -140,8 +156,12 @@ def main(argv=None) -> int:
         "sweeps", nargs="*", type=Path, help="archives or folders (default: data/reference/cpu/*.tar.gz)"
     )
     ap.add_argument("--workers", type=int, default=2, help="builds scored at once (default 2)")
-    ap.add_argument("--min-builds", type=int, default=3, help="builds a configuration needs to count")
+    ap.add_argument(
+        "--min-builds", type=int, default=3, help="builds a configuration needs to count (2 at least)"
+    )
     args = ap.parse_args(argv)
+    if args.min_builds < 2:
+        ap.error(f"--min-builds {args.min_builds}: a spread between builds needs at least 2")
     sources = [str(s) for s in (args.sweeps or stored.stored_sweeps(REFERENCE))]
     if not sources:
         print(f"no stored builds under {REFERENCE}", file=sys.stderr)
@@ -154,7 +174,7 @@ def main(argv=None) -> int:
     print(f"{len(sources)} builds; per host, set and tier (time per step, %):")
     print(table.round(1).to_string(index=False))
     print("\nthe validation set's configurations the fitted tier misses most, over builds:")
-    print(worst_configs(rows).round(1).to_string(index=False))
+    print(worst_configs(rows, min_builds=args.min_builds).round(1).to_string(index=False))
     return 0
 
 

@@ -35,8 +35,8 @@ def load_benchmark(name: str):
     them."""
     import importlib.util
 
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))
+    if str(BENCHMARKS) not in sys.path:  # last: a script's name never shadows an installed module
+        sys.path.append(str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod

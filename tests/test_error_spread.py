@@ -92,3 +92,18 @@ def test_a_stored_builds_off_grid_errors_are_the_ones_its_cached_scores_rest_on(
         mape = 100 * np.mean(np.abs(r.predicted_s / r.measured_s - 1))
         assert len(page) == 1 and mape == pytest.approx(float(page.mape_pct.iloc[0]), rel=1e-9), group
         assert int(page.n.iloc[0]) == len(r)
+
+
+def test_a_spread_needs_two_builds(bench):
+    with pytest.raises(ValueError, match="at least 2"):
+        bench.decompose(rows({"a": 1.0}, swing_pct=1.0), min_builds=1)
+
+
+def test_the_worst_configurations_are_followed_over_builds_not_runs(bench):
+    t = bench.worst_configs(
+        pd.concat(
+            [rows({"a": 10.0, "b": 2.0}, swing_pct=1.0), rows({"rare": 50.0}, swing_pct=0.0, builds=2)]
+        ),
+        n=1,
+    )
+    assert list(t.config) == ["a"] and t.iloc[0].builds == 4 and t.iloc[0].mean_pct == pytest.approx(10.0)

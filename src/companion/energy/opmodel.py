@@ -37,8 +37,8 @@ the GEMMs do, and a run of few tokens, mostly this term, must not inherit what i
 1 in the calibrated and prior tiers; the fitted tier fits every c and fixed cost (non-negative least squares on
 relative errors), so its coefficients read as "the roofline is off by this factor"; it then gives each parallel
 layout it has runs of one more factor on that layout's overhead and collective terms, pulled towards 1
-(``fit_layout_scales``): the sweep's own runs correct the probe's ratio between layouts. On a shared node it fits,
-with those factors, one more on the compute terms of every run of several ranks (``SIDE_BY_SIDE``): ranks that
+(``fit_layout_scales``): the sweep's own runs correct the probe's ratio between layouts. Where host and device do
+not overlap (a CPU node, whose ranks share its cores) it fits, with those factors, one more on the compute terms of every run of several ranks (``SIDE_BY_SIDE``): ranks that
 share a node's cores slow each other's compute.
 
 Energy per step, all metered units together:
@@ -768,7 +768,8 @@ def scaled_terms(
     terms: pd.DataFrame, time_coef: dict, layout_scale: dict | None = None, layouts=None
 ) -> pd.DataFrame:
     """Each time term's seconds as the model counts them: the term times its multiplier, and a layout's
-    overhead and collective terms (``LAYOUT_TERMS``) times that layout's own factor where the fit has one
+    overhead and collective terms (``LAYOUT_TERMS``) times that layout's own factor where the fit has one, and
+    the compute terms of a run of several ranks times ``SIDE_BY_SIDE``'s factor where it has that one
     (``fit_layout_scales``; ``layouts``: ``layout_names`` of the rows). Their sum is the step time."""
     return pd.DataFrame(_scaled_columns(terms, time_coef, layout_scale, layouts), index=terms.index)
 

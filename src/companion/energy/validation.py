@@ -294,8 +294,8 @@ def validate_models(
     Each fold fits every model (and, inside ``fit_model``, its interval residuals) on the training rows only.
     ``off_grid`` ({'holdout': the validation set's runs, 'test': the test set's}, either absent or None) adds
     their rows (``score_holdout``) after the folds', the validation set's then the test set's, from one fit of
-    each model on all of ``df``. ``workers`` > 1 fits the (fold, model) pairs and the off-grid fits in that many
-    forked processes; the rows come back in the same order, so the result is the same as with one.
+    each model on all of ``df``. ``workers`` > 1 fits the folds (each with every model) and the off-grid fits in that
+    many forked processes; the rows come back in the same order, so the result is the same as with one.
     """
     from companion.energy.models import compact_runs, memoized_fits
 

@@ -42,20 +42,14 @@ GROUPS = {"holdout": "validation set", "test": "test set"}
 
 
 def off_grid_errors(source: str, max_step_ci95_rel: float = MAX_STEP_CI95_REL) -> pd.DataFrame:
-    """One row per off-grid run of one build and tier: build, host, group ('holdout', 'test'), configuration (``configuration``), the
-    measured and predicted step time (s)."""
+    """One row per off-grid run of one build and tier: build, host, group ('holdout', 'test'), configuration
+    (``configuration``), the measured and predicted step time (s)."""
     from companion.energy import models as m
-    from companion.energy.calibration import load_device_roofs
-    from companion.energy.opmodel import proxy_roofs
-    from companion.energy.tables import load_runs, proxies_frame, usable_runs
+    from companion.energy.tables import usable_runs
 
     with tempfile.TemporaryDirectory() as tmp:
-        data = stored.unpacked(Path(source), Path(tmp))
-        raw = load_runs(data / "runs" / stored.PROFILE)
-        dev = load_device_roofs(stored.DEVICE, str(raw.precision.iloc[0]), root=data / "devices")
-        roofs = {dev.name: proxy_roofs(dev)}
-        grid, _ = usable_runs(proxies_frame(raw, roofs), max_step_ci95_rel)
-        off_grid = stored.off_grid_sets(data / "runs" / stored.HOLDOUT, data / "runs" / stored.TEST, roofs)
+        dev, runs_all, off_grid = stored.build_runs(stored.unpacked(Path(source), Path(tmp)))
+        grid, _ = usable_runs(runs_all, max_step_ci95_rel)
         rows = []
         for name, fitted in TIERS.items():
             point = m.fit_point(m.OperatorRoofline(name, name, dev=dev, fitted=fitted), grid)

@@ -7,8 +7,8 @@ full run measured, with the measured seconds per run the cap leaves.
 
 A run's windows are replayed in order and stopped as the runner stops them (``train.measure_windows``: at least
 ``--min-windows``, then on the time's and the energy's convergence, or at the cap once the minimum is in), so each
-cap's figures come from the windows a shorter run would have measured, without re-measuring. Prints figures; asserts nothing. The sweep's wall time falls by roughly the
-measured seconds saved per run times the runs.
+cap's figures come from the windows a shorter run would have measured, without re-measuring. Prints figures;
+asserts nothing. The sweep's wall time falls by roughly the measured seconds saved per run times the runs.
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ the GEMMs do, and a run of few tokens, mostly this term, must not inherit what i
 relative errors), so its coefficients read as "the roofline is off by this factor"; it then gives each parallel
 layout it has runs of one more factor on that layout's overhead and collective terms, pulled towards 1
 (``fit_layout_scales``): the sweep's own runs correct the probe's ratio between layouts. Where host and device do
-not overlap (a CPU node, whose ranks share its cores) it fits, with those factors, one more on the compute terms of every run of several ranks (``SIDE_BY_SIDE``): ranks that
-share a node's cores slow each other's compute.
+not overlap (a CPU node, whose ranks share its cores) it fits, with those factors, one more on the compute terms
+of every run of several ranks (``SIDE_BY_SIDE``): ranks that share a node's cores slow each other's compute.
 
 Energy per step, all metered units together:
 
@@ -748,20 +748,21 @@ def _side_by_side_factor(layout_scale: dict | None, layouts):
     return np.where(np.asarray(layouts) != "tp1-dp1", float(f), 1.0)
 
 
+def _term_seconds(cols: dict[str, np.ndarray], time_coef: dict, keys) -> np.ndarray:
+    """Per row, the seconds of the terms ``keys`` (of ``term_columns``' ``cols``) times their multipliers."""
+    return sum(time_coef.get(k, 1.0) * cols[k] for k in keys if k in cols)
+
+
 def _compute_s(terms: pd.DataFrame, time_coef: dict) -> np.ndarray:
     """Per row, the seconds of the multiplied compute terms (``COMPUTE_TERMS``)."""
-    cols = term_columns(terms)
-    return sum(time_coef.get(k, 1.0) * cols[k] for k in COMPUTE_TERMS if k in cols)
+    return _term_seconds(term_columns(terms), time_coef, COMPUTE_TERMS)
 
 
 def _rest_and_layout_s(terms: pd.DataFrame, time_coef: dict) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the seconds of the multiplied time terms outside ``LAYOUT_TERMS`` and of those in it."""
     cols = term_columns(terms)
-
-    def seconds(keys):
-        return sum(time_coef.get(k, 1.0) * cols[k] for k in keys if k in cols)
-
-    return seconds(k for k in TIME_TERMS if k not in LAYOUT_TERMS), seconds(LAYOUT_TERMS)
+    rest = _term_seconds(cols, time_coef, (k for k in TIME_TERMS if k not in LAYOUT_TERMS))
+    return rest, _term_seconds(cols, time_coef, LAYOUT_TERMS)
 
 
 def scaled_terms(

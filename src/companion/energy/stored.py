@@ -132,26 +132,31 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
     off-grid groups ('holdout', and 'test' where the archive has the test set); each row also says on which
     device and host the sweep ran and how its energy was obtained."""
     from companion.energy import validation as val
-    from companion.energy.calibration import load_device_roofs
     from companion.energy.registry import validated_models
+
+    dev, runs, off_grid = build_runs(data)
+    every = validated_models(dev)
+    b = val.score_build(runs, off_grid, {k: every[k] for k in model_names}, level, max_step_ci95_rel)
+    return pd.concat([b.pooled.assign(split="pooled"), b.by_split], ignore_index=True).assign(
+        **_how_obtained(b.runs)
+    )
+
+
+def build_runs(data: Path):
+    """A stored build's runs as it is scored, from a folder holding ``runs/`` and ``devices/`` (``unpacked``): the
+    device's roofs (its calibration, at the runs' precision), the sweep's runs with their proxies, and the off-grid
+    groups (``off_grid_sets``: archives packed before the test set existed have none; one measured on an earlier
+    draw is not scored on it, that draw having been seen before the interval rule that followed it:
+    docs/decisions.md). No run is filtered."""
+    from companion.energy.calibration import load_device_roofs
     from companion.energy.opmodel import proxy_roofs
     from companion.energy.tables import load_runs, proxies_frame
 
     raw = load_runs(Path(data) / "runs" / PROFILE)
-    dev = load_device_roofs(
-        DEVICE, str(raw.precision.iloc[0]), root=Path(data) / "devices"
-    )  # the runs' precision
+    dev = load_device_roofs(DEVICE, str(raw.precision.iloc[0]), root=Path(data) / "devices")
     roofs = {dev.name: proxy_roofs(dev)}
-    every = validated_models(dev)
-    # archives packed before the test set existed have none; one measured on an earlier draw is not scored on it
-    # (that draw was seen before the interval rule that followed it: docs/decisions.md)
     off_grid = off_grid_sets(Path(data) / "runs" / HOLDOUT, Path(data) / "runs" / TEST, roofs)
-    b = val.score_build(
-        proxies_frame(raw, roofs), off_grid, {k: every[k] for k in model_names}, level, max_step_ci95_rel
-    )
-    return pd.concat([b.pooled.assign(split="pooled"), b.by_split], ignore_index=True).assign(
-        **_how_obtained(b.runs)
-    )
+    return dev, proxies_frame(raw, roofs), off_grid
 
 
 def current_test_configs() -> set[str]:

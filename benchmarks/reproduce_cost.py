@@ -10,7 +10,8 @@ The phases and where each one's time comes from:
 * sweep: stage 01's notebook (papermill's start and end), and inside it the run records of the profile and of the
   profiles measured with it: per world size the runs' wall time (``provenance``: whole seconds), their measured
   windows (``time.measured_s``) and timed probe steps, the rest of each run (model build, sharding, the warm-up
-  step), and the sweep's time outside every run (launches: interpreters, torchrun, rendezvous);
+  step), and the sweep's time outside every run (launches: interpreters, torchrun, rendezvous); and how many runs
+  were measured to their time cap (``time.stop_reason``), the host's state in one figure;
 * calibrate: the calibration file's own ``provenance.wall_s``;
 * stages 02-08: from the first one's start to the last one's end, each notebook's papermill duration (two may run
   at once) and the time in none of them (an interpreter and a kernel per stage, the off-grid profiles' resume
@@ -47,6 +48,7 @@ class RunGroup:
     wall_s: float = 0.0
     measured_s: float = 0.0
     probe_s: float = 0.0
+    at_cap: int = 0  # runs measured to their time cap, their CI target not reached sooner
 
     @property
     def other_s(self) -> float:
@@ -122,6 +124,7 @@ def run_groups(
             g.wall_s += (end - start).total_seconds()
             g.measured_s += float(t["measured_s"])
             g.probe_s += float(sum(t.get("probe_step_s") or []))
+            g.at_cap += t.get("stop_reason") == "max_time"
             first = start if first is None else min(first, start)
             last = end if last is None else max(last, end)
             device = device or rec["config"].get("device_name")
@@ -216,6 +219,14 @@ def report(c: Cost, budget_s: float) -> str:
     if c.total_s is not None:
         parts = [c.setup_s, c.sweep_s, c.calibrate_s, c.stages_span_s, c.book_s]
         add("  in none of the above", c.total_s - sum(x for x in parts if x is not None))
+    runs = sum(g.runs for g in c.by_world.values())
+    if runs:
+        # what a sweep costs depends on the host's state: on a quiet host many runs stop at their CI target, on a
+        # busy one every run is measured to its time cap (docs/decisions.md, "The cost of make reproduce")
+        lines.append(
+            f"runs measured to their time cap: {sum(g.at_cap for g in c.by_world.values())} of {runs} "
+            "(the others reached their CI target sooner: on a busy host nearly every run goes to its cap)"
+        )
     if c.total_s is not None:
         verdict = "within" if c.total_s <= budget_s else f"over by {c.total_s - budget_s:.0f} s"
         lines.append(f"budget {budget_s:.0f} s: {verdict}")

@@ -44,6 +44,7 @@ def _record(
     measured_s: float,
     probe_s: float,
     status="ok",
+    stop_reason="max_time",
 ):
     folder.mkdir(parents=True, exist_ok=True)
     stamp = lambda s: (T0 + timedelta(seconds=s)).isoformat(timespec="seconds")  # noqa: E731
@@ -51,7 +52,7 @@ def _record(
         "status": status,
         "config": {"world_size": world},
         "provenance": {"started_at": stamp(start_s), "finished_at": stamp(end_s)},
-        "time": {"measured_s": measured_s, "probe_step_s": [probe_s]},
+        "time": {"measured_s": measured_s, "probe_step_s": [probe_s], "stop_reason": stop_reason},
     }
     (folder / f"{name}.json").write_text(json.dumps(rec))
 
@@ -65,7 +66,7 @@ def _tree(root: Path) -> None:
     # grid: two 1-rank runs of 10 s (6 s measured, 1 s probe), one 4-rank run of 20 s (8 s, 2 s); the validation
     # and test sets' runs measured alongside: one 2-rank run of 15 s (5 s, 1 s) each; a failed run counts nowhere
     _record(runs / "cpu", "a", 1, 35, 45, 6.0, 1.0)
-    _record(runs / "cpu", "b", 1, 50, 60, 6.0, 1.0)
+    _record(runs / "cpu", "b", 1, 50, 60, 6.0, 1.0, stop_reason="converged")
     _record(runs / "cpu", "c", 4, 70, 90, 8.0, 2.0)
     _record(runs / "cpu", "d", 4, 90, 99, 1.0, 1.0, status="failed")
     _record(runs / "holdout", "e", 2, 95, 110, 5.0, 1.0)
@@ -91,6 +92,7 @@ def test_phases_of_a_known_tree(bench, tmp_path):
         4: (1, 20.0, 8.0, 2.0),
     }
     assert c.by_world[4].other_s == 10.0
+    assert {w: g.at_cap for w, g in c.by_world.items()} == {1: 1, 2: 2, 4: 1}
     assert c.outside_runs_s == (125 - 35) - 70  # the span of the runs less their walls
     assert c.sweep_rest_s == 100 - (125 - 35)  # stage 01 outside that span
     assert c.stages_s == {"02_proxies": 10.0, "03_fit": 12.0, "04_validation": 50.0}
@@ -99,6 +101,7 @@ def test_phases_of_a_known_tree(bench, tmp_path):
     text = bench.report(c, budget_s=250)
     assert "over by 13 s" in text
     assert "in none of the above" in text and "263 s" in text
+    assert "runs measured to their time cap: 4 of 5 " in text
     assert "within" in bench.report(c, budget_s=300)
     assert re.search(r"in none of the above +5 s", text)  # 263 - (30 + 100 + 40 + 78 + 10)
     # stages run two at a time: the span counts once, the time in no stage is what no stage covers

@@ -735,6 +735,9 @@ def test_the_test_set_is_scored_apart_and_never_judged_with_the_splits():
     assert t["test_mape_range_pct"] == pytest.approx([30.0, 30.0])  # every run off by 30 %: no spread
     assert t["test_noise_floor_pct"] is None  # measured once each: no floor of its own
     assert t["test_over_calibrated_tier"] == pytest.approx(0.75) and t["test_coverage_pct"] == 0.0
+    # judged against the strongest baseline on the test set's own runs, not on the splits' pooled figure (where
+    # the fitted tier's 5 % is half the calibrated tier's 10 %)
+    assert t["test_beats_calibrated_tier"] is False and t["beats_calibrated_tier"] is True
     # its missed intervals and its error touch no criterion of the splits it was kept apart from
     assert t["coverage_in_range"] is False  # (the splits' own 100 % coverage lies outside 85-95 %)
     assert "test" not in t["coverage_pct_by_split"] and "test" not in t["floor_ratio_by_split"]

@@ -136,6 +136,11 @@ def test_builds_meeting_the_one_build_criterion_are_counted_beside_exact_interva
     assert abs(got.meeting_exact["time"] - 4 * 0.745**2) < 0.01
     text = builds.one_build_text(got.reset_index())
     assert all(x in text for x in ("85–95 %", "3 of 4 for time", "4 of 4 for energy", "2.2 and 2.2")), text
+    # the test set is reported apart and judged by its own row, as the verdict's coverage criterion leaves it out:
+    # its coverage (100 % in every build here) neither fails a build nor enters the exact-interval figure
+    test = t[t.split == "holdout"].assign(split="test", coverage_pct=100.0)
+    again = stored.builds_meeting_band(pd.concat([t, test], ignore_index=True), 0.9).set_index("target")
+    pd.testing.assert_frame_equal(again, got)
 
 
 def test_this_builds_scores_are_read_from_its_validation_and_marked():

@@ -684,11 +684,12 @@ def test_the_verdict_reports_the_test_set_apart(validation):
         test_runs=10,
         test_coverage_pct=90.0,
         test_over_calibrated_tier=0.61,
+        test_beats_calibrated_tier=True,
     )
     table = tables.verdict_table(v)
     assert (
         table["time per step"].tolist()[10]
-        == "8.2 %: met (10 runs; coverage 90 %; 0.61 × the calibrated tier)"
+        == "8.2 %: met (10 runs; coverage 90 %; 0.61 × the calibrated tier: met)"
     )
     assert "nothing chosen by it" in table.criterion[10]
     # with the range resampling its runs gives

@@ -278,6 +278,8 @@ SCORED_BY = (
     "../runs/profiles/testset.yaml",  # the test set's current draw (current_test_configs) and its run ids
     "../runs/profiles.py",
     "../runs/config.py",
+    "../runs/records.py",  # loading the run records; the calibration's precision
+    "../runs/provenance.py",  # a run's host (its CPU model) and its device's name
 )
 
 
@@ -477,14 +479,15 @@ def builds_meeting_band(
     table: pd.DataFrame, level: float = LEVEL, band=BAND_PCT, model: str = "operator_roofline"
 ) -> pd.DataFrame:
     """Per target: how many sweeps have every group's coverage within ``band`` at once (the splits and the
-    off-grid runs, the pool of the splits left out), beside how many would with exact ``level`` intervals on
-    groups of their sizes (groups taken as independent: they share runs, so a rough figure)."""
+    validation set's off-grid runs, as the verdict's coverage criterion asks: the pool of the splits and the test
+    set left out), beside how many would with exact ``level`` intervals on groups of their sizes (groups taken as
+    independent: they share runs, so a rough figure)."""
     from companion.energy.validation import chance_in_range, coverage_consistent
 
     rows = []
     t = table[
         (table.model == model)
-        & (table.split != "pooled")
+        & ~table.split.isin(["pooled", "test"])
         & (table.n - table.n_unbounded > 0)
         & table.coverage_pct.notna()
     ]  # a group with no bounded interval counts in neither figure

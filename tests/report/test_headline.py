@@ -688,8 +688,7 @@ def test_the_verdict_reports_the_test_set_apart(validation):
     )
     table = tables.verdict_table(v)
     assert (
-        table["time per step"].tolist()[10]
-        == "8.2 %: met (10 runs; coverage 90 %; 0.61 × the calibrated tier: met)"
+        table["time per step"].tolist()[10] == "8.2 %: met (10 runs; coverage 90 %; 0.61 × calibrated: met)"
     )
     assert "nothing chosen by it" in table.criterion[10]
     # with the range resampling its runs gives

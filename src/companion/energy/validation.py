@@ -972,11 +972,11 @@ CRITERIA_WORDS = {
     "meets_pooled": "pooled",
     "meets_every_split": "every split",
     "beats_half_best_baseline": "half the best baseline",
-    "beats_calibrated_tier": "0.7 × its calibrated tier",
+    "beats_calibrated_tier": "0.7 × calibrated tier",
     "coverage_in_range": "coverage",
     "meets_holdout": "off-grid",
     "meets_test": "the test set",
-    "test_beats_calibrated_tier": "the test set at 0.7 × its calibrated tier",
+    "test_beats_calibrated_tier": "test-set ratio",
 }
 
 

@@ -14,7 +14,9 @@ from companion.runs.config import build_run
 from companion.runs.records import (
     FolderLock,
     check_writable,
+    existing_status,
     load_records,
+    make_record,
     read_record,
     resume_status,
     strict_dumps,
@@ -259,3 +261,29 @@ def test_a_launch_that_refuses_its_plan_writes_no_records(tmp_path, monkeypatch)
         sweep.run_sweep(profile, tmp_path, progress=False)
     assert not list(tmp_path.glob("*.json"))
     FolderLock(tmp_path).acquire().release()  # the lock was released on the way out
+
+
+def test_retry_failed_runs_a_plans_failed_runs_again(tmp_path, monkeypatch, capsys):
+    """A plan run by hand or by an emitted cluster script: --retry-failed moves its failed records aside (kept in
+    failed/) before the plan runs, and leaves its finished ones."""
+    from companion.runs import train
+    from companion.runs.sweep import write_plan
+
+    out = tmp_path / "runs"
+    ok, bad = (
+        build_run({**TINY, **FIXED, "meter": "none"}),
+        build_run({**TINY, **FIXED, "meter": "none", "lr": 1.0}),
+    )
+    for cfg, status in ((ok, "ok"), (bad, "failed")):
+        write_record(out, make_record(cfg, "manual", status, None, None, "2026-01-01T00:00:00Z", {}))
+    plan = write_plan(tmp_path / "plan.json", "manual", [ok, bad])
+    seen = []
+    monkeypatch.setattr(
+        train,
+        "run_plan",
+        lambda configs, out_dir, *a, **k: seen.append(resume_status(out_dir, bad.run_id, "x")) or 0,
+    )
+    assert train.main(["--plan", str(plan), "--out", str(out)]) == 0 and seen == ["failed"]
+    assert train.main(["--plan", str(plan), "--out", str(out), "--retry-failed"]) == 0 and seen[-1] is None
+    assert "earlier failed record moved to" in capsys.readouterr().out
+    assert existing_status(out, ok.run_id) == "ok" and len(list((out / "failed").glob("*.json"))) == 1

@@ -3,7 +3,15 @@ import os
 
 import pytest
 
-from companion.runs.records import RecordExists, existing_status, load_records, set_aside_failed, write_record
+from companion.errors import ConfigError
+from companion.runs.records import (
+    RecordExists,
+    check_writable,
+    existing_status,
+    load_records,
+    set_aside_failed,
+    write_record,
+)
 
 
 def test_records_are_atomic_and_never_overwritten(tmp_path):
@@ -30,3 +38,24 @@ def test_status_and_retry_keeps_the_failed_record(tmp_path):
 def test_a_stale_temporary_file_is_not_a_record(tmp_path):
     (tmp_path / f".r9.{os.getpid() + 1}.tmp").write_text("{partial")
     assert load_records(tmp_path) == [] and existing_status(tmp_path, "r9") is None
+
+
+def test_a_temporary_file_a_killed_writer_left_linked_to_its_record_cannot_rewrite_it(tmp_path):
+    """A writer killed between the link and the clean-up leaves its temporary file as a second name of the record:
+    no later write, in a process of the same pid or another, opens it again."""
+    path = write_record(tmp_path, {"run_id": "r1", "status": "ok", "x": 1})
+    for pid in (os.getpid(), os.getpid() + 1):
+        os.link(path, tmp_path / f".r1.{pid}.tmp")
+    with pytest.raises(RecordExists):
+        write_record(tmp_path, {"run_id": "r1", "status": "failed", "x": 2})
+    assert json.loads(path.read_text()) == {"run_id": "r1", "status": "ok", "x": 1}
+
+
+def test_a_folder_without_hard_links_is_refused_before_anything_is_measured(tmp_path, monkeypatch):
+    def no_links(src, dst, *a, **k):
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    with pytest.raises(ConfigError, match="without hard links .*choose a folder on a local file system"):
+        check_writable(tmp_path / "runs")
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == []  # its probes removed

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import socket
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,10 +43,13 @@ def write_record(out_dir: Path, record: dict) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     final = record_path(out_dir, record["run_id"])
-    tmp = out_dir / f".{record['run_id']}.{os.getpid()}.tmp"
     text = strict_dumps(record, indent=1, sort_keys=True) + "\n"
+    # a temporary file of a new name, created exclusively: one a killed writer left behind is never opened again
+    # (after its link it is the record itself, which opening it for writing would empty)
+    fd, name = tempfile.mkstemp(dir=out_dir, prefix=f".{record['run_id']}.", suffix=".tmp")
+    tmp = Path(name)
     try:  # the temporary file goes whatever happens (a full disk must not leave a 0-byte file behind)
-        with tmp.open("w") as f:
+        with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -174,6 +178,7 @@ def check_writable(out_dir: Path, flag: str = "--out") -> Path:
         raise ConfigError(
             f"{flag} {out_dir} is a file, not a folder; give a folder's path (it is made if missing)"
         )
+    linked = probe.with_name(probe.name + ".link")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         with probe.open("w") as f:
@@ -185,11 +190,19 @@ def check_writable(out_dir: Path, flag: str = "--out") -> Path:
             f"{flag} {out_dir} is not writable ({exc.strerror or exc}); choose a folder you can "
             f"write to, or free space there"
         ) from None
+    try:
+        os.link(probe, linked)  # a record takes its name by a hard link (``write_record``)
+    except OSError as exc:
+        raise ConfigError(
+            f"{flag} {out_dir} is on a file system without hard links ({exc.strerror or exc}), by which run "
+            "records are written so that none is ever overwritten; choose a folder on a local file system"
+        ) from None
     finally:
-        try:
-            probe.unlink(missing_ok=True)
-        except OSError:
-            pass
+        for path in (probe, linked):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
     return out_dir
 
 

@@ -1022,9 +1022,13 @@ def main(argv: list[str] | None = None) -> int:
         _checked(configs, out_dir, destinations, main_rank)
         if main_rank and not args.plan:  # a sweep holds the lock for the launches it starts
             lock = FolderLock(out_dir).acquire()
-            if args.retry_failed and existing_status(out_dir, configs[0].run_id) == "failed":
-                kept = set_aside_failed(out_dir, configs[0].run_id, utc_now().replace(":", ""))
-                print(f"earlier failed record moved to {kept}", flush=True)
+        if main_rank and args.retry_failed:
+            # one configuration, or a plan run by hand or by an emitted cluster script (a sweep moves its failed
+            # records aside itself before it hands a launch its plan): the failed ones run again
+            for cfg, (_, folder) in zip(configs, destinations or [(profile, out_dir)] * len(configs)):
+                if existing_status(folder, cfg.run_id) == "failed":
+                    kept = set_aside_failed(folder, cfg.run_id, utc_now().replace(":", ""))
+                    print(f"earlier failed record moved to {kept}", flush=True)
         failures = run_plan(configs, out_dir, profile, destinations)
     except (ConfigError, MeterError) as exc:
         # bad input is the same on every rank: rank 0 says it once; a meter fails on its own rank, which says so

@@ -222,9 +222,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    import json
-
     from companion.energy.predict import format_plan, plan_layouts
+    from companion.runs.records import strict_dumps
 
     try:
         batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
@@ -233,7 +232,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             f"batch_sizes={args.batch_sizes!r} must be integers separated by commas, e.g. 16,32,64"
         ) from None
     result = plan_layouts(args.devices, batch_sizes, tier=args.tier, level=args.level, **_plan_request(args))
-    print(json.dumps(result, indent=1) if args.json else format_plan(result))
+    print(strict_dumps(result, indent=1) if args.json else format_plan(result))
     return 0
 
 
@@ -293,7 +292,7 @@ def _add_plan_arguments(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--lengths", help="length distribution: fixed | uniform:MIN | hist:LEN=W,...")
     pr.add_argument("--tokens", type=float, help="real tokens to train on (instead of --examples)")
     pr.add_argument("--examples", type=float, help="training examples (with --epochs)")
-    pr.add_argument("--epochs", type=float, default=1.0)
+    pr.add_argument("--epochs", type=float, help="passes over --examples (default 1)")
     pr.add_argument(
         "--device", default="cpu", help="device type from the hardware table (cpu, A100, H100, ...)"
     )

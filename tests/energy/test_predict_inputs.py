@@ -229,3 +229,53 @@ def test_a_plan_with_attention_left_out_is_priced_with_its_own_probe_entry():
     assert opmodel.operator_frame(rows, whole).layer_fixed_s.iloc[0] == pytest.approx(0.5e-3 * plan.layers)
     said = [w for w in _execution_warnings(plan, whole) if "not probed" in w]
     assert len(said) == 1 and "whole-model compile's host time" in said[0] and "graph breaks" in said[0]
+
+
+def test_epochs_with_tokens_is_a_conflict_and_examples_default_to_one_epoch(capsys, fit_path):
+    """--epochs counts passes over --examples; beside --tokens (the whole amount) it would be ignored silently."""
+    line = one_error(capsys, BASE + ["--tokens", "128000", "--epochs", "3"], fit_path)
+    assert "--epochs counts passes over --examples" in line
+    one = make_plan(layers=4, hidden=512, heads=8, seq_len=256, batch_size=32, examples=3200, device="H100")
+    three = make_plan(
+        layers=4, hidden=512, heads=8, seq_len=256, batch_size=32, examples=3200, epochs=3, device="H100"
+    )
+    assert (one.steps, three.steps) == (100, 300)
+
+
+def test_an_interval_s_level_is_printed_as_given(capsys, fit_path):
+    from companion.energy.predict import level_label
+
+    assert [level_label(x) for x in (0.9, 0.57, 0.999, 0.5)] == ["90%", "57%", "99.9%", "50%"]
+    assert main(BASE + ["--examples", "1000", "--level", "0.57", "--fit", str(fit_path)]) == 0
+    assert "[57% interval" in capsys.readouterr().out
+
+
+def test_plan_json_is_strict_whatever_its_intervals(capsys, monkeypatch):
+    """An interval with no upper bound (a level above what a tier's errors can say) is null in --json, as in
+    `companion predict --json`, never a bare Infinity that strict parsers refuse."""
+    from companion.energy import predict as pr
+
+    real = pr.plan_layouts
+
+    def unbounded(*a, **k):
+        out = real(*a, **k)
+        out["layouts"][0]["energy_kwh_interval"][1] = math.inf
+        return out
+
+    monkeypatch.setattr(pr, "plan_layouts", unbounded)
+    argv = ["plan", "--model", "bert-tiny", "--examples", "1000", "--device", "H100", "--devices", "2"]
+    assert main([*argv, "--tier", "prior", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-strict JSON: {c}"))
+    assert got["layouts"][0]["energy_kwh_interval"][1] is None
+
+
+def test_a_gpu_plan_s_power_is_said_to_be_every_gpu_s(tmp_path):
+    """A plan on several GPUs predicts the whole job's energy: its mean power is theirs together, and says so."""
+    from companion.energy.predict import format_tiered, predict_tiered
+
+    req = dict(model="bert-base", seq_len=128, batch_size=32, examples=100000, device="H100")
+    one = predict_tiered(make_plan(**req), derived_root=tmp_path, devices_root=tmp_path)
+    four = predict_tiered(make_plan(**req, dp=4, devices=4), derived_root=tmp_path, devices_root=tmp_path)
+    assert "(all" not in format_tiered(one) and "mean power" in format_tiered(one)
+    assert f"mean power {four['mean_power_w']:.4g} W (all 4 GPUs)" in format_tiered(four)
+    assert four["mean_power_w"] > 2 * one["mean_power_w"]

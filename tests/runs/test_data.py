@@ -50,9 +50,29 @@ def test_expected_token_counts():
         seq_len=128, batch_size=8, lengths=LengthDist(kind="histogram", bins=((16, 0.9), (128, 0.1)))
     )
     c = expected_token_counts(hist)
-    # P(no long example in 8) = 0.9^8 = 0.43: padded length is 16 then, else 128
-    assert c.padded == pytest.approx(8 * (0.43 * 16 + 0.57 * 128), rel=0.08)
-    assert c.real == pytest.approx(8 * (0.9 * 16 + 0.1 * 128), rel=0.08)
+    # P(no long example in 8) = 0.9^8: padded length is 16 then, else 128 (2**18 lengths: to about a per cent,
+    # three standard errors)
+    assert c.padded == pytest.approx(8 * (0.9**8 * 16 + (1 - 0.9**8) * 128), rel=0.012)
+    assert c.real == pytest.approx(8 * (0.9 * 16 + 0.1 * 128), rel=0.008)
+    uniform = DataConfig(seq_len=128, batch_size=8, lengths=LengthDist(kind="uniform", min_len=16))
+    assert expected_token_counts(uniform).real == pytest.approx(8 * (16 + 128) / 2, rel=0.003)
+
+
+@pytest.mark.parametrize("dp", [1, 2, 3])
+def test_expected_token_counts_shard_and_pad_each_batch_as_a_run_does(dp):
+    """The Monte Carlo's batches, split over ``dp`` shards and padded at once, count what ``token_counts`` counts
+    for each of those batches in turn."""
+    cfg = DataConfig(
+        seq_len=128,
+        batch_size=7,
+        lengths=LengthDist(kind="histogram", bins=((20, 0.6), (70, 0.3), (128, 0.1))),
+    )
+    got = expected_token_counts(cfg, dp, lengths=7 * 50, seed=3)
+    drawn = sample_lengths(cfg.lengths, cfg.seq_len, 7 * 50, np.random.default_rng(3)).reshape(50, 7)
+    each = [token_counts(b, dp, cfg.pad_multiple, cfg.seq_len) for b in drawn]
+    assert (got.real, got.padded, got.attention_pairs) == tuple(
+        round(np.mean([getattr(c, f) for c in each])) for f in ("real", "padded", "attention_pairs")
+    )
 
 
 def test_shards_are_disjoint_and_cover_the_batch():

@@ -87,7 +87,7 @@ def make_plan(
     batch_size=32,
     tokens=None,
     examples=None,
-    epochs=1.0,
+    epochs=None,
     tp=1,
     dp=1,
     device="cpu",
@@ -163,6 +163,12 @@ def make_plan(
         raise ConfigError("--tokens and --examples both give the training amount; give one of them")
     if tokens is None and examples is None:
         raise ConfigError("give the training amount as --tokens N or as --examples N (with --epochs E)")
+    if tokens is not None and epochs is not None:
+        raise ConfigError(
+            "--epochs counts passes over --examples; with --tokens give every token the fine-tune trains on "
+            "(the tokens of one epoch times the epochs)"
+        )
+    epochs = 1.0 if epochs is None else epochs
     if tokens is not None:
         per_step = expected_token_counts(data, dp).real
         steps = math.ceil(tokens / per_step)
@@ -439,15 +445,20 @@ def interval_cells(values, lows, highs) -> list[str]:
     return [f"{v:.3g} [{lo:.3g}, {hi:.3g}]" for v, lo, hi in zip(values, lows, highs)]
 
 
+def level_label(level: float) -> str:
+    """An interval's level as a reader reads it: '90%', '99.9%' (never rounded to '100%')."""
+    return f"{round(level * 100, 6):g}%"
+
+
 def format_prediction(p: dict, warnings: bool = True) -> str:
     """The prediction as text; ``warnings=False`` leaves the warnings out (the command prints them on stderr)."""
-    lvl = int(p["interval_level"] * 100)
+    lvl = level_label(p["interval_level"])
     kind = p["fit_energy_kind"]
     lines = [
         f"planned: L{p['plan']['layers']}-h{p['plan']['hidden']}-a{p['plan']['heads']} seq {p['plan']['seq_len']} "
         f"batch {p['plan']['batch_size']}, {p['steps']} steps, tp={p['plan']['tp']} dp={p['plan']['dp']} "
         f"on {p['plan']['device_name']}",
-        f"energy: {p['energy_kwh']:.4g} kWh  [{lvl}% interval {p['energy_kwh_interval'][0]:.4g} - "
+        f"energy: {p['energy_kwh']:.4g} kWh  [{lvl} interval {p['energy_kwh_interval'][0]:.4g} - "
         f"{p['energy_kwh_interval'][1]:.4g}]  (law fitted on {kind} energy)",
         f"time:   {p['time_h']:.4g} h  [{p['time_h_interval'][0]:.4g} - {p['time_h_interval'][1]:.4g}]",
         f"CO2:    {p['co2_kg']:.4g} kg  [{p['co2_kg_interval'][0]:.4g} - {p['co2_kg_interval'][1]:.4g}] "
@@ -914,18 +925,25 @@ def _halfwidths_at(res: dict, level: float) -> dict:
 
 
 def format_tiered(p: dict) -> str:
-    lvl = int(round(p["interval_level"] * 100))
+    lvl = level_label(p["interval_level"])
     pl = p["plan"]
     lines = [
         f"planned: L{pl['layers']}-h{pl['hidden']}-a{pl['heads']} seq {pl['seq_len']} batch {pl['batch_size']}, "
         f"{p['steps']} steps, tp={pl['tp']} dp={pl['dp']} on {pl['device_name']} ({pl['precision']})",
         f"tier:   {p['tier']} - {p['tier_means']} ({p['source']})",
-        f"energy: {p['energy_kwh']:.4g} kWh  [{lvl}% interval {p['energy_kwh_interval'][0]:.4g} - "
+        f"energy: {p['energy_kwh']:.4g} kWh  [{lvl} interval {p['energy_kwh_interval'][0]:.4g} - "
         f"{p['energy_kwh_interval'][1]:.4g}]  ({'from measured' if p['energy_measured_basis'] else 'from estimated'} power)",
         f"time:   {p['time_h']:.4g} h  [{p['time_h_interval'][0]:.4g} - {p['time_h_interval'][1]:.4g}]",
         f"CO2:    {p['co2_kg']:.4g} kg  [{p['co2_kg_interval'][0]:.4g} - {p['co2_kg_interval'][1]:.4g}] "
         f"at {p['carbon_intensity_g_per_kwh']:.0f} g/kWh ({p['country']})",
-        f"model:  eta = {p['eta']:.3f}, mean power {p['mean_power_w']:.4g} W, {p['step_s']:.4g} s/step",
+        f"model:  eta = {p['eta']:.3f}, mean power {p['mean_power_w']:.4g} W"
+        # a GPU plan's energy is every device's: its power is theirs together (CPU ranks share one node)
+        + (
+            f" (all {pl['tp'] * pl['dp']} GPUs)"
+            if pl["device_name"] != "cpu" and pl["tp"] * pl["dp"] > 1
+            else ""
+        )
+        + f", {p['step_s']:.4g} s/step",
         format_memory(p["memory"]),
     ]
     return "\n".join(lines + [f"note: {n}" for n in p["notes"]])
@@ -1057,7 +1075,7 @@ def plan_layouts(
 
 
 def format_plan(p: dict) -> str:
-    lvl = f"{p['interval_level']:.0%}"
+    lvl = level_label(p["interval_level"])
     mem = "memory GB" + (" node" if p["device_name"] == "cpu" else "/GPU")
     cell = lambda v, iv: f"{v:.4g} [{iv[0]:.3g}, {iv[1]:.3g}]"  # noqa: E731
     energy = [cell(r["energy_kwh"], r["energy_kwh_interval"]) for r in p["layouts"]]

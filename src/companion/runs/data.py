@@ -311,20 +311,27 @@ def token_counts(lengths, dp: int, pad_multiple: int, max_len: int) -> TokenCoun
     return TokenCounts(int(parts.sum()), int((per * s).sum()), int((per * s * s).sum()))
 
 
-def expected_token_counts(cfg: DataConfig, dp: int = 1, batches: int = 256, seed: int = 0) -> TokenCounts:
-    """Mean counts per step under a length distribution (Monte Carlo over ``batches`` global batches)."""
+# lengths ``expected_token_counts`` draws: a uniform distribution's mean real length to about 0.1 %
+SAMPLED_LENGTHS = 2**18
+
+
+def expected_token_counts(
+    cfg: DataConfig, dp: int = 1, lengths: int = SAMPLED_LENGTHS, seed: int = 0
+) -> TokenCounts:
+    """Mean counts per step under a length distribution: Monte Carlo over global batches holding about
+    ``lengths`` sampled lengths in all, whatever the batch size (at least one batch), each split over ``dp``
+    shards and padded as ``token_counts`` pads it."""
     if cfg.lengths.kind == "fixed":  # every sequence seq_len long: no list of batch_size lengths needed
         s = padded_length(cfg.seq_len, cfg.pad_multiple, cfg.seq_len)
         n = cfg.batch_size // dp * dp
         return TokenCounts(n * cfg.seq_len, n * s, n * s * s)
-    # about a million sampled lengths in all, whatever the batch size (a mean over fewer batches when they are large)
-    batches = max(1, min(batches, 2**20 // cfg.batch_size))
+    batches = max(1, lengths // cfg.batch_size)
     rng = np.random.default_rng(seed)
-    total = np.zeros(3)
-    for _ in range(batches):
-        c = token_counts(
-            sample_lengths(cfg.lengths, cfg.seq_len, cfg.batch_size, rng), dp, cfg.pad_multiple, cfg.seq_len
-        )
-        total += (c.real, c.padded, c.attention_pairs)
-    mean = total / batches
-    return TokenCounts(*(int(round(x)) for x in mean))
+    per = (
+        cfg.batch_size // dp
+    )  # each batch as ``token_counts`` shards it: equal contiguous slices, the rest dropped
+    drawn = sample_lengths(cfg.lengths, cfg.seq_len, batches * cfg.batch_size, rng)
+    parts = drawn.reshape(batches, cfg.batch_size)[:, : per * dp].reshape(batches, dp, per)
+    s = padded_length(parts.max(axis=2), cfg.pad_multiple, cfg.seq_len)  # (batches, dp)
+    mean = (parts.sum(axis=(1, 2)).mean(), (per * s).sum(axis=1).mean(), (per * s * s).sum(axis=1).mean())
+    return TokenCounts(*(int(round(float(x))) for x in mean))

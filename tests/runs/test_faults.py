@@ -287,3 +287,23 @@ def test_retry_failed_runs_a_plans_failed_runs_again(tmp_path, monkeypatch, caps
     assert train.main(["--plan", str(plan), "--out", str(out), "--retry-failed"]) == 0 and seen[-1] is None
     assert "earlier failed record moved to" in capsys.readouterr().out
     assert existing_status(out, ok.run_id) == "ok" and len(list((out / "failed").glob("*.json"))) == 1
+
+
+def test_a_run_another_launch_recorded_meanwhile_is_kept_aside_not_lost(tmp_path, monkeypatch, capsys):
+    """Two launches over one folder (plans run by hand): the one that finishes second finds the record written.
+    Its measurement is kept under duplicates/, the first record untouched, and the line says so."""
+    from companion.runs import train
+
+    out = tmp_path / "runs"
+    cfg = build_run({**TINY, **FIXED, "meter": "none"})
+    first = write_record(
+        out, make_record(cfg, "manual", "ok", {"mark": "first"}, None, "2026-01-01T00:00:00Z", {})
+    )
+    monkeypatch.setattr(
+        train, "resume_status", lambda *a, **k: None
+    )  # it was not there when this launch looked
+    assert run_plan([cfg], out, "manual") == 0
+    assert json.loads(first.read_text())["mark"] == "first" and len(load_records(out)) == 1
+    (kept,) = (out / "duplicates").glob("*/*.json")
+    assert json.loads(kept.read_text())["status"] == "ok" and "mark" not in json.loads(kept.read_text())
+    assert f"warning: duplicate run {cfg.run_id}" in capsys.readouterr().out

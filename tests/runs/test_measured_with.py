@@ -158,3 +158,16 @@ def test_emitted_cluster_plans_carry_the_profiles_measured_alongside(tmp_path, c
     alone = json.loads((tmp_path / "alone" / "plans" / "grid-ws1.json").read_text())
     assert "destinations" not in alone and len(alone["runs"]) == 2
     assert not (tmp_path / "alone" / "plans" / "grid-ws2.json").exists()
+
+
+def test_an_out_folder_named_as_a_profile_measured_alongside_is_refused(tmp_path):
+    """The cpu sweep files its off-grid runs beside its own folder, each under its profile's name: an --out of
+    that name would be both folders at once."""
+    from companion.errors import ConfigError
+    from companion.runs.profiles import load_profile
+    from companion.runs.sweep import measured_alongside
+
+    cpu = load_profile("cpu")
+    assert [p.name for p, _ in measured_alongside(cpu, tmp_path / "cpu")] == list(cpu.measured_with)
+    with pytest.raises(ConfigError, match=r"files its 'holdout' runs .*a folder of another name"):
+        measured_alongside(cpu, tmp_path / "holdout")

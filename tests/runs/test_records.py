@@ -59,3 +59,28 @@ def test_a_folder_without_hard_links_is_refused_before_anything_is_measured(tmp_
     with pytest.raises(ConfigError, match="without hard links .*choose a folder on a local file system"):
         check_writable(tmp_path / "runs")
     assert [p.name for p in (tmp_path / "runs").iterdir()] == []  # its probes removed
+
+
+def test_records_set_aside_in_the_same_second_are_all_kept(tmp_path, capsys):
+    from companion.runs.records import resume_status
+
+    stamp = "20260101T000000"
+    for k in (1, 2):  # a failed record set aside twice within one second
+        write_record(tmp_path, {"run_id": "f", "status": "failed", "k": k})
+        set_aside_failed(tmp_path, "f", stamp)
+    kept = sorted((tmp_path / "failed").glob("*.json"))
+    assert sorted(json.loads(p.read_text())["k"] for p in kept) == [1, 2]
+    for text in ("{trunc", "[1]"):  # two corrupt records of one run, found in the same second
+        (tmp_path / "c.json").write_text(text)
+        assert resume_status(tmp_path, "c", stamp) is None
+    assert sorted(p.read_text() for p in (tmp_path / "corrupt").glob("*.json")) == ["[1]", "{trunc"]
+    assert "set aside" in capsys.readouterr().out
+
+
+def test_a_record_that_cannot_be_read_is_named_and_never_set_aside_as_corrupt(tmp_path):
+    from companion.runs.records import resume_status
+
+    (tmp_path / "d.json").mkdir()  # a folder where a record would be
+    with pytest.raises(ConfigError, match=r"cannot read run record .*d\.json .*move it out of the way"):
+        resume_status(tmp_path, "d", "20260101T000000")
+    assert (tmp_path / "d.json").is_dir() and not (tmp_path / "corrupt").exists()

@@ -66,6 +66,12 @@ def write_record(out_dir: Path, record: dict) -> Path:
     return final
 
 
+def keep_duplicate(out_dir: Path, record: dict) -> Path:
+    """Keep a record whose run another writer recorded first, under ``<out_dir>/duplicates/<stamp>-<pid>/``:
+    never in place of that record, never read as one (``load_records`` reads the folder's own files)."""
+    return write_record(Path(out_dir) / "duplicates" / f"{utc_now().replace(':', '')}-{os.getpid()}", record)
+
+
 def write_json(path: Path, obj: dict) -> Path:
     """Atomically write (or replace) a JSON file that is *not* a run record: a plan or an artifact."""
     path = Path(path)
@@ -105,15 +111,24 @@ def strict_dumps(obj, **kwargs) -> str:
     return json.dumps(strict(obj), allow_nan=False, default=_jsonable, **kwargs)
 
 
+class CorruptFile(ConfigError):
+    """A JSON file that is truncated, not JSON or not an object (a file that cannot be read is not one)."""
+
+
 def read_json(path: Path, what: str = "JSON file", fix: str = "delete or regenerate it") -> dict:
-    """A JSON object from ``path``; a ConfigError naming the file when it is truncated or not JSON."""
+    """A JSON object from ``path``; a ConfigError naming the file when it cannot be read, and a CorruptFile when
+    it is truncated or not JSON."""
     path = Path(path)
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{what} {path} is corrupt ({exc}); {fix}") from None
+        raise CorruptFile(f"{what} {path} is corrupt ({exc}); {fix}") from None
+    except OSError as exc:  # a folder of that name, a file without read permission
+        raise ConfigError(
+            f"cannot read {what} {path} ({exc.strerror or exc}); fix its permissions or move it out of the way"
+        ) from None
     if not isinstance(obj, dict):
-        raise ConfigError(f"{what} {path} is not a JSON object; {fix}")
+        raise CorruptFile(f"{what} {path} is not a JSON object; {fix}")
     return obj
 
 
@@ -147,11 +162,9 @@ def resume_status(out_dir: Path, run_id: str, stamp: str) -> str | None:
     ``corrupt/`` (renamed, never deleted) and reported as missing, so that the run is done again."""
     try:
         return existing_status(out_dir, run_id)
-    except ConfigError:
+    except CorruptFile:
         src = record_path(out_dir, run_id)
-        dst = Path(out_dir) / "corrupt" / f"{run_id}.corrupt-{stamp}.json"
-        dst.parent.mkdir(exist_ok=True)
-        os.replace(src, dst)
+        dst = _move_aside(src, Path(out_dir) / "corrupt", f"{run_id}.corrupt-{stamp}")
         print(f"warning: corrupt record {src} set aside as {dst}; the run is done again", flush=True)
         return None
 
@@ -161,12 +174,22 @@ def set_aside_failed(out_dir: Path, run_id: str, stamp: str) -> Path:
 
     Nothing is deleted or overwritten: the earlier failure stays on disk beside the new attempt.
     """
-    src = record_path(out_dir, run_id)
-    dst = Path(out_dir) / "failed" / f"{run_id}.failed-{stamp}.json"
-    dst.parent.mkdir(exist_ok=True)
-    os.link(src, dst)
-    src.unlink()
-    return dst
+    return _move_aside(record_path(out_dir, run_id), Path(out_dir) / "failed", f"{run_id}.failed-{stamp}")
+
+
+def _move_aside(src: Path, folder: Path, stem: str) -> Path:
+    """Move ``src`` to ``folder/<stem>.json`` by a hard link, never over a file there: a second move in the same
+    second (stamps are to the second) takes ``<stem>-2.json``, and so on."""
+    folder.mkdir(exist_ok=True)
+    for k in range(1, 1000):
+        dst = folder / (f"{stem}.json" if k == 1 else f"{stem}-{k}.json")
+        try:
+            os.link(src, dst)
+        except FileExistsError:
+            continue
+        src.unlink()
+        return dst
+    raise ConfigError(f"{folder} holds 999 copies of {stem}.json; move some away")
 
 
 # ------------------------------------------------------------------------------- the output folder

@@ -138,7 +138,13 @@ def measured_alongside(profile: Profile, out_dir: Path) -> list[tuple[Profile, P
                 f"profile {profile.name!r} is measured with {name!r}, which runs on {other.device}, "
                 f"not {profile.device}; name profiles of the same device in measured_with"
             )
-        out.append((other, Path(out_dir).parent / other.name))
+        folder = Path(out_dir).parent / other.name
+        if folder.resolve() == Path(out_dir).resolve():
+            raise ConfigError(
+                f"--out {out_dir} is where profile {profile.name!r} files its {name!r} runs (beside its own folder, "
+                f"named {name!r}); give the sweep a folder of another name, e.g. {Path(out_dir).parent / profile.name}"
+            )
+        out.append((other, folder))
     return out
 
 
@@ -523,7 +529,9 @@ def _echo_new_lines(path: Path, pos: int, bar) -> int:
     complete = chunk[: chunk.rfind("\n") + 1]
     for line in complete.splitlines():
         # the runner's progress lines and one-line errors; never a rank's traceback ("[rank0]: ...")
-        if _PROGRESS_LINE.match(line) or line.startswith(("error:", "warning: corrupt")):
+        if _PROGRESS_LINE.match(line) or line.startswith(
+            ("error:", "warning: corrupt", "warning: duplicate")
+        ):
             bar.write(line)
     return pos + len(complete.encode())
 

@@ -43,6 +43,7 @@ from companion.runs.run_args import config_from_args, run_parser
 from companion.runs.records import (
     FolderLock,
     RecordExists,
+    keep_duplicate,
     check_writable,
     existing_status,
     make_record,
@@ -835,10 +836,18 @@ def run_plan(
             failures += 1
         if env.is_main:
             status = "failed" if error else "ok"
+            record = make_record(cfg, profile, status, body, error, started, info)
             try:
-                write_record(out_dir, make_record(cfg, profile, status, body, error, started, info))
-            except RecordExists as exc:
-                print(f"warning: {exc}", file=sys.stderr)
+                write_record(out_dir, record)
+            except RecordExists:
+                # another launch recorded this run while this one measured it (two plans over one folder):
+                # records are never overwritten, and this measurement is not thrown away either
+                kept = keep_duplicate(out_dir, record)
+                print(
+                    f"warning: duplicate run {cfg.run_id}: another launch recorded it first; this measurement "
+                    f"is kept as {kept}",
+                    flush=True,
+                )
             except OSError as exc:  # e.g. a full disk: say which record is missing, never leave a partial one
                 raise ConfigError(
                     f"cannot write the record {record_path(out_dir, cfg.run_id)} ({exc.strerror or exc}); "

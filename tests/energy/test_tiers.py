@@ -445,3 +445,26 @@ def test_a_plan_above_the_fitted_flops_per_step_is_new_in_scale(tmp_path):
     # a frame without the FLOPs the fit was keyed on is refused, not silently narrowed
     with pytest.raises(ValueError, match="flops_per_step"):
         stub.novelty(plan_rows([make_plan(**PLAN)], "bf16", "device").drop(columns="flops_per_step"))
+
+
+def test_a_level_beyond_what_the_held_out_errors_can_say_is_noted(roots):
+    """With n held-out errors of a novelty, a level above n / (n + 1) has no conformal quantile: the fitted tier
+    then takes the largest error as the width and says so, naming the novelty and how many errors it has."""
+    from companion.energy.models import GROUP_KINDS, OFF_GRID, interval_model
+    from companion.energy.predict import NOVELTY_WORDS
+
+    assert set(NOVELTY_WORDS) == {*GROUP_KINDS, OFF_GRID}  # every kind in words
+    derived, devices = roots
+    plan = make_plan(**PLAN)
+    res = resolve_tier("H100", "bf16", None, derived, devices)
+    kinds = interval_model(res["residuals"], res["residuals_by_kind"], res["train_keys"]).novelty(
+        plan_rows([plan], "bf16", "device")
+    )[0]
+    counts = {k: len(res["residuals_by_kind"][k]["step_s"]) for k in kinds if k in res["residuals_by_kind"]}
+    assert counts  # the plan is new in something the fit left out
+    few = 1 - 1 / (max(counts.values()) + 2)  # above n / (n + 1) for every such kind
+    got = predict_tiered(plan, level=few, derived_root=derived, devices_root=devices)
+    (note,) = [n for n in got["notes"] if n.startswith("too few held-out errors")]
+    assert all(f"{n} {NOVELTY_WORDS[k]}" in note for k, n in counts.items()), note
+    plain = predict_tiered(plan, level=0.5, derived_root=derived, devices_root=devices)
+    assert not [n for n in plain["notes"] if n.startswith("too few")]

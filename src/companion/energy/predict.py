@@ -738,6 +738,7 @@ def predict_tiered(
     single_t, _ = point.predict(X.assign(tp=1, dp=1, world_size=1))
     mems = [plan_memory(plan, precision) for plan in plans]
     hws = [{k: w * f for k, w in hw.items()} for hw, f in zip(_halfwidths_per_plan(res, X, level), scale)]
+    short = _too_few_errors(res, X, level)
     out = []
     for i, plan in enumerate(plans):
         hw = hws[i]
@@ -778,7 +779,8 @@ def predict_tiered(
                     if plans[0].precision is None and device != "cpu" and precision == "fp32"
                     else []
                 )
-                + _no_bf16_note(device, precision),
+                + _no_bf16_note(device, precision)
+                + short[i],
                 "warnings": list(res.get("calibration_warnings") or [])
                 + _execution_warnings(plan, dev)
                 + _layout_warnings(plan, dev)
@@ -907,6 +909,48 @@ def _halfwidths_per_plan(res: dict, X, level: float) -> list[dict]:
             for kinds in stub.novelty(X)
         ]
     return [_halfwidths_at(res, level)] * len(X)
+
+
+def _too_few_errors(res: dict, X, level: float) -> list[list[str]]:
+    """Per planned run, a note where the fitted tier holds too few held-out errors of a novelty the plan has for
+    a ``level`` interval (k = level x (n + 1) above n: at 0.9, fewer than 9): its width there is the largest of
+    those errors (``models._kind_halfwidth``), which a ``level`` interval may well exceed."""
+    by_kind = res.get("residuals_by_kind") or {}
+    if not by_kind or not res.get("train_keys"):
+        return [[] for _ in range(len(X))]
+    from companion.energy.models import interval_model
+
+    stub = interval_model(res["residuals"], by_kind, res["train_keys"])
+    out = []
+    for kinds in stub.novelty(X):
+        few = {
+            k: n
+            for k in kinds
+            if (n := len(np.asarray((by_kind.get(k) or {}).get("step_s", []), float))) and level * (n + 1) > n
+        }
+        out.append(
+            [
+                f"too few held-out errors for a {level_label(level)} interval ("
+                + ", ".join(f"{n} {NOVELTY_WORDS.get(k, k)}" for k, n in few.items())
+                + "): its width there is the largest of them, which such an interval may exceed"
+            ]
+            if few
+            else []
+        )
+    return out
+
+
+# what a planned run is new in (``models.GROUP_KINDS`` and the off-grid kind), as the held-out errors of each say it
+NOVELTY_WORDS = {
+    "size": "with a model size left out",
+    "layout": "with a layout left out",
+    "degree": "with a parallel degree left out",
+    "mode": "with a parallel mode left out",
+    "head_dim": "with a head dimension left out",
+    "range": "beyond a fitted range",
+    "scale": "above the fitted FLOPs per step",
+    "off_grid": "off the grid",
+}
 
 
 def _halfwidths_at(res: dict, level: float) -> dict:

@@ -101,6 +101,8 @@ def test_timings_stuck_whatever_the_shape_are_flagged(tmp_path):
         (("bandwidth", "bandwidth_bytes_per_s"), 40.0, "unit slip"),  # GB/s written where B/s belong
         (("gemm", "peak_flops_per_s"), float("inf"), "not finite and positive"),
         (("power", "loaded_w"), 5.0, "below idle"),
+        (("optimizer", "bytes_per_s"), float("nan"), "optimizer rate nan not finite and positive"),
+        (("optimizer", "bytes_per_s"), -1.0, "not finite and positive"),
     ],
 )
 def test_implausible_quantities_are_flagged(field, value, words):
@@ -355,3 +357,28 @@ def test_a_thread_scaling_timed_beside_a_busy_core_is_flagged_and_takes_the_mode
     assert load_calibration(_write(tmp_path, healthy), "cpu", "fp32").roofs.thread_exponent == 0.96
     one_thread = {**rec, "thread_scaling": {"threads": 1, "gemm_speedup": 1.0, "exponent": 1.0}}
     assert "thread_scaling" not in check_calibration(one_thread)  # nothing to compare on one core
+
+
+@pytest.mark.parametrize("exponent", [float("nan"), -3.0, 7.0])
+def test_a_thread_exponent_outside_what_threads_can_give_is_flagged(tmp_path, exponent):
+    rec = {**_cpu_cal(), "thread_scaling": {"threads": 2, "gemm_speedup": 1.9, "exponent": exponent}}
+    (problem,) = check_calibration(rec)["thread_scaling"]
+    assert "thread exponent" in problem and "[0, 1.5]" in problem
+    assert load_calibration(_write(tmp_path, rec), "cpu", "fp32").roofs.thread_exponent == 1.0
+
+
+@pytest.mark.parametrize("half_dim", [-5.0, 1e5])
+def test_a_flagged_cpu_gemm_fit_is_replaced_whole_roof_and_half_dimension(tmp_path, monkeypatch, half_dim):
+    """A GEMM fit flagged for its half-dimension (negative, or at the fit's bound) gives way to a roof measured
+    when the analysis runs: its peak and the fallback's half-dimension, not the flagged one."""
+    from companion.energy import calibration, hardware
+
+    monkeypatch.setattr(
+        hardware, "measure_cpu_roofs", lambda: {"peak_flops_per_s": 1e11, "bandwidth_bytes_per_s": 3e10}
+    )
+    rec = _cpu_cal()
+    rec["gemm"]["half_dim"] = half_dim
+    assert "gemm" in check_calibration(rec)
+    roofs = load_calibration(_write(tmp_path, rec), "cpu", "fp32").roofs
+    assert "gemm" in roofs.fallbacks and roofs.gemm_peak_flops_per_s == 1e11
+    assert roofs.gemm_half_dim == calibration.FALLBACK_GEMM_HALF_DIM

@@ -254,11 +254,18 @@ def _check_rate(rec: dict, key: str, label: str, size_bytes, rate=None, copy=Non
     return out
 
 
+FALLBACK_GEMM_HALF_DIM = (
+    32.0  # k0 where a CPU's GEMM roof is measured by the analysis (load_device_roofs' too)
+)
+
+
 def _check_optimizer(rec: dict) -> list[str]:
     """The optimizer's rate against the copy bandwidth or, where the benchmark timed a copy over a working set of
     the step's size, the bytes its kernel moves against that copy (a CPU's cache may hold the one and not the
     bandwidth benchmark's buffers: the fused kernel runs faster than those)."""
     opt = rec.get("optimizer") or {}
+    if "bytes_per_s" in opt and not _positive(opt["bytes_per_s"]):  # the rate the model reads
+        return [f"optimizer rate {opt['bytes_per_s']!r} not finite and positive"]
     size = 4 * opt["parameters"] if _positive(opt.get("parameters")) else None
     moved, copy = opt.get("moved_bytes_per_s"), opt.get("copy_bytes_per_s")
     if _positive(moved) and _positive(copy):
@@ -337,7 +344,9 @@ def check_thread_scaling(rec: dict) -> list[str]:
     """A CPU's speed-up on every core over one (``thread_scaling``), read by the operator model as the exponent of
     a rank's share of the node: a GEMM no faster on every core than on one timed a node with a busy core."""
     ts = rec.get("thread_scaling") or {}
-    threads, gemm = ts.get("threads"), ts.get("gemm_speedup")
+    threads, gemm, exponent = ts.get("threads"), ts.get("gemm_speedup"), ts.get("exponent")
+    if exponent is not None and not (isinstance(exponent, (int, float)) and 0 <= exponent <= 1.5):
+        return [f"thread exponent {exponent!r} not a number in [0, 1.5] (speed-up = threads ** exponent)"]
     if not (isinstance(threads, int) and threads > 1) or gemm is None:
         return []
     if not _positive(gemm):
@@ -440,7 +449,9 @@ def _fallback_values(rec: dict, quantity: str, precision: str) -> tuple[dict, st
 
         r = measure_cpu_roofs()
         values = (
-            {"gemm_peak_flops_per_s": r["peak_flops_per_s"]}
+            # the roof and its half-dimension together: a flagged fit's k0 (negative, at its bound) is no better
+            # than its peak, and the measured roof has none of its own
+            {"gemm_peak_flops_per_s": r["peak_flops_per_s"], "gemm_half_dim": FALLBACK_GEMM_HALF_DIM}
             if quantity == "gemm"
             else {"bandwidth_bytes_per_s": r["bandwidth_bytes_per_s"]}
         )
@@ -570,7 +581,7 @@ def load_device_roofs(device: str, precision: str, root=None):
         return opmodel.DeviceRoofs(
             "cpu",
             gemm_peak_flops_per_s=r["peak_flops_per_s"],
-            gemm_half_dim=32.0,
+            gemm_half_dim=FALLBACK_GEMM_HALF_DIM,
             bandwidth_bytes_per_s=r["bandwidth_bytes_per_s"],
             launch_s=5e-6,
             collective_alpha_s=1e-4,

@@ -254,9 +254,8 @@ def _check_rate(rec: dict, key: str, label: str, size_bytes, rate=None, copy=Non
     return out
 
 
-FALLBACK_GEMM_HALF_DIM = (
-    32.0  # k0 where a CPU's GEMM roof is measured by the analysis (load_device_roofs' too)
-)
+# k0 where a CPU's GEMM roof is measured by the analysis (load_device_roofs' too)
+FALLBACK_GEMM_HALF_DIM = 32.0
 
 
 def _check_optimizer(rec: dict) -> list[str]:

@@ -737,8 +737,8 @@ def predict_tiered(
         (t, e), scale = point.predict(X), np.ones(len(X))
     single_t, _ = point.predict(X.assign(tp=1, dp=1, world_size=1))
     mems = [plan_memory(plan, precision) for plan in plans]
-    hws = [{k: w * f for k, w in hw.items()} for hw, f in zip(_halfwidths_per_plan(res, X, level), scale)]
-    short = _too_few_errors(res, X, level)
+    widths, short = _widths_and_notes(res, X, level)
+    hws = [{k: w * f for k, w in hw.items()} for hw, f in zip(widths, scale)]
     out = []
     for i, plan in enumerate(plans):
         hw = hws[i]
@@ -900,35 +900,29 @@ def _halfwidths_per_plan(res: dict, X, level: float) -> list[dict]:
     dimension, a value outside the fitted ranges or FLOPs per step above them: the widest that applies, and for
     a plan new in anything no narrower than the validation set's errors where the fit stored them, see
     ``models.Fitted.halfwidth``); otherwise one width for every plan."""
-    if res.get("residuals_by_kind") and res.get("train_keys"):
-        from companion.energy.models import interval_model
-
-        stub = interval_model(res["residuals"], res["residuals_by_kind"], res["train_keys"])
-        return [
-            {t: stub.halfwidth(t, level, kinds) for t in ("step_s", "energy_per_step_j")}
-            for kinds in stub.novelty(X)
-        ]
-    return [_halfwidths_at(res, level)] * len(X)
+    return _widths_and_notes(res, X, level)[0]
 
 
-def _too_few_errors(res: dict, X, level: float) -> list[list[str]]:
-    """Per planned run, a note where the fitted tier holds too few held-out errors of a novelty the plan has for
-    a ``level`` interval (k = level x (n + 1) above n: at 0.9, fewer than 9): its width there is the largest of
-    those errors (``models._kind_halfwidth``), which a ``level`` interval may well exceed."""
-    by_kind = res.get("residuals_by_kind") or {}
-    if not by_kind or not res.get("train_keys"):
-        return [[] for _ in range(len(X))]
+def _widths_and_notes(res: dict, X, level: float) -> tuple[list[dict], list[list[str]]]:
+    """``_halfwidths_per_plan``'s widths and, per planned run, a note where the fitted tier holds too few held-out
+    errors of a novelty the plan has for a ``level`` interval (k = level x (n + 1) above n: at 0.9, fewer than 9):
+    its width there is the largest of those errors (``models._kind_halfwidth``), which a ``level`` interval may
+    well exceed. One pass over the plans' novelty."""
+    by_kind = res.get("residuals_by_kind")
+    if not (by_kind and res.get("train_keys")):
+        return [_halfwidths_at(res, level)] * len(X), [[] for _ in range(len(X))]
     from companion.energy.models import interval_model
 
     stub = interval_model(res["residuals"], by_kind, res["train_keys"])
-    out = []
+    widths, notes = [], []
     for kinds in stub.novelty(X):
+        widths.append({t: stub.halfwidth(t, level, kinds) for t in ("step_s", "energy_per_step_j")})
         few = {
             k: n
             for k in kinds
-            if (n := len(np.asarray((by_kind.get(k) or {}).get("step_s", []), float))) and level * (n + 1) > n
+            if (n := len((by_kind.get(k) or {}).get("step_s", ()))) and level * (n + 1) > n
         }
-        out.append(
+        notes.append(
             [
                 f"too few held-out errors for a {level_label(level)} interval ("
                 + ", ".join(f"{n} {NOVELTY_WORDS.get(k, k)}" for k, n in few.items())
@@ -937,7 +931,7 @@ def _too_few_errors(res: dict, X, level: float) -> list[list[str]]:
             if few
             else []
         )
-    return out
+    return widths, notes
 
 
 # what a planned run is new in (``models.GROUP_KINDS`` and the off-grid kind), as the held-out errors of each say it

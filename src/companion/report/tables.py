@@ -261,6 +261,7 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None, short: b
     rng = c.get("coverage")
     level = level_pct(validation)
     fmt = lambda key: f"{c[key]:.0f} %" if key in c else NA  # noqa: E731
+    ratio = f"{c['calibrated_ratio']:g}" if "calibrated_ratio" in c else NA
     rows = {
         "pooled": f"pooled held-out MAPE at most {fmt('target_pct')}",
         "split": f"held-out MAPE at most {fmt('split_pct')} in every split (the worst one)",
@@ -277,14 +278,13 @@ def verdict_table(validation: dict, builds: pd.DataFrame | None = None, short: b
         "floor of the runs it scores (the worst ratio)",
         "exact": "pooled MAPE ÷ the MAPE an exact model would score on the same runs, and the split with the "
         "largest such ratio (estimated from the passes; no criterion)",
-        "calibrated": f"pooled MAPE at most {c['calibrated_ratio'] if 'calibrated_ratio' in c else NA:g} × its own "
-        "calibrated tier's (the strongest baseline: the same model with nothing fitted to the sweep)",
+        "calibrated": f"pooled MAPE at most {ratio} × its own calibrated tier's (the strongest baseline: the same "
+        "model with nothing fitted to the sweep)",
         "test": f"test set (nothing chosen by it): MAPE at most {fmt('target_pct')}, its coverage, and its MAPE at most "
-        f"{c['calibrated_ratio'] if 'calibrated_ratio' in c else NA:g} × the calibrated tier's on the same runs",
+        f"{ratio} × the calibrated tier's on the same runs",
     }
     if short:
         stretch = f"{c['stretch']:g}" if "stretch" in c else NA
-        ratio = f"{c['calibrated_ratio']:g}" if "calibrated_ratio" in c else NA
         rows = {
             "pooled": f"pooled MAPE ≤ {fmt('target_pct')}",
             "split": f"worst split's MAPE ≤ {fmt('split_pct')}",

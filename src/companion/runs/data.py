@@ -304,11 +304,19 @@ def token_counts(lengths, dp: int, pad_multiple: int, max_len: int) -> TokenCoun
     """Counts for a global batch given its examples' lengths (or Examples), split over ``dp`` shards."""
     if not isinstance(lengths, np.ndarray):
         lengths = [x if isinstance(x, (int, np.integer)) else len(x.input_ids) for x in lengths]
-    lengths = np.asarray(lengths, dtype=np.int64)
-    per = len(lengths) // dp  # ``shard``'s equal contiguous slices, one row per data-parallel rank
-    parts = lengths[: per * dp].reshape(dp, per)
-    s = padded_length(parts.max(axis=1), pad_multiple, max_len)
-    return TokenCounts(int(parts.sum()), int((per * s).sum()), int((per * s * s).sum()))
+    return TokenCounts(
+        *(int(x) for x in _batch_counts(np.asarray(lengths, dtype=np.int64), dp, pad_multiple, max_len))
+    )
+
+
+def _batch_counts(lengths: np.ndarray, dp: int, pad_multiple: int, max_len: int) -> tuple[np.ndarray, ...]:
+    """Real tokens, padded tokens and attention pairs of global batches, ``lengths`` of shape (..., batch_size):
+    each batch split over ``dp`` shards (``shard``'s equal contiguous slices, the rest dropped), each padded on
+    its own."""
+    per = lengths.shape[-1] // dp
+    parts = lengths[..., : per * dp].reshape(*lengths.shape[:-1], dp, per)
+    s = padded_length(parts.max(axis=-1), pad_multiple, max_len)
+    return parts.sum(axis=(-2, -1)), (per * s).sum(axis=-1), (per * s * s).sum(axis=-1)
 
 
 # lengths ``expected_token_counts`` draws: a uniform distribution's mean real length to about 0.1 %
@@ -326,12 +334,6 @@ def expected_token_counts(
         n = cfg.batch_size // dp * dp
         return TokenCounts(n * cfg.seq_len, n * s, n * s * s)
     batches = max(1, lengths // cfg.batch_size)
-    rng = np.random.default_rng(seed)
-    per = (
-        cfg.batch_size // dp
-    )  # each batch as ``token_counts`` shards it: equal contiguous slices, the rest dropped
-    drawn = sample_lengths(cfg.lengths, cfg.seq_len, batches * cfg.batch_size, rng)
-    parts = drawn.reshape(batches, cfg.batch_size)[:, : per * dp].reshape(batches, dp, per)
-    s = padded_length(parts.max(axis=2), cfg.pad_multiple, cfg.seq_len)  # (batches, dp)
-    mean = (parts.sum(axis=(1, 2)).mean(), (per * s).sum(axis=1).mean(), (per * s * s).sum(axis=1).mean())
-    return TokenCounts(*(int(round(float(x))) for x in mean))
+    drawn = sample_lengths(cfg.lengths, cfg.seq_len, batches * cfg.batch_size, np.random.default_rng(seed))
+    counts = _batch_counts(drawn.reshape(batches, cfg.batch_size), dp, cfg.pad_multiple, cfg.seq_len)
+    return TokenCounts(*(int(round(float(x.mean()))) for x in counts))

@@ -1028,13 +1028,16 @@ def main(argv: list[str] | None = None) -> int:
             configs = [config_from_args(args)]
             profile, destinations = args.profile_name, None
         out_dir = args.out or runs_dir(profile)
+        destinations = destinations or [(profile, out_dir)] * len(
+            configs
+        )  # (profile, folder) per configuration
         _checked(configs, out_dir, destinations, main_rank)
         if main_rank and not args.plan:  # a sweep holds the lock for the launches it starts
             lock = FolderLock(out_dir).acquire()
         if main_rank and args.retry_failed:
             # one configuration, or a plan run by hand or by an emitted cluster script (a sweep moves its failed
             # records aside itself before it hands a launch its plan): the failed ones run again
-            for cfg, (_, folder) in zip(configs, destinations or [(profile, out_dir)] * len(configs)):
+            for cfg, (_, folder) in zip(configs, destinations):
                 if existing_status(folder, cfg.run_id) == "failed":
                     kept = set_aside_failed(folder, cfg.run_id, utc_now().replace(":", ""))
                     print(f"earlier failed record moved to {kept}", flush=True)

@@ -382,3 +382,95 @@ def test_a_flagged_cpu_gemm_fit_is_replaced_whole_roof_and_half_dimension(tmp_pa
     roofs = load_calibration(_write(tmp_path, rec), "cpu", "fp32").roofs
     assert "gemm" in roofs.fallbacks and roofs.gemm_peak_flops_per_s == 1e11
     assert roofs.gemm_half_dim == calibration.FALLBACK_GEMM_HALF_DIM
+
+
+@pytest.mark.parametrize(
+    "field, value, quantity, words",
+    [
+        (("launch", "launch_s"), float("nan"), "launch", "launch cost nan s not within (0, 10 ms)"),
+        (("launch", "launch_s"), -3e-6, "launch", "not within (0, 10 ms)"),
+        (("launch", "launch_s"), 3.0, "launch", "not within (0, 10 ms)"),  # us written where s belong
+        (("gemm", "peak_flops_per_s"), 250.0, "gemm", "below any device's (a unit slip?"),  # GFLOP/s
+        (("gemm", "peak_flops_per_s"), 2.5e10, "gemm", "0.1x the best rate measured"),
+    ],
+)
+def test_a_launch_cost_or_gemm_roof_in_the_wrong_unit_is_flagged(field, value, quantity, words):
+    rec = _cpu_cal()
+    rec[field[0]][field[1]] = value
+    assert any(words in p for p in check_calibration(rec)[quantity])
+
+
+def test_a_cpu_calibration_s_flagged_launch_cost_gives_way_to_the_default_or_the_per_operator_cost(tmp_path):
+    """The model reads the operator counts' cost per operator, else the launch benchmark's: a flagged launch
+    cost is replaced by the model's default only where nothing else prices a launch."""
+    from companion.energy.calibration import CPU_DEFAULT_COSTS
+
+    rec = {**_cpu_cal(), "launch": {"launch_s": float("nan")}}
+    roofs = load_calibration(_write(tmp_path, rec), "cpu", "fp32").roofs
+    assert roofs.launch_s == CPU_DEFAULT_COSTS["launch_s"] and "launch" in roofs.fallbacks
+    counted = {**rec, "op_counts": {"per_layer": 90.0, "per_step": 50.0, "per_op_s": 7e-6}}
+    cal = load_calibration(_write(tmp_path, counted), "cpu", "fp32")
+    assert cal.roofs.launch_s == 7e-6 and cal.roofs.ops_per_layer == 90.0
+    assert any(
+        "launch failed its check" in w and "cost per operator is what the model reads" in w
+        for w in cal.warnings
+    )
+    # operator counts whose cost is no number: the launch benchmark's cost and the default counts, never NaN
+    broken = {**_cpu_cal(), "op_counts": {"per_layer": 90.0, "per_step": 50.0, "per_op_s": float("nan")}}
+    roofs = load_calibration(_write(tmp_path, broken), "cpu", "fp32").roofs
+    assert roofs.launch_s == 3e-6 and roofs.ops_per_layer == opmodel.DeviceRoofs.ops_per_layer
+
+
+@pytest.mark.parametrize(
+    "alpha, beta, words",
+    [
+        (float("nan"), 1.2e9, "collective latency over 4 ranks nan s"),
+        (-2e-4, 1.2e9, "not within (0, 1 s)"),
+        (1.3e-3, -5.0, "collective bandwidth over 4 ranks -5.0 B/s not positive"),
+        (1.3e-3, float("nan"), "not positive"),
+    ],
+)
+def test_collective_costs_that_are_no_time_are_flagged_and_priced_at_the_default(
+    tmp_path, alpha, beta, words
+):
+    from companion.energy.calibration import CPU_DEFAULT_COSTS
+
+    good = {"alpha_s": 4e-4, "beta_bytes_per_s": 1.4e9, "world_size": 2}
+    rec = {
+        **_cpu_cal(),
+        "collectives": {"2": good, "4": {"alpha_s": alpha, "beta_bytes_per_s": beta, "world_size": 4}},
+    }
+    (problem,) = check_calibration(rec)["collectives"]
+    assert words in problem
+    roofs = load_calibration(_write(tmp_path, rec), "cpu", "fp32").roofs
+    assert roofs.collective_alpha_s == CPU_DEFAULT_COSTS["collective_alpha_s"]
+    assert roofs.collective_beta_bytes_per_s == CPU_DEFAULT_COSTS["collective_beta_bytes_per_s"]
+    assert roofs.collective_alpha_by_world_s == {} and "collectives" in roofs.fallbacks
+    # an infinite bandwidth (timings that did not grow with the bytes) is no bound, not a fault
+    healthy = {
+        **rec,
+        "collectives": {"2": good, "4": {**good, "beta_bytes_per_s": float("inf"), "world_size": 4}},
+    }
+    assert "collectives" not in check_calibration(healthy)
+    assert load_calibration(_write(tmp_path, healthy), "cpu", "fp32").roofs.collective_alpha_s == 4e-4
+
+
+def test_a_calibration_read_for_another_precision_says_so_and_torch_s_dtype_names_are_read():
+    """A bf16 GPU calibration read for fp32 runs (or a CPU's fp32 one for bf16) keeps its roofs, with a warning;
+    a dtype written as torch names it ("torch.bfloat16") is the same precision as "bfloat16"."""
+    from companion.runs.records import dtype_precision
+
+    assert [dtype_precision(d) for d in ("torch.bfloat16", "bfloat16", "float32", None, "int8")] == [
+        "bf16",
+        "bf16",
+        "fp32",
+        None,
+        None,
+    ]
+    cal = load_calibration(H200, "H200", "fp32")
+    assert any("measured at bf16, not fp32" in w for w in cal.warnings)
+    assert not any(
+        "not bf16" in w or "not fp32" in w for w in load_calibration(H200, "H200", "bf16").warnings
+    )
+    rec = read_calibration(H200)
+    assert check_calibration({**rec, "dtype": "torch.bfloat16"}) == check_calibration(rec)

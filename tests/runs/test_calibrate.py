@@ -322,3 +322,18 @@ def test_the_execution_probe_times_each_depth_and_a_mode_the_device_cannot_run_i
 
     model, _, _ = _probe_training("cpu", SIZES["cpu"]["op_probe"], 1, "sdpa-nocompile")
     assert model.config._attn_implementation == "sdpa-nocompile"
+
+
+def test_self_check_re_times_what_it_can_and_says_how_often_each_quantity_was_checked():
+    """A flagged quantity with a benchmark of its own is timed again and checked again; one without (the
+    collectives, timed in both passes already) is checked as it is and stays flagged, checked once."""
+    from companion.runs.calibrate import self_check
+
+    rec = {"gemm": "busy", "collectives": "nan"}
+
+    def check(r):
+        return {q: [f"{q} is {v}"] for q, v in r.items() if v in ("busy", "nan")}
+
+    out = self_check(rec, check, {"gemm": lambda: "quiet"})
+    assert rec["gemm"] == "quiet" and out["gemm"] == {"attempts": 2, "problems": []}
+    assert out["collectives"] == {"attempts": 1, "problems": ["collectives is nan"]}

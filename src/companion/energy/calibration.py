@@ -4,7 +4,8 @@
 ``load_calibration``. A file is refused with one line naming it, the field and the fix when it cannot be read
 (truncated, a missing key, a newer format, a device other than the one asked). A file that reads but holds an
 implausible quantity (``check_calibration``: timings that do not grow with size, a fitted roof above what was
-measured or above the datasheet, a benchmark too small for the device, a power that is not finite or positive)
+measured or above the datasheet, a benchmark too small for the device, a power, launch cost or collective latency
+that is not finite and positive)
 is used with that quantity flagged: the datasheet's value (GPUs) or, on a CPU, what ``CPU_FALLBACKS`` names (a
 roof measured now, the copy bandwidth, the model's default) takes its place, and the answer says so
 (``Calibration.warnings``; ``DeviceRoofs.fallbacks``).
@@ -24,7 +25,7 @@ import numpy as np
 from companion.errors import ConfigError
 
 from companion.runs.provenance import cpu_model, host_slug  # noqa: E402
-from companion.runs.records import CALIBRATION_FORMAT, CALIBRATION_PRECISION  # noqa: E402
+from companion.runs.records import CALIBRATION_FORMAT, dtype_precision  # noqa: E402
 
 # The checks' thresholds.
 ROOF_OVER_BEST = 1.25  # the fitted GEMM roof at a measured shape, at most this times the best rate measured
@@ -40,6 +41,15 @@ MAX_LAYER_INCREMENT_RATIO = 1.5  # the host probe's per-layer increments: a busy
 # calibration of both hosts timed 1.7-2.2x on two threads; the one that timed 1.00x put runs 23-40 % off)
 MIN_GEMM_THREAD_SPEEDUP = 1.1
 HALF_DIM_BOUND = 0.99e5  # the GEMM fit's upper bound on k0: a fit there is launch-bound, not a roof
+# the fitted GEMM roof at the measured shapes, at least this times the best rate measured (0.92-1.19 in every
+# calibration shipped): far below it, the roof is a unit slip (GFLOP/s written as FLOP/s) or a fit gone astray
+MIN_FIT_OVER_BEST = 0.5
+MIN_PEAK_FLOPS_PER_S = 1e8  # below any device's GEMM roof (a unit slip)
+MAX_LAUNCH_S = 1e-2  # an operator's launch cost above this times more than a launch (or is in another unit)
+MAX_COLLECTIVE_ALPHA_S = 1.0  # a collective's latency per hop (0.2-1.6 ms on a shared 2-core node)
+# what a CPU without a usable measurement of them is priced with: the launch cost, a collective's latency per hop
+# and its bandwidth per rank (a calibration's flagged quantity, and ``load_device_roofs`` without a calibration)
+CPU_DEFAULT_COSTS = {"launch_s": 5e-6, "collective_alpha_s": 1e-4, "collective_beta_bytes_per_s": 1e9}
 # On a GPU a benchmark must run at BERT sizes, or it times kernel launches (about 10 us each)
 GPU_MIN_GEMM_DIM = 8192  # the largest GEMM dimension
 GPU_MIN_STREAM_BYTES = 100e6  # element-wise traffic, and the optimizer's fp32 weights
@@ -51,6 +61,8 @@ QUANTITIES = (
     "optimizer",
     "attention",
     "op_counts",
+    "launch",
+    "collectives",
     "power",
     "thread_scaling",
 )
@@ -74,6 +86,7 @@ QUANTITY_WORDS = {
     "op_counts": "operator counts",
     "power": "power",
     "launch": "launch cost",
+    "collectives": "collective costs",
     "thread_scaling": "thread scaling",
 }
 
@@ -86,6 +99,9 @@ CPU_FALLBACKS = {
     "elementwise": "the copy bandwidth",
     "optimizer": "the copy bandwidth",
     "attention": "the attention GEMMs' roofline",
+    "op_counts": "the launch benchmark's cost per launch and the model's default operator counts",
+    "launch": "the operator counts' cost per operator, else the model's default (5 us)",
+    "collectives": "the model's default latency and bandwidth (100 us per hop, 1 GB/s)",
     "thread_scaling": "every core adding its share (exponent 1, the model's default)",
 }
 
@@ -159,7 +175,7 @@ def _datasheet(rec: dict) -> dict | None:
         return None
     try:
         spec = hardware.device_spec(rec["device_name"])
-        precision = CALIBRATION_PRECISION.get(rec.get("dtype"), "bf16")
+        precision = dtype_precision(rec.get("dtype")) or "bf16"
         return {
             "peak": hardware.peak_flops_per_s(rec["device_name"], precision),
             "bandwidth": hardware.bandwidth_bytes_per_s(rec["device_name"]),
@@ -197,6 +213,11 @@ def check_gemm(rec: dict) -> list[str]:
                 f"fitted GEMM roof at the measured shapes {fitted:.3g} FLOP/s is {fitted / best:.1f}x the best "
                 f"rate measured ({best:.3g})"
             )
+        elif fitted < MIN_FIT_OVER_BEST * best:
+            out.append(
+                f"fitted GEMM roof at the measured shapes {fitted:.3g} FLOP/s is {fitted / best:.2g}x the best "
+                f"rate measured ({best:.3g}): a unit slip, or a fit gone astray"
+            )
         if rec.get("device") == "cuda" and max(max(r["m"], r["n"], r["k"]) for r in rows) < GPU_MIN_GEMM_DIM:
             out.append(
                 f"GEMMs up to {max(max(r['m'], r['n'], r['k']) for r in rows)} per dimension time kernel "
@@ -204,6 +225,8 @@ def check_gemm(rec: dict) -> list[str]:
             )
     elif rows:
         out.append("GEMM timings not finite and positive")
+    if peak < MIN_PEAK_FLOPS_PER_S:
+        out.append(f"GEMM roof {peak:.3g} FLOP/s is below any device's (a unit slip? the file holds FLOP/s)")
     if k0 >= HALF_DIM_BOUND:
         out.append(f"GEMM half-dimension k0 = {k0:.3g} sits at its fit's bound: launch-bound timings")
     if sheet and peak > PEAK_OVER_DATASHEET * sheet["peak"]:
@@ -321,6 +344,35 @@ def check_op_counts(rec: dict) -> list[str]:
     return out
 
 
+def _valid_launch_s(value) -> bool:
+    return _positive(value) and value < MAX_LAUNCH_S
+
+
+def check_launch(rec: dict) -> list[str]:
+    """The launch benchmark's cost per operator launch (the model reads it where the operator counts carry no
+    cost of their own)."""
+    cost = (rec.get("launch") or {}).get("launch_s")
+    if _valid_launch_s(cost):
+        return []
+    return [f"launch cost {cost!r} s not within (0, {MAX_LAUNCH_S * 1e3:g} ms)"]
+
+
+def check_collectives(rec: dict) -> list[str]:
+    """Each group size's latency per hop and bandwidth per rank (``fit_alpha_beta``): finite and positive (an
+    infinite bandwidth is a fit whose timings did not grow with the bytes, which the model reads as no bound)."""
+    out = []
+    for world, c in sorted((rec.get("collectives") or {}).items()):
+        c = c if isinstance(c, dict) else {}
+        alpha, beta = c.get("alpha_s"), c.get("beta_bytes_per_s")
+        if not (_positive(alpha) and alpha < MAX_COLLECTIVE_ALPHA_S):
+            out.append(
+                f"collective latency over {world} ranks {alpha!r} s not within (0, {MAX_COLLECTIVE_ALPHA_S:g} s)"
+            )
+        if not (_positive(beta) or (isinstance(beta, float) and beta == math.inf)):
+            out.append(f"collective bandwidth over {world} ranks {beta!r} B/s not positive")
+    return out
+
+
 def check_power(rec: dict) -> list[str]:
     power = rec.get("power") or {}
     idle, loaded = power.get("idle_w"), power.get("loaded_w")
@@ -376,6 +428,8 @@ def check_calibration(rec: dict) -> dict[str, list[str]]:
         "optimizer": _check_optimizer(rec),
         "attention": check_attention(rec),
         "op_counts": check_op_counts(rec),
+        "launch": check_launch(rec),
+        "collectives": check_collectives(rec),
         "power": check_power(rec),
         "thread_scaling": check_thread_scaling(rec),
     }
@@ -438,6 +492,9 @@ def _fallback_values(rec: dict, quantity: str, precision: str) -> tuple[dict, st
     """The DeviceRoofs fields that replace a flagged quantity, and what they are, in words."""
     from companion.energy import opmodel
 
+    if quantity == "launch" and _valid_launch_s((rec.get("op_counts") or {}).get("per_op_s")):
+        # the model reads the operator counts' cost per operator, not the launch benchmark's
+        return None, "nothing: the operator counts' cost per operator is what the model reads"
     if rec.get("device") == "cuda":
         try:
             return opmodel.gpu_prior_values(rec["device_name"], precision)[quantity], "the datasheet prior"
@@ -455,7 +512,19 @@ def _fallback_values(rec: dict, quantity: str, precision: str) -> tuple[dict, st
             else {"bandwidth_bytes_per_s": r["bandwidth_bytes_per_s"]}
         )
         return values, CPU_FALLBACKS[quantity]
+    launch = (rec.get("launch") or {}).get("launch_s")
     values = {
+        "op_counts": {
+            "launch_s": launch if _valid_launch_s(launch) else CPU_DEFAULT_COSTS["launch_s"],
+            "ops_per_layer": opmodel.DeviceRoofs.ops_per_layer,
+            "ops_per_step": opmodel.DeviceRoofs.ops_per_step,
+        },
+        "launch": {"launch_s": CPU_DEFAULT_COSTS["launch_s"]},
+        "collectives": {
+            "collective_alpha_s": CPU_DEFAULT_COSTS["collective_alpha_s"],
+            "collective_alpha_by_world_s": {},
+            "collective_beta_bytes_per_s": CPU_DEFAULT_COSTS["collective_beta_bytes_per_s"],
+        },
         "elementwise": {"elementwise_bytes_per_s": None},
         "optimizer": {"optimizer_bytes_per_s": None},
         "attention": {"attention_s_per_score": {}},
@@ -511,6 +580,14 @@ def load_calibration(
         fallbacks["collectives"] = f"not measured (one GPU) -> {what}"
     if fallbacks:
         roofs = replace(roofs, fallbacks=fallbacks)
+    measured_at = dtype_precision(rec.get("dtype"))
+    if measured_at and precision and measured_at != precision:
+        # a GEMM roof, a rate in bytes and an attention cost all change with the precision: say so (``predict``
+        # refuses the calibrated tier outright, ``_precision_mismatch``)
+        warnings.append(
+            f"calibration {path} was measured at {measured_at}, not {precision}: its roofs and rates are "
+            f"{measured_at}'s, read as they are for these {precision} runs"
+        )
     if kind == "cpu":
         why = other_host(rec, here)
         if why:
@@ -582,9 +659,7 @@ def load_device_roofs(device: str, precision: str, root=None):
             gemm_peak_flops_per_s=r["peak_flops_per_s"],
             gemm_half_dim=FALLBACK_GEMM_HALF_DIM,
             bandwidth_bytes_per_s=r["bandwidth_bytes_per_s"],
-            launch_s=5e-6,
-            collective_alpha_s=1e-4,
-            collective_beta_bytes_per_s=1e9,
+            **CPU_DEFAULT_COSTS,
             shared_node=True,
             overlap=False,
             node_cores=int(r.get("threads") or 1),

@@ -65,7 +65,7 @@ from companion.energy.intervals import INTERVAL_OVERHEAD_WEIGHT, interval_scale_
 
 from companion.energy import proxies
 from companion.runs.config import ISLAND_ATTN
-from companion.runs.records import CALIBRATION_PRECISION
+from companion.runs.records import dtype_precision
 
 
 # ----------------------------------------------------------------------------------------- the device
@@ -236,7 +236,7 @@ def elementwise_rate(part: dict | None, dtype: str | None) -> float | None:
         return part.get("bytes_per_s")
     elements = part.get("elements") or 3 * float(tokens) * 16 * float(hidden)
     # 2-byte types (bf16, fp16) count as bf16 does; a file without a dtype as fp32
-    two_bytes = CALIBRATION_PRECISION.get(str(dtype).removeprefix("torch.")) in ("bf16", "fp16")
+    two_bytes = dtype_precision(dtype) in ("bf16", "fp16")
     return float(elements) * ELEMENTWISE_BYTES["bf16" if two_bytes else "fp32"] / float(time_s)
 
 
@@ -1312,6 +1312,7 @@ def gpu_prior_values(device: str, precision: str) -> dict:
             "ops_per_step": dev.ops_per_step,
             "ops_counted_autocast": False,
         },
+        "launch": {"launch_s": dev.launch_s},
         "power": {"idle_w": dev.idle_w, "loaded_w": dev.loaded_w, "power_measured": False},
         # a calibration on one GPU measures no collective: NCCL's latency and bandwidth of the board's node
         "collectives": {

@@ -24,12 +24,12 @@ import pandas as pd
 
 from companion.energy import hardware, proxies
 from companion.energy.calibration import (
-    CALIBRATION_PRECISION,
     CalibrationError,
     calibration_path,
     load_calibration,
 )
 from companion.runs.carbon import J_PER_KWH, carbon_intensity
+from companion.runs.records import dtype_precision
 from companion.errors import ConfigError
 from companion.runs.config import DataConfig, Layout, LengthDist, build_run
 from companion.runs.data import expected_token_counts
@@ -603,7 +603,7 @@ def resolve_tier(
             cal = None
             passed.append(f"calibrated tier not used: {exc}")
         dtype = cal.record.get("dtype") if cal else None
-        has = [CALIBRATION_PRECISION.get(dtype, dtype)] if dtype else []
+        has = [dtype_precision(dtype) or str(dtype)] if dtype else []
         why = cal and _precision_mismatch("calibrated", device, precision, has, str(cal.path))
         if cal and not why:
             dev = cal.roofs

@@ -27,6 +27,14 @@ SCHEMA_VERSION = 1
 CALIBRATION_FORMAT = 2
 # the precision a calibration file's dtype (``companion calibrate`` writes torch's name) stands for
 CALIBRATION_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def dtype_precision(dtype) -> str | None:
+    """The precision a calibration's dtype stands for ("bfloat16" or "torch.bfloat16" -> "bf16"); None for a
+    missing or unknown one."""
+    return CALIBRATION_PRECISION.get(str(dtype).removeprefix("torch.")) if dtype else None
+
+
 LOCK_NAME = ".lock"
 
 

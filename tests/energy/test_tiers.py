@@ -468,3 +468,26 @@ def test_a_level_beyond_what_the_held_out_errors_can_say_is_noted(roots):
     assert all(f"{n} {NOVELTY_WORDS[k]}" in note for k, n in counts.items()), note
     plain = predict_tiered(plan, level=0.5, derived_root=derived, devices_root=devices)
     assert not [n for n in plain["notes"] if n.startswith("too few")]
+
+
+def test_the_calibrated_tier_at_a_level_its_errors_cannot_give_takes_the_largest_and_says_so(tmp_path):
+    """The calibrated tier's width is conformal over its errors on a sweep's runs: with 20 of them a 99.9 %
+    interval has no quantile. It takes the largest error, as the fitted tier's kinds do, with the same note,
+    instead of an interval from zero to infinity."""
+    roots = dict(derived_root=tmp_path / "derived", devices_root=tmp_path / "devices")
+    write_json(tmp_path / "devices" / "H100.json", H100_CAL)
+    errors = list(np.linspace(0.05, 0.4, 20))
+    write_json(
+        tmp_path / "derived" / "h100" / "fit.json",
+        {
+            "device_name": "H100",
+            "n_runs": 20,
+            "calibrated_tier_residuals": {"step_s": errors, "energy_per_step_j": errors},
+        },
+    )
+    p = predict_tiered(make_plan(**PLAN), tier="calibrated", level=0.999, **roots)
+    assert np.log(p["time_h_interval"][1] / p["time_h"]) == pytest.approx(0.4)
+    assert np.isfinite(p["energy_kwh_interval"][1]) and p["energy_kwh_interval"][0] > 0
+    assert any(n.startswith("too few held-out errors for a 99.9% interval (20)") for n in p["notes"])
+    p = predict_tiered(make_plan(**PLAN), tier="calibrated", level=0.9, **roots)
+    assert not any(n.startswith("too few") for n in p["notes"])

@@ -54,3 +54,13 @@ def conformal_halfwidth(log_residuals, level: float) -> float:
         return float(r[0])
     i = int(np.floor(k))  # rank i (1-based) and the next, k - i of the way between them
     return float(r[i - 1] + (k - i) * (r[min(i, n - 1)] - r[i - 1]))
+
+
+def bounded_halfwidth(log_residuals, level: float) -> float:
+    """``conformal_halfwidth``, or where there are too few residuals for ``level`` (k > n) the largest of them:
+    a finite interval that says what the data show, where the quantile alone would be unbounded and would
+    "cover" every run (inf only where there is no finite residual at all)."""
+    r = np.abs(np.asarray(log_residuals, float))
+    r = r[np.isfinite(r)]
+    w = conformal_halfwidth(r, level)
+    return w if np.isfinite(w) or not len(r) else float(r.max())

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from companion.energy import opmodel
-from companion.energy.intervals import LEVEL, conformal_halfwidth, interval_scale_of_share
+from companion.energy.intervals import LEVEL, bounded_halfwidth, conformal_halfwidth, interval_scale_of_share
 from companion.energy.efficiency import fit_usl
 from companion.energy.fit import design_matrix
 from companion.energy.laws import LAWS, TIME_LAW, fit_law
@@ -558,8 +558,7 @@ def _kind_halfwidth(residuals, level: float) -> float:
     (fewer than 9 at level 0.9, e.g. the two layouts of a sweep whose only other degree is held out) takes its
     largest residual: a finite interval that says what the data show, where the quantile alone would be
     unbounded and would "cover" every run."""
-    w = conformal_halfwidth(residuals, level)
-    return w if np.isfinite(w) else float(np.max(np.abs(residuals)))
+    return bounded_halfwidth(residuals, level)
 
 
 def keys_to_json(keys: dict) -> dict:

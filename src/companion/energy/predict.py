@@ -390,11 +390,13 @@ def predict(plan: Plan, fitted: FittedModel, law: str = "roofline_power_law", le
             warnings.append(f"fit: {w}")
     if not bool(X.eta_modelled.iloc[0]):
         warnings.append(f"no efficiency model for {X['mode'].iloc[0]} on {plan.device_name}: eta = 1 assumed")
-    mem = plan_memory(plan, plan.precision or fitted.artifact["precision"][0])
+    precision = plan.precision or fitted_precisions[0]  # as plan_frame priced it
+    mem = plan_memory(plan, precision)
     warnings += _memory_warnings(mem, plan.device_name)
     return {
         "plan": {
             **{k: v for k, v in plan.__dict__.items() if k != "lengths"},
+            "precision": precision,
             "lengths": plan.lengths.__dict__,
         },
         "law": law,
@@ -910,7 +912,18 @@ def _widths_and_notes(res: dict, X, level: float) -> tuple[list[dict], list[list
     well exceed. One pass over the plans' novelty."""
     by_kind = res.get("residuals_by_kind")
     if not (by_kind and res.get("train_keys")):
-        return [_halfwidths_at(res, level)] * len(X), [[] for _ in range(len(X))]
+        # one width for every plan; with too few errors for the level, the largest of them, said as the fitted
+        # tier's kinds say it
+        n = min((len(v) for v in (res.get("residuals") or {}).values()), default=0)
+        note = (
+            [
+                f"too few held-out errors for a {level_label(level)} interval ({n}): its width is the largest "
+                "of them, which such an interval may exceed"
+            ]
+            if n and level * (n + 1) > n
+            else []
+        )
+        return [_halfwidths_at(res, level)] * len(X), [list(note) for _ in range(len(X))]
     from companion.energy.models import interval_model
 
     stub = interval_model(res["residuals"], by_kind, res["train_keys"])
@@ -949,10 +962,11 @@ NOVELTY_WORDS = {
 
 def _halfwidths_at(res: dict, level: float) -> dict:
     """Log half-widths at ``level``: conformal from stored held-out residuals where the tier has them."""
-    from companion.energy.intervals import conformal_halfwidth
+    from companion.energy.intervals import bounded_halfwidth
 
     if res.get("residuals"):
-        return {k: conformal_halfwidth(v, level) for k, v in res["residuals"].items()}
+        # too few residuals for the level: the largest of them (as a fitted tier's kind of novelty takes it)
+        return {k: bounded_halfwidth(v, level) for k, v in res["residuals"].items()}
     # a stated width (priors: a factor either side at PRIOR_LEVEL), carried to ``level`` as a log-normal
     # error's would be: the quantile ratio of the normal distribution
     from statistics import NormalDist

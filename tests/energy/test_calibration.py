@@ -400,37 +400,45 @@ def test_a_launch_cost_or_gemm_roof_in_the_wrong_unit_is_flagged(field, value, q
     assert any(words in p for p in check_calibration(rec)[quantity])
 
 
-def test_a_cpu_calibration_s_flagged_launch_cost_gives_way_to_the_default_or_the_per_operator_cost(tmp_path):
-    """The model reads the operator counts' cost per operator, else the launch benchmark's: a flagged launch
-    cost is replaced by the model's default only where nothing else prices a launch."""
+def test_a_flagged_launch_cost_gives_way_to_the_default_and_one_the_model_never_reads_is_not_flagged(
+    tmp_path,
+):
+    """The model reads the operator counts' cost per operator, else the launch benchmark's: a launch cost that is
+    no time is flagged and replaced by the model's default only where nothing else prices a launch."""
     from companion.energy.calibration import CPU_DEFAULT_COSTS
 
     rec = {**_cpu_cal(), "launch": {"launch_s": float("nan")}}
     roofs = load_calibration(_write(tmp_path, rec), "cpu", "fp32").roofs
     assert roofs.launch_s == CPU_DEFAULT_COSTS["launch_s"] and "launch" in roofs.fallbacks
     counted = {**rec, "op_counts": {"per_layer": 90.0, "per_step": 50.0, "per_op_s": 7e-6}}
+    assert "launch" not in check_calibration(counted)  # the model reads the cost per operator
     cal = load_calibration(_write(tmp_path, counted), "cpu", "fp32")
-    assert cal.roofs.launch_s == 7e-6 and cal.roofs.ops_per_layer == 90.0
-    assert any(
-        "launch failed its check" in w and "cost per operator is what the model reads" in w
-        for w in cal.warnings
-    )
+    assert cal.roofs.launch_s == 7e-6 and cal.roofs.ops_per_layer == 90.0 and not cal.warnings
     # operator counts whose cost is no number: the launch benchmark's cost and the default counts, never NaN
     broken = {**_cpu_cal(), "op_counts": {"per_layer": 90.0, "per_step": 50.0, "per_op_s": float("nan")}}
-    roofs = load_calibration(_write(tmp_path, broken), "cpu", "fp32").roofs
-    assert roofs.launch_s == 3e-6 and roofs.ops_per_layer == opmodel.DeviceRoofs.ops_per_layer
+    cal = load_calibration(_write(tmp_path, broken), "cpu", "fp32")
+    assert cal.roofs.launch_s == 3e-6 and cal.roofs.ops_per_layer == opmodel.DeviceRoofs.ops_per_layer
+    assert any("using the launch benchmark's cost and the model's default counts" in w for w in cal.warnings)
+    # both no time: the default launch cost, and each warning says what was used
+    both = {**broken, "launch": {"launch_s": float("nan")}}
+    cal = load_calibration(_write(tmp_path, both), "cpu", "fp32")
+    assert cal.roofs.launch_s == CPU_DEFAULT_COSTS["launch_s"] and set(cal.roofs.fallbacks) == {
+        "op_counts",
+        "launch",
+    }
+    assert any("using the model's default launch cost and counts" in w for w in cal.warnings), cal.warnings
 
 
 @pytest.mark.parametrize(
     "alpha, beta, words",
     [
         (float("nan"), 1.2e9, "collective latency over 4 ranks nan s"),
-        (-2e-4, 1.2e9, "not within (0, 1 s)"),
+        (-2e-4, 1.2e9, "not within [0, 1 s)"),
         (1.3e-3, -5.0, "collective bandwidth over 4 ranks -5.0 B/s not positive"),
         (1.3e-3, float("nan"), "not positive"),
     ],
 )
-def test_collective_costs_that_are_no_time_are_flagged_and_priced_at_the_default(
+def test_a_group_size_whose_collective_costs_are_no_time_is_left_out_of_the_roofs(
     tmp_path, alpha, beta, words
 ):
     from companion.energy.calibration import CPU_DEFAULT_COSTS
@@ -442,22 +450,33 @@ def test_collective_costs_that_are_no_time_are_flagged_and_priced_at_the_default
     }
     (problem,) = check_calibration(rec)["collectives"]
     assert words in problem
-    roofs = load_calibration(_write(tmp_path, rec), "cpu", "fp32").roofs
+    cal = load_calibration(_write(tmp_path, rec), "cpu", "fp32")
+    roofs = cal.roofs  # the 2-rank costs, which passed
+    assert roofs.collective_alpha_s == 4e-4 and roofs.collective_beta_bytes_per_s == 1.4e9
+    assert roofs.collective_alpha_by_world_s == {"2": 4e-4} and "collectives" in roofs.fallbacks
+    assert any("using the costs measured over 2 ranks" in w for w in cal.warnings)
+    # none passed: the model's defaults
+    bad = {**rec, "collectives": {"4": rec["collectives"]["4"]}}
+    roofs = load_calibration(_write(tmp_path, bad), "cpu", "fp32").roofs
     assert roofs.collective_alpha_s == CPU_DEFAULT_COSTS["collective_alpha_s"]
     assert roofs.collective_beta_bytes_per_s == CPU_DEFAULT_COSTS["collective_beta_bytes_per_s"]
-    assert roofs.collective_alpha_by_world_s == {} and "collectives" in roofs.fallbacks
-    # an infinite bandwidth (timings that did not grow with the bytes) is no bound, not a fault
-    healthy = {
-        **rec,
-        "collectives": {"2": good, "4": {**good, "beta_bytes_per_s": float("inf"), "world_size": 4}},
-    }
-    assert "collectives" not in check_calibration(healthy)
-    assert load_calibration(_write(tmp_path, healthy), "cpu", "fp32").roofs.collective_alpha_s == 4e-4
+
+
+def test_collective_costs_as_the_fit_gives_them_pass():
+    """Non-negative least squares may fit a zero latency, and a bandwidth that is infinite (timings that did not
+    grow with the bytes) or absent is read as no bound: none of these is a fault."""
+    for c in (
+        {"alpha_s": 0.0, "beta_bytes_per_s": 1.4e9},
+        {"alpha_s": 4e-4, "beta_bytes_per_s": float("inf")},
+        {"alpha_s": 4e-4},
+    ):
+        assert "collectives" not in check_calibration({**_cpu_cal(), "collectives": {"2": c}}), c
 
 
 def test_a_calibration_read_for_another_precision_says_so_and_torch_s_dtype_names_are_read():
     """A bf16 GPU calibration read for fp32 runs (or a CPU's fp32 one for bf16) keeps its roofs, with a warning;
-    a dtype written as torch names it ("torch.bfloat16") is the same precision as "bfloat16"."""
+    a dtype written as torch names it ("torch.float32") is the same precision as "float32"."""
+    from companion.energy.calibration import _datasheet
     from companion.runs.records import dtype_precision
 
     assert [dtype_precision(d) for d in ("torch.bfloat16", "bfloat16", "float32", None, "int8")] == [
@@ -473,4 +492,6 @@ def test_a_calibration_read_for_another_precision_says_so_and_torch_s_dtype_name
         "not bf16" in w or "not fp32" in w for w in load_calibration(H200, "H200", "bf16").warnings
     )
     rec = read_calibration(H200)
-    assert check_calibration({**rec, "dtype": "torch.bfloat16"}) == check_calibration(rec)
+    fp32 = _datasheet({**rec, "dtype": "float32"})["peak"]
+    assert fp32 < _datasheet(rec)["peak"]  # the datasheet's fp32 roof, not its bf16 one
+    assert _datasheet({**rec, "dtype": "torch.float32"})["peak"] == fp32

@@ -1,5 +1,6 @@
 """`companion calibrate`: the fits recover known roofs; a short run on CPU writes a complete record."""
 
+import copy
 import json
 import os
 import signal
@@ -337,3 +338,55 @@ def test_self_check_re_times_what_it_can_and_says_how_often_each_quantity_was_ch
     out = self_check(rec, check, {"gemm": lambda: "quiet"})
     assert rec["gemm"] == "quiet" and out["gemm"] == {"attempts": 2, "problems": []}
     assert out["collectives"] == {"attempts": 1, "problems": ["collectives is nan"]}
+
+
+def test_calibrate_checks_the_collectives_once_both_passes_are_in(monkeypatch):
+    """The collectives are fitted from both passes only after the other benchmarks' checks: they are checked then,
+    once (nothing of theirs can be re-timed), and a latency that is no time is flagged in the file's checks and
+    warnings."""
+    from companion.energy.calibration import check_calibration
+    from companion.runs import calibrate as cal
+
+    row = {"op": "all_reduce", "bytes": 4096, "wire_bytes": 4096.0, "time_s": 1e-4}
+
+    class Ranks:  # a pass without processes: one collective timing
+        def __init__(self, world, backend):
+            self.world = world
+
+        def run(self, budget_s, layout_budget_s=0.0, work=True):
+            return {
+                "world_size": self.world,
+                "rows": [row],
+                "alpha_s": 1e-4,
+                "beta_bytes_per_s": 1e9,
+                "layouts": [],
+            }
+
+        def close(self, stop=False):
+            pass
+
+    stubs = {
+        "gemm_benchmark": {"peak_flops_per_s": 1e11, "half_dim": 30.0, "shapes": []},
+        "attention_benchmark": [],
+        "bandwidth_benchmark": {"bandwidth_bytes_per_s": 1e10},
+        "launch_benchmark": {"launch_s": 3e-6},
+        "elementwise_benchmark": {},
+        "optimizer_benchmark": {},
+        "thread_scaling_benchmark": {"threads": 1},
+        "op_count_benchmark": {},
+        "power_benchmark": {"idle_w": None, "loaded_w": None},
+        "single_probe_steps": [],
+        "single_work_steps": [],
+    }
+    for name, value in stubs.items():
+        monkeypatch.setattr(cal, name, lambda *a, value=value, **k: copy.deepcopy(value))
+    monkeypatch.setattr(cal, "CollectiveRanks", Ranks)
+    monkeypatch.setattr(cal, "fit_alpha_beta", lambda rows, world: (float("nan"), 1e9))
+    rec = cal.calibrate("cpu", budget_s=1.0, world_sizes=(2,), check=check_calibration)
+    assert rec["checks"]["collectives"]["attempts"] == 1
+    (problem,) = rec["checks"]["collectives"]["problems"]
+    assert "collective latency over 2 ranks nan s" in problem
+    assert any(w.startswith("collectives failed its check (") for w in rec["warnings"])
+    monkeypatch.setattr(cal, "fit_alpha_beta", lambda rows, world: (2e-4, 1e9))
+    rec = cal.calibrate("cpu", budget_s=1.0, world_sizes=(2,), check=check_calibration)
+    assert rec["checks"]["collectives"] == {"attempts": 1, "problems": []}

@@ -99,9 +99,11 @@ CPU_FALLBACKS = {
     "elementwise": "the copy bandwidth",
     "optimizer": "the copy bandwidth",
     "attention": "the attention GEMMs' roofline",
-    "op_counts": "the launch benchmark's cost per launch and the model's default operator counts",
-    "launch": "the operator counts' cost per operator, else the model's default (5 us)",
-    "collectives": "the model's default latency and bandwidth (100 us per hop, 1 GB/s)",
+    "op_counts": "the launch benchmark's cost per launch (else the model's default) and the model's default "
+    "operator counts",
+    "launch": "the model's default (5 us)",
+    "collectives": "the other group sizes' costs (else the model's default latency and bandwidth, 100 us per hop "
+    "and 1 GB/s)",
     "thread_scaling": "every core adding its share (exponent 1, the model's default)",
 }
 
@@ -349,28 +351,41 @@ def _valid_launch_s(value) -> bool:
 
 
 def check_launch(rec: dict) -> list[str]:
-    """The launch benchmark's cost per operator launch (the model reads it where the operator counts carry no
-    cost of their own)."""
+    """The launch benchmark's cost per operator launch, where the model reads it: a file whose operator counts
+    carry a cost per operator of their own is priced by that one (a flagged ``op_counts`` falls back to this
+    cost only where it is valid, ``_fallback_values``)."""
+    if _valid_launch_s((rec.get("op_counts") or {}).get("per_op_s")):
+        return []
     cost = (rec.get("launch") or {}).get("launch_s")
     if _valid_launch_s(cost):
         return []
     return [f"launch cost {cost!r} s not within (0, {MAX_LAUNCH_S * 1e3:g} ms)"]
 
 
-def check_collectives(rec: dict) -> list[str]:
-    """Each group size's latency per hop and bandwidth per rank (``fit_alpha_beta``): finite and positive (an
-    infinite bandwidth is a fit whose timings did not grow with the bytes, which the model reads as no bound)."""
+def _collective_problems(world: str, c) -> list[str]:
+    """One group size's latency per hop and bandwidth per rank as ``fit_alpha_beta`` fits them: a latency in [0,
+    1 s) (non-negative least squares may give 0) and a bandwidth that is positive or absent or infinite (timings
+    that did not grow with the bytes: the model reads no bound)."""
+    c = c if isinstance(c, dict) else {}
+    alpha, beta = c.get("alpha_s"), c.get("beta_bytes_per_s", math.inf)
     out = []
-    for world, c in sorted((rec.get("collectives") or {}).items()):
-        c = c if isinstance(c, dict) else {}
-        alpha, beta = c.get("alpha_s"), c.get("beta_bytes_per_s")
-        if not (_positive(alpha) and alpha < MAX_COLLECTIVE_ALPHA_S):
-            out.append(
-                f"collective latency over {world} ranks {alpha!r} s not within (0, {MAX_COLLECTIVE_ALPHA_S:g} s)"
-            )
-        if not (_positive(beta) or (isinstance(beta, float) and beta == math.inf)):
-            out.append(f"collective bandwidth over {world} ranks {beta!r} B/s not positive")
+    if not (_positive(alpha) or alpha == 0) or isinstance(alpha, bool) or not alpha < MAX_COLLECTIVE_ALPHA_S:
+        out.append(
+            f"collective latency over {world} ranks {alpha!r} s not within [0, {MAX_COLLECTIVE_ALPHA_S:g} s)"
+        )
+    if not (_positive(beta) or (isinstance(beta, float) and beta == math.inf)):
+        out.append(f"collective bandwidth over {world} ranks {beta!r} B/s not positive")
     return out
+
+
+def check_collectives(rec: dict) -> list[str]:
+    """Each group size's collective costs (``_collective_problems``); a flagged one is left out of the roofs and
+    the others kept (``_fallback_values``)."""
+    return [
+        p
+        for world, c in sorted((rec.get("collectives") or {}).items())
+        for p in _collective_problems(world, c)
+    ]
 
 
 def check_power(rec: dict) -> list[str]:
@@ -492,9 +507,22 @@ def _fallback_values(rec: dict, quantity: str, precision: str) -> tuple[dict, st
     """The DeviceRoofs fields that replace a flagged quantity, and what they are, in words."""
     from companion.energy import opmodel
 
-    if quantity == "launch" and _valid_launch_s((rec.get("op_counts") or {}).get("per_op_s")):
-        # the model reads the operator counts' cost per operator, not the launch benchmark's
-        return None, "nothing: the operator counts' cost per operator is what the model reads"
+    if quantity == "collectives":
+        kept = {w: c for w, c in (rec.get("collectives") or {}).items() if not _collective_problems(w, c)}
+        if kept:  # the group sizes that passed, as the roofs read them
+            r = opmodel.roofs_from_calibration({**rec, "collectives": kept})
+            values = {
+                "collective_alpha_s": r.collective_alpha_s,
+                "collective_alpha_by_world_s": r.collective_alpha_by_world_s,
+                "collective_beta_bytes_per_s": r.collective_beta_bytes_per_s,
+            }
+            return values, f"the costs measured over {', '.join(sorted(kept))} ranks"
+        if rec.get("device") == "cpu":  # none passed (a GPU's take the datasheet prior, below)
+            defaults = {k: v for k, v in CPU_DEFAULT_COSTS.items() if k.startswith("collective")}
+            return {
+                **defaults,
+                "collective_alpha_by_world_s": {},
+            }, "the model's default latency and bandwidth"
     if rec.get("device") == "cuda":
         try:
             return opmodel.gpu_prior_values(rec["device_name"], precision)[quantity], "the datasheet prior"
@@ -512,19 +540,23 @@ def _fallback_values(rec: dict, quantity: str, precision: str) -> tuple[dict, st
             else {"bandwidth_bytes_per_s": r["bandwidth_bytes_per_s"]}
         )
         return values, CPU_FALLBACKS[quantity]
-    launch = (rec.get("launch") or {}).get("launch_s")
-    values = {
-        "op_counts": {
-            "launch_s": launch if _valid_launch_s(launch) else CPU_DEFAULT_COSTS["launch_s"],
+    if quantity == "op_counts":
+        launch = (rec.get("launch") or {}).get("launch_s")
+        counts = {
             "ops_per_layer": opmodel.DeviceRoofs.ops_per_layer,
             "ops_per_step": opmodel.DeviceRoofs.ops_per_step,
-        },
+        }
+        if _valid_launch_s(launch):
+            return {
+                "launch_s": launch,
+                **counts,
+            }, "the launch benchmark's cost and the model's default counts"
+        return {
+            "launch_s": CPU_DEFAULT_COSTS["launch_s"],
+            **counts,
+        }, "the model's default launch cost and counts"
+    values = {
         "launch": {"launch_s": CPU_DEFAULT_COSTS["launch_s"]},
-        "collectives": {
-            "collective_alpha_s": CPU_DEFAULT_COSTS["collective_alpha_s"],
-            "collective_alpha_by_world_s": {},
-            "collective_beta_bytes_per_s": CPU_DEFAULT_COSTS["collective_beta_bytes_per_s"],
-        },
         "elementwise": {"elementwise_bytes_per_s": None},
         "optimizer": {"optimizer_bytes_per_s": None},
         "attention": {"attention_s_per_score": {}},

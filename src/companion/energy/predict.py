@@ -914,7 +914,10 @@ def _widths_and_notes(res: dict, X, level: float) -> tuple[list[dict], list[list
     if not (by_kind and res.get("train_keys")):
         # one width for every plan; with too few errors for the level, the largest of them, said as the fitted
         # tier's kinds say it
-        n = min((len(v) for v in (res.get("residuals") or {}).values()), default=0)
+        n = min(
+            (int(np.isfinite(np.asarray(v, float)).sum()) for v in (res.get("residuals") or {}).values()),
+            default=0,
+        )
         note = (
             [
                 f"too few held-out errors for a {level_label(level)} interval ({n}): its width is the largest "

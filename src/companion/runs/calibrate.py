@@ -1104,6 +1104,7 @@ def calibrate(
                 check,
                 {
                     "gemm": lambda: gemm_benchmark(dev, dtype, 0.2 * b),
+                    "launch": lambda: launch_benchmark(dev, 0.02 * b),
                     "attention": lambda: attention_benchmark(dev, dtype, 0.1 * b),
                     "bandwidth": lambda: bandwidth_benchmark(dev, 0.05 * b),
                     "elementwise": lambda: elementwise_benchmark(dev, dtype, 0.03 * b),
@@ -1123,6 +1124,10 @@ def calibrate(
         for pool in ranks.values():
             pool.close()
     rec["collectives"] = {str(p): combine_passes(passes[p], p) for p in world_sizes}
+    if check is not None:
+        # the collectives are known only now, from both passes (the faster of each): checked once, as they are
+        problems = check(rec).get("collectives", [])
+        rec["checks"]["collectives"] = {"attempts": 1, "problems": problems}
     rec["layout_probe_single"] = _fastest(singles, ("layers",), "step_s")
     if single_work:
         rec["work_probe_single"] = _fastest(single_work, ("tp", "dp"), "step_s")

@@ -762,6 +762,19 @@ def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gp
         and "on the test set 8.6 % time" in body
         and "0.83 × the error of its calibrated" in body
     )
+    # the ratio beside its criterion, and the runs the scores rest on where the step-time filter left some out
+    assert "(≤ 0.7 ×" not in body  # a verdict without the criterion says nothing of it
+    v["model_verdict"]["targets"]["time"]["beats_calibrated_tier"] = False
+    assert "0.83 × the error of its calibrated tier (≤ 0.7 ×: not met)" in sentences.answer_box(v, runs).data
+    v["model_verdict"]["targets"]["time"]["beats_calibrated_tier"] = True
+    assert "(≤ 0.7 ×: met)" in sentences.answer_box(v, runs).data
+    v["ci_filter"] = {"sweep": {"runs": 106, "kept": 66}, "max_step_ci95_rel": 0.1}
+    assert (
+        "3 runs on 1 to 4 ranks, 66 of the grid's 106 kept by the step-time filter."
+        in sentences.answer_box(v, runs).data
+    )
+    v["ci_filter"]["sweep"]["kept"] = 106
+    assert "step-time filter" not in sentences.answer_box(v, runs).data
     assert (
         "criteria met for time" in body
         and "H200" in body

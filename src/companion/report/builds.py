@@ -262,14 +262,13 @@ def coverage_over_builds_text(
         builds = max(c.builds for c in rest.values())
         test = pooled[(pooled.split == "test") & (pooled.model == model)].set_index("target")
         apart = (
-            f" (the test set, on {int(test.sweeps.max())} build{'s' if test.sweeps.max() > 1 else ''}: "
+            f"; the test set apart, on {int(test.sweeps.max())} build{'s' if test.sweeps.max() > 1 else ''}: "
             + " and ".join(f"{test.coverage_pct[t]:.1f} %" for t in found if t in test.index)
-            + ")"
             if len(test)
             else ""
         )
         return f"{ranges} per split over {builds} builds, " + (
-            f"{'every' if inside else 'not every'} split within {band[0]:.0f}–{band[1]:.0f} %{apart}"
+            f"{'every' if inside else 'not every'} other split within {band[0]:.0f}–{band[1]:.0f} %{apart}"
         )
     everything, c = found[target], rest[target]
     test = everything.outside.get("test")

@@ -508,7 +508,7 @@ def predicted_vs_measured(pred: pd.DataFrame, df: pd.DataFrame, law: str) -> alt
         height=HEIGHT,
         title=_title(f"Held-out predictions: {MODEL_WORDS.get(law, law)} (bars: 90 % intervals)", df),
         description="Points on the dashed diagonal are predicted exactly; a bar that misses the "
-        "diagonal is an interval that did not cover the run's observed energy.",
+        "diagonal is an interval that did not cover the run's recorded energy.",
     )
 
 

@@ -95,7 +95,7 @@ def static_power_text(static_share: float, p0_w: float, idle_w: float | None, ra
     )
     if idle_w and p0_w < 0.8 * idle_w:
         text += (
-            f" That is below the calibrated idle power ({idle_w:.1f} W): memory traffic Q grows with step time "
+            f" That is below the calibration's idle power ({idle_w:.1f} W, estimated): memory traffic Q grows with step time "
             "here, so ε_Q·Q absorbs part of the static power, and the 'memory' share is partly time."
         )
     if ram_share is not None and ram_share > 0:

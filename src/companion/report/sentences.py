@@ -13,7 +13,7 @@ import re
 
 import pandas as pd
 
-from companion.energy.validation import CRITERIA_WORDS
+from companion.energy.validation import CRITERIA_WORDS, VERDICT_CRITERIA
 from companion.report.numbers import (
     MODELS,
     NA,
@@ -186,7 +186,7 @@ def pass_drift_text(noise: dict) -> str:
         return NA
     way = "slower" if ratio > 1 else "faster"
     n = d.get("n_configs")
-    over = f" over the {n} configurations measured in both passes" if isinstance(n, int) and n > 0 else ""
+    over = f" over the {n} configurations kept in both passes" if isinstance(n, int) and n > 0 else ""
     return (
         f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first (median absolute change{over}: "
         f"{size * 100:.0f} %)"
@@ -479,8 +479,16 @@ def answer_box(
         if judged
         else "no verdict (too few runs to hold out whole groups)"
     )
+    sweep, _, _ = ci_filter_counts(validation)
+    kept = (
+        f", {sweep['kept']}"
+        + ("" if sweep["runs"] == n else f" of the grid's {sweep['runs']}")
+        + " kept by the step-time filter"
+        if sweep and sweep.get("kept", 0) < sweep["runs"]
+        else ""
+    )
     items = [
-        f"<b>Hardware</b>: {html.escape(str(device))}, {n} runs{ranks}.",
+        f"<b>Hardware</b>: {html.escape(str(device))}, {n} runs{ranks}{kept}.",
         "<b>Energy</b>: "
         + (
             "measured by a hardware counter."
@@ -555,9 +563,10 @@ def answer_box(
 
 
 def _ratio_words(t: dict) -> str:
-    r = finite(t.get("over_calibrated_tier"))
+    r, met = finite(t.get("over_calibrated_tier")), t.get("beats_calibrated_tier")
+    judged = f" (≤ {VERDICT_CRITERIA['calibrated_ratio']:g} ×: {'met' if met else 'not met'})"
     return (
-        f"{r:.2f} × the error of its calibrated tier"
+        f"{r:.2f} × the error of its calibrated tier" + (judged if isinstance(met, bool) else "")
         if r is not None
         else "its calibrated tier's error is not available"
     )

@@ -24,7 +24,7 @@ laws = ["roofline_power_law", "energy_roofline", "tokens_linear", "flops_power_l
 n_boot = 50
 level = 0.9
 seed = 0
-target_mape_pct = 5.0
+target_mape_pct = 10.0  # the operator roofline's pooled bar (validation.VERDICT_CRITERIA)
 max_step_ci95_rel = 0.1
 holdout_profile = "holdout"
 test_profile = "testset"
@@ -95,8 +95,13 @@ glue(
         f"and the best baseline that predicts before running ({LAWS[v['best_baseline']].label}) by "
         f"{v['best_baseline_mape_pct']:.1f} %. A law said to predict energy before the run should miss by at most "
         f"{target_mape_pct:g} % and by at most half the best baseline's: the paper's law meets "
-        f"{('neither', 'only one', 'both')[met]} on these runs{below_floor}. (The operator roofline is held to "
-        f"{val.VERDICT_CRITERIA['target_pct']:g} % pooled: the summary page.)"
+        f"{('neither', 'only one', 'both')[met]} on these runs{below_floor}"
+        + (
+            " (the operator roofline's pooled bar too: the summary page)."
+            if target_mape_pct == val.VERDICT_CRITERIA["target_pct"]
+            else f". (The operator roofline is held to {val.VERDICT_CRITERIA['target_pct']:g} % pooled: the summary "
+            "page.)"
+        )
         + (
             f" A fitted power times each run's measured time misses by {after:.1f} %: this energy is nearly power "
             "times time."

@@ -145,12 +145,14 @@ def validate(
     return pd.DataFrame(summary), pred
 
 
-def verdict(summary: pd.DataFrame, law: str = "roofline_power_law", target_mape: float = 5.0) -> dict:
+def verdict(summary: pd.DataFrame, law: str = "roofline_power_law", target_mape: float | None = None) -> dict:
     """Does the law reach held-out MAPE <= target and at most half the best pre-run baseline's MAPE?
 
-    Pooled over every split. Baselines that read the run's measured time are not pre-run predictors and
-    are compared separately.
+    Pooled over every split; ``target_mape`` defaults to the primary model's pooled bar
+    (``VERDICT_CRITERIA["target_pct"]``). Baselines that read the run's measured time are not pre-run predictors
+    and are compared separately.
     """
+    target_mape = VERDICT_CRITERIA["target_pct"] if target_mape is None else target_mape
     pooled = summary.groupby("law").apply(lambda g: np.average(g.mape_pct, weights=g.n), include_groups=False)
     pre_run = [n for n in pooled.index if LAWS[n].baseline and not LAWS[n].uses_measured_time]
     best = min(pre_run, key=lambda n: pooled[n])
@@ -178,7 +180,7 @@ def explain(v: dict, df: pd.DataFrame) -> str:
         f"{v['mape_pct']:.1f} %, and the best baseline that predicts before running ({best}) reaches "
         f"{v['best_baseline_mape_pct']:.1f} %. The criteria the validation page sets for the paper's law, the bar "
         f"of a law said to predict energy before the run (its parameter target_mape_pct): a MAPE of at most "
-        f"{v.get('target_mape_pct', 5.0):g} %, and at most half the best baseline's. The primary model is held "
+        f"{v.get('target_mape_pct', VERDICT_CRITERIA['target_pct']):g} %, and at most half the best baseline's. The primary model is held "
         f"to its own verdict's criteria on the summary page ({VERDICT_CRITERIA['target_pct']:g} % pooled, "
         f"{VERDICT_CRITERIA['split_pct']:g} % in every split). "
     )

@@ -119,6 +119,39 @@ def test_a_chart_beside_another_output_is_not_labelled_as_a_figure(tmp_path):
     assert second["metadata"]["mystnb"]["figure"] == {"caption": "What to see.", "name": "fig-03-fit-2"}
 
 
+def test_a_glued_chart_gets_its_static_figure_referred_to_from_the_book_s_root(tmp_path):
+    """A chart glued without display (the introduction's first figure, pasted into a page at the book's root)
+    carries its static SVG for a reader without JavaScript, at a path from the root, and is not numbered as a
+    figure of the stage's own page."""
+    chart = render_html(
+        {
+            "description": "What to see.",
+            "data": {"values": [{"x": 1}]},
+            "mark": "point",
+            "encoding": {"x": {"field": "x", "type": "quantitative"}},
+        }
+    )
+    prefix = "application/papermill.record/"
+    glued = {
+        "output_type": "display_data",
+        "metadata": {"scrapbook": {"name": "fig_hero", "mime_prefix": prefix}},
+        "data": {prefix + "text/html": chart},
+    }
+    nb = {"cells": [_code("g", outputs=[glued])]}
+    presentation.finish(
+        nb,
+        "06_headline",
+        tmp_path / "figs",
+        "../_static/figures/06_headline",
+        [],
+        glue_href="_static/figures/06_headline",
+    )
+    html = nb["cells"][0]["outputs"][0]["data"][prefix + "text/html"]
+    assert '<noscript><img src="_static/figures/06_headline/glue-fig_hero.svg" alt="What to see."' in html
+    assert "download>SVG</a>" not in html and "mystnb" not in nb["cells"][0]["metadata"]
+    assert (tmp_path / "figs" / "glue-fig_hero.svg").read_text().startswith("<svg")
+
+
 def test_table_headers_wrap_after_underscores_only():
     assert (
         presentation._breakable_headers('<tr><th class="c">energy_kwh_lo</th><td>run_id_1</td></tr>')

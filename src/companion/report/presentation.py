@@ -196,11 +196,12 @@ def path_roots(data_root: Path, source_root: Path) -> list[tuple[str, str]]:
     return sorted(roots.items(), key=lambda kv: -len(kv[0]))
 
 
-def _chart_figure(text: str, div: str, svg_href: str, alt_text: str) -> str:
-    """The chart with its static SVG inside (shown without JavaScript) and a link to it underneath."""
+def _chart_figure(text: str, div: str, svg_href: str, alt_text: str, links: bool = True) -> str:
+    """The chart with its static SVG inside (shown without JavaScript) and, with ``links``, a link to it
+    underneath."""
     noscript = f'<noscript><img src="{svg_href}" alt="{alt_text}" style="max-width:100%"></noscript>'
-    links = f'<p class="companion-chart-links"><a href="{svg_href}" title="the static figure" download>SVG</a></p>'
-    return text.replace(div, div.replace("></div>", f">{noscript}</div>"), 1) + links
+    link = f'<p class="companion-chart-links"><a href="{svg_href}" title="the static figure" download>SVG</a></p>'
+    return text.replace(div, div.replace("></div>", f">{noscript}</div>"), 1) + (link if links else "")
 
 
 def _shorten_printed_log(outputs: list[dict], moved: list[str]) -> list[dict]:
@@ -234,6 +235,7 @@ def finish(
     figure_href: str,
     roots: list[tuple[str, str]],
     artifact: tuple[Path, Path, str, str] | None = None,
+    glue_href: str | None = None,
 ) -> list[str]:
     """Post-process an executed notebook in place; returns the stderr texts moved out of the page.
 
@@ -274,6 +276,21 @@ def finish(
                     data["text/html"] = _breakable_headers(data["text/html"])
                 is_glue = "scrapbook" in out.get("metadata", {})
                 m = CHART_DIV.search(_source({"source": data.get("text/html", "")}))
+                glued_html = (
+                    out["metadata"]["scrapbook"].get("mime_prefix", "") + "text/html" if is_glue else None
+                )
+                g = CHART_DIV.search(_source({"source": data.get(glued_html, "")})) if glued_html else None
+                if g and glue_href:
+                    # a glued chart is pasted into a page at the book's root (the introduction's first figure):
+                    # its static SVG, referred to from there, for a reader without JavaScript or on paper
+                    html_text = _source({"source": data[glued_html]})
+                    spec = json.loads(re.search(SPEC.format(id=g.group("id")), html_text, re.S).group("spec"))
+                    name = f"glue-{out['metadata']['scrapbook'].get('name', 'chart')}.svg"
+                    figure_dir.mkdir(parents=True, exist_ok=True)
+                    (figure_dir / name).write_text(to_svg(spec))
+                    data[glued_html] = _chart_figure(
+                        html_text, g.group(0), f"{glue_href}/{name}", g.group("caption"), links=False
+                    )
                 if m and not is_glue:
                     html_text = _source({"source": data["text/html"]})
                     spec = json.loads(re.search(SPEC.format(id=m.group("id")), html_text, re.S).group("spec"))

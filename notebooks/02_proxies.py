@@ -307,7 +307,7 @@ figures.energy_vs_flops(df)
 # ## The replicate noise floor
 #
 # How far replicates, measured in separate passes of the sweep, fall from their configuration's mean, over every
-# run measured (the held-out page's: only the runs it scores): the noise of one
+# run measured (the summary page's floor: only the runs scored): the noise of one
 # measurement, a yardstick for any model's error ([](06_headline.ipynb)).
 
 # %%

@@ -148,7 +148,10 @@ glue(
 )
 if numbers["modes"]:
     display(
-        gpu.modes_table(numbers).style.hide(axis="index").set_table_attributes('class="companion-numbers"')
+        gpu.modes_table(numbers)
+        .style.hide(axis="index")
+        .set_caption(gpu.modes_caption(numbers))
+        .set_table_attributes('class="companion-numbers"')
     )
 
 # %% [markdown]

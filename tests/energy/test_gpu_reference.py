@@ -255,6 +255,10 @@ def test_the_runner_s_compiled_steps_keep_the_fused_attention():
     text = gpu.modes_text({"modes": first, "modes_masked": numbers})
     assert f"MFU {best['mfu_pct']:.0f} % against" in text and f"{rows.step_s_ape.max():.0f} % long" in text
     assert len(gpu.modes_table({"modes": first, "modes_masked": numbers})) == 6
+    # the table says whose runs it holds: the masked set's machine where there is one
+    both = {"modes": first, "modes_masked": numbers, "device": "H200"}
+    assert gpu.modes_caption(both) == "BERT-base, batch 32, on the second modes machine (H200)"
+    assert "first modes machine" in gpu.modes_caption({"modes": first, "device": "H200"})
 
 
 def test_attention_left_out_of_the_compiled_graphs_on_another_board():

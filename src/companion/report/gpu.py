@@ -246,6 +246,12 @@ def _compiled_energy_512(modes: dict) -> pd.Series:
     return native.drop(index="eager").energy_per_step_j / native.energy_per_step_j["eager"]
 
 
+def modes_caption(numbers: dict) -> str:
+    """The modes table's caption: which machine's runs it holds (``modes_table``'s choice of set)."""
+    machine = "second modes machine" if numbers.get("modes_masked") else "first modes machine"
+    return f"BERT-base, batch 32, on the {machine} ({numbers.get('device', 'GPU')})"
+
+
 def modes_text(numbers: dict) -> str:
     """What the execution modes and engines change (the first modes set: Accelerate, and compiled steps whose
     attention ran the math path; the masked set: the runner's compiled steps now), and how far the calibrated

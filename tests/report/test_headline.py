@@ -776,7 +776,8 @@ def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gp
     v["ci_filter"]["sweep"]["kept"] = 106
     assert "step-time filter" not in sentences.answer_box(v, runs).data
     assert (
-        "criteria met for time" in body
+        "criteria</a> met for time" in body
+        and f'<a href="{sentences.VERDICT_HREF}">' in body
         and "H200" in body
         and "15.0 % time and 7.8 % energy over 7 runs" in body
     )

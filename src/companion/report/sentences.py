@@ -408,6 +408,8 @@ def _test_over_builds(builds: pd.DataFrame | None) -> str:
     return f" ({pct(mape.get('time'))} and {pct(mape.get('energy'))} over {int(rows.sweeps.max())} builds)"
 
 
+# the summary page's verdict, as a link from the book's root (where the introduction is)
+VERDICT_HREF = "generated/06_headline.html#the-verdict-on-the-primary-model"
 VERDICT_KEYS = tuple(CRITERIA_WORDS)  # the verdict table's criteria, its stretch goal apart
 
 
@@ -475,7 +477,8 @@ def answer_box(
         else ""
     )
     verdict = (
-        f"{met} of its {len(judged)} criteria met for time"
+        # the criteria are listed on the summary page (the box is pasted into the introduction, at the root)
+        f'{met} of its {len(judged)} <a href="{VERDICT_HREF}">criteria</a> met for time'
         if judged
         else "no verdict (too few runs to hold out whole groups)"
     )

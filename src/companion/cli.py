@@ -415,7 +415,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--device-name", help="name of the file and device (default: cpu, or the GPU's model, e.g. H100)"
     )
     ca.add_argument(
-        "--budget-s", type=float, default=30.0, help="time for the timed benchmarks, seconds (default 30)"
+        "--budget-s",
+        type=float,
+        default=30.0,
+        help="time for the single-process benchmarks and the collectives, seconds (default 30; the layout "
+        "probes and the ranks' start add about as much again)",
     )
     ca.add_argument("--out", type=Path, help="output file (default data/devices/<device-name>.json)")
     ca.add_argument(

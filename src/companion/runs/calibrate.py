@@ -1045,8 +1045,11 @@ def calibrate(
     check=None,
     executions=(),
 ) -> dict:
-    """Run every microbenchmark within about ``budget_s`` (0.9 of it timed; the power windows last at least
-    the meter's minimum window) and return the calibration record. ``executions`` (compile, cudagraphs): also
+    """Run every microbenchmark and return the calibration record. ``budget_s`` sizes the single-process
+    benchmarks (0.9 of it timed; the power windows last at least the meter's minimum window) and the passes over
+    the collectives; the layout probes' fixed repetitions (``LAYOUT_PROBE_MIN_REPS``), the work probes and the
+    ranks' start run beyond it (a CPU calibration at the default 30 s takes about 60-75 s on 2 cores, its
+    ``provenance.wall_s``). ``executions`` (compile, cudagraphs): also
     probe how each execution mode changes the step's host time and kernels (``execution_probe``; compiling
     takes tens of seconds per mode and depth, outside the budget)."""
     check_calibration_request(device, budget_s, device_name, executions)

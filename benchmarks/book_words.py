@@ -15,7 +15,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from companion.report.book_check import BUDGET_WORDS, PLUMBING_ALLOWED, word_counts  # noqa: E402
+from companion.report.book_check import (  # noqa: E402
+    ANSWER_BOX_WORDS,
+    BUDGET_WORDS,
+    PLUMBING_ALLOWED,
+    answer_box_words,
+    word_counts,
+)
 
 
 def main(argv=None) -> int:
@@ -35,6 +41,9 @@ def main(argv=None) -> int:
         f"\n{total} words in {len(counts)} pages (budget {BUDGET_WORDS}); {leaks} code-like tokens outside "
         "the page on reproducing"
     )
+    intro = html / "intro.html"
+    if intro.is_file() and "companion-answer" in (text := intro.read_text()):
+        print(f"answer box: {len(answer_box_words(text))} words (budget {ANSWER_BOX_WORDS})")
     return 0
 
 

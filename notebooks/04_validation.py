@@ -97,7 +97,7 @@ glue(
         f"{target_mape_pct:g} % and by at most half the best baseline's: the paper's law meets "
         f"{('neither', 'only one', 'both')[met]} on these runs{below_floor}"
         + (
-            " (the operator roofline's pooled bar too: the summary page)."
+            f"; {target_mape_pct:g} % is also the operator roofline's pooled bar (the summary page)."
             if target_mape_pct == val.VERDICT_CRITERIA["target_pct"]
             else f". (The operator roofline is held to {val.VERDICT_CRITERIA['target_pct']:g} % pooled: the summary "
             "page.)"

@@ -117,7 +117,7 @@ glue("noise_floor_time", floor["time"], display=False)
 glue("noise_floor_energy", floor["energy"], display=False)
 glue("exact_floor_time", floor["exact_time"], display=False)
 glue("exact_floor_energy", floor["exact_energy"], display=False)
-glue("pass_drift", sentences.pass_drift_text(noise), display=False)
+glue("pass_drift", sentences.pass_drift_text(noise, kept=bool(validation.get("noise"))), display=False)
 for key, text in numbers.coverage_summary(validation).items():
     glue(f"coverage_{key}", text, display=False)
 glue("verdict_table", tables.styled_prose(verdict), display=False)

@@ -760,12 +760,12 @@ def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gp
     assert (
         "9.9 % time" in body
         and "on the test set 8.6 % time" in body
-        and "0.83 × the error of its calibrated" in body
+        and "0.83 × its calibrated tier's error" in body
     )
     # the ratio beside its criterion, and the runs the scores rest on where the step-time filter left some out
     assert "(≤ 0.7 ×" not in body  # a verdict without the criterion says nothing of it
     v["model_verdict"]["targets"]["time"]["beats_calibrated_tier"] = False
-    assert "0.83 × the error of its calibrated tier (≤ 0.7 ×: not met)" in sentences.answer_box(v, runs).data
+    assert "0.83 × its calibrated tier's error (≤ 0.7 ×: not met)" in sentences.answer_box(v, runs).data
     v["model_verdict"]["targets"]["time"]["beats_calibrated_tier"] = True
     assert "(≤ 0.7 ×: met)" in sentences.answer_box(v, runs).data
     v["ci_filter"] = {"sweep": {"runs": 106, "kept": 66}, "max_step_ci95_rel": 0.1}
@@ -783,7 +783,7 @@ def test_the_answer_box_gives_the_hardware_the_energy_kind_the_errors_and_the_gp
     )
     assert "measured by a hardware counter" in sentences.answer_box(v, runs.assign(energy_measured=True)).data
     # the paper's law against the best baseline: a lower MAPE whose interval overlaps the baseline's is no win
-    assert "(FLOPs-only power law): no better, their intervals overlap." in body
+    assert "(FLOPs-only power law) 27.6 %: no better (intervals overlap)." in body
     for row in v["model_scores_pooled"]:
         if (row["model"], row["target"]) == ("roofline_power_law", "energy"):
             row.update(mape_pct=12.0, mape_lo_pct=10.0, mape_hi_pct=14.0)
@@ -851,7 +851,7 @@ def test_the_answer_box_gives_the_range_of_the_gpu_s_other_calibrations(validati
         "test": {"tiers": {"calibrated": tier(69.7, 45.6)}},
     }
     body = sentences.answer_box(validation, runs, gpu, "cpu").data
-    assert "6.1 % time and 4.9 % energy over 6 test runs" in body
+    assert "machine's calibration misses 6 test runs by 6.1 % time, 4.9 % energy" in body
     # the datasheet's priors beside it: on energy they do as well
-    assert "the datasheet's priors alone 13.2 % and 3.5 %" in body
-    assert "(other calibrations of these boards: 15–70 % time)" in body
+    assert "; datasheet priors by 13.2 % and 3.5 %" in body
+    assert "(other machines' calibrations: 15–70 % time)" in body

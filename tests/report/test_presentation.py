@@ -137,19 +137,30 @@ def test_a_glued_chart_gets_its_static_figure_referred_to_from_the_book_s_root(t
         "metadata": {"scrapbook": {"name": "fig_hero", "mime_prefix": prefix}},
         "data": {prefix + "text/html": chart},
     }
-    nb = {"cells": [_code("g", outputs=[glued])]}
+    other = {**glued, "metadata": {"scrapbook": {"name": "fig_other", "mime_prefix": prefix}}}
+    other["data"] = dict(glued["data"])
+    nb = {"cells": [_code("g", outputs=[glued]), _code("h", outputs=[other])]}
+    book = tmp_path / "book"
+    book.mkdir()
+    (book / "intro.md").write_text("# Intro\n\n```{glue:} fig_hero\n:doc: generated/06_headline.ipynb\n```\n")
+    assert presentation.root_glues(book, "06_headline") == {"fig_hero"} and not presentation.root_glues(
+        book, "04_x"
+    )
     presentation.finish(
         nb,
         "06_headline",
         tmp_path / "figs",
         "../_static/figures/06_headline",
         [],
-        glue_href="_static/figures/06_headline",
+        root_glues=("_static/figures/06_headline", presentation.root_glues(book, "06_headline")),
     )
     html = nb["cells"][0]["outputs"][0]["data"][prefix + "text/html"]
     assert '<noscript><img src="_static/figures/06_headline/glue-fig_hero.svg" alt="What to see."' in html
     assert "download>SVG</a>" not in html and "mystnb" not in nb["cells"][0]["metadata"]
     assert (tmp_path / "figs" / "glue-fig_hero.svg").read_text().startswith("<svg")
+    # a glued chart no root page pastes is left as it is: no SVG written for it
+    assert "<noscript>" not in nb["cells"][1]["outputs"][0]["data"][prefix + "text/html"]
+    assert not (tmp_path / "figs" / "glue-fig_other.svg").exists()
 
 
 def test_table_headers_wrap_after_underscores_only():

@@ -646,6 +646,16 @@ def code_leaks(text: str) -> list[str]:
 
 
 BUDGET_WORDS = 9000  # the whole book, every page's visible text (dropdowns and tables included)
+ANSWER_BOX_WORDS = 150  # the introduction's answer box: one screen
+
+
+def answer_box_words(intro_html: str) -> list[str]:
+    """The visible words of the introduction's answer box (its title included)."""
+    start = intro_html.index("companion-answer")
+    box = intro_html[intro_html.index(">", start) + 1 : intro_html.index("</div>", start)]
+    return re.sub(r"<[^>]+>", " ", box).split()
+
+
 PLUMBING_ALLOWED = ("reproduce.html",)  # the one page that names files and commands
 
 

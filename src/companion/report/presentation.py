@@ -196,6 +196,15 @@ def path_roots(data_root: Path, source_root: Path) -> list[tuple[str, str]]:
     return sorted(roots.items(), key=lambda kv: -len(kv[0]))
 
 
+def root_glues(book_src: Path, stage: str) -> set[str]:
+    """The names of ``stage``'s glued outputs that the pages at the book's root paste (``{glue:} name`` with
+    ``:doc: generated/<stage>.ipynb``)."""
+    pasted = re.compile(r"```\{glue:\}\s+(\S+)\s*\n:doc:\s*generated/" + re.escape(stage) + r"\.ipynb")
+    return {
+        m.group(1) for page in sorted(Path(book_src).glob("*.md")) for m in pasted.finditer(page.read_text())
+    }
+
+
 def _chart_figure(text: str, div: str, svg_href: str, alt_text: str, links: bool = True) -> str:
     """The chart with its static SVG inside (shown without JavaScript) and, with ``links``, a link to it
     underneath."""
@@ -235,7 +244,7 @@ def finish(
     figure_href: str,
     roots: list[tuple[str, str]],
     artifact: tuple[Path, Path, str, str] | None = None,
-    glue_href: str | None = None,
+    root_glues: tuple[str, set[str]] | None = None,
 ) -> list[str]:
     """Post-process an executed notebook in place; returns the stderr texts moved out of the page.
 
@@ -280,16 +289,18 @@ def finish(
                     out["metadata"]["scrapbook"].get("mime_prefix", "") + "text/html" if is_glue else None
                 )
                 g = CHART_DIV.search(_source({"source": data.get(glued_html, "")})) if glued_html else None
-                if g and glue_href:
-                    # a glued chart is pasted into a page at the book's root (the introduction's first figure):
-                    # its static SVG, referred to from there, for a reader without JavaScript or on paper
+                name = out["metadata"]["scrapbook"].get("name") if is_glue else None
+                if g and root_glues and name in root_glues[1]:
+                    # a glued chart a page at the book's root pastes (the introduction's first figure): its static
+                    # SVG, referred to from there (``root_glues``' folder), for a reader without JavaScript or on
+                    # paper
                     html_text = _source({"source": data[glued_html]})
                     spec = json.loads(re.search(SPEC.format(id=g.group("id")), html_text, re.S).group("spec"))
-                    name = f"glue-{out['metadata']['scrapbook'].get('name', 'chart')}.svg"
+                    svg = f"glue-{name}.svg"
                     figure_dir.mkdir(parents=True, exist_ok=True)
-                    (figure_dir / name).write_text(to_svg(spec))
+                    (figure_dir / svg).write_text(to_svg(spec))
                     data[glued_html] = _chart_figure(
-                        html_text, g.group(0), f"{glue_href}/{name}", g.group("caption"), links=False
+                        html_text, g.group(0), f"{root_glues[0]}/{svg}", g.group("caption"), links=False
                     )
                 if m and not is_glue:
                     html_text = _source({"source": data["text/html"]})

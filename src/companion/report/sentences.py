@@ -13,7 +13,7 @@ import re
 
 import pandas as pd
 
-from companion.energy.validation import CRITERIA_WORDS, VERDICT_CRITERIA
+from companion.energy.validation import CRITERIA_WORDS
 from companion.report.numbers import (
     MODELS,
     NA,
@@ -26,6 +26,7 @@ from companion.report.numbers import (
     best_pre_run_baseline,
     busy,
     ci_filter_counts,
+    verdict_criteria,
     default_pct,
     field,
     finite,
@@ -176,9 +177,10 @@ def coverage_bands_text(table: pd.DataFrame) -> str:
 
 
 # -------------------------------------------------------------------------------------------- the noise floor
-def pass_drift_text(noise: dict) -> str:
+def pass_drift_text(noise: dict, kept: bool = True) -> str:
     """How far the later pass of the sweep ran from the first (noise.json's ``between_passes``, time per step):
-    the median change, signed, and the median size of the change."""
+    the median change, signed, and the median size of the change; ``kept``: the noise is the step-time filter's
+    kept runs' (validation.json's), not every run's."""
     d = ((noise or {}).get("between_passes") or {}).get("time_per_step") if isinstance(noise, dict) else None
     ratio = finite(d.get("median_ratio")) if isinstance(d, dict) else None
     size = finite(d.get("median_abs_change")) if isinstance(d, dict) else None
@@ -186,7 +188,8 @@ def pass_drift_text(noise: dict) -> str:
         return NA
     way = "slower" if ratio > 1 else "faster"
     n = d.get("n_configs")
-    over = f" over the {n} configurations kept in both passes" if isinstance(n, int) and n > 0 else ""
+    both = "kept in both passes" if kept else "measured in both passes"
+    over = f" over the {n} configurations {both}" if isinstance(n, int) and n > 0 else ""
     return (
         f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first (median absolute change{over}: "
         f"{size * 100:.0f} %)"
@@ -478,7 +481,7 @@ def answer_box(
     )
     verdict = (
         # the criteria are listed on the summary page (the box is pasted into the introduction, at the root)
-        f'{met} of its {len(judged)} <a href="{VERDICT_HREF}">criteria</a> met for time'
+        f'{met} of {len(judged)} <a href="{VERDICT_HREF}">criteria</a> met for time'
         if judged
         else "no verdict (too few runs to hold out whole groups)"
     )
@@ -487,7 +490,7 @@ def answer_box(
         f", {sweep['kept']}"
         + ("" if sweep["runs"] == n else f" of the grid's {sweep['runs']}")
         + " kept by the step-time filter"
-        if sweep and sweep.get("kept", 0) < sweep["runs"]
+        if sweep and isinstance(sweep.get("kept"), int) and sweep["kept"] < sweep["runs"]
         else ""
     )
     items = [
@@ -496,16 +499,16 @@ def answer_box(
         + (
             "measured by a hardware counter."
             if measured
-            else "estimated (a power model × measured time), so its error repeats the time error."
+            else "estimated (power model × measured time): its error repeats time's."
         ),
         f"<b>Primary model</b> (operator roofline, fitted), held out: {pct(t.get('pooled_mape_pct'))} "
         f"time, {pct(e.get('pooled_mape_pct'))} energy pooled{floor_text}{html.escape(test)}; {verdict}; "
-        f"{_ratio_words(t)}.",
-        f"<b>The paper's law</b>: {pct(paper)} energy pooled, against {pct(base)} for the best baseline "
-        f"({html.escape(model_name(best)) if best else NA})"
+        f"{_ratio_words(t, verdict_criteria(validation).get('calibrated_ratio'))}.",
+        f"<b>The paper's law</b>: {pct(paper)} energy pooled; the best baseline "
+        f"({html.escape(model_name(best)) if best else NA}) {pct(base)}"
         + (
             (
-                ": no better, their intervals overlap."
+                ": no better (intervals overlap)."
                 if overlap
                 else f": it {'beats' if beats else 'does not beat'} it."
             )
@@ -527,17 +530,17 @@ def answer_box(
         ]
         others = sorted(v["time_mape_pct"] for v in other if finite(v.get("time_mape_pct")) is not None)
         items.append(
-            f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured): from that machine's own "
-            f"calibration, fitted on nothing, {pct(c.get('time_mape_pct'))} time and "
-            f"{pct(c.get('energy_mape_pct'))} energy over {one['runs']['test']} test runs never tuned on"
+            f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured), nothing fitted: that "
+            f"machine's calibration misses {one['runs']['test']} test runs by {pct(c.get('time_mape_pct'))} "
+            f"time, {pct(c.get('energy_mape_pct'))} energy"
             + (
-                f"; the datasheet's priors alone {pct(prior.get('time_mape_pct'))} and "
+                f"; datasheet priors by {pct(prior.get('time_mape_pct'))} and "
                 f"{pct(prior.get('energy_mape_pct'))}"
                 if finite(prior.get("time_mape_pct")) is not None
                 else ""
             )
             + (
-                f" (other calibrations of these boards: {others[0]:.0f}–{others[-1]:.0f} % time)."
+                f" (other machines' calibrations: {others[0]:.0f}–{others[-1]:.0f} % time)."
                 if others
                 else f" ({pct(r.get('time_mape_pct'))} / {pct(r.get('energy_mape_pct'))} over "
                 f"{one['runs']['reference']} reference runs)."
@@ -565,11 +568,13 @@ def answer_box(
     )
 
 
-def _ratio_words(t: dict) -> str:
+def _ratio_words(t: dict, mark: float | None = None) -> str:
+    """The pooled ratio to the calibrated tier's error, with ``mark`` (the verdict's own criterion) and whether
+    it was met, where the verdict judged it."""
     r, met = finite(t.get("over_calibrated_tier")), t.get("beats_calibrated_tier")
-    judged = f" (≤ {VERDICT_CRITERIA['calibrated_ratio']:g} ×: {'met' if met else 'not met'})"
+    judged = f" (≤ {mark:g} ×: {'met' if met else 'not met'})" if finite(mark) is not None else ""
     return (
-        f"{r:.2f} × the error of its calibrated tier" + (judged if isinstance(met, bool) else "")
+        f"{r:.2f} × its calibrated tier's error" + (judged if isinstance(met, bool) else "")
         if r is not None
         else "its calibrated tier's error is not available"
     )

@@ -157,7 +157,10 @@ def present(stage: str, executed: Path, profile: str, log: Path) -> None:
         os.path.relpath(figure_dir, out_dir).replace(os.sep, "/"),
         presentation.path_roots(paths.repo_root(), SOURCE_ROOT),
         artifact,
-        glue_href=os.path.relpath(figure_dir, out_dir.parent).replace(os.sep, "/"),
+        root_glues=(
+            os.path.relpath(figure_dir, out_dir.parent).replace(os.sep, "/"),
+            presentation.root_glues(out_dir.parent, stage),
+        ),
     )
     # the notebook the book offers for download names no path of the machine that built it (papermill's
     # metadata, the hidden set-up cell's log): the checkout and the data root become relative

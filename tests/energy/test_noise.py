@@ -55,6 +55,16 @@ def test_replicate_noise_by_hand():
     from companion.report.sentences import pass_drift_text
 
     assert pass_drift_text(noise).startswith("a median 100 % slower than the first")
+    # no direction where the median change rounds to nothing
+    even = {
+        "between_passes": {
+            "time_per_step": {"median_ratio": 1.003, "median_abs_change": 0.06, "n_configs": 23}
+        }
+    }
+    assert pass_drift_text(even) == (
+        "at the first's pace, in the median (median absolute change over the 23 configurations kept in both "
+        "passes: 6 %)"
+    )
     assert pass_drift_text({}) == pass_drift_text({"between_passes": None}) != ""
     runs = {r["run_id"]: r for r in noise["runs"]}
     assert runs["a"]["time_per_step_rel_dev"] == pytest.approx(-0.5) and "c" not in runs

@@ -190,10 +190,13 @@ def pass_drift_text(noise: dict, kept: bool = True) -> str:
     n = d.get("n_configs")
     both = "kept in both passes" if kept else "measured in both passes"
     over = f" over the {n} configurations {both}" if isinstance(n, int) and n > 0 else ""
-    return (
-        f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first (median absolute change{over}: "
-        f"{size * 100:.0f} %)"
+    # a median change that rounds to 0 % has no direction to name
+    pace = (
+        "at the first's pace, in the median"
+        if round(abs(ratio - 1) * 100) == 0
+        else f"a median {abs(ratio - 1) * 100:.0f} % {way} than the first"
     )
+    return f"{pace} (median absolute change{over}: {size * 100:.0f} %)"
 
 
 def noise_text(noise: dict) -> str:

@@ -7,7 +7,8 @@ import pytest
 from companion.energy import intervals
 
 from companion.energy import opmodel
-from companion.energy.models import OperatorRoofline, _kind_halfwidth, fit_model, heldout_log_residuals
+from companion.energy.intervals import bounded_halfwidth
+from companion.energy.models import OperatorRoofline, fit_model, heldout_log_residuals
 
 DEV = opmodel.DeviceRoofs(
     "test",
@@ -469,7 +470,7 @@ def test_a_new_degree_takes_the_width_of_degrees_left_out_and_few_residuals_stay
     # width; a run of a new degree takes the wider of its new layout's width and the pooled one
     assert len(fitted.residuals_by_kind["degree"]["step_s"]) == 0
     assert len(fitted.residuals_by_kind["layout"]["step_s"]) > 0
-    layout_q = _kind_halfwidth(fitted.residuals_by_kind["layout"]["step_s"], 0.9)
+    layout_q = bounded_halfwidth(fitted.residuals_by_kind["layout"]["step_s"], 0.9)
     pooled = intervals.conformal_halfwidth(fitted.residuals["step_s"], 0.9)
     assert fitted.halfwidth("step_s", 0.9, ("layout", "degree")) == pytest.approx(max(layout_q, pooled))
     # where the pooled width is the wider, the degree that has no held-out groups takes it
@@ -478,10 +479,10 @@ def test_a_new_degree_takes_the_width_of_degrees_left_out_and_few_residuals_stay
         "energy_per_step_j": fitted.residuals_by_kind["layout"]["energy_per_step_j"],
     }
     fitted.residuals_by_kind["layout"] = narrow
-    assert _kind_halfwidth(narrow["step_s"], 0.9) < pooled
+    assert bounded_halfwidth(narrow["step_s"], 0.9) < pooled
     assert fitted.halfwidth("step_s", 0.9, ("layout", "degree")) == pytest.approx(pooled)
     assert fitted.halfwidth("step_s", 0.9, ("layout",)) == pytest.approx(
-        _kind_halfwidth(narrow["step_s"], 0.9)
+        bounded_halfwidth(narrow["step_s"], 0.9)
     )
     single = fit_model(model, df[df.world_size == 1])  # no parallel degree at all: nothing to leave out
     assert len(single.residuals_by_kind["degree"]["step_s"]) == 0

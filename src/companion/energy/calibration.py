@@ -319,6 +319,10 @@ def check_attention(rec: dict) -> list[str]:
     return []
 
 
+def _valid_launch_s(value) -> bool:
+    return _positive(value) and value < MAX_LAUNCH_S
+
+
 def check_op_counts(rec: dict) -> list[str]:
     ops = rec.get("op_counts")
     if not ops:
@@ -333,8 +337,8 @@ def check_op_counts(rec: dict) -> list[str]:
             f"operator counts per layer {ops.get('per_layer')!r} / per step {ops.get('per_step')!r} invalid"
         )
     cost = ops.get("per_op_s")
-    if cost is not None and not (_positive(cost) and cost < 1e-2):
-        out.append(f"cost per operator {cost!r} s not within (0, 10 ms)")
+    if cost is not None and not _valid_launch_s(cost):
+        out.append(f"cost per operator {cost!r} s not within (0, {MAX_LAUNCH_S * 1e3:g} ms)")
     # the cost is a slope over depths: each added layer must cost about the same (older files have no increments)
     inc = [x for x in ops.get("layer_increments_s") or [] if isinstance(x, (int, float))]
     if len(inc) >= 2 and (min(inc) <= 0 or max(inc) / min(inc) > MAX_LAYER_INCREMENT_RATIO):
@@ -344,10 +348,6 @@ def check_op_counts(rec: dict) -> list[str]:
             "linear in depth (a busy host, or a probe that is not host-bound)"
         )
     return out
-
-
-def _valid_launch_s(value) -> bool:
-    return _positive(value) and value < MAX_LAUNCH_S
 
 
 def check_launch(rec: dict) -> list[str]:

@@ -48,7 +48,7 @@ def conformal_halfwidth(log_residuals, level: float) -> float:
     r = np.sort(r[np.isfinite(r)])
     n = len(r)
     k = level * (n + 1)
-    if n == 0 or k > n:
+    if too_few(n, level):
         return float("inf")
     if k <= 1:
         return float(r[0])
@@ -56,10 +56,17 @@ def conformal_halfwidth(log_residuals, level: float) -> float:
     return float(r[i - 1] + (k - i) * (r[min(i, n - 1)] - r[i - 1]))
 
 
+def too_few(n: int, level: float) -> bool:
+    """Whether ``n`` residuals are too few for a conformal quantile at ``level``: its rank level x (n + 1)
+    lies beyond them (at 0.9, fewer than 9)."""
+    return n == 0 or level * (n + 1) > n
+
+
 def bounded_halfwidth(log_residuals, level: float) -> float:
-    """``conformal_halfwidth``, or where there are too few residuals for ``level`` (k > n) the largest of them:
-    a finite interval that says what the data show, where the quantile alone would be unbounded and would
-    "cover" every run (inf only where there is no finite residual at all)."""
+    """``conformal_halfwidth``, or where there are too few residuals for ``level`` (``too_few``: e.g. the two
+    layouts of a sweep whose only other degree is held out) the largest of them: a finite interval that says what
+    the data show, where the quantile alone would be unbounded and would "cover" every run (inf only where there
+    is no finite residual at all)."""
     r = np.abs(np.asarray(log_residuals, float))
     r = r[np.isfinite(r)]
     w = conformal_halfwidth(r, level)

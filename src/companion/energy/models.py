@@ -535,12 +535,12 @@ class Fitted:
             # harder than a run new in its model size alone, so that width (the pooled one where a fit has no
             # sizes apart). The layouts' errors are of parallel runs only, so they do not bound a single device's
             size = self.residuals_by_kind.get("size", {}).get(target)
-            return _kind_halfwidth(size, level) if size is not None and len(size) else pooled
+            return bounded_halfwidth(size, level) if size is not None and len(size) else pooled
         # each kind of novelty the run has takes the errors of groups of that kind left out in training; a kind
         # none were left out of (one parallel degree in training) takes the pooled width; the widest applies.
         # The pooled width is no floor: a new mode's errors can be smaller than a new size's (docs/decisions.md)
         widths = [
-            _kind_halfwidth(r, level)
+            bounded_halfwidth(r, level)
             if (r := self.residuals_by_kind.get(k, {}).get(target)) is not None and len(r)
             else pooled
             for k in kinds
@@ -551,14 +551,6 @@ class Fitted:
         out = self.point.describe()
         out.insert(0, "model", self.model.name)
         return out
-
-
-def _kind_halfwidth(residuals, level: float) -> float:
-    """The conformal width of one kind of novelty. A kind with too few held-out residuals for the quantile
-    (fewer than 9 at level 0.9, e.g. the two layouts of a sweep whose only other degree is held out) takes its
-    largest residual: a finite interval that says what the data show, where the quantile alone would be
-    unbounded and would "cover" every run."""
-    return bounded_halfwidth(residuals, level)
 
 
 def keys_to_json(keys: dict) -> dict:

@@ -36,7 +36,7 @@ from companion.runs.data import expected_token_counts
 from companion.energy.fit import FittedModel
 from companion.energy.laws import LAWS, TIME_LAW
 from companion.energy import opmodel
-from companion.energy.intervals import LEVEL
+from companion.energy.intervals import LEVEL, too_few
 from companion.paths import data_dir
 
 # Named BERT sizes (Turc et al. 2019 for the small ones; Devlin et al. 2019 for base and large).
@@ -908,7 +908,7 @@ def _halfwidths_per_plan(res: dict, X, level: float) -> list[dict]:
 def _widths_and_notes(res: dict, X, level: float) -> tuple[list[dict], list[list[str]]]:
     """``_halfwidths_per_plan``'s widths and, per planned run, a note where the fitted tier holds too few held-out
     errors of a novelty the plan has for a ``level`` interval (k = level x (n + 1) above n: at 0.9, fewer than 9):
-    its width there is the largest of those errors (``models._kind_halfwidth``), which a ``level`` interval may
+    its width there is the largest of those errors (``intervals.bounded_halfwidth``), which a ``level`` interval may
     well exceed. One pass over the plans' novelty."""
     by_kind = res.get("residuals_by_kind")
     if not (by_kind and res.get("train_keys")):
@@ -923,7 +923,7 @@ def _widths_and_notes(res: dict, X, level: float) -> tuple[list[dict], list[list
                 f"too few held-out errors for a {level_label(level)} interval ({n}): its width is the largest "
                 "of them, which such an interval may exceed"
             ]
-            if n and level * (n + 1) > n
+            if n and too_few(n, level)
             else []
         )
         return [_halfwidths_at(res, level)] * len(X), [list(note) for _ in range(len(X))]
@@ -934,9 +934,7 @@ def _widths_and_notes(res: dict, X, level: float) -> tuple[list[dict], list[list
     for kinds in stub.novelty(X):
         widths.append({t: stub.halfwidth(t, level, kinds) for t in ("step_s", "energy_per_step_j")})
         few = {
-            k: n
-            for k in kinds
-            if (n := len((by_kind.get(k) or {}).get("step_s", ()))) and level * (n + 1) > n
+            k: n for k in kinds if (n := len((by_kind.get(k) or {}).get("step_s", ()))) and too_few(n, level)
         }
         notes.append(
             [

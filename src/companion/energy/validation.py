@@ -181,7 +181,8 @@ def explain(v: dict, df: pd.DataFrame) -> str:
         f"{v['best_baseline_mape_pct']:.1f} %. The criteria the validation page sets for the paper's law, the bar "
         f"of a law said to predict energy before the run (its parameter target_mape_pct): a MAPE of at most "
         f"{v.get('target_mape_pct', VERDICT_CRITERIA['target_pct']):g} %, and at most half the best baseline's. "
-        f"The primary model is held to its own verdict's criteria on the summary page ({VERDICT_CRITERIA['target_pct']:g} % pooled, "
+        "The primary model is held to its own verdict's criteria on the summary page "
+        f"({VERDICT_CRITERIA['target_pct']:g} % pooled, "
         f"{VERDICT_CRITERIA['split_pct']:g} % in every split). "
     )
     met = int(v["meets_target"]) + int(v["beats_half_best_baseline"])

@@ -1174,8 +1174,8 @@ def self_check(rec: dict, check, retime: dict) -> dict:
     first = check(rec)
     out = {q: {"attempts": 1, "problems": []} for q in retime}
     for quantity in first:
-        # a quantity without a benchmark of its own to re-run (the collectives, timed in both passes already) is
-        # checked once more as it is
+        # a quantity without a benchmark in ``retime`` is checked once more as it is (the collectives are checked
+        # apart, once both passes are in)
         out[quantity] = {"attempts": 2 if quantity in retime else 1, "problems": []}
         if quantity in retime:
             rec[quantity] = retime[quantity]()

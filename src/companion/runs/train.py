@@ -1028,9 +1028,8 @@ def main(argv: list[str] | None = None) -> int:
             configs = [config_from_args(args)]
             profile, destinations = args.profile_name, None
         out_dir = args.out or runs_dir(profile)
-        destinations = destinations or [(profile, out_dir)] * len(
-            configs
-        )  # (profile, folder) per configuration
+        # (profile, folder) per configuration
+        destinations = destinations or [(profile, out_dir)] * len(configs)
         _checked(configs, out_dir, destinations, main_rank)
         if main_rank and not args.plan:  # a sweep holds the lock for the launches it starts
             lock = FolderLock(out_dir).acquire()

@@ -152,7 +152,7 @@ def test_a_glued_chart_gets_its_static_figure_referred_to_from_the_book_s_root(t
         tmp_path / "figs",
         "../_static/figures/06_headline",
         [],
-        root_glues=("_static/figures/06_headline", presentation.root_glues(book, "06_headline")),
+        glued_at_root=("_static/figures/06_headline", presentation.root_glues(book, "06_headline")),
     )
     html = nb["cells"][0]["outputs"][0]["data"][prefix + "text/html"]
     assert '<noscript><img src="_static/figures/06_headline/glue-fig_hero.svg" alt="What to see."' in html

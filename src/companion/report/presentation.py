@@ -205,6 +205,18 @@ def root_glues(book_src: Path, stage: str) -> set[str]:
     }
 
 
+def _export_chart(html_text: str, m: re.Match, svg_path: Path, svg_href: str, links: bool) -> str:
+    """Write the chart ``m`` found in ``html_text`` as a static SVG at ``svg_path``, and return the HTML with it
+    inside (``_chart_figure``; ``svg_href``: that SVG from the page the chart is shown on)."""
+    from companion.report.static import to_svg
+
+    html_text = _source({"source": html_text})
+    spec = json.loads(re.search(SPEC.format(id=m.group("id")), html_text, re.S).group("spec"))
+    svg_path.parent.mkdir(parents=True, exist_ok=True)
+    svg_path.write_text(to_svg(spec))
+    return _chart_figure(html_text, m.group(0), svg_href, m.group("caption"), links)
+
+
 def _chart_figure(text: str, div: str, svg_href: str, alt_text: str, links: bool = True) -> str:
     """The chart with its static SVG inside (shown without JavaScript) and, with ``links``, a link to it
     underneath."""
@@ -244,15 +256,13 @@ def finish(
     figure_href: str,
     roots: list[tuple[str, str]],
     artifact: tuple[Path, Path, str, str] | None = None,
-    root_glues: tuple[str, set[str]] | None = None,
+    glued_at_root: tuple[str, set[str]] | None = None,
 ) -> list[str]:
     """Post-process an executed notebook in place; returns the stderr texts moved out of the page.
 
     ``artifact``: (the file the stage wrote, where the book keeps a copy, that copy's path relative to the
     page, one line on what it holds).
     """
-    from companion.report.static import to_svg
-
     moved: list[str] = []
     cells = nb["cells"]
     params = next((c for c in cells if "parameters" in _tags(c)), None)
@@ -283,36 +293,23 @@ def finish(
                         data[mime] = _relativise(_source({"source": data[mime]}), roots)
                 if "<table" in data.get("text/html", ""):
                     data["text/html"] = _breakable_headers(data["text/html"])
-                is_glue = "scrapbook" in out.get("metadata", {})
-                m = CHART_DIV.search(_source({"source": data.get("text/html", "")}))
-                glued_html = (
-                    out["metadata"]["scrapbook"].get("mime_prefix", "") + "text/html" if is_glue else None
-                )
-                g = CHART_DIV.search(_source({"source": data.get(glued_html, "")})) if glued_html else None
-                name = out["metadata"]["scrapbook"].get("name") if is_glue else None
-                if g and root_glues and name in root_glues[1]:
+                glue = out.get("metadata", {}).get("scrapbook")
+                # a glued output keeps its data under its own prefix (display=False: papermill's record)
+                key = (glue.get("mime_prefix", "") if glue else "") + "text/html"
+                m = CHART_DIV.search(_source({"source": data.get(key, "")}))
+                if m and glue and glued_at_root and glue.get("name") in glued_at_root[1]:
                     # a glued chart a page at the book's root pastes (the introduction's first figure): its static
-                    # SVG, referred to from there (``root_glues``' folder), for a reader without JavaScript or on
-                    # paper
-                    html_text = _source({"source": data[glued_html]})
-                    spec = json.loads(re.search(SPEC.format(id=g.group("id")), html_text, re.S).group("spec"))
-                    svg = f"glue-{name}.svg"
-                    figure_dir.mkdir(parents=True, exist_ok=True)
-                    (figure_dir / svg).write_text(to_svg(spec))
-                    data[glued_html] = _chart_figure(
-                        html_text, g.group(0), f"{root_glues[0]}/{svg}", g.group("caption"), links=False
+                    # SVG, referred to from there (``glued_at_root``'s folder), for a reader without JavaScript or
+                    # on paper; no numbered figure of this page
+                    svg = f"glue-{glue['name']}.svg"
+                    data[key] = _export_chart(
+                        data[key], m, figure_dir / svg, f"{glued_at_root[0]}/{svg}", False
                     )
-                if m and not is_glue:
-                    html_text = _source({"source": data["text/html"]})
-                    spec = json.loads(re.search(SPEC.format(id=m.group("id")), html_text, re.S).group("spec"))
+                if m and not glue:
                     n_fig += 1
                     charts_here += 1
-                    name = f"fig-{n_fig}.svg"
-                    figure_dir.mkdir(parents=True, exist_ok=True)
-                    (figure_dir / name).write_text(to_svg(spec))
-                    data["text/html"] = _chart_figure(
-                        html_text, m.group(0), f"{figure_href}/{name}", m.group("caption")
-                    )
+                    svg = f"fig-{n_fig}.svg"
+                    data[key] = _export_chart(data[key], m, figure_dir / svg, f"{figure_href}/{svg}", True)
                     if charts_here == 1:
                         label = (html.unescape(m.group("caption")), f"fig-{stage.replace('_', '-')}-{n_fig}")
             kept.append(out)

@@ -157,7 +157,7 @@ def present(stage: str, executed: Path, profile: str, log: Path) -> None:
         os.path.relpath(figure_dir, out_dir).replace(os.sep, "/"),
         presentation.path_roots(paths.repo_root(), SOURCE_ROOT),
         artifact,
-        root_glues=(
+        glued_at_root=(
             os.path.relpath(figure_dir, out_dir.parent).replace(os.sep, "/"),
             presentation.root_glues(out_dir.parent, stage),
         ),

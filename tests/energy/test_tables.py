@@ -87,3 +87,65 @@ def test_the_ram_share_is_the_ram_component_over_all_components():
     assert _component_share(energy, "ram") == pytest.approx(0.25)
     assert _component_share(energy, "gpu") is None  # a component the record does not list has no share
     assert _component_share({"components": {}}, "ram") is None  # nor does a meter without components (NVML)
+
+
+def _speed_frame():
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            "run_id": ["slow", "fast", "old", "gpu"],
+            "device_name": ["cpu", "cpu", "cpu", "H100"],
+            "host_speed_s": [3e-3, 1.5e-3, None, None],
+            "host_speed_workload": ["w", "w", None, None],
+            "step_s": [0.3, 0.1, 0.2, 0.05],
+            "energy_per_step_j": [6.0, 2.0, 4.0, 10.0],
+            "co2_per_step_kg": [3e-6, 1e-6, 2e-6, 5e-6],
+            "samples_per_s": [10.0, 30.0, 15.0, 60.0],
+        }
+    )
+
+
+def test_a_run_is_expressed_at_the_calibrations_host_speed_and_keeps_what_was_measured():
+    import numpy as np
+
+    from companion.energy.tables import host_corrected
+
+    out = host_corrected(_speed_frame(), {"cpu": {"host_speed_s": 2e-3, "host_speed_workload": "w"}})
+    # the slow run's host ran 1.5x slower than the calibration's: its step is 1.5x shorter at that speed
+    np.testing.assert_allclose(out.host_speed_factor[:2], [1.5, 0.75])
+    np.testing.assert_allclose(out.step_s, [0.2, 0.1 / 0.75, 0.2, 0.05])
+    np.testing.assert_allclose(out.energy_per_step_j, [4.0, 2.0 / 0.75, 4.0, 10.0])
+    np.testing.assert_allclose(out.co2_per_step_kg[:2], [2e-6, 1e-6 / 0.75])
+    np.testing.assert_allclose(out.samples_per_s[:2], [15.0, 22.5])
+    np.testing.assert_allclose(out.step_measured_s, [0.3, 0.1, 0.2, 0.05])
+    np.testing.assert_allclose(out.energy_measured_per_step_j, [6.0, 2.0, 4.0, 10.0])
+    # a record without the timings, and a GPU's, keep their measurements and say they were not corrected
+    assert out.host_speed_factor[2:].isna().all()
+
+
+@pytest.mark.parametrize(
+    "roofs",
+    [
+        None,
+        {
+            "cpu": {"host_speed_s": None, "host_speed_workload": "w"}
+        },  # a calibration from before the reference
+        {"cpu": {"host_speed_s": float("nan"), "host_speed_workload": "w"}},
+        {"cpu": {"host_speed_s": 2e-3, "host_speed_workload": "another workload"}},
+    ],
+)
+def test_no_reference_or_another_workload_leaves_every_step_as_measured(roofs):
+    from companion.energy.tables import host_corrected
+
+    out = host_corrected(_speed_frame(), roofs)
+    assert out.host_speed_factor.isna().all()
+    assert list(out.step_s) == [0.3, 0.1, 0.2, 0.05]
+
+
+def test_a_records_host_speed_is_the_geometric_mean_of_its_two_timings():
+    from companion.energy.tables import _host_speed_s
+
+    assert _host_speed_s({"before_s": 1e-3, "after_s": 4e-3}) == pytest.approx(2e-3)
+    assert _host_speed_s(None) is None
+    assert _host_speed_s({"before_s": 1e-3, "after_s": None}) is None

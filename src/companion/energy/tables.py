@@ -68,6 +68,10 @@ def run_row(rec: dict) -> dict:
         "padded_tokens": tok["padded_per_step"],
         "attention_pairs": tok.get("attention_pairs_per_step"),
         "step_s": t["step_mean_s"],
+        # the host's speed beside the run (runs.hostspeed): the reference workload's time, the geometric mean of
+        # its timings just before and just after the windows (None: a GPU run, or a record from before it)
+        "host_speed_s": _host_speed_s(rec.get("host_speed")),
+        "host_speed_workload": (rec.get("host_speed") or {}).get("workload"),
         "step_ci95_rel": t["step_ci95_rel"],
         "steps_measured": t["steps_measured"],
         "target_rel_ci": t.get("target_rel_ci"),
@@ -99,6 +103,43 @@ def run_row(rec: dict) -> dict:
         # the machine, by its CPU model: results group by host (one device name, 'cpu', covers many machines)
         "host": host_slug(((rec.get("provenance") or {}).get("hardware") or {}).get("cpu")),
     }
+
+
+def _host_speed_s(speed: dict | None) -> float | None:
+    if not speed or not speed.get("before_s") or not speed.get("after_s"):
+        return None
+    return float(np.sqrt(speed["before_s"] * speed["after_s"]))
+
+
+def host_corrected(runs: pd.DataFrame, measured_roofs: dict | None) -> pd.DataFrame:
+    """``runs`` with every CPU run's step expressed at its calibration's host speed.
+
+    A shared host's speed wanders by 10-30 % over seconds and every step's time with it (``runs.hostspeed``). A run
+    whose record timed the reference workload beside it, on a device whose calibration (``measured_roofs``: its
+    ``host_speed_s``) timed the same workload, gets ``host_speed_factor`` = the run's timing / the calibration's
+    (above 1: the host ran slower than when calibrated), and its step time, energy and CO2 per step divided by it
+    (its samples per second multiplied): the time the step takes on the host the calibration measured, which is
+    what the models predict. ``step_measured_s`` and ``energy_measured_per_step_j`` keep what was measured, for
+    every run; a run without both timings keeps its measurements (factor NaN)."""
+    out = runs.copy()
+    out["step_measured_s"] = out["step_s"]
+    out["energy_measured_per_step_j"] = out["energy_per_step_j"]
+    factor = pd.Series(np.nan, index=out.index)
+    if "host_speed_s" in out:
+        for name, roofs in (measured_roofs or {}).items():
+            ref, workload = (roofs or {}).get("host_speed_s"), (roofs or {}).get("host_speed_workload")
+            if ref is None or not np.isfinite(float(ref)) or float(ref) <= 0:
+                continue
+            same = (out.device_name == name) & (out.host_speed_workload == workload) & (out.host_speed_s > 0)
+            factor[same] = out.host_speed_s[same].astype(float) / float(ref)
+    out["host_speed_factor"] = factor
+    k = factor.fillna(1.0)
+    for col in ("step_s", "energy_per_step_j", "co2_per_step_kg"):
+        if col in out:
+            out[col] = out[col] / k
+    if "samples_per_s" in out:
+        out["samples_per_s"] = out["samples_per_s"] * k
+    return out
 
 
 def _component_share(energy: dict, component: str) -> float | None:
@@ -181,7 +222,7 @@ def proxies_frame(runs: pd.DataFrame, measured_roofs: dict | None = None) -> pd.
 
     ``measured_roofs`` maps device names whose table entry says 'measure' (the CPU) to measured roofs.
     """
-    out = measured_eta(runs)
+    out = measured_eta(host_corrected(runs, measured_roofs))
     records = []
     for _, row in out.iterrows():
         shape = step_shape(row)

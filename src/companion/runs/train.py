@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from companion.runs import parallel, stats
+from companion.runs import hostspeed, parallel, stats
 from companion.errors import ConfigError, Terminated, await_main_rank, raise_interrupted, raise_if_stopped
 from companion.runs.config import RunConfig
 from companion.runs.data import collate, make_task, shard, token_counts
@@ -159,6 +159,7 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     probe_step_s = [_agree_max(x, device) for x in probe_s]
     unmeasured_steps = step_index[0]
     window_steps = proto.window_steps or window_steps_for(proto, meter.min_window_s, step_estimate_s)
+    host_before_s = _host_speed(env, device)
 
     # ---- measured windows
     w = measure_windows(
@@ -169,6 +170,7 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         agree=lambda m, n: _agree_window(m, n, device),
         all_ranks=lambda flag: _agree_max(0.0 if flag else 1.0, device) == 0.0,
     )
+    host_after_s = _host_speed(env, device)
     own, win_time, win_energy, measured_s, stop_reason = (
         w.own,
         w.time_per_step_s,
@@ -216,6 +218,8 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         body["time"]["windows_close_on"] = "counter update"
     body["time"]["min_window_s"] = max(proto.min_window_s, meter.min_window_s)
     body["time"]["probe_step_s"] = probe_step_s  # the timed steps before the first window (slowest rank)
+    if host_before_s is not None:  # the host's speed just before and just after the windows (runs.hostspeed)
+        body["host_speed"] = {"before_s": host_before_s, "after_s": host_after_s, **hostspeed.describe()}
     body["engine"] = engine
     masked = sum("attention_mask" in b for b in pool)
     body["execution"] = {
@@ -542,6 +546,14 @@ def check_compiled(execution: str) -> None:
             "eager), so the run would measure eager under a compiled label; run it in a fresh process "
             "(companion run) or with execution: eager"
         )
+
+
+def _host_speed(env, device) -> float | None:
+    """The reference workload's time (s, ``runs.hostspeed``) on rank 0 of a CPU run while the other ranks wait
+    in the all-reduce that hands it to them; None on a GPU, whose steps do not run on the host's cores."""
+    if device.type != "cpu":
+        return None
+    return _agree_max(hostspeed.reference_s() if env.rank == 0 else 0.0, device)
 
 
 def _agree_max(value: float, device) -> float:

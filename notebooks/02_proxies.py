@@ -40,7 +40,7 @@ from companion import paths
 
 from companion.energy import hardware, tables
 
-from companion.report import figures, prose
+from companion.report import figures, prose, sentences
 from companion.energy.opcount import proxy_check
 from companion.energy.noise import replicate_noise
 from companion.energy.calibration import measured_roofs
@@ -53,7 +53,7 @@ figures.use_offline_renderer()
 runs = pd.read_csv(paths.derived_dir(profile) / "runs.csv")
 devices_measured = [d for d in set(runs.device_name) if hardware.device_spec(d)["bandwidth_tbs"] == "measure"]
 roofs = {d: measured_roofs(d) for d in devices_measured}  # the device's calibration (data/devices/<d>.json)
-df = tables.proxies_frame(runs, roofs)
+df = tables.proxies_frame(runs, roofs, tables.host_speed_reference(runs))  # at the sweep's typical host speed
 
 
 # %% [markdown]
@@ -308,18 +308,21 @@ figures.energy_vs_flops(df)
 #
 # How far replicates, measured in separate passes of the sweep, fall from their configuration's mean, over every
 # run measured (the summary page's floor: only the runs scored): the noise of one
-# measurement, a yardstick for any model's error ([](06_headline.ipynb)).
+# measurement, a yardstick for any model's error ([](06_headline.ipynb)). {glue:text}`host_speed_sentence`
 
 # %%
 # hide
 noise = replicate_noise(df)
 write_json(paths.derived_dir(profile) / "noise.json", noise)
 pct = lambda x: None if x is None else 100 * x  # noqa: E731
+raw = noise["as_measured"] or {}
+glue("host_speed_sentence", sentences.host_speed_sentence(df, noise), display=False)
 pd.DataFrame(
     [
         {
             "metric": metric.replace("_", " "),
             "floor, mean (%)": pct(m["mape"]),
+            **({"as measured (%)": pct(raw["mape"].get(metric))} if raw else {}),
             "max (%)": pct(m["max_ape"]),
             "configurations": m["n_configs"],
             "runs": m["n_runs"],

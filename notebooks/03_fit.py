@@ -54,11 +54,12 @@ from companion.energy.models import OperatorPoint, fit_operator, law_intervals
 from companion.energy.calibration import load_device_roofs
 from companion.energy.opmodel import DeviceRoofs, layout_degrees, layout_names, operator_frame, scaled_terms
 from companion.energy.opmodel import proxy_roofs
-from companion.energy.tables import off_grid_runs, usable_runs
+from companion.energy.tables import host_speed_reference, off_grid_runs, usable_runs
 from companion.runs.profiles import off_grid_profile
 
 figures.use_offline_renderer()
-df, left_out = usable_runs(pd.read_csv(paths.derived_dir(profile) / "proxies.csv"), max_step_ci95_rel)
+grid = pd.read_csv(paths.derived_dir(profile) / "proxies.csv")
+df, left_out = usable_runs(grid, max_step_ci95_rel)
 glue("n_left_out", str(len(left_out)) if left_out else "none", display=False)
 glue("step_ci_limit_pct", f"{max_step_ci95_rel * 100:.0f}", display=False)
 artifact = fit_all(df, laws=laws, n_boot=n_boot, seed=seed)
@@ -67,7 +68,9 @@ dev = load_device_roofs(artifact["device_name"], artifact["precision"][0])
 # the validation set's runs (the step-time filter applied as to the sweep's): every interval's off-grid width
 held_profile = off_grid_profile(profile, holdout_profile)  # the validation set this profile measured, if any
 held = off_grid_runs(
-    {"holdout": paths.runs_dir(held_profile) if held_profile else None}, {dev.name: proxy_roofs(dev)}
+    {"holdout": paths.runs_dir(held_profile) if held_profile else None},
+    {dev.name: proxy_roofs(dev)},
+    host_speed_reference(grid),  # at the sweep's typical host speed, as its runs
 )["holdout"]
 held = usable_runs(held, max_step_ci95_rel)[0] if held is not None else None
 artifact.update(fit_operator(df, dev, off_grid=held))

@@ -51,7 +51,7 @@ from companion.energy.registry import validated_models
 from companion.energy.calibration import load_device_roofs
 from companion.energy.opmodel import INTERVAL_OVERHEAD_WEIGHT, proxy_roofs
 from companion.energy.stored import off_grid_sets
-from companion.energy.tables import usable_runs
+from companion.energy.tables import host_speed_reference, usable_runs
 from companion.runs.profiles import off_grid_profile
 
 figures.use_offline_renderer()
@@ -130,6 +130,7 @@ off_grid_all = off_grid_sets(
     paths.runs_dir(held_profile) if held_profile else None,
     paths.runs_dir(test_runs_profile) if test_runs_profile else None,
     roofs,
+    host_speed_reference(all_runs),  # at the sweep's typical host speed, as its runs
 )
 build_scores = val.score_build(all_runs, off_grid_all, models, level, max_step_ci95_rel, workers=n_workers)
 model_pred, by_split, pooled, noise = (

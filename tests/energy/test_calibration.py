@@ -495,32 +495,3 @@ def test_a_calibration_read_for_another_precision_says_so_and_torch_s_dtype_name
     fp32 = _datasheet({**rec, "dtype": "float32"})["peak"]
     assert fp32 < _datasheet(rec)["peak"]  # the datasheet's fp32 roof, not its bf16 one
     assert _datasheet({**rec, "dtype": "torch.float32"})["peak"] == fp32
-
-
-@pytest.mark.parametrize(
-    "speed,words",
-    [
-        ({"reference_s": float("nan"), "workload": "w"}, "reference time nan"),
-        ({"reference_s": 2.0, "workload": "w"}, "not within"),  # seconds for milliseconds
-        ({"reference_s": 2e-3}, "not named"),
-    ],
-)
-def test_a_host_speed_reference_that_is_no_time_is_flagged_and_no_step_is_corrected_by_it(
-    tmp_path, speed, words
-):
-    """A calibration's host-speed reference sets the speed every CPU run's step is expressed at: one that is not a
-    plausible time (or names no workload, so no run's timings can be matched to it) is flagged, and the roofs
-    then carry none, so the runs keep their steps as measured."""
-    rec = {**_cpu_cal(), "host_speed": speed}
-    (problem,) = check_calibration(rec)["host_speed"]
-    assert words in problem
-    cal = load_calibration(_write(tmp_path, rec), "cpu", "fp32")
-    assert cal.roofs.host_speed_s is None and "host_speed" in cal.roofs.fallbacks
-    assert opmodel.proxy_roofs(cal.roofs)["host_speed_s"] is None
-    healthy = {**_cpu_cal(), "host_speed": {"reference_s": 2e-3, "workload": "w", "samples_s": [2e-3]}}
-    assert "host_speed" not in check_calibration(healthy)
-    roofs = load_calibration(_write(tmp_path, healthy), "cpu", "fp32").roofs
-    assert (roofs.host_speed_s, roofs.host_speed_workload) == (2e-3, "w")
-    assert "host_speed" not in check_calibration(
-        _cpu_cal()
-    )  # a file from before the reference: nothing to check

@@ -218,3 +218,39 @@ def test_each_group_has_the_floor_of_the_runs_it_scores():
     assert table.loc["quiet", "runs_floor_n"] == 2 < MIN_FLOOR_RUNS and pd.isna(
         table.loc["quiet", "runs_floor_pct"]
     )
+
+
+def test_the_floor_as_measured_is_reported_beside_the_corrected_one():
+    """Runs expressed at the calibration's host speed keep their measurements: the floor of both is reported, so
+    a reader sees what the correction removed (here: the second replicate ran on a host 1.5x slower)."""
+    from companion.energy.tables import host_corrected
+
+    frame = pd.DataFrame(
+        {
+            "run_id": ["a", "a.r1"],
+            "config_id": ["a", "a"],
+            "replicate": [0, 1],
+            "device_name": ["cpu", "cpu"],
+            "world_size": [1, 1],
+            "threads_per_rank": [2, 2],
+            "host_speed_s": [2e-3, 3e-3],
+            "host_speed_workload": ["w", "w"],
+            "step_s": [1.0, 1.5],
+            "energy_per_step_j": [10.0, 15.0],
+            "converged": [True, True],
+        }
+    )
+    reference = pd.DataFrame(
+        {
+            "host_speed_workload": ["w"],
+            "world_size": [1],
+            "threads_per_rank": [2],
+            "host_speed_reference_s": [2e-3],
+        }
+    )
+    corrected = host_corrected(frame, reference)
+    noise = replicate_noise(corrected)
+    assert noise["metrics"]["time_per_step"]["mape"] == pytest.approx(0.0)
+    assert noise["as_measured"]["corrected_runs"] == 2
+    assert noise["as_measured"]["mape"]["time_per_step"] == pytest.approx(0.2)  # |1 - 1.5| / 2.5
+    assert replicate_noise(frame)["as_measured"] is None  # nothing corrected: the floor is the measured one

@@ -94,53 +94,56 @@ def _speed_frame():
 
     return pd.DataFrame(
         {
-            "run_id": ["slow", "fast", "old", "gpu"],
-            "device_name": ["cpu", "cpu", "cpu", "H100"],
-            "host_speed_s": [3e-3, 1.5e-3, None, None],
-            "host_speed_workload": ["w", "w", None, None],
-            "step_s": [0.3, 0.1, 0.2, 0.05],
-            "energy_per_step_j": [6.0, 2.0, 4.0, 10.0],
-            "co2_per_step_kg": [3e-6, 1e-6, 2e-6, 5e-6],
-            "samples_per_s": [10.0, 30.0, 15.0, 60.0],
+            "run_id": ["slow", "fast", "typical", "old", "gpu", "tp2"],
+            "device_name": ["cpu", "cpu", "cpu", "cpu", "H100", "cpu"],
+            "world_size": [1, 1, 1, 1, 1, 2],
+            "threads_per_rank": [2, 2, 2, 2, None, 1],
+            "host_speed_s": [3e-3, 1.5e-3, 2e-3, None, None, 4e-3],
+            "host_speed_workload": ["w", "w", "w", None, None, "w"],
+            "step_s": [0.3, 0.1, 0.2, 0.2, 0.05, 0.4],
+            "energy_per_step_j": [6.0, 2.0, 4.0, 4.0, 10.0, 8.0],
+            "co2_per_step_kg": [3e-6, 1e-6, 2e-6, 2e-6, 5e-6, 4e-6],
+            "samples_per_s": [10.0, 30.0, 15.0, 15.0, 60.0, 7.5],
         }
     )
 
 
-def test_a_run_is_expressed_at_the_calibrations_host_speed_and_keeps_what_was_measured():
+def test_a_run_is_expressed_at_its_sweeps_typical_host_speed_and_keeps_what_was_measured():
     import numpy as np
 
-    from companion.energy.tables import host_corrected
+    from companion.energy.tables import host_corrected, host_speed_reference
 
-    out = host_corrected(_speed_frame(), {"cpu": {"host_speed_s": 2e-3, "host_speed_workload": "w"}})
-    # the slow run's host ran 1.5x slower than the calibration's: its step is 1.5x shorter at that speed
-    np.testing.assert_allclose(out.host_speed_factor[:2], [1.5, 0.75])
-    np.testing.assert_allclose(out.step_s, [0.2, 0.1 / 0.75, 0.2, 0.05])
-    np.testing.assert_allclose(out.energy_per_step_j, [4.0, 2.0 / 0.75, 4.0, 10.0])
+    runs = _speed_frame()
+    ref = host_speed_reference(runs)
+    # per kind of timing: one rank on two threads (median of three), two ranks on one thread each (one run)
+    assert sorted(ref.host_speed_reference_s) == [2e-3, 4e-3]
+    out = host_corrected(runs, ref)
+    # the slow run's host ran 1.5x slower than the sweep's typical: at that speed its step is 1.5x shorter
+    np.testing.assert_allclose(out.host_speed_factor[[0, 1, 2, 5]], [1.5, 0.75, 1.0, 1.0])
+    np.testing.assert_allclose(out.step_s, [0.2, 0.1 / 0.75, 0.2, 0.2, 0.05, 0.4])
+    np.testing.assert_allclose(out.energy_per_step_j[:2], [4.0, 2.0 / 0.75])
     np.testing.assert_allclose(out.co2_per_step_kg[:2], [2e-6, 1e-6 / 0.75])
     np.testing.assert_allclose(out.samples_per_s[:2], [15.0, 22.5])
-    np.testing.assert_allclose(out.step_measured_s, [0.3, 0.1, 0.2, 0.05])
-    np.testing.assert_allclose(out.energy_measured_per_step_j, [6.0, 2.0, 4.0, 10.0])
-    # a record without the timings, and a GPU's, keep their measurements and say they were not corrected
-    assert out.host_speed_factor[2:].isna().all()
+    np.testing.assert_allclose(out.step_measured_s, runs.step_s)
+    np.testing.assert_allclose(out.energy_measured_per_step_j, runs.energy_per_step_j)
+    # a record without the timing, and a GPU's, keep their measurements and say they were not corrected
+    assert out.host_speed_factor[[3, 4]].isna().all()
 
 
-@pytest.mark.parametrize(
-    "roofs",
-    [
-        None,
-        {
-            "cpu": {"host_speed_s": None, "host_speed_workload": "w"}
-        },  # a calibration from before the reference
-        {"cpu": {"host_speed_s": float("nan"), "host_speed_workload": "w"}},
-        {"cpu": {"host_speed_s": 2e-3, "host_speed_workload": "another workload"}},
-    ],
-)
-def test_no_reference_or_another_workload_leaves_every_step_as_measured(roofs):
-    from companion.energy.tables import host_corrected
+def test_no_reference_or_another_kind_leaves_every_step_as_measured():
+    import pandas as pd
 
-    out = host_corrected(_speed_frame(), roofs)
-    assert out.host_speed_factor.isna().all()
-    assert list(out.step_s) == [0.3, 0.1, 0.2, 0.05]
+    from companion.energy.tables import host_corrected, host_speed_reference
+
+    runs = _speed_frame()
+    for ref in (None, host_speed_reference(runs.assign(host_speed_s=None))):
+        out = host_corrected(runs, ref)
+        assert out.host_speed_factor.isna().all() and list(out.step_s) == list(runs.step_s)
+    # off-grid runs of a kind the sweep never timed (another workload, four ranks) are not corrected
+    other = runs.assign(host_speed_workload="another workload")
+    assert host_corrected(other, host_speed_reference(runs)).host_speed_factor.isna().all()
+    four = pd.DataFrame(runs.iloc[[5]]).assign(world_size=4)
+    assert host_corrected(four, host_speed_reference(runs)).host_speed_factor.isna().all()
 
 
 def test_a_records_host_speed_is_the_geometric_mean_of_its_two_timings():

@@ -45,3 +45,18 @@ def test_no_held_out_degree_is_said_in_words():
         )
     )
     assert bias.empty and "No parallel degree was held out" in degree_bias_text(bias)
+
+
+def test_each_score_gives_the_same_predictions_mape_against_the_runs_as_measured():
+    """Runs expressed at the calibration's host speed are scored there; the same predictions against the runs
+    as measured (the host's speed left in) are scored beside them, never instead."""
+    from companion.energy.validation import _scored, score
+
+    rows = [
+        dict(split="s", fold=0, model="m", target="time", run_id=f"r{i}", size="L1", mode="single",
+             world_size=1, measured=1.0, predicted=1.0, lo=0.5, hi=2.0, as_measured=raw)
+        for i, raw in enumerate([1.25, 0.8])
+    ]  # fmt: skip
+    out = score(_scored(rows))
+    assert out.mape_pct[0] == 0.0
+    assert out.as_measured_mape_pct[0] == pytest.approx((0.25 / 1.25 + 0.2 / 0.8) / 2 * 100)

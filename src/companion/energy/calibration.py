@@ -46,8 +46,6 @@ HALF_DIM_BOUND = 0.99e5  # the GEMM fit's upper bound on k0: a fit there is laun
 MIN_FIT_OVER_BEST = 0.5
 MIN_PEAK_FLOPS_PER_S = 1e8  # below any device's GEMM roof (a unit slip)
 MAX_LAUNCH_S = 1e-2  # an operator's launch cost above this times more than a launch (or is in another unit)
-# the host-speed reference's time (``runs.hostspeed``: about 2 ms on a 2-core host): outside, a unit slip
-MIN_HOST_SPEED_S, MAX_HOST_SPEED_S = 1e-5, 1.0
 MAX_COLLECTIVE_ALPHA_S = 1.0  # a collective's latency per hop (0.2-1.6 ms on a shared 2-core node)
 # what a CPU without a usable measurement of them is priced with: the launch cost, a collective's latency per hop
 # and its bandwidth per rank (a calibration's flagged quantity, and ``load_device_roofs`` without a calibration)
@@ -67,7 +65,6 @@ QUANTITIES = (
     "collectives",
     "power",
     "thread_scaling",
-    "host_speed",
 )
 REQUIRED = (
     ("device_name",),
@@ -91,7 +88,6 @@ QUANTITY_WORDS = {
     "launch": "launch cost",
     "collectives": "collective costs",
     "thread_scaling": "thread scaling",
-    "host_speed": "host-speed reference",
 }
 
 
@@ -109,7 +105,6 @@ CPU_FALLBACKS = {
     "collectives": "the other group sizes' costs (else the model's default latency and bandwidth, 100 us per hop "
     "and 1 GB/s)",
     "thread_scaling": "every core adding its share (exponent 1, the model's default)",
-    "host_speed": "nothing: every run's step is kept as measured, not expressed at the calibration's host speed",
 }
 
 
@@ -430,21 +425,6 @@ def check_thread_scaling(rec: dict) -> list[str]:
     return []
 
 
-def check_host_speed(rec: dict) -> list[str]:
-    """The reference workload's time while the calibration ran (``runs.hostspeed``), where the file has one (a
-    GPU's and an older CPU's have none): finite, within (``MIN_HOST_SPEED_S``, ``MAX_HOST_SPEED_S``), and named."""
-    speed = rec.get("host_speed")
-    if speed is None:
-        return []
-    ref = (speed or {}).get("reference_s") if isinstance(speed, dict) else None
-    problems = []
-    if not (_positive(ref) and MIN_HOST_SPEED_S < float(ref) < MAX_HOST_SPEED_S):
-        problems.append(f"reference time {ref!r} s not within ({MIN_HOST_SPEED_S:g}, {MAX_HOST_SPEED_S:g}) s")
-    if not isinstance(speed, dict) or not speed.get("workload"):
-        problems.append("the reference workload is not named")
-    return problems
-
-
 def check_calibration(rec: dict) -> dict[str, list[str]]:
     """{quantity: problems} for every quantity of ``QUANTITIES`` that fails its checks (empty: all pass)."""
     from companion.energy import opmodel
@@ -467,7 +447,6 @@ def check_calibration(rec: dict) -> dict[str, list[str]]:
         "collectives": check_collectives(rec),
         "power": check_power(rec),
         "thread_scaling": check_thread_scaling(rec),
-        "host_speed": check_host_speed(rec),
     }
     return {k: v for k, v in found.items() if v}
 
@@ -582,7 +561,6 @@ def _fallback_values(rec: dict, quantity: str, precision: str) -> tuple[dict, st
         "optimizer": {"optimizer_bytes_per_s": None},
         "attention": {"attention_s_per_score": {}},
         "thread_scaling": {"thread_exponent": 1.0},
-        "host_speed": {"host_speed_s": None, "host_speed_workload": None},
     }
     if quantity in values:
         return values[quantity], CPU_FALLBACKS[quantity]

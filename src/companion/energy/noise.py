@@ -81,7 +81,24 @@ def replicate_noise(frame: pd.DataFrame) -> dict:
         }
     out["n_configs_replicated"] = max((m["n_configs"] for m in out["metrics"].values()), default=0)
     out["runs"] = sorted(per_run.values(), key=lambda r: (r["config_id"], r["replicate"]))
+    out["as_measured"] = as_measured_floor(frame)
     return out
+
+
+def as_measured_floor(frame: pd.DataFrame) -> dict | None:
+    """Where some runs were expressed at their calibration's host speed (``tables.host_corrected``): the same
+    floor (mean absolute deviation, fraction) of each metric over the runs as measured, and how many runs the
+    correction reached; None where it reached none, so the floor above is the measured one."""
+    factor = frame["host_speed_factor"] if "host_speed_factor" in frame else pd.Series(dtype=float)
+    if not factor.notna().any() or "step_measured_s" not in frame:
+        return None
+    raw = frame.drop(columns=["step_s", "energy_per_step_j", "host_speed_factor"]).rename(
+        columns={"step_measured_s": "step_s", "energy_measured_per_step_j": "energy_per_step_j"}
+    )
+    return {
+        "corrected_runs": int(factor.notna().sum()),
+        "mape": {metric: m["mape"] for metric, m in replicate_noise(raw)["metrics"].items()},
+    }
 
 
 MIN_EXACT_CONFIGS = 3  # configurations measured in every pass that the decomposition needs

@@ -131,10 +131,6 @@ class DeviceRoofs:
     # quantities of the calibration that failed its checks, each with what took its place
     # ({"gemm": "... -> datasheet"}; ``companion.energy.calibration``): never used silently
     fallbacks: dict = field(default_factory=dict)
-    # the reference workload's time (s) while the calibration ran, and the workload's name (``runs.hostspeed``;
-    # None: a GPU's, or a calibration from before it): the host speed a CPU run's step is expressed at
-    host_speed_s: float | None = None
-    host_speed_workload: str | None = None
 
     def gemm_roof(self, m, n, k) -> np.ndarray:
         """Achieved FLOP/s of an (m x k) @ (k x n) GEMM: saturating in every dimension."""
@@ -1210,8 +1206,6 @@ def roofs_from_calibration(rec: dict) -> DeviceRoofs:
         power_measured=bool(power.get("measured", False)),
         tier="calibrated",
         sources={"calibration": rec.get("provenance", {}).get("measured_at"), "power": power.get("method")},
-        host_speed_s=(rec.get("host_speed") or {}).get("reference_s"),
-        host_speed_workload=(rec.get("host_speed") or {}).get("workload"),
     )
     if not dev.shared_node:
         dev = replace(dev, **_gpu_host_model(rec))
@@ -1341,7 +1335,4 @@ def proxy_roofs(dev: DeviceRoofs) -> dict:
         "peak_flops_per_s": dev.gemm_peak_flops_per_s,
         "bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s,
         "method": how,
-        # the host speed the calibration measured at (``tables.host_corrected``)
-        "host_speed_s": dev.host_speed_s,
-        "host_speed_workload": dev.host_speed_workload,
     }

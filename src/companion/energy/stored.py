@@ -150,13 +150,16 @@ def build_runs(data: Path):
     docs/decisions.md). No run is filtered."""
     from companion.energy.calibration import load_device_roofs
     from companion.energy.opmodel import proxy_roofs
-    from companion.energy.tables import load_runs, proxies_frame
+    from companion.energy.tables import host_speed_reference, load_runs, proxies_frame
 
     raw = load_runs(Path(data) / "runs" / PROFILE)
     dev = load_device_roofs(DEVICE, str(raw.precision.iloc[0]), root=Path(data) / "devices")
     roofs = {dev.name: proxy_roofs(dev)}
-    off_grid = off_grid_sets(Path(data) / "runs" / HOLDOUT, Path(data) / "runs" / TEST, roofs)
-    return dev, proxies_frame(raw, roofs), off_grid
+    host = host_speed_reference(
+        raw
+    )  # every group at the sweep's typical host speed (none before the reference)
+    off_grid = off_grid_sets(Path(data) / "runs" / HOLDOUT, Path(data) / "runs" / TEST, roofs, host)
+    return dev, proxies_frame(raw, roofs, host), off_grid
 
 
 def current_test_configs() -> set[str]:
@@ -167,12 +170,18 @@ def current_test_configs() -> set[str]:
     return {r.config_id for r in load_profile(TEST).runs}
 
 
-def off_grid_sets(holdout: Path | None, test: Path | None, measured_roofs: dict | None = None) -> dict:
+def off_grid_sets(
+    holdout: Path | None,
+    test: Path | None,
+    measured_roofs: dict | None = None,
+    host_reference: pd.DataFrame | None = None,
+) -> dict:
     """{'holdout': the validation set, 'test': the test set} from their record folders (None: not measured),
-    with their proxies (``tables.off_grid_runs``); of the test set, only its current draw (``current_draw``)."""
+    with their proxies (``tables.off_grid_runs``, at the sweep's typical host speed ``host_reference``); of the
+    test set, only its current draw (``current_draw``)."""
     from companion.energy.tables import off_grid_runs
 
-    off_grid = off_grid_runs({"holdout": holdout, "test": test}, measured_roofs)
+    off_grid = off_grid_runs({"holdout": holdout, "test": test}, measured_roofs, host_reference)
     off_grid["test"] = current_draw(off_grid["test"])
     return off_grid
 

@@ -111,27 +111,44 @@ def _host_speed_s(speed: dict | None) -> float | None:
     return float(np.sqrt(speed["before_s"] * speed["after_s"]))
 
 
-def host_corrected(runs: pd.DataFrame, measured_roofs: dict | None) -> pd.DataFrame:
-    """``runs`` with every CPU run's step expressed at its calibration's host speed.
+# what a run's host-speed timing is comparable with: the same workload, timed by as many ranks at once on as many
+# threads each (four ranks on two cores each get half a core)
+HOST_SPEED_KIND = ["host_speed_workload", "world_size", "threads_per_rank"]
+
+
+def host_speed_reference(runs: pd.DataFrame) -> pd.DataFrame:
+    """The sweep's typical host speed per kind of timing (``HOST_SPEED_KIND``): the median of its runs'
+    ``host_speed_s`` (column ``host_speed_reference_s``); empty where no run timed the reference."""
+    cols = [*HOST_SPEED_KIND, "host_speed_reference_s"]
+    if "host_speed_s" not in runs or not runs.host_speed_s.notna().any():
+        return pd.DataFrame(columns=cols)
+    timed = runs[runs.host_speed_s.notna() & (runs.host_speed_s > 0)]
+    return (
+        timed.groupby(HOST_SPEED_KIND)
+        .host_speed_s.median()
+        .rename("host_speed_reference_s")
+        .reset_index()[cols]
+    )
+
+
+def host_corrected(runs: pd.DataFrame, reference: pd.DataFrame | None) -> pd.DataFrame:
+    """``runs`` with every run that timed the host-speed reference expressed at the sweep's typical host speed.
 
     A shared host's speed wanders by 10-30 % over seconds and every step's time with it (``runs.hostspeed``). A run
-    whose record timed the reference workload beside it, on a device whose calibration (``measured_roofs``: its
-    ``host_speed_s``) timed the same workload, gets ``host_speed_factor`` = the run's timing / the calibration's
-    (above 1: the host ran slower than when calibrated), and its step time, energy and CO2 per step divided by it
-    (its samples per second multiplied): the time the step takes on the host the calibration measured, which is
-    what the models predict. ``step_measured_s`` and ``energy_measured_per_step_j`` keep what was measured, for
-    every run; a run without both timings keeps its measurements (factor NaN)."""
+    whose record timed the reference workload beside it gets ``host_speed_factor`` = its timing / the sweep's
+    median timing of the same kind (``host_speed_reference``: above 1, the host ran slower than is typical), and
+    its step time, energy and CO2 per step divided by it (its samples per second multiplied): the time the step
+    takes at the host's typical speed, which is what the models fit and predict. ``step_measured_s`` and
+    ``energy_measured_per_step_j`` keep what was measured, for every run; a run without the timing, or of a kind
+    the reference lacks, keeps its measurements (factor NaN). ``reference`` None corrects nothing."""
     out = runs.copy()
     out["step_measured_s"] = out["step_s"]
     out["energy_measured_per_step_j"] = out["energy_per_step_j"]
     factor = pd.Series(np.nan, index=out.index)
-    if "host_speed_s" in out:
-        for name, roofs in (measured_roofs or {}).items():
-            ref, workload = (roofs or {}).get("host_speed_s"), (roofs or {}).get("host_speed_workload")
-            if ref is None or not np.isfinite(float(ref)) or float(ref) <= 0:
-                continue
-            same = (out.device_name == name) & (out.host_speed_workload == workload) & (out.host_speed_s > 0)
-            factor[same] = out.host_speed_s[same].astype(float) / float(ref)
+    if reference is not None and len(reference) and "host_speed_s" in out:
+        ref = out[HOST_SPEED_KIND].merge(reference, how="left", on=HOST_SPEED_KIND).host_speed_reference_s
+        factor = pd.Series(out.host_speed_s.to_numpy(float) / ref.to_numpy(float), index=out.index)
+        factor = factor.where(np.isfinite(factor) & (factor > 0))
     out["host_speed_factor"] = factor
     k = factor.fillna(1.0)
     for col in ("step_s", "energy_per_step_j", "co2_per_step_kg"):
@@ -185,12 +202,15 @@ def load_runs(folder: Path) -> pd.DataFrame:
     return runs_frame(load_records(Path(folder)))
 
 
-def off_grid_runs(folders: dict, measured_roofs: dict | None = None) -> dict:
+def off_grid_runs(
+    folders: dict, measured_roofs: dict | None = None, host_reference: pd.DataFrame | None = None
+) -> dict:
     """{split: its runs with their proxies (``proxies_frame``)} for the off-grid groups' record folders
     ({split: folder or None}); None for a group with no folder or no records (an archive packed before it
-    existed, a profile without it)."""
+    existed, a profile without it). ``host_reference``: the sweep's (``host_speed_reference``), so the off-grid
+    runs are expressed at the host speed of the runs the models were fitted on."""
     return {
-        split: proxies_frame(load_runs(folder), measured_roofs)
+        split: proxies_frame(load_runs(folder), measured_roofs, host_reference)
         if folder is not None and any(Path(folder).glob("*.json"))
         else None
         for split, folder in folders.items()
@@ -217,12 +237,16 @@ def step_shape(row) -> proxies.StepShape:
     )
 
 
-def proxies_frame(runs: pd.DataFrame, measured_roofs: dict | None = None) -> pd.DataFrame:
-    """Add FLOPs, bytes, communication, arithmetic intensity, roofline position and measured eta.
+def proxies_frame(
+    runs: pd.DataFrame, measured_roofs: dict | None = None, host_reference: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Add FLOPs, bytes, communication, arithmetic intensity, roofline position and measured eta, every run
+    first expressed at the sweep's typical host speed (``host_corrected``; ``host_reference``, the sweep's
+    ``host_speed_reference``: None corrects nothing).
 
     ``measured_roofs`` maps device names whose table entry says 'measure' (the CPU) to measured roofs.
     """
-    out = measured_eta(host_corrected(runs, measured_roofs))
+    out = measured_eta(host_corrected(runs, host_reference))
     records = []
     for _, row in out.iterrows():
         shape = step_shape(row)

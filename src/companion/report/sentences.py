@@ -199,6 +199,34 @@ def pass_drift_text(noise: dict, kept: bool = True) -> str:
     return f"{pace} (median absolute change{over}: {size * 100:.0f} %)"
 
 
+def host_speed_sentence(runs: pd.DataFrame, noise: dict | None) -> str:
+    """What the host-speed reference (``companion.runs.hostspeed``) did to this build's runs: how many it
+    reached, the range of its factors and the replicate floor of time as measured and at the calibration's host
+    speed (``noise.json``'s ``as_measured``); or that it reached none, so every time is as measured."""
+    raw = (noise or {}).get("as_measured") if isinstance(noise, dict) else None
+    factor = runs["host_speed_factor"].dropna() if "host_speed_factor" in runs else pd.Series(dtype=float)
+    if not raw or factor.empty:
+        return (
+            "Every time here is as measured: no run was expressed at a calibration's host speed (its record, or "
+            "the calibration, predates the host-speed reference)."
+        )
+    floor = ((noise.get("metrics") or {}).get("time_per_step") or {}).get("mape")
+    was = (raw.get("mape") or {}).get("time_per_step")
+    spread = (
+        f" Replicates of one configuration fall {pct(was * 100)} from their mean as measured and {pct(floor * 100)} "
+        "at the calibration's host speed."
+        if finite(was) is not None and finite(floor) is not None
+        else ""
+    )
+    return (
+        f"A shared host's speed wanders by tens of per cent over seconds, and every step with it, so each CPU run "
+        f"timed a fixed reference workload just before and just after its windows, as the calibration did; "
+        f"{len(factor)} of {len(runs)} runs are expressed at the calibration's host speed (their step time and "
+        f"energy over the ratio of the two timings, {factor.min():.2f} to {factor.max():.2f}), and every model is "
+        f"fitted and scored on them.{spread}"
+    )
+
+
 def noise_text(noise: dict) -> str:
     f = noise_floor(noise)
     if f["time"] == NA and f["energy"] == NA:

@@ -229,10 +229,14 @@ def _test_cell(t: dict, short: bool = False) -> str:
         return "no test-set runs" if short else f"{NA} (no test-set runs in this build)"
     ratio = finite(t.get("test_over_calibrated_tier"))
     span = t.get("test_mape_range_pct")
+    # against the runs as measured (the host's speed left in): shown where the host-speed correction moved it
+    raw = finite(t.get("test_as_measured_mape_pct"))
+    raw = raw if raw is not None and round(raw, 1) != round(t["test_mape_pct"], 1) else None
     return (
         f"{pct(t['test_mape_pct'])}"
         + (f" [{span[0]:.1f}, {span[1]:.1f}]" if span else "")
         + f": {_met(t.get('meets_test'))} ({t.get('test_runs', 0)} runs; "
+        + (f"{pct(raw)} as measured; " if raw is not None else "")
         + (
             f"floor {pct(t['test_noise_floor_pct'])}; "
             if finite(t.get("test_noise_floor_pct")) is not None

@@ -34,7 +34,6 @@ import platform
 import signal
 import socket
 import tempfile
-import statistics
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,7 +42,6 @@ import numpy as np
 import torch
 
 from companion.errors import ConfigError, raise_if_stopped
-from companion.runs import hostspeed
 from companion.runs.config import check_calibration_request
 from companion.runs.records import CALIBRATION_FORMAT
 
@@ -1082,9 +1080,6 @@ def calibrate(
         if device == "cpu" and last:
             single_work.append(single_work_steps(dev))
 
-    # the host's speed (runs.hostspeed) at the start, between the passes and at the end: the reference a CPU
-    # run's step is expressed at (companion.energy.tables.host_corrected)
-    host_speed_s = [hostspeed.reference_s()] if device == "cpu" else []
     try:
         parallel_pass(last=False)
         rec = {
@@ -1127,11 +1122,7 @@ def calibrate(
                 },
             )
         )
-        if device == "cpu":
-            host_speed_s.append(hostspeed.reference_s())
         parallel_pass(last=True)
-        if device == "cpu":
-            host_speed_s.append(hostspeed.reference_s())
     finally:
         for pool in ranks.values():
             pool.close()
@@ -1140,14 +1131,6 @@ def calibrate(
         # the collectives are known only now, from both passes (the faster of each): checked once, as they are
         problems = check(rec).get("collectives", [])
         rec["checks"]["collectives"] = {"attempts": 1, "problems": problems}
-    if host_speed_s:
-        rec["host_speed"] = {
-            "samples_s": host_speed_s,
-            "reference_s": statistics.median(host_speed_s),
-            **hostspeed.describe(),
-        }
-        if check is not None:
-            rec["checks"]["host_speed"] = {"attempts": 1, "problems": check(rec).get("host_speed", [])}
     rec["layout_probe_single"] = _fastest(singles, ("layers",), "step_s")
     if single_work:
         rec["work_probe_single"] = _fastest(single_work, ("tp", "dp"), "step_s")

@@ -1,14 +1,15 @@
-"""How fast a shared CPU host runs at a given moment: a fixed reference workload, timed beside every CPU run and
-through the calibration.
+"""How fast a shared CPU host runs at a given moment: a fixed reference workload, timed beside every CPU run.
 
 On a shared 2-core host the same training step's time wanders by 10-30 % over seconds: other tenants share the
 caches, the memory and the cores' siblings, and the guest sees neither steal time nor a change of clock (its
 ``/proc/stat`` steal stays at 0 % while the step slows by 30 %). Two replicates of one configuration then differ
 by about 10 % (sd), which no model of the configuration can predict. A small fixed workload (GEMMs and an
-element-wise pass, on one thread) timed just before and just after a run's measured windows slows with it: on
-this host type its time and the step's correlate at 0.87 over 1.5-s windows (log-log slope 1.04;
-``benchmarks/host_speed.py`` measures it again). A run's record keeps both timings; the analysis expresses every
-CPU run's step at the calibration's host speed (``companion.energy.tables.host_corrected``) and keeps the step
+element-wise pass) timed just before and just after a run's measured windows, by every rank at once on the run's
+own threads, slows with it: a 2-thread step and the 2-thread workload beside it correlated at 0.82-0.87 over
+0.4-1.5-s windows on this host type (log-log slope 0.96-1.04), where the workload on one thread beside 2-thread
+steps tracked them with a slope of 1.5 (one busy core slows a 2-thread operator whole; docs/decisions.md).
+``benchmarks/host_speed.py`` measures it again. A run's record keeps both timings; the analysis expresses every
+CPU run's step at its sweep's typical host speed (``companion.energy.tables.host_corrected``) and keeps the step
 as measured beside it.
 """
 
@@ -20,7 +21,6 @@ import time
 # The reference workload: GEMMs of a size a BERT of the sweeps' widths runs, and an element-wise pass over a
 # buffer larger than a core's L2 cache. Changing it changes what every record's timings mean: name it anew.
 WORKLOAD = {"name": "gemm192x10+axpy200k", "gemm_dim": 192, "gemm_reps": 10, "elementwise": 200_000}
-THREADS = 1  # the same on every run, whatever its ranks' threads: one core's speed
 ITERATIONS = 8  # timed, after one untimed; their median
 
 
@@ -41,27 +41,20 @@ def _workload():
 
 
 def reference_s(iterations: int = ITERATIONS) -> float:
-    """The reference workload's median time (s) over ``iterations`` timed iterations after one untimed, on
-    ``THREADS`` thread(s) (the caller's thread count is restored). About 2 ms an iteration on this host type."""
-    import torch
-
+    """The reference workload's median time (s) over ``iterations`` timed iterations after one untimed, on the
+    caller's torch threads (about 1-2 ms an iteration on this host type)."""
     if iterations < 1:
         raise ValueError(f"iterations={iterations}: the reference needs at least one timed iteration")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    try:
-        once = _workload()
+    once = _workload()
+    once()
+    times = []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
         once()
-        times = []
-        for _ in range(iterations):
-            t0 = time.perf_counter()
-            once()
-            times.append(time.perf_counter() - t0)
-    finally:
-        torch.set_num_threads(threads)
+        times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
 def describe() -> dict:
-    """What a record says of the reference it timed."""
-    return {"workload": WORKLOAD["name"], "threads": THREADS, "iterations": ITERATIONS}
+    """What a record says of the reference it timed (its threads are the run's, ``threads.per_rank``)."""
+    return {"workload": WORKLOAD["name"], "iterations": ITERATIONS}

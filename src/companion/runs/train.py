@@ -549,11 +549,13 @@ def check_compiled(execution: str) -> None:
 
 
 def _host_speed(env, device) -> float | None:
-    """The reference workload's time (s, ``runs.hostspeed``) on rank 0 of a CPU run while the other ranks wait
-    in the all-reduce that hands it to them; None on a GPU, whose steps do not run on the host's cores."""
+    """The reference workload's time (s, ``runs.hostspeed``), timed by every rank at once on its own threads, as
+    the ranks step; their mean. None on a GPU, whose steps do not run on the host's cores."""
     if device.type != "cpu":
         return None
-    return _agree_max(hostspeed.reference_s() if env.rank == 0 else 0.0, device)
+    t = torch.tensor([hostspeed.reference_s()], dtype=torch.float64, device=device)
+    parallel.all_reduce_(t)
+    return float(t.item()) / env.world_size
 
 
 def _agree_max(value: float, device) -> float:

@@ -1,41 +1,167 @@
-"""How much of the spread between a build's replicates the host-speed reference removes.
+"""Can a small reference workload, timed beside a step, take the host's wandering speed out of the step's time?
 
-    python benchmarks/host_speed.py                  # this checkout's records (data/runs/cpu, holdout, testset)
-    python benchmarks/host_speed.py --root CLONE     # another checkout's
-    python benchmarks/host_speed.py --live 60        # no records: time a fixed step and the reference, 60 s
+    python benchmarks/host_speed.py --seconds 150    # live: steps of three sizes beside six workloads
+    python benchmarks/host_speed.py --root CLONE     # a build's records: its replicates, raw and corrected
 
-Every CPU run times the reference workload just before and just after its windows (``companion.runs.hostspeed``).
-Two replicates of one configuration ran the same step; whatever moved their times apart was the host. Per set of
-runs, over the pairs of replicates whose records carry the reference: the spread of one run (the standard deviation
-of the pairs' log ratios over sqrt 2, in %), raw and with each run's step divided by its reference's time (the
-ratio the analysis applies, ``companion.energy.tables.host_corrected``), the correlation of the two log ratios and
-their slope. A correction that tracked nothing would leave the spread as it is (or widen it by the reference's own
-noise); the figures say which. Prints figures; asserts nothing.
+On a shared 2-core host the same training step's time wanders by 10-30 % over seconds while the guest sees no
+steal time and no change of clock; two replicates of one configuration differ by about 10 % (sd), and the model's
+error on the test set is measured against such runs. If a fixed workload slowed as every step does, a run could be
+expressed at a typical host speed (its time over the workload's ratio to its median) and the spread would shrink.
+
+This times, in turn and for ``--seconds``, BERT training steps of three sizes in 1-s windows, each window flanked
+by the reference workloads (GEMMs of 192 and an element-wise pass over a small or a large buffer, on one or two
+threads, over 8 or 24 iterations; the geometric mean of the timings before and after). Per step size and
+workload: the correlation of the windows' log step time with the workload's, the slope of one on the other, and
+the step's spread (sd of log, %) before and after dividing by the workload's ratio to its median. A correction
+would need a slope near 1 and a smaller spread for every step size with one workload. docs/decisions.md records
+what this found.
+
+With ``--root``, a build's records instead (``data/runs/cpu``, ``holdout``, ``testset``): every one-rank CPU run
+timed the chosen workload (``companion.runs.hostspeed``) before and after its windows. Two replicates of one
+configuration ran the same step; per set of runs, over the pairs whose records carry the timing, the spread of one
+run (sd of the pairs' log ratios over sqrt 2, %), raw and corrected (``companion.energy.tables.host_corrected``),
+the correlation of the two log ratios and their slope. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+# (layers, hidden, heads, seq_len, batch): steps of about 10, 60 and 400 ms on 2 cores
+STEPS = {"small": (2, 64, 2, 32, 4), "mid": (3, 128, 4, 128, 8), "large": (4, 256, 4, 256, 8)}
+# name: (element-wise buffer, threads, timed iterations)
+WORKLOADS = {
+    "gemm+200k, 1 thread, 8 it": (200_000, 1, 8),
+    "gemm+200k, 2 threads, 8 it": (200_000, 2, 8),
+    "gemm+200k, 1 thread, 24 it": (200_000, 1, 24),
+    "gemm+200k, 2 threads, 24 it": (200_000, 2, 24),
+    "gemm+4M, 1 thread, 8 it": (4_000_000, 1, 8),
+    "gemm+4M, 2 threads, 8 it": (4_000_000, 2, 8),
+}
+WINDOW_S = 1.0
+
+
+def training_step(layers, hidden, heads, seq_len, batch):
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    cfg = BertConfig(
+        vocab_size=4096,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        max_position_embeddings=512,
+    )
+    model = BertForSequenceClassification(cfg)
+    opt = torch.optim.AdamW(model.parameters())
+    x, y = torch.randint(0, 4096, (batch, seq_len)), torch.randint(0, 2, (batch,))
+
+    def step():
+        opt.zero_grad()
+        model(input_ids=x, labels=y).loss.backward()
+        opt.step()
+
+    return step
+
+
+def reference(buffer: int, threads: int, iterations: int):
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(192, 192, generator=g), torch.randn(192, 192, generator=g)
+    v = torch.randn(buffer, generator=g)
+
+    def once():
+        for _ in range(10):
+            torch.mm(a, b)
+        v.mul_(0.999).add_(1e-3)
+
+    def timed() -> float:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            once()
+            times = []
+            for _ in range(iterations):
+                t0 = time.perf_counter()
+                once()
+                times.append(time.perf_counter() - t0)
+        finally:
+            torch.set_num_threads(before)
+        return statistics.median(times)
+
+    return timed
+
+
+def measure(seconds: float) -> list[dict]:
+    import torch
+
+    torch.set_num_threads(2)
+    steps = {name: training_step(*shape) for name, shape in STEPS.items()}
+    refs = {name: reference(*w) for name, w in WORKLOADS.items()}
+    for step in steps.values():
+        step()
+        step()
+    rows, end = [], time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for name, step in steps.items():
+            before = {k: r() for k, r in refs.items()}
+            t0, n = time.perf_counter(), 0
+            while time.perf_counter() - t0 < WINDOW_S:
+                step()
+                n += 1
+            step_s = (time.perf_counter() - t0) / n
+            after = {k: r() for k, r in refs.items()}
+            rows.append({"step": name, "step_s": step_s, **{k: (before[k] * after[k]) ** 0.5 for k in refs}})
+    return rows
+
+
+def summarise(rows: list[dict]) -> list[dict]:
+    out = []
+    for name in STEPS:
+        r = [x for x in rows if x["step"] == name]
+        if len(r) < 3:
+            continue
+        s = np.log([x["step_s"] for x in r])
+        s -= s.mean()
+        for w in WORKLOADS:
+            p = np.log([x[w] for x in r])
+            p -= p.mean()
+            out.append(
+                {
+                    "step": name,
+                    "step_ms": float(np.median([x["step_s"] for x in r]) * 1e3),
+                    "windows": len(r),
+                    "workload": w,
+                    "correlation": float(np.corrcoef(s, p)[0, 1]),
+                    "slope": float(np.polyfit(p, s, 1)[0]),
+                    "spread_pct": float(s.std(ddof=1) * 100),
+                    "corrected_pct": float((s - p).std(ddof=1) * 100),
+                }
+            )
+    return out
+
 
 SETS = {"cpu": "grid", "holdout": "validation set", "testset": "test set"}
 
 
-def pairs(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per pair of replicates (first two of each ``config_id`` carrying the reference): their step
+def replicate_pairs(runs):
+    """One row per pair of replicates (the first two of each ``config_id`` carrying the timing): their step
     times' log ratio and their reference timings' log ratio."""
+    import pandas as pd
+
     r = runs[runs.host_speed_s.notna() & (runs.host_speed_s > 0)].sort_values(["config_id", "replicate"])
     first = r.groupby("config_id").nth(0).set_index("config_id")
     second = r.groupby("config_id").nth(1).set_index("config_id")
-    both = first.join(second, lsuffix="_a", rsuffix="_b", how="inner")
+    both = first.join(second, how="inner", lsuffix="_a", rsuffix="_b")
     return pd.DataFrame(
         {
             "step": np.log(both.step_s_b / both.step_s_a),
@@ -44,101 +170,105 @@ def pairs(runs: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def summary(p: pd.DataFrame) -> dict:
-    corrected = p.step - p.speed
-    sd = lambda x: float(np.std(x, ddof=1) / np.sqrt(2) * 100)  # noqa: E731
+def pair_summary(p) -> dict:
+    def sd(x):
+        return float(np.std(x, ddof=1) / np.sqrt(2) * 100)
+
     return {
         "pairs": len(p),
         "raw_sd_pct": sd(p.step),
-        "corrected_sd_pct": sd(corrected),
-        "raw_median_abs_pct": float(np.median(np.abs(p.step)) * 100),
-        "corrected_median_abs_pct": float(np.median(np.abs(corrected)) * 100),
-        "correlation": float(np.corrcoef(p.step, p.speed)[0, 1]) if len(p) > 2 else float("nan"),
-        "slope": float(np.polyfit(p.speed, p.step, 1)[0]) if len(p) > 2 else float("nan"),
+        "corrected_sd_pct": sd(p.step - p.speed),
+        "correlation": float(np.corrcoef(p.step, p.speed)[0, 1]),
+        "slope": float(np.polyfit(p.speed, p.step, 1)[0]),
     }
 
 
-def from_records(root: Path) -> pd.DataFrame:
+def from_records(root) -> list[dict]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from companion.energy.tables import load_runs
 
     rows = []
     for folder, name in SETS.items():
-        path = root / "data" / "runs" / folder
+        path = Path(root) / "data" / "runs" / folder
         if not any(path.glob("*.json")):
             continue
         runs = load_runs(path)
-        if "host_speed_s" not in runs or runs.host_speed_s.notna().sum() == 0:
-            print(f"{name}: no record carries the host-speed reference (measured before it)")
-            continue
-        p = pairs(runs)
+        p = replicate_pairs(runs) if runs.host_speed_s.notna().any() else []
         if len(p) < 3:
-            print(f"{name}: {len(p)} pairs of replicates with the reference; too few")
+            print(f"{name}: {len(p)} pairs of replicates carry the timing; too few")
             continue
-        rows.append({"set": name, **summary(p)})
-        if (
-            folder == "cpu"
-        ):  # the grid's pairs by the layout's ranks: a 4-rank run timed its reference on one core
-            for world, g in runs.groupby("world_size"):
-                q = pairs(g)
-                if len(q) >= 3:
-                    rows.append({"set": f"  grid, {world} rank(s)", **summary(q)})
-    return pd.DataFrame(rows)
+        rows.append({"set": name, **pair_summary(p)})
+    return rows
 
 
-def live(seconds: float, window_s: float = 1.5) -> pd.DataFrame:
-    """No records: alternate a fixed training step for ``window_s`` with the reference, for ``seconds``, and
-    treat consecutive windows as replicates."""
-    import torch
+def scores_both_ways(root) -> "list[dict]":
+    """The validation page's scores of the build at ``root`` (``stored.score_sweep`` of its ``data/``: fitted and
+    calibrated tiers, time, the step-time filter on), its runs expressed at the sweep's typical host speed and as
+    measured: the comparison that decides whether the correction earns its place (docs/decisions.md)."""
+    import yaml
 
-    from companion.runs import hostspeed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from companion.energy import stored, tables
 
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(6)])
-    opt = torch.optim.AdamW(model.parameters())
-    x = torch.randn(512, 256)
-
-    def step():
-        opt.zero_grad()
-        model(x).square().mean().backward()
-        opt.step()
-
-    for _ in range(5):
-        step()
-    rows, end = [], time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        before = hostspeed.reference_s()
-        t0, n = time.perf_counter(), 0
-        while time.perf_counter() - t0 < window_s:
-            step()
-            n += 1
-        step_s = (time.perf_counter() - t0) / n
-        rows.append({"step_s": step_s, "host_speed_s": float(np.sqrt(before * hostspeed.reference_s()))})
-    w = pd.DataFrame(rows)
-    p = pd.DataFrame(
-        {
-            "step": np.log(w.step_s.to_numpy()[1:] / w.step_s.to_numpy()[:-1]),
-            "speed": np.log(w.host_speed_s.to_numpy()[1:] / w.host_speed_s.to_numpy()[:-1]),
-        }
-    )
-    return pd.DataFrame([{"set": f"live, {len(w)} windows of {window_s:g} s", **summary(p)}])
+    page = yaml.safe_load((Path(__file__).resolve().parents[1] / "params" / "04_validation.yaml").read_text())
+    reference = tables.host_speed_reference
+    rows = []
+    for how in ("as measured", "at typical host speed"):
+        tables.host_speed_reference = reference if how != "as measured" else (lambda runs: None)
+        try:
+            s = stored.score_sweep(
+                Path(root) / "data",
+                ["operator_roofline", "calibrated_tier"],
+                page["level"],
+                page["max_step_ci95_rel"],
+            )
+        finally:
+            tables.host_speed_reference = reference
+        s = s[s.target == "time"]
+        for model, g in s.groupby("model"):
+            by = dict(zip(g.split, g.mape_pct))
+            cv = g[~g.split.isin(["pooled", "holdout", "test"])]
+            rows.append(
+                {
+                    "runs": how,
+                    "model": model,
+                    "pooled_pct": by.get("pooled"),
+                    "worst_split_pct": float(cv.mape_pct.max()) if len(cv) else None,
+                    "validation_pct": by.get("holdout"),
+                    "test_pct": by.get("test"),
+                }
+            )
+    return rows
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose records are read")
     ap.add_argument(
-        "--live", type=float, default=0.0, help="seconds of a live measurement instead of records"
+        "--seconds", type=float, default=150.0, help="how long to alternate the steps (default 150)"
     )
+    ap.add_argument("--root", type=Path, help="read this checkout's records instead of measuring")
     args = ap.parse_args(argv)
-    table = live(args.live) if args.live > 0 else from_records(args.root)
-    if table.empty:
-        print("nothing to compare")
-        return 0
+    if args.seconds <= 0:
+        ap.error(f"--seconds {args.seconds}: give a positive duration")
+    import pandas as pd
+
     pd.set_option("display.width", 200)
-    print("the spread of one run between replicates, raw and at the reference's speed (%):")
-    print(table.round(3).to_string(index=False))
+    if args.root is not None:
+        table = pd.DataFrame(from_records(args.root))
+        if not table.empty:
+            print("the spread of one run between replicates, raw and at the sweep's typical host speed (%):")
+            print(table.round(2).to_string(index=False))
+        print("\nthe build's time MAPE (%), its runs as measured and at the sweep's typical host speed:")
+        print(pd.DataFrame(scores_both_ways(args.root)).round(2).to_string(index=False))
+        return 0
+    table = pd.DataFrame(summarise(measure(args.seconds)))
+    if table.empty:
+        print("too few windows: give more --seconds")
+        return 0
+    print("per step size and reference workload: how the window's step time moves with the workload's (log)")
+    print(table.round(2).to_string(index=False))
     return 0
 
 

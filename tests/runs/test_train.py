@@ -41,7 +41,7 @@ def test_record_has_every_documented_field(tmp_path):
     assert len(rec["loss"]["curve"]) == rec["loss"]["unmeasured_steps"] + 4
     assert len(t["probe_step_s"]) == rec["loss"]["unmeasured_steps"] - c["protocol"]["warmup_steps"]
     assert all(x > 0 for x in t["probe_step_s"])
-    # the host's speed just before and after the windows: the reference workload's time, on the run's threads
+    # the host's speed just before and after the windows: the reference workload's time, on one thread
     h = rec["host_speed"]
     assert 0 < h["before_s"] < 1 and 0 < h["after_s"] < 1 and h["workload"] and h["iterations"] >= 1
     p = rec["provenance"]

@@ -1,16 +1,18 @@
-"""How fast a shared CPU host runs at a given moment: a fixed reference workload, timed beside every CPU run.
+"""How fast a shared CPU host runs at a given moment: a fixed reference workload, timed beside every one-rank CPU
+run.
 
 On a shared 2-core host the same training step's time wanders by 10-30 % over seconds: other tenants share the
 caches, the memory and the cores' siblings, and the guest sees neither steal time nor a change of clock (its
 ``/proc/stat`` steal stays at 0 % while the step slows by 30 %). Two replicates of one configuration then differ
 by about 10 % (sd), which no model of the configuration can predict. A small fixed workload (GEMMs and an
-element-wise pass) timed just before and just after a run's measured windows, by every rank at once on the run's
-own threads, slows with it: a 2-thread step and the 2-thread workload beside it correlated at 0.82-0.87 over
-0.4-1.5-s windows on this host type (log-log slope 0.96-1.04), where the workload on one thread beside 2-thread
-steps tracked them with a slope of 1.5 (one busy core slows a 2-thread operator whole; docs/decisions.md).
-``benchmarks/host_speed.py`` measures it again. A run's record keeps both timings; the analysis expresses every
-CPU run's step at its sweep's typical host speed (``companion.energy.tables.host_corrected``) and keeps the step
-as measured beside it.
+element-wise pass, on one thread) timed just before and just after a run's windows slows with the run's steps,
+though not in proportion: over 1-s windows of steps of 15, 100 and 650 ms, the correlation of the two was
+0.5-0.7 and dividing by it took the steps' spread from 21 / 14 / 17 % to 16 / 13 / 15 %
+(``benchmarks/host_speed.py``, which times the alternatives too: two threads, more iterations, a buffer beyond
+the caches; each helps one step size and harms another). A run of several ranks is not timed: on one core, or on
+every rank at once, the workload did not track those runs (docs/decisions.md). The analysis expresses a timed
+run's step at its sweep's typical host speed (``companion.energy.tables.host_corrected``) and keeps the step as
+measured beside it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 # The reference workload: GEMMs of a size a BERT of the sweeps' widths runs, and an element-wise pass over a
 # buffer larger than a core's L2 cache. Changing it changes what every record's timings mean: name it anew.
 WORKLOAD = {"name": "gemm192x10+axpy200k", "gemm_dim": 192, "gemm_reps": 10, "elementwise": 200_000}
+THREADS = 1  # whatever the run's threads: a two-thread workload tracked the small steps worse
 ITERATIONS = 8  # timed, after one untimed; their median
 
 
@@ -41,20 +44,27 @@ def _workload():
 
 
 def reference_s(iterations: int = ITERATIONS) -> float:
-    """The reference workload's median time (s) over ``iterations`` timed iterations after one untimed, on the
-    caller's torch threads (about 1-2 ms an iteration on this host type)."""
+    """The reference workload's median time (s) over ``iterations`` timed iterations after one untimed, on
+    ``THREADS`` thread(s) (the caller's thread count is restored). About 2 ms an iteration on this host type."""
+    import torch
+
     if iterations < 1:
         raise ValueError(f"iterations={iterations}: the reference needs at least one timed iteration")
-    once = _workload()
-    once()
-    times = []
-    for _ in range(iterations):
-        t0 = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    try:
+        once = _workload()
         once()
-        times.append(time.perf_counter() - t0)
+        times = []
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            once()
+            times.append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
     return statistics.median(times)
 
 
 def describe() -> dict:
-    """What a record says of the reference it timed (its threads are the run's, ``threads.per_rank``)."""
-    return {"workload": WORKLOAD["name"], "iterations": ITERATIONS}
+    """What a record says of the reference it timed."""
+    return {"workload": WORKLOAD["name"], "threads": THREADS, "iterations": ITERATIONS}

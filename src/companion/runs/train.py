@@ -549,13 +549,11 @@ def check_compiled(execution: str) -> None:
 
 
 def _host_speed(env, device) -> float | None:
-    """The reference workload's time (s, ``runs.hostspeed``), timed by every rank at once on its own threads, as
-    the ranks step; their mean. None on a GPU, whose steps do not run on the host's cores."""
-    if device.type != "cpu":
+    """The reference workload's time (s, ``runs.hostspeed``) beside a one-rank CPU run; None on a GPU, whose
+    steps do not run on the host's cores, and for a run of several ranks, which it does not track."""
+    if device.type != "cpu" or env.world_size > 1:
         return None
-    t = torch.tensor([hostspeed.reference_s()], dtype=torch.float64, device=device)
-    parallel.all_reduce_(t)
-    return float(t.item()) / env.world_size
+    return hostspeed.reference_s()
 
 
 def _agree_max(value: float, device) -> float:

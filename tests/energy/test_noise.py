@@ -221,7 +221,7 @@ def test_each_group_has_the_floor_of_the_runs_it_scores():
 
 
 def test_the_floor_as_measured_is_reported_beside_the_corrected_one():
-    """Runs expressed at the calibration's host speed keep their measurements: the floor of both is reported, so
+    """Runs expressed at the sweep's typical host speed keep their measurements: the floor of both is reported, so
     a reader sees what the correction removed (here: the second replicate ran on a host 1.5x slower)."""
     from companion.energy.tables import host_corrected
 

@@ -48,7 +48,7 @@ def test_no_held_out_degree_is_said_in_words():
 
 
 def test_each_score_gives_the_same_predictions_mape_against_the_runs_as_measured():
-    """Runs expressed at the calibration's host speed are scored there; the same predictions against the runs
+    """Runs expressed at the sweep's typical host speed are scored there; the same predictions against the runs
     as measured (the host's speed left in) are scored beside them, never instead."""
     from companion.energy.validation import _scored, score
 

@@ -863,3 +863,19 @@ def test_the_answer_box_gives_the_range_of_the_gpu_s_other_calibrations(validati
     # the datasheet's priors beside it: on energy they do as well
     assert "; datasheet priors by 13.2 % and 3.5 %" in body
     assert "(other machines' calibrations: 15–70 % time)" in body
+
+
+def test_the_host_speed_sentence_says_what_the_correction_did_or_that_there_was_none():
+    from companion.report.sentences import host_speed_sentence
+
+    runs = pd.DataFrame({"host_speed_factor": [0.91, 1.0, 1.27, None]})
+    noise = {
+        "metrics": {"time_per_step": {"mape": 0.061}},
+        "as_measured": {"corrected_runs": 3, "mape": {"time_per_step": 0.083}},
+    }
+    text = host_speed_sentence(runs, noise)
+    assert "(0.91 to 1.27, 3 of 4 runs)" in text
+    assert "8.3 % from their configuration's mean as measured, 6.1 % at the typical speed" in text
+    none = "Every time here is as measured: no run timed the host-speed reference."
+    assert host_speed_sentence(runs.assign(host_speed_factor=None), {**noise, "as_measured": None}) == none
+    assert host_speed_sentence(pd.DataFrame({"step_s": [1.0]}), None) == none

@@ -86,7 +86,7 @@ def replicate_noise(frame: pd.DataFrame) -> dict:
 
 
 def as_measured_floor(frame: pd.DataFrame) -> dict | None:
-    """Where some runs were expressed at their calibration's host speed (``tables.host_corrected``): the same
+    """Where some runs were expressed at their sweep's typical host speed (``tables.host_corrected``): the same
     floor (mean absolute deviation, fraction) of each metric over the runs as measured, and how many runs the
     correction reached; None where it reached none, so the floor above is the measured one."""
     factor = frame["host_speed_factor"] if "host_speed_factor" in frame else pd.Series(dtype=float)

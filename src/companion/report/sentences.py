@@ -201,29 +201,25 @@ def pass_drift_text(noise: dict, kept: bool = True) -> str:
 
 def host_speed_sentence(runs: pd.DataFrame, noise: dict | None) -> str:
     """What the host-speed reference (``companion.runs.hostspeed``) did to this build's runs: how many it
-    reached, the range of its factors and the replicate floor of time as measured and at the calibration's host
+    reached, the range of its factors and the replicate floor of time as measured and at the sweep's typical host
     speed (``noise.json``'s ``as_measured``); or that it reached none, so every time is as measured."""
     raw = (noise or {}).get("as_measured") if isinstance(noise, dict) else None
     factor = runs["host_speed_factor"].dropna() if "host_speed_factor" in runs else pd.Series(dtype=float)
     if not raw or factor.empty:
-        return (
-            "Every time here is as measured: no run was expressed at a calibration's host speed (its record, or "
-            "the calibration, predates the host-speed reference)."
-        )
+        return "Every time here is as measured: no run timed the host-speed reference."
     floor = ((noise.get("metrics") or {}).get("time_per_step") or {}).get("mape")
     was = (raw.get("mape") or {}).get("time_per_step")
     spread = (
-        f" Replicates of one configuration fall {pct(was * 100)} from their mean as measured and {pct(floor * 100)} "
-        "at the calibration's host speed."
+        f" Replicates fall {pct(was * 100)} from their configuration's mean as measured, {pct(floor * 100)} at "
+        "the typical speed."
         if finite(was) is not None and finite(floor) is not None
         else ""
     )
     return (
-        f"A shared host's speed wanders by tens of per cent over seconds, and every step with it, so each CPU run "
-        f"timed a fixed reference workload just before and just after its windows, as the calibration did; "
-        f"{len(factor)} of {len(runs)} runs are expressed at the calibration's host speed (their step time and "
-        f"energy over the ratio of the two timings, {factor.min():.2f} to {factor.max():.2f}), and every model is "
-        f"fitted and scored on them.{spread}"
+        "A shared host's speed wanders by tens of per cent over seconds, and every step's time with it: each "
+        f"one-rank run timed a small fixed workload just before and after its windows, and its step time and "
+        f"energy are divided by that timing over the sweep's median ({factor.min():.2f} to {factor.max():.2f}, "
+        f"{len(factor)} of {len(runs)} runs). Every model is fitted and scored at this typical speed.{spread}"
     )
 
 

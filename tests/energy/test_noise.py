@@ -244,7 +244,6 @@ def test_the_floor_as_measured_is_reported_beside_the_corrected_one():
         {
             "host_speed_workload": ["w"],
             "world_size": [1],
-            "threads_per_rank": [2],
             "host_speed_reference_s": [2e-3],
         }
     )

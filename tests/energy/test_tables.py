@@ -92,18 +92,20 @@ def test_the_ram_share_is_the_ram_component_over_all_components():
 def _speed_frame():
     import pandas as pd
 
+    # as records give them: one-rank runs time the reference (on one thread, whatever their own threads); a run
+    # of several ranks, a GPU's and a record from before the reference do not
     return pd.DataFrame(
         {
-            "run_id": ["slow", "fast", "typical", "old", "gpu", "tp2"],
-            "device_name": ["cpu", "cpu", "cpu", "cpu", "H100", "cpu"],
-            "world_size": [1, 1, 1, 1, 1, 2],
-            "threads_per_rank": [2, 2, 2, 2, None, 1],
-            "host_speed_s": [3e-3, 1.5e-3, 2e-3, None, None, 4e-3],
-            "host_speed_workload": ["w", "w", "w", None, None, "w"],
-            "step_s": [0.3, 0.1, 0.2, 0.2, 0.05, 0.4],
-            "energy_per_step_j": [6.0, 2.0, 4.0, 4.0, 10.0, 8.0],
-            "co2_per_step_kg": [3e-6, 1e-6, 2e-6, 2e-6, 5e-6, 4e-6],
-            "samples_per_s": [10.0, 30.0, 15.0, 15.0, 60.0, 7.5],
+            "run_id": ["slow", "fast", "typical", "one-thread", "old", "gpu", "tp2"],
+            "device_name": ["cpu", "cpu", "cpu", "cpu", "cpu", "H100", "cpu"],
+            "world_size": [1, 1, 1, 1, 1, 1, 2],
+            "threads_per_rank": [2, 2, 2, 1, 2, None, 1],
+            "host_speed_s": [3e-3, 1.5e-3, 2e-3, 2.5e-3, None, None, None],
+            "host_speed_workload": ["w", "w", "w", "w", None, None, None],
+            "step_s": [0.3, 0.1, 0.2, 0.5, 0.2, 0.05, 0.4],
+            "energy_per_step_j": [6.0, 2.0, 4.0, 10.0, 4.0, 10.0, 8.0],
+            "co2_per_step_kg": [3e-6, 1e-6, 2e-6, 5e-6, 2e-6, 5e-6, 4e-6],
+            "samples_per_s": [10.0, 30.0, 15.0, 6.0, 15.0, 60.0, 7.5],
         }
     )
 
@@ -115,35 +117,50 @@ def test_a_run_is_expressed_at_its_sweeps_typical_host_speed_and_keeps_what_was_
 
     runs = _speed_frame()
     ref = host_speed_reference(runs)
-    # per kind of timing: one rank on two threads (median of three), two ranks on one thread each (one run)
-    assert sorted(ref.host_speed_reference_s) == [2e-3, 4e-3]
+    # one kind of timing: one-rank runs, whatever their threads (the reference runs on one thread); the median
+    assert list(ref.host_speed_reference_s) == [pytest.approx(2.25e-3)]
     out = host_corrected(runs, ref)
-    # the slow run's host ran 1.5x slower than the sweep's typical: at that speed its step is 1.5x shorter
-    np.testing.assert_allclose(out.host_speed_factor[[0, 1, 2, 5]], [1.5, 0.75, 1.0, 1.0])
-    np.testing.assert_allclose(out.step_s, [0.2, 0.1 / 0.75, 0.2, 0.2, 0.05, 0.4])
-    np.testing.assert_allclose(out.energy_per_step_j[:2], [4.0, 2.0 / 0.75])
-    np.testing.assert_allclose(out.co2_per_step_kg[:2], [2e-6, 1e-6 / 0.75])
-    np.testing.assert_allclose(out.samples_per_s[:2], [15.0, 22.5])
+    # the slow run's host ran 3/2.25 x slower than the sweep's typical: at that speed its step is that much shorter
+    factor = np.array([3e-3, 1.5e-3, 2e-3, 2.5e-3]) / 2.25e-3
+    np.testing.assert_allclose(out.host_speed_factor[:4], factor)
+    np.testing.assert_allclose(out.step_s[:4], runs.step_s[:4] / factor)
+    np.testing.assert_allclose(out.energy_per_step_j[:4], runs.energy_per_step_j[:4] / factor)
+    np.testing.assert_allclose(out.co2_per_step_kg[:4], runs.co2_per_step_kg[:4] / factor)
+    np.testing.assert_allclose(out.samples_per_s[:4], runs.samples_per_s[:4] * factor)
     np.testing.assert_allclose(out.step_measured_s, runs.step_s)
     np.testing.assert_allclose(out.energy_measured_per_step_j, runs.energy_per_step_j)
-    # a record without the timing, and a GPU's, keep their measurements and say they were not corrected
-    assert out.host_speed_factor[[3, 4]].isna().all()
+    # an older record, a GPU's and a run of several ranks keep their measurements and say they were not corrected
+    assert out.host_speed_factor[4:].isna().all()
+    np.testing.assert_allclose(out.step_s[4:], runs.step_s[4:])
 
 
-def test_no_reference_or_another_kind_leaves_every_step_as_measured():
+def test_the_off_grid_runs_take_the_sweeps_reference_through_a_csv_round_trip(tmp_path):
+    """The fit reads the sweep from proxies.csv and the off-grid runs from their records: the same reference,
+    whatever the dtypes a CSV gives the columns it is keyed on, corrects both alike."""
+    import numpy as np
     import pandas as pd
 
+    from companion.energy.tables import host_corrected, host_speed_reference
+
+    runs = _speed_frame()
+    runs.to_csv(tmp_path / "proxies.csv", index=False)
+    grid = pd.read_csv(tmp_path / "proxies.csv")
+    off_grid = runs.iloc[[0, 6]].reset_index(drop=True)
+    out = host_corrected(off_grid, host_speed_reference(grid))
+    np.testing.assert_allclose(out.host_speed_factor[0], 3e-3 / 2.25e-3)
+    assert np.isnan(out.host_speed_factor[1])
+
+
+def test_no_reference_or_another_workload_leaves_every_step_as_measured():
     from companion.energy.tables import host_corrected, host_speed_reference
 
     runs = _speed_frame()
     for ref in (None, host_speed_reference(runs.assign(host_speed_s=None))):
         out = host_corrected(runs, ref)
         assert out.host_speed_factor.isna().all() and list(out.step_s) == list(runs.step_s)
-    # off-grid runs of a kind the sweep never timed (another workload, four ranks) are not corrected
+    # runs that timed another workload than the sweep's are not corrected
     other = runs.assign(host_speed_workload="another workload")
     assert host_corrected(other, host_speed_reference(runs)).host_speed_factor.isna().all()
-    four = pd.DataFrame(runs.iloc[[5]]).assign(world_size=4)
-    assert host_corrected(four, host_speed_reference(runs)).host_speed_factor.isna().all()
 
 
 def test_a_records_host_speed_is_the_geometric_mean_of_its_two_timings():

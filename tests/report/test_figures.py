@@ -171,3 +171,13 @@ def test_the_first_figure_calls_estimated_energy_estimated_on_its_axis_and_in_it
     assert "measured (J)" not in text and "measured energy" not in text
     measured = RUNS.assign(energy_measured=True)
     assert "'measured (J)'" in str(figures.hero_predictions(pred, measured).to_dict())
+
+
+def test_a_figure_of_host_speed_corrected_times_says_so():
+    import pandas as pd
+
+    from companion.report.figures import time_word
+
+    assert time_word(pd.DataFrame({"step_s": [1.0]})) == "measured"
+    assert time_word(pd.DataFrame({"host_speed_factor": [None, None]})) == "measured"
+    assert time_word(pd.DataFrame({"host_speed_factor": [None, 1.1]})) == "host-speed-corrected"

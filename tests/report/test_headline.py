@@ -874,7 +874,7 @@ def test_the_host_speed_sentence_says_what_the_correction_did_or_that_there_was_
         "as_measured": {"corrected_runs": 3, "mape": {"time_per_step": 0.083}},
     }
     text = host_speed_sentence(runs, noise)
-    assert "(0.91 to 1.27, 3 of 4 runs)" in text
+    assert "(0.91 to 1.27, 3 of 4 runs; runs of several ranks keep their measured times)" in text
     assert "8.3 % from their configuration's mean as measured, 6.1 % at the typical speed" in text
     none = "Every time here is as measured: no run timed the host-speed reference."
     assert host_speed_sentence(runs.assign(host_speed_factor=None), {**noise, "as_measured": None}) == none

@@ -111,9 +111,9 @@ def _host_speed_s(speed: dict | None) -> float | None:
     return float(np.sqrt(speed["before_s"] * speed["after_s"]))
 
 
-# what a run's host-speed timing is comparable with: the same workload, timed by as many ranks at once on as many
-# threads each (four ranks on two cores each get half a core)
-HOST_SPEED_KIND = ["host_speed_workload", "world_size", "threads_per_rank"]
+# what a run's host-speed timing is comparable with: the same workload beside a run of as many ranks (one-rank runs
+# alone time it, on one thread whatever the run's threads: ``runs.hostspeed``)
+HOST_SPEED_KIND = ["host_speed_workload", "world_size"]
 
 
 def host_speed_reference(runs: pd.DataFrame) -> pd.DataFrame:

@@ -213,13 +213,20 @@ def energy_word(df: pd.DataFrame) -> str:
         return "observed"
 
 
+def time_word(df: pd.DataFrame) -> str:
+    """How the step times a figure draws were obtained: 'measured', or 'host-speed-corrected' where some of its
+    runs are expressed at their sweep's typical host speed (``companion.energy.tables.host_corrected``)."""
+    corrected = "host_speed_factor" in df and df["host_speed_factor"].notna().any()
+    return "host-speed-corrected" if corrected else "measured"
+
+
 def _title(text: str, df: pd.DataFrame, time_only: bool = False) -> alt.TitleParams:
     """A figure's title; its subtitle says how the energy was obtained, or for a figure of time quantities
-    alone (FLOP/s, eta, step time) that they come from measured wall-clock time."""
+    alone (FLOP/s, eta, step time) that they come from wall-clock time, measured or host-speed-corrected."""
     if time_only:
         devices = ", ".join(sorted(set(df.device_name.astype(str)))) if "device_name" in df else "the device"
         return alt.TitleParams(
-            text, subtitle=[f"from measured step times (wall clock) on {devices}; no energy shown"]
+            text, subtitle=[f"from {time_word(df)} step times (wall clock) on {devices}; no energy shown"]
         )
     return alt.TitleParams(text, subtitle=[energy_label(df)])
 
@@ -1166,7 +1173,7 @@ def hero_predictions(pred: pd.DataFrame, df: pd.DataFrame, target: str = "energy
     ]
     scale = alt.Scale(type="log", domain=lim)
     unit = "J" if target == "energy" else "s"
-    observed = energy_word(df) if target == "energy" else "measured"  # the axis and the hover say the same
+    observed = energy_word(df) if target == "energy" else time_word(df)  # the axis and the hover say the same
     panels = []
     for key, label in models.items():
         g = p[p.model == key]

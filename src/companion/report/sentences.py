@@ -219,7 +219,8 @@ def host_speed_sentence(runs: pd.DataFrame, noise: dict | None) -> str:
         "A shared host's speed wanders by tens of per cent over seconds, and every step's time with it: each "
         f"one-rank run timed a small fixed workload just before and after its windows, and its step time and "
         f"energy are divided by that timing over the sweep's median ({factor.min():.2f} to {factor.max():.2f}, "
-        f"{len(factor)} of {len(runs)} runs). Every model is fitted and scored at this typical speed.{spread}"
+        f"{len(factor)} of {len(runs)} runs; runs of several ranks keep their measured times). Every model is "
+        f"fitted and scored on these times.{spread}"
     )
 
 
@@ -236,6 +237,9 @@ def noise_text(noise: dict) -> str:
         f"({f['n_configs']} configurations with more than one run among the runs scored, {f['n_runs']} runs). "
         f"It is how far the same fine-tune measured again disagrees with itself."
     )
+    raw = ((noise.get("as_measured") or {}).get("mape") or {}).get("time_per_step")
+    if finite(raw) is not None:  # the floor above is of one-rank runs at the sweep's typical host speed
+        text += f" With each one-rank run's host speed left in, the time floor is {pct(raw * 100)}."
     drift = pass_drift_text(noise)
     if drift != NA:
         text += f" The later pass of the sweep ran {drift}."

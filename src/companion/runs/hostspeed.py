@@ -20,8 +20,8 @@ from __future__ import annotations
 import statistics
 import time
 
-# The reference workload: GEMMs of a size a BERT of the sweeps' widths runs, and an element-wise pass over a
-# buffer larger than a core's L2 cache. Changing it changes what every record's timings mean: name it anew.
+# The reference workload: GEMMs of a size a BERT of the sweeps' widths runs, and an element-wise pass over 0.8 MB.
+# Changing it changes what every record's timings mean: name it anew.
 WORKLOAD = {"name": "gemm192x10+axpy200k", "gemm_dim": 192, "gemm_reps": 10, "elementwise": 200_000}
 THREADS = 1  # whatever the run's threads: a two-thread workload tracked the small steps worse
 ITERATIONS = 8  # timed, after one untimed; their median

@@ -147,6 +147,9 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
         while _agree_max(time.perf_counter() - t_warm, device) < proto.warmup_s:  # ranks stop together
             train_step()
             ctx.sync()
+    # the host's speed before the windows (runs.hostspeed), ahead of the probe steps: its change of thread count
+    # and back costs the next operator a thread pool's restart, which then falls in a probe step, not a window
+    host_before_s = _host_speed(env, device)
     # the median of the probe's individually timed steps (``PROBE_STEPS``): a probe slowed by the machine (a
     # busy core, a page fault) gives the run shorter windows, not a biased time (each window times itself)
     probe_s = []
@@ -159,7 +162,6 @@ def run_one(cfg: RunConfig, ctx: RunContext) -> dict:
     probe_step_s = [_agree_max(x, device) for x in probe_s]
     unmeasured_steps = step_index[0]
     window_steps = proto.window_steps or window_steps_for(proto, meter.min_window_s, step_estimate_s)
-    host_before_s = _host_speed(env, device)
 
     # ---- measured windows
     w = measure_windows(

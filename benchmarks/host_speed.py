@@ -26,7 +26,6 @@ the correlation of the two log ratios and their slope. Prints figures; asserts n
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -73,32 +72,11 @@ def training_step(layers, hidden, heads, seq_len, batch):
 
 
 def reference(buffer: int, threads: int, iterations: int):
-    import torch
+    """One candidate workload, as ``companion.runs.hostspeed`` times the runs' (its defaults)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from companion.runs import hostspeed
 
-    g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(192, 192, generator=g), torch.randn(192, 192, generator=g)
-    v = torch.randn(buffer, generator=g)
-
-    def once():
-        for _ in range(10):
-            torch.mm(a, b)
-        v.mul_(0.999).add_(1e-3)
-
-    def timed() -> float:
-        before = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            once()
-            times = []
-            for _ in range(iterations):
-                t0 = time.perf_counter()
-                once()
-                times.append(time.perf_counter() - t0)
-        finally:
-            torch.set_num_threads(before)
-        return statistics.median(times)
-
-    return timed
+    return lambda: hostspeed.reference_s(iterations, threads, buffer)
 
 
 def measure(seconds: float) -> list[dict]:

@@ -27,13 +27,13 @@ THREADS = 1  # whatever the run's threads: a two-thread workload tracked the sma
 ITERATIONS = 8  # timed, after one untimed; their median
 
 
-def _workload():
+def _workload(elementwise: int):
     import torch
 
     g = torch.Generator().manual_seed(0)
     n = WORKLOAD["gemm_dim"]
     a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
-    v = torch.randn(WORKLOAD["elementwise"], generator=g)
+    v = torch.randn(elementwise, generator=g)
 
     def once() -> None:
         for _ in range(WORKLOAD["gemm_reps"]):
@@ -43,17 +43,21 @@ def _workload():
     return once
 
 
-def reference_s(iterations: int = ITERATIONS) -> float:
+def reference_s(
+    iterations: int = ITERATIONS, threads: int = THREADS, elementwise: int = WORKLOAD["elementwise"]
+) -> float:
     """The reference workload's median time (s) over ``iterations`` timed iterations after one untimed, on
-    ``THREADS`` thread(s) (the caller's thread count is restored). About 2 ms an iteration on this host type."""
+    ``threads`` thread(s) (the caller's thread count is restored). About 2 ms an iteration on this host type.
+    The defaults are the runs' workload; ``benchmarks/host_speed.py`` times the alternatives through the other
+    arguments (``elementwise``: the element-wise pass's length)."""
     import torch
 
     if iterations < 1:
         raise ValueError(f"iterations={iterations}: the reference needs at least one timed iteration")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
     try:
-        once = _workload()
+        once = _workload(elementwise)
         once()
         times = []
         for _ in range(iterations):
@@ -61,7 +65,7 @@ def reference_s(iterations: int = ITERATIONS) -> float:
             once()
             times.append(time.perf_counter() - t0)
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(before)
     return statistics.median(times)
 
 

@@ -88,7 +88,6 @@ glue(
 )
 # sentences travel as HTML paragraphs (pasted text would be bold end to end); the introduction pastes them too
 for key, text in (
-    ("noise_text", sentences.noise_text(noise)),
     ("scored_runs_text", sentences.scored_and_filter_text(validation, sweep_noise, runs)),
     ("summary_text", sentences.summary_text(validation, noise)),
     ("absolute_answer", answer),

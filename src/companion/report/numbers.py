@@ -274,31 +274,6 @@ def noise_floor(noise: dict) -> dict:
     return out
 
 
-def perfect_model_mape(noise: dict) -> dict:
-    """The range of held-out MAPE an exact model (one that knew each configuration's true mean) would score
-    against single runs, from the replicate floor. Noise independent from run to run: a run's distance from the
-    mean of k replicates carries (1 - 1/k) of its noise variance, its distance from the true value all of it, so
-    the exact model scores the floor / sqrt(1 - 1/k). Noise that is a shift common to a pass of the sweep (one
-    replicate per pass): both distances are the shift, so it scores the floor. {} where the floor is missing."""
-    metrics = (noise or {}).get("metrics") or {}
-    out = {}
-    for target in TARGETS:
-        m = metrics.get(f"{target}_per_step")
-        if (
-            not isinstance(m, dict)
-            or finite(m.get("mape")) is None
-            or not (finite(m.get("n_configs")) or 0) > 0
-        ):
-            return {}
-        k = (finite(m.get("n_runs")) or 0) / m["n_configs"]
-        if k <= 1:
-            return {}
-        factor = (1 - 1 / k) ** -0.5
-        out[target] = f"{100 * m['mape']:.1f}–{100 * m['mape'] * factor:.1f} %"
-        out["factor"], out["replicates"] = f"{factor:.2f}", f"{k:g}"
-    return out
-
-
 def target_ci_pct(runs: pd.DataFrame) -> str:
     """The runs' stopping target: the relative 95 % CI half-width a run measured until (from runs.csv), in %."""
     try:

@@ -8,7 +8,6 @@ were measured (stages 01 to 03, the calibrations) are ``companion.report.prose``
 from __future__ import annotations
 
 import html
-import math
 import re
 
 import pandas as pd
@@ -22,7 +21,6 @@ from companion.report.numbers import (
     PREDICT_LEVEL,
     PRIMARY,
     SPLITS,
-    TARGETS,
     best_pre_run_baseline,
     busy,
     ci_filter_counts,
@@ -33,7 +31,6 @@ from companion.report.numbers import (
     model_name,
     noise_floor,
     pct,
-    perfect_model_mape,
     reads_measured_time,
     scores,
     split_label,
@@ -221,68 +218,6 @@ def host_speed_sentence(runs: pd.DataFrame, noise: dict | None) -> str:
         f"energy are divided by that timing over the sweep's median ({factor.min():.2f} to {factor.max():.2f}, "
         f"{len(factor)} of {len(runs)} runs; runs of several ranks keep their measured times). Every model is "
         f"fitted and scored on these times.{spread}"
-    )
-
-
-def noise_text(noise: dict) -> str:
-    f = noise_floor(noise)
-    if f["time"] == NA and f["energy"] == NA:
-        return (
-            "The replicate noise floor is not available: no configuration of this build has more than one "
-            "run among the runs scored (or validation.json and noise.json are missing)."
-        )
-    text = (
-        f"The replicate noise floor, the mean distance of repeated runs of one configuration from that "
-        f"configuration's mean, is {f['time']} for time per step and {f['energy']} for energy per step "
-        f"({f['n_configs']} configurations with more than one run among the runs scored, {f['n_runs']} runs). "
-        f"It is how far the same fine-tune measured again disagrees with itself."
-    )
-    raw = ((noise.get("as_measured") or {}).get("mape") or {}).get("time_per_step")
-    if finite(raw) is not None:  # the floor above is of one-rank runs at the sweep's typical host speed
-        text += f" With each one-rank run's host speed left in, the time floor is {pct(raw * 100)}."
-    drift = pass_drift_text(noise)
-    if drift != NA:
-        text += f" The later pass of the sweep ran {drift}."
-    perfect, exact = perfect_model_mape(noise), exact_model_text(noise)
-    if exact:
-        text += " " + exact
-    elif perfect:
-        text += (
-            f" A model that knew every configuration's true mean would still score, against single runs, "
-            f"between the floor (noise that is a shift shared by a whole pass of the sweep) and the floor times "
-            f"{perfect['factor']} (noise of each run its own, {perfect['replicates']} replicates per "
-            f"configuration): {perfect['time']} for time and {perfect['energy']} for energy."
-        )
-    return text
-
-
-def exact_model_text(noise: dict) -> str:
-    """What a model that knew every configuration's true mean would score against single runs: the passes
-    separate a shift of the whole pass (which the floor counts in full) from each run's own scatter (of which it
-    counts 1 / sqrt(2) with two replicates); noise.json's ``exact_model``
-    (``companion.energy.noise.exact_model_floor``). "" where the replicates cannot tell."""
-    metrics = (noise or {}).get("metrics") if isinstance(noise, dict) else None
-    if not isinstance(metrics, dict):
-        return ""
-    found = {t: (metrics.get(f"{t}_per_step") or {}).get("exact_model") for t in TARGETS}
-    if not all(isinstance(x, dict) and finite(x.get("mape")) is not None for x in found.values()):
-        return ""
-    t = found["time"]
-    shift = max(abs(x) for x in t["pass_shift_log"]) if t.get("pass_shift_log") else 0.0
-    sd = t["scatter_sd_log"]
-    return (
-        f"A model that knew every configuration's true mean (an exact model) would still score more than the "
-        f"floor against single runs, since a configuration's mean shares part of each run's noise. Taking the "
-        f"noise as a shift of each whole pass of the sweep plus each run's own scatter, the passes estimate both: "
-        f"in time per step a pass sat {100 * (math.exp(shift) - 1):.1f} % off the mean of the passes (a mean "
-        f"over configurations in logs, which weighs them otherwise than the median ratio of the passes), and a run "
-        f"scattered about its configuration with a standard deviation of {100 * sd:.1f} % in logs (a mean "
-        f"distance of {100 * sd * math.sqrt(2 / math.pi):.1f} %; {t['n_configs']} configurations measured in "
-        f"every pass). So an exact model would score about {100 * t['mape']:.1f} % for time and "
-        f"{100 * found['energy']['mape']:.1f} % for energy (estimated the same way). It is an estimate, not a lower bound: "
-        "noise that moves both replicates of a configuration alike (a slowdown lasting the whole sweep) is missing "
-        "from it, and because it is estimated from the same runs a model is scored on, a model can score below "
-        "it."
     )
 
 

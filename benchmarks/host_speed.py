@@ -32,6 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
 # (layers, hidden, heads, seq_len, batch): steps of about 10, 60 and 400 ms on 2 cores
 STEPS = {"small": (2, 64, 2, 32, 4), "mid": (3, 128, 4, 128, 8), "large": (4, 256, 4, 256, 8)}
 # name: (element-wise buffer, threads, timed iterations)
@@ -47,19 +50,14 @@ WINDOW_S = 1.0
 
 
 def training_step(layers, hidden, heads, seq_len, batch):
+    """One AdamW training step of the runs' BERT (``companion.runs.model.build_model``) on random tokens."""
     import torch
-    from transformers import BertConfig, BertForSequenceClassification
+
+    from companion.runs.config import ModelConfig
+    from companion.runs.model import build_model
 
     torch.manual_seed(0)
-    cfg = BertConfig(
-        vocab_size=4096,
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        intermediate_size=4 * hidden,
-        max_position_embeddings=512,
-    )
-    model = BertForSequenceClassification(cfg)
+    model = build_model(ModelConfig(layers=layers, hidden=hidden, heads=heads, vocab=4096))
     opt = torch.optim.AdamW(model.parameters())
     x, y = torch.randint(0, 4096, (batch, seq_len)), torch.randint(0, 2, (batch,))
 
@@ -73,7 +71,6 @@ def training_step(layers, hidden, heads, seq_len, batch):
 
 def reference(buffer: int, threads: int, iterations: int):
     """One candidate workload, as ``companion.runs.hostspeed`` times the runs' (its defaults)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from companion.runs import hostspeed
 
     return lambda: hostspeed.reference_s(iterations, threads, buffer)
@@ -102,27 +99,33 @@ def measure(seconds: float) -> list[dict]:
     return rows
 
 
+def tracking(step_log, speed_log, per_run: float = 1.0) -> dict:
+    """How a step's log time moves with the workload's: their correlation, the slope of one on the other, and
+    the step's spread (sd, %) raw and after dividing by the workload's timing; ``per_run`` scales a spread of
+    differences to one run's (1 / sqrt 2 for the log ratio of two replicates)."""
+    s, p = np.asarray(step_log, float), np.asarray(speed_log, float)
+    return {
+        "correlation": float(np.corrcoef(s, p)[0, 1]),
+        "slope": float(np.polyfit(p, s, 1)[0]),
+        "spread_pct": float(np.std(s, ddof=1) * per_run * 100),
+        "corrected_pct": float(np.std(s - p, ddof=1) * per_run * 100),
+    }
+
+
 def summarise(rows: list[dict]) -> list[dict]:
     out = []
     for name in STEPS:
         r = [x for x in rows if x["step"] == name]
         if len(r) < 3:
             continue
-        s = np.log([x["step_s"] for x in r])
-        s -= s.mean()
         for w in WORKLOADS:
-            p = np.log([x[w] for x in r])
-            p -= p.mean()
             out.append(
                 {
                     "step": name,
                     "step_ms": float(np.median([x["step_s"] for x in r]) * 1e3),
                     "windows": len(r),
                     "workload": w,
-                    "correlation": float(np.corrcoef(s, p)[0, 1]),
-                    "slope": float(np.polyfit(p, s, 1)[0]),
-                    "spread_pct": float(s.std(ddof=1) * 100),
-                    "corrected_pct": float((s - p).std(ddof=1) * 100),
+                    **tracking(np.log([x["step_s"] for x in r]), np.log([x[w] for x in r])),
                 }
             )
     return out
@@ -148,21 +151,7 @@ def replicate_pairs(runs):
     )
 
 
-def pair_summary(p) -> dict:
-    def sd(x):
-        return float(np.std(x, ddof=1) / np.sqrt(2) * 100)
-
-    return {
-        "pairs": len(p),
-        "raw_sd_pct": sd(p.step),
-        "corrected_sd_pct": sd(p.step - p.speed),
-        "correlation": float(np.corrcoef(p.step, p.speed)[0, 1]),
-        "slope": float(np.polyfit(p.speed, p.step, 1)[0]),
-    }
-
-
 def from_records(root) -> list[dict]:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from companion.energy.tables import load_runs
 
     rows = []
@@ -175,7 +164,7 @@ def from_records(root) -> list[dict]:
         if len(p) < 3:
             print(f"{name}: {len(p)} pairs of replicates carry the timing; too few")
             continue
-        rows.append({"set": name, **pair_summary(p)})
+        rows.append({"set": name, "pairs": len(p), **tracking(p.step, p.speed, per_run=2**-0.5)})
     return rows
 
 
@@ -185,23 +174,18 @@ def scores_both_ways(root) -> "list[dict]":
     measured: the comparison that decides whether the correction earns its place (docs/decisions.md)."""
     import yaml
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from companion.energy import stored, tables
+    from companion.energy import stored
 
-    page = yaml.safe_load((Path(__file__).resolve().parents[1] / "params" / "04_validation.yaml").read_text())
-    reference = tables.host_speed_reference
+    page = yaml.safe_load((ROOT / "params" / "04_validation.yaml").read_text())
     rows = []
-    for how in ("as measured", "at typical host speed"):
-        tables.host_speed_reference = reference if how != "as measured" else (lambda runs: None)
-        try:
-            s = stored.score_sweep(
-                Path(root) / "data",
-                ["operator_roofline", "calibrated_tier"],
-                page["level"],
-                page["max_step_ci95_rel"],
-            )
-        finally:
-            tables.host_speed_reference = reference
+    for how, corrected in (("as measured", False), ("at typical host speed", True)):
+        s = stored.score_sweep(
+            Path(root) / "data",
+            ["operator_roofline", "calibrated_tier"],
+            page["level"],
+            page["max_step_ci95_rel"],
+            host_corrected=corrected,
+        )
         s = s[s.target == "time"]
         for model, g in s.groupby("model"):
             by = dict(zip(g.split, g.mape_pct))

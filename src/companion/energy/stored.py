@@ -126,15 +126,18 @@ def measured_commit(data: Path) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------------ scoring
-def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float) -> pd.DataFrame:
+def score_sweep(
+    data: Path, model_names, level: float, max_step_ci95_rel: float, host_corrected: bool = True
+) -> pd.DataFrame:
     """The validation page's model scores on one stored sweep (``validation.score_build``, as the page calls it):
     one row per group x model x target, the groups being the pooled splits ('pooled'), each split and the
     off-grid groups ('holdout', and 'test' where the archive has the test set); each row also says on which
-    device and host the sweep ran and how its energy was obtained."""
+    device and host the sweep ran and how its energy was obtained. ``host_corrected`` False: every run as
+    measured (``build_runs``)."""
     from companion.energy import validation as val
     from companion.energy.registry import validated_models
 
-    dev, runs, off_grid = build_runs(data)
+    dev, runs, off_grid = build_runs(data, host_corrected)
     every = validated_models(dev)
     b = val.score_build(runs, off_grid, {k: every[k] for k in model_names}, level, max_step_ci95_rel)
     return pd.concat([b.pooled.assign(split="pooled"), b.by_split], ignore_index=True).assign(
@@ -142,12 +145,14 @@ def score_sweep(data: Path, model_names, level: float, max_step_ci95_rel: float)
     )
 
 
-def build_runs(data: Path):
+def build_runs(data: Path, host_corrected: bool = True):
     """A stored build's runs as it is scored, from a folder holding ``runs/`` and ``devices/`` (``unpacked``): the
     device's roofs (its calibration, at the runs' precision), the sweep's runs with their proxies, and the off-grid
     groups (``off_grid_sets``: archives packed before the test set existed have none; one measured on an earlier
     draw is not scored on it, that draw having been seen before the interval rule that followed it:
-    docs/decisions.md). No run is filtered."""
+    docs/decisions.md). No run is filtered. Every group is expressed at the sweep's typical host speed
+    (``tables.host_corrected``; runs from before the host-speed timing are as measured), unless ``host_corrected``
+    is False."""
     from companion.energy.calibration import load_device_roofs
     from companion.energy.opmodel import proxy_roofs
     from companion.energy.tables import host_speed_reference, load_runs, proxies_frame
@@ -155,9 +160,7 @@ def build_runs(data: Path):
     raw = load_runs(Path(data) / "runs" / PROFILE)
     dev = load_device_roofs(DEVICE, str(raw.precision.iloc[0]), root=Path(data) / "devices")
     roofs = {dev.name: proxy_roofs(dev)}
-    host = host_speed_reference(
-        raw
-    )  # every group at the sweep's typical host speed (none before the reference)
+    host = host_speed_reference(raw) if host_corrected else None
     off_grid = off_grid_sets(Path(data) / "runs" / HOLDOUT, Path(data) / "runs" / TEST, roofs, host)
     return dev, proxies_frame(raw, roofs, host), off_grid
 

@@ -9,7 +9,8 @@
 #
 # Steps, in this order (STEPS picks some; the default, about 7.5 minutes, is probe calibrate testset sweep: the
 # calibration and the runs it predicts from one machine, since a host-bound step's time is the host's). The
-# archive unpacks as data/reference/<device>/one-machine/ reads it (<device>.json, runs/, testset/runs/):
+# archive unpacks as a one-machine set, data/reference/<device>/one-machine[-<n>]/ (<device>.json, runs/,
+# testset/runs/; a new set is named in companion.energy.reference.ONE_MACHINE_SETS):
 #   probe      nvidia-smi and the stack's versions
 #   calibrate  companion calibrate --device cuda (sized to the device, self-checked; ~40 s; with modes, it also
 #              probes the compiled modes: --executions compile,cudagraphs, ~1.5 min more; with attention, those
@@ -84,4 +85,4 @@ want sdpa && step sdpa $PY benchmarks/compiled_sdpa.py --out "$W/compiled_sdpa.j
 want counter && step counter $PY benchmarks/record_meter_log.py --counter-trace 8 --device cuda --out "$W/nvml_counter_$DEVICE.jsonl"
 want tests && step tests $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/runs/test_calibrate.py \
   tests/energy/test_memory.py tests/runs/test_meters.py tests/runs/test_execution.py
-echo "done: $ARCHIVE (unpack into data/reference/$DEVICE/one-machine/ and score with python benchmarks/model_accuracy.py --device $DEVICE)"
+echo "done: $ARCHIVE (unpack into data/reference/$DEVICE/one-machine-<n>/, name it in reference.ONE_MACHINE_SETS, and score with python benchmarks/model_accuracy.py --device $DEVICE)"

@@ -137,7 +137,8 @@ def _print_tiers(scores: pd.DataFrame) -> None:
 
 
 def _reference_and_test_sets(device: str) -> None:
-    """The folder's own reference runs, its test set and its one-machine set, each scored by every tier."""
+    """The folder's own reference runs, its test set and each of its one-machine sets, each scored by every
+    tier."""
     from companion.energy import reference
 
     try:
@@ -177,11 +178,13 @@ def _reference_and_test_sets(device: str) -> None:
                 f"measured on both machines: {r['run_id']}: step x{r['step_s_again'] / r['step_s_first']:.3f}, "
                 f"energy x{r['energy_j_again'] / r['energy_j_first']:.3f}"
             )
-    one = reference.one_machine_numbers(device, level=LEVEL)
-    if one:
+    for name in reference.ONE_MACHINE_SETS:
+        one = reference.one_machine_numbers(device, level=LEVEL, set_name=name)
+        if not one:
+            continue
         cal = one["calibration"]
         print(
-            f"\none machine: its calibration ({cal['per_op_us']:.3g} us per operator over depths "
+            f"\n{name}: one machine's calibration ({cal['per_op_us']:.3g} us per operator over depths "
             f"{cal['probe_depths']}, flagged: {cal['flagged'] or 'nothing'}), then its runs; calibrated and prior "
             "fitted on nothing, fitted: leave one out (reference), fitted on that machine's reference runs (test)"
         )

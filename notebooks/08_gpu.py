@@ -16,9 +16,9 @@
 # ```{glue:} gpu_intro
 # ```
 #
-# Five machines with the same board ran them: the *one-machine set*, the *first machine*, the *test machine* and
+# Six machines with the same board ran them: two *one-machine sets*, the *first machine*, the *test machine* and
 # two *modes machines*; a *host-probe machine* timed bare loops. Each {term}`tier <Tier>` predicts the first
-# three's runs unseen; the calibrated tier, the modes runs.
+# four's runs unseen; the calibrated tier, the modes runs.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -29,7 +29,7 @@ level = 0.9
 # %%
 # hide
 import pandas as pd
-from IPython.display import HTML, display
+from IPython.display import display
 from myst_nb import glue
 
 from companion import paths
@@ -41,11 +41,11 @@ figures.use_offline_renderer()
 numbers = reference.reference_numbers(device, level=level)
 numbers["attention"] = reference.modes_numbers(attention_device, level=level)
 scores = pd.DataFrame(numbers["scores"])
-power, base, tiers = numbers["power_w"], numbers["bert_base_s512"], numbers["tiers"]
+power, base = numbers["power_w"], numbers["bert_base_s512"]
 total_runs = (
     numbers["runs"]
     + ((numbers.get("test") or {}).get("runs") or 0)
-    + sum(((numbers.get("one_machine") or {}).get("runs") or {}).values())
+    + sum(sum(one["runs"].values()) for one in numbers["one_machines"])
     + ((numbers.get("modes") or {}).get("runs") or 0)
     + ((numbers.get("modes_masked") or {}).get("runs") or 0)
     + len((numbers.get("test") or {}).get("repeat") or [])
@@ -58,10 +58,6 @@ glue(
     ),
     display=False,
 )
-# a banner where the calibration's checks replaced a quantity by the datasheet's
-banner = gpu.flagged_banner(numbers)
-if banner:
-    display(HTML(banner))
 
 # %% [markdown]
 # ## Calibration and runs from one machine
@@ -72,7 +68,7 @@ if banner:
 # %%
 # hide
 glue("gpu_one_machine_text", sentences.paragraph(gpu.one_machine_text(numbers)), display=False)
-if numbers["one_machine"]:
+if numbers["one_machines"]:
     display(
         gpu.one_machine_table(numbers)
         .style.hide(axis="index")
@@ -82,25 +78,16 @@ if numbers["one_machine"]:
 # %% [markdown]
 # ## The first machine
 #
-# On the first machine's runs: each tier's MAPE and how many runs its
-# {glue:text}`gpu_level` interval covers (the fitted tier has too few).
+# ```{glue:} gpu_errors_text
+# ```
 
 # %%
 # hide
-glue("gpu_level", f"{level * 100:.0f} %", display=False)
-for t, v in tiers.items():
-    glue(f"gpu_{t}_time", f"{v['time_mape_pct']:.1f} %", display=False)
-    glue(f"gpu_{t}_energy", f"{v['energy_mape_pct']:.1f} %", display=False)
 glue(
     "gpu_errors_text",
-    sentences.paragraph(gpu.host_bound_text(numbers)),
+    sentences.paragraph(gpu.first_machine_text(numbers) + " " + gpu.host_bound_text(numbers)),
     display=False,
 )
-gpu.tier_table(numbers).style.hide(axis="index").set_table_attributes('class="companion-numbers"')
-
-# %% [markdown]
-# ```{glue:} gpu_errors_text
-# ```
 
 # %%
 # hide
@@ -115,12 +102,6 @@ figures.gpu_predicted_vs_measured(scores, device)
 # %%
 # hide
 glue("gpu_test_text", sentences.paragraph(gpu.test_text(numbers)), display=False)
-if numbers["test"]:
-    display(
-        gpu.tier_table(numbers["test"], {"fitted": "fitted (on the reference runs)"})
-        .style.hide(axis="index")
-        .set_table_attributes('class="companion-numbers"')
-    )
 
 # %% [markdown]
 # ## The host sets the floor

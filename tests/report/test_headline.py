@@ -805,13 +805,15 @@ def test_the_answer_box_gives_the_range_of_the_gpu_s_other_calibrations(validati
     tier = lambda t, e: {"time_mape_pct": t, "energy_mape_pct": e}  # noqa: E731
     gpu = {
         "device": "H200",
-        "one_machine": {
-            "runs": {"reference": 7, "test": 6},
-            "tiers": {
-                "reference": {"calibrated": tier(7.4, 5.2)},
-                "test": {"calibrated": tier(6.1, 4.9), "prior": tier(13.2, 3.5)},
+        "one_machines": [
+            {
+                "runs": {"reference": 7, "test": 6},
+                "tiers": {
+                    "reference": {"calibrated": tier(7.4, 5.2)},
+                    "test": {"calibrated": tier(6.1, 4.9), "prior": tier(13.2, 3.5)},
+                },
             },
-        },
+        ],
         # another machine's calibration on these runs, the first machine's own (some checks failed) and the test
         # machine's own earlier one on its runs
         "host_speed": {
@@ -821,10 +823,22 @@ def test_the_answer_box_gives_the_range_of_the_gpu_s_other_calibrations(validati
         "test": {"tiers": {"calibrated": tier(69.7, 45.6)}},
     }
     body = sentences.answer_box(validation, runs, gpu, "cpu").data
-    assert "machine's calibration misses 6 test runs by 6.1 % time, 4.9 % energy" in body
+    assert "a machine's own calibration misses 6 test runs by 6.1 % time, 4.9 % energy" in body
     # the datasheet's priors beside it: on energy they do as well
     assert "; datasheet priors by 13.2 % and 3.5 %" in body
     assert "(other machines' calibrations: 15–70 % time)" in body
+    # a second machine's set: the range over both, the second's prior missing its energy figure
+    second = {
+        "runs": {"reference": 7, "test": 6},
+        "tiers": {
+            "reference": {"calibrated": tier(15.1, 10.2)},
+            "test": {"calibrated": tier(21.1, 12.1), "prior": tier(20.5, float("nan"))},
+        },
+    }
+    gpu["one_machines"].append(second)
+    body = sentences.answer_box(validation, runs, gpu, "cpu").data
+    assert "each machine's calibration misses 6 test runs by 6.1–21.1 % time, 4.9–12.1 % energy" in body
+    assert "; datasheet priors by 13.2–20.5 % and 3.5 %" in body
 
 
 def test_the_host_speed_sentence_says_what_the_correction_did_or_that_there_was_none():

@@ -302,7 +302,11 @@ def reference_numbers(device: str, root: Path | None = None, level: float = LEVE
         },
         "scores": scores.to_dict(orient="records"),
         "test": testset_numbers(device, root, level),
-        "one_machine": one_machine_numbers(device, root, level),
+        "one_machines": [
+            n
+            for name in ONE_MACHINE_SETS
+            if (n := one_machine_numbers(device, root, level, name)) is not None
+        ],
         "modes": modes_numbers(device, root, level),
         "modes_masked": modes_numbers(device, root, level, MASKED_MODES),
         "host_speed": host_speed(device, root),
@@ -324,6 +328,8 @@ HOST = "host"  # the host-speed measurements' sub-folder (benchmarks/host_cost.p
 ONE_MACHINE = (
     ONE_MACHINE_SET  # a calibration and the runs it predicts from one machine (benchmarks/gpu_check.sh)
 )
+# every such set a reference folder may hold, each from its own machine, in the order they were measured
+ONE_MACHINE_SETS = (ONE_MACHINE, f"{ONE_MACHINE}-2")
 MODES = MODES_SET  # execution modes and engines on one machine, with its execution-probed calibration
 # the execution modes again, compiled as the runner compiles them now (attention mask kept, autocast in the graph)
 MASKED_MODES = MASKED_MODES_SET
@@ -332,8 +338,7 @@ RECORD_DIRS = (
     "runs",
     "testset/runs",
     "testset/repeat/runs",
-    "one-machine/runs",
-    "one-machine/testset/runs",
+    *(f"{name}/{runs}" for name in ONE_MACHINE_SETS for runs in ("runs", "testset/runs")),
     "modes/runs",
     "modes-masked/runs",
 )
@@ -397,12 +402,16 @@ def testset_numbers(device: str, root: Path | None = None, level: float = LEVEL)
     }
 
 
-def one_machine_numbers(device: str, root: Path | None = None, level: float = LEVEL) -> dict | None:
+def one_machine_numbers(
+    device: str, root: Path | None = None, level: float = LEVEL, set_name: str = ONE_MACHINE
+) -> dict | None:
     """The three tiers where the calibration and the runs it predicts come from one machine
-    (``<folder>/one-machine``, as ``benchmarks/gpu_check.sh`` packs them): the reference profile's runs (the
-    fitted tier leaves each out) and the test set's (the fitted tier as fitted on every reference run of that
-    machine). The calibrated tier is fitted on nothing. None where the folder has no such set."""
-    folder = (root or reference_dir(device)) / ONE_MACHINE
+    (``<folder>/<set_name>``, one of ``ONE_MACHINE_SETS``, as ``benchmarks/gpu_check.sh`` packs them): the
+    reference profile's runs (the fitted tier leaves each out) and the test set's (the fitted tier as fitted on
+    every reference run of that machine). The calibrated tier is fitted on nothing. Also its step time's mean
+    signed error over all the set's runs (``calibrated_signed_pct``, negative: predicted too fast) and on how many
+    runs it is low (``calibrated_low_runs``). None where the folder has no such set."""
+    folder = (root or reference_dir(device)) / set_name
     cal_path = folder / f"{device}.json"
     if not ((folder / "runs").is_dir() and cal_path.is_file()):
         return None
@@ -411,10 +420,15 @@ def one_machine_numbers(device: str, root: Path | None = None, level: float = LE
         splits["test"] = score_reference(
             device, folder / TESTSET, level, fitted=fitted_point(device, folder), calibration=cal_path
         )
+    every = pd.concat(splits.values())
+    cal = every[every.tier == "calibrated"]
     return {
+        "set": set_name,
         "runs": {k: int(v.run_id.nunique()) for k, v in splits.items()},
         "tiers": {k: _tier_dict(summary(v)) for k, v in splits.items()},
         "calibration": _probe_summary(cal_path, device),
+        "calibrated_signed_pct": float((cal.step_s_predicted / cal.step_s_measured - 1).mean() * 100),
+        "calibrated_low_runs": int((cal.step_s_predicted < cal.step_s_measured).sum()),
         "scores": {k: v.to_dict(orient="records") for k, v in splits.items()},
     }
 
@@ -579,8 +593,8 @@ def mfu_ceilings(runs: pd.DataFrame, dev: opmodel.DeviceRoofs) -> dict:
 
 def host_speed(device: str, root: Path | None = None) -> dict | None:
     """BERT-base's host-bound step (128 tokens, batch 32) as each measurement of ``device``'s folder timed it:
-    the reference sweep's run, the test machine's run of it, a bare training loop on two further machines
-    (``host/``) and a run there; and the host cost per operator the three-depth probe measured. None without
+    the reference sweep's run, the test machine's run of it, each one-machine set's, a bare training loop on two
+    further machines (``host/``) and a run there; and the host cost per operator the three-depth probe measured. None without
     a ``host/`` folder."""
     folder = root or reference_dir(device)
     host = folder / HOST
@@ -592,6 +606,7 @@ def host_speed(device: str, root: Path | None = None) -> dict | None:
     for where, path in (
         ("reference sweep", folder / "runs"),
         ("test machine", folder / TESTSET / "repeat" / "runs"),
+        *((f"{one} set", folder / one / "runs") for one in ONE_MACHINE_SETS),
     ):
         for rec in sorted(path.glob(f"{name}.*.json")):
             rows.append({"machine": where, "how": "companion run", "step_ms": _record_step(rec) * 1e3})

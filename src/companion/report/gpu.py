@@ -9,26 +9,26 @@ from companion.report.figures import TIER_WORDS
 from companion.report.numbers import host_slug_words
 
 
-def tier_table(numbers: dict, words: dict | None = None) -> pd.DataFrame:
-    """Per tier: the step-time and energy errors and how many runs its stated interval covers (``words``: tier
-    names other than ``TIER_WORDS``)."""
-    n = numbers["runs"]
-    words = {**TIER_WORDS, **(words or {})}
-
-    def covered(value):
-        return "—" if value is None else f"{value:.0f} of {n}"
-
-    return pd.DataFrame(
-        [
-            {
-                "tier": words[t],
-                "step time error (%)": f"{v['time_mape_pct']:.1f}",
-                "energy error (%)": f"{v['energy_mape_pct']:.1f}",
-                "time covered": covered(v["time_covered"]),
-                "energy covered": covered(v["energy_covered"]),
-            }
-            for t, v in numbers["tiers"].items()
-        ]
+def tiers_text(numbers: dict, words: dict) -> str:
+    """Each tier's step-time and energy errors on a set of runs (``numbers``: ``runs``, ``tiers``), in the order
+    of ``words`` ({tier: its name in the sentence}), and whose stated intervals left runs out."""
+    n, t = numbers["runs"], numbers["tiers"]
+    pairs = ", ".join(
+        f"{w} {t[k]['time_mape_pct']:.1f} % / {t[k]['energy_mape_pct']:.1f} %"
+        for k, w in words.items()
+        if k in t
+    )
+    short = [
+        f"{words[k]}'s {target} intervals covered {v[f'{target}_covered']:.0f} of {n}"
+        for k, v in t.items()
+        if k in words
+        for target in ("time", "energy")
+        if v.get(f"{target}_covered") is not None and v[f"{target}_covered"] < n
+    ]
+    return (
+        f"missed by (time / energy): {pairs}; "
+        + ("; ".join(short) if short else "every stated interval covered its run")
+        + "."
     )
 
 
@@ -67,13 +67,23 @@ def host_bound_text(numbers: dict) -> str:
     )
 
 
-def flagged_banner(numbers: dict) -> str | None:
-    """The warning box of the GPU page where its calibration's checks replaced quantities by the datasheet's."""
-    from companion.report.prose import calibration_banner
-
-    problems = {q: f.get("problems", []) for q, f in (numbers.get("flagged") or {}).items()}
-    # the first machine's calibration (section "The first machine"), not the one-machine set's
-    return calibration_banner("first machine's", problems, gpu=True)
+def first_machine_text(numbers: dict) -> str:
+    """The tiers on the first machine's runs, and which of its calibration's quantities failed their checks."""
+    flagged = [f["quantity"] for f in (numbers.get("flagged") or {}).values()]
+    return f"The {numbers['runs']} runs of the first machine " + tiers_text(
+        numbers,
+        {
+            "prior": "the datasheet prior",
+            "calibrated": "the calibrated tier"
+            + (
+                f" (its calibration failed its checks for the {', '.join(flagged)}: the datasheet's values "
+                "stand in)"
+                if flagged
+                else ""
+            ),
+            "fitted": "the fitted tier (leave one out)",
+        },
+    )
 
 
 def test_text(numbers: dict) -> str:
@@ -82,10 +92,15 @@ def test_text(numbers: dict) -> str:
     if not test:
         return ""
     cal = test["calibration"]
-    out = (
-        f"The same {test['runs']} test configurations, measured on another machine: its calibration's host probe "
-        f"timed only two depths and put {cal['per_op_us']:.0f} µs on each operator, so its calibrated tier misses."
+    out = f"The same {test['runs']} test configurations, measured on another machine, " + tiers_text(
+        test,
+        {
+            "prior": "the datasheet prior",
+            "fitted": "the fitted tier (on the first machine's runs)",
+            "calibrated": "the calibrated tier",
+        },
     )
+    out += f" That machine's calibration timed only two depths and put {cal['per_op_us']:.0f} µs on each operator."
     if test["repeat"]:
         moved = " and ".join(
             f"{(r['step_s_again'] / r['step_s_first'] - 1) * 100:+.0f} %" for r in test["repeat"]
@@ -97,57 +112,83 @@ def test_text(numbers: dict) -> str:
 ONE_MACHINE_SPLITS = {"reference": "reference runs", "test": "test configurations"}
 
 
+def span(values, digits: int = 0) -> str:
+    """Figures of several machines as one phrase: "7 %" for one, "6–21 %" for a range (``digits`` decimals)."""
+    lo, hi = min(values), max(values)
+    return (
+        f"{lo:.{digits}f} %"
+        if f"{lo:.{digits}f}" == f"{hi:.{digits}f}"
+        else f"{lo:.{digits}f}–{hi:.{digits}f} %"
+    )
+
+
+def machine_words(one: dict, i: int) -> str:
+    """A one-machine set's name in the tables: its number and the day its calibration was taken."""
+    day = (one["calibration"].get("measured_at") or "")[:10]
+    return f"{i + 1}" + (f" ({day})" if day else "")
+
+
 def one_machine_table(numbers: dict) -> pd.DataFrame:
-    """Per tier, on the runs of the machine that took the calibration: the errors on the reference profile and
-    on the test set, and how many runs the stated interval covers over both."""
-    one = numbers["one_machine"]
-    n = sum(one["runs"].values())
+    """Per machine of the one-machine sets and per tier, on the runs of the machine that took the calibration:
+    the errors on the reference profile and on the test set, and how many runs the stated interval covers over
+    both."""
     rows = []
-    for t in one["tiers"]["reference"]:
-        row = {
-            "tier": "fitted (leave one out; test runs: on the reference runs)"
-            if t == "fitted"
-            else TIER_WORDS[t]
-        }
-        for split, words in ONE_MACHINE_SPLITS.items():
-            v = one["tiers"].get(split, {}).get(t)
-            if v:
-                row[f"{words}: time (%)"] = f"{v['time_mape_pct']:.1f}"
-                row[f"{words}: energy (%)"] = f"{v['energy_mape_pct']:.1f}"
-        cover = [
-            sum(one["tiers"][k][t][c] or 0 for k in one["tiers"]) for c in ("time_covered", "energy_covered")
-        ]
-        known = all(
-            one["tiers"][k][t][c] is not None
-            for k in one["tiers"]
-            for c in ("time_covered", "energy_covered")
-        )
-        row[f"covered, of {n}: time / energy"] = f"{cover[0]:.0f} / {cover[1]:.0f}" if known else "—"
-        rows.append(row)
+    for i, one in enumerate(numbers["one_machines"]):
+        n = sum(one["runs"].values())
+        for t in one["tiers"]["reference"]:
+            row = {
+                "machine": machine_words(one, i),
+                "tier": "fitted (reference runs, one left out)" if t == "fitted" else TIER_WORDS[t],
+            }
+            for split, words in ONE_MACHINE_SPLITS.items():
+                v = one["tiers"].get(split, {}).get(t)
+                if v:
+                    row[f"{words}: time (%)"] = f"{v['time_mape_pct']:.1f}"
+                    row[f"{words}: energy (%)"] = f"{v['energy_mape_pct']:.1f}"
+            cells = [one["tiers"][k][t][c] for k in one["tiers"] for c in ("time_covered", "energy_covered")]
+            cover = [
+                sum(one["tiers"][k][t][c] or 0 for k in one["tiers"])
+                for c in ("time_covered", "energy_covered")
+            ]
+            row["covered: time / energy"] = (
+                f"{cover[0]:.0f} / {cover[1]:.0f} of {n}" if None not in cells else "—"
+            )
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
 def one_machine_text(numbers: dict) -> str:
-    """What the tiers do where the calibration and the runs come from one machine: the check that counts."""
-    one = numbers.get("one_machine")
-    if not one:
+    """What the tiers do where the calibration and the runs come from one machine, on each such machine."""
+    sets = numbers.get("one_machines") or []
+    if not sets:
         return ""
-    ref, test = one["tiers"]["reference"]["calibrated"], one["tiers"].get("test", {}).get("calibrated")
+    ref = [one["tiers"]["reference"]["calibrated"] for one in sets]
+    test = [one["tiers"]["test"]["calibrated"] for one in sets if "test" in one["tiers"]]
+    probes = " and ".join(f"{one['calibration']['per_op_us']:.1f}" for one in sets)
+    checks = "some checks failed" if any(one["calibration"]["flagged"] for one in sets) else "no check failed"
     out = (
-        f"The one-machine set's machine took its calibration ({one['calibration']['per_op_us']:.1f} µs of host time per operator, "
-        f"{'no check failed' if not one['calibration']['flagged'] else 'some checks failed'}), then ran the "
-        f"{one['runs']['reference']} reference configurations"
-        + (f" and the {one['runs']['test']} test configurations" if test else "")
-        + ". From that calibration alone, fitted on nothing, the calibrated tier is off by "
-        f"{ref['time_mape_pct']:.0f} % in step time and {ref['energy_mape_pct']:.0f} % in energy on the reference "
-        "runs"
-    )
-    if test:
-        out += (
-            f", and by {test['time_mape_pct']:.0f} % and {test['energy_mape_pct']:.0f} % on the test runs, "
-            "never tuned on"
+        f"{'Each of' if len(sets) > 1 else 'One of'} {len(sets)} machine{'s' if len(sets) > 1 else ''} took its "
+        f"calibration ({probes} µs of host time per operator; {checks}), then ran the "
+        f"{sets[0]['runs']['reference']} reference"
+        + (f" and {sets[0]['runs']['test']} test configurations" if test else " configurations")
+        + ". Its own calibration, fitted on nothing, puts the calibrated tier's step time off by "
+        + " and ".join(f"{r['time_mape_pct']:.0f} %" for r in ref)
+        + " on the reference runs"
+        + (
+            " and " + " and ".join(f"{r['time_mape_pct']:.0f} %" for r in test) + " on the test runs"
+            if len(test) == len(sets)
+            else ""
         )
-    return out + "."
+        + "."
+    )
+    for i, one in enumerate(sets):
+        n = sum(one["runs"].values())
+        if one["calibrated_low_runs"] == n and len(sets) > 1:
+            out += (
+                f" Machine {i + 1}'s runs were slower than its probe: the tier is low on all {n}, by "
+                f"{-one['calibrated_signed_pct']:.0f} % on average."
+            )
+    return out
 
 
 def host_text(numbers: dict) -> str:
@@ -156,7 +197,7 @@ def host_text(numbers: dict) -> str:
     if not host:
         return ""
     lo, hi = host["step_ms_range"]
-    other, one = host["calibrated_from_probe_machine"], numbers.get("one_machine")
+    other = host["calibrated_from_probe_machine"]
     return (
         f"The same host-bound step, a bare loop or a run, took {lo:.0f} to {hi:.0f} ms on machines with the same "
         "board: the processor "
@@ -164,29 +205,26 @@ def host_text(numbers: dict) -> str:
         f"({host['probe_per_op_us']:.1f} µs per operator, from three depths that agree) puts the calibrated "
         f"tier's step time off by {other['reference']['time_mape_pct']:.0f} % on the first machine's runs and "
         f"{other['test']['time_mape_pct']:.0f} % on the test machine's."
-    ) + (
-        " The one-machine set's own calibration, on its runs: "
-        + " and ".join(f"{v['calibrated']['time_mape_pct']:.0f} %" for v in one["tiers"].values())
-        + " (above)."
-        if one
-        else ""
     )
 
 
 def headline_sentence(numbers: dict) -> str:
     """The GPU's figures in one sentence, for the headline beside the CPU's."""
     t = numbers["tiers"]
-    one = numbers.get("one_machine")
-    if one and "test" in one["tiers"]:
-        c, r = one["tiers"]["test"]["calibrated"], one["tiers"]["reference"]["calibrated"]
+    sets = [one for one in numbers.get("one_machines") or [] if "test" in one["tiers"]]
+    if sets:
+
+        def over(split, tier, target):
+            return span([one["tiers"][split][tier][f"{target}_mape_pct"] for one in sets])
+
         return (
-            f"On one {numbers['device']} (energy measured by its NVML counter), from a calibration of the same "
-            f"machine and fitted on nothing, the operator roofline predicts {one['runs']['test']} test runs' step "
-            f"time within {c['time_mape_pct']:.0f} % and energy within {c['energy_mape_pct']:.0f} % "
-            f"({one['runs']['reference']} reference runs: {r['time_mape_pct']:.0f} % / "
-            f"{r['energy_mape_pct']:.0f} %; the datasheet prior on the test runs: "
-            f"{one['tiers']['test']['prior']['time_mape_pct']:.0f} % / "
-            f"{one['tiers']['test']['prior']['energy_mape_pct']:.0f} %)."
+            f"On {len(sets)} {numbers['device']} machine{'s' if len(sets) > 1 else ''} (energy measured by the "
+            "NVML counter), each from its own calibration and fitted on nothing, the operator roofline "
+            f"predicts {sets[0]['runs']['test']} test runs' step time within {over('test', 'calibrated', 'time')} "
+            f"and energy within {over('test', 'calibrated', 'energy')} ({sets[0]['runs']['reference']} "
+            f"reference runs: {over('reference', 'calibrated', 'time')} / "
+            f"{over('reference', 'calibrated', 'energy')}; the datasheet prior on the test runs: "
+            f"{over('test', 'prior', 'time')} / {over('test', 'prior', 'energy')})."
         )
     return (
         f"On one {numbers['device']} ({numbers['runs']} runs, energy measured by its NVML counter), the operator "
@@ -317,7 +355,6 @@ def cpu_modes_text(hosts: list[dict], alpha: float = 0.05) -> str:
                 else f"{beyond} of {len(others)} told apart from eager (Welch, p < {alpha})"
             )
             + f"; the calibrated tier missed by at most {rows.calibrated_time_error_pct.abs().max():.0f} %."
-            + ("" if h["energy_measured"] else " CPU energy, estimated, repeats time.")
         )
     return " ".join(out)
 

@@ -482,10 +482,15 @@ def answer_box(
             else ": no comparison in this build."
         ),
     ]
-    one = (gpu or {}).get("one_machine") or {}
-    if one and "test" in one.get("tiers", {}):
-        c, r = one["tiers"]["test"]["calibrated"], one["tiers"]["reference"]["calibrated"]
-        prior = one["tiers"]["test"].get("prior") or {}
+    sets = [one for one in (gpu or {}).get("one_machines") or [] if "test" in one.get("tiers", {})]
+    if sets:
+        from companion.report.gpu import span
+
+        def over(split, tier, target):
+            values = [(one["tiers"][split].get(tier) or {}).get(f"{target}_mape_pct") for one in sets]
+            finite_values = [v for v in values if finite(v) is not None]
+            return span(finite_values, 1) if finite_values else None
+
         # the caveat: a calibration describes its own machine's host (another machine's, on these runs), the
         # first machine's failed some checks, and an earlier calibration of the test machine, from a host probe of
         # two depths, missed its own runs
@@ -495,21 +500,18 @@ def answer_box(
             (((gpu.get("test") or {}).get("tiers") or {}).get("calibrated") or {}),
         ]
         others = sorted(v["time_mape_pct"] for v in other if finite(v.get("time_mape_pct")) is not None)
+        prior = [over("test", "prior", t) for t in ("time", "energy")]
         items.append(
-            f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured), nothing fitted: that "
-            f"machine's calibration misses {one['runs']['test']} test runs by {pct(c.get('time_mape_pct'))} "
-            f"time, {pct(c.get('energy_mape_pct'))} energy"
-            + (
-                f"; datasheet priors by {pct(prior.get('time_mape_pct'))} and "
-                f"{pct(prior.get('energy_mape_pct'))}"
-                if finite(prior.get("time_mape_pct")) is not None
-                else ""
-            )
+            f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured), nothing fitted: "
+            + ("each machine's calibration misses" if len(sets) > 1 else "a machine's own calibration misses")
+            + f" {sets[0]['runs']['test']} test runs by {over('test', 'calibrated', 'time')} time, "
+            f"{over('test', 'calibrated', 'energy')} energy"
+            + (f"; datasheet priors by {prior[0]} and {prior[1]}" if None not in prior else "")
             + (
                 f" (other machines' calibrations: {others[0]:.0f}–{others[-1]:.0f} % time)."
                 if others
-                else f" ({pct(r.get('time_mape_pct'))} / {pct(r.get('energy_mape_pct'))} over "
-                f"{one['runs']['reference']} reference runs)."
+                else f" ({over('reference', 'calibrated', 'time')} / {over('reference', 'calibrated', 'energy')}"
+                f" over {sets[0]['runs']['reference']} reference runs)."
             )
         )
     elif gpu and gpu.get("tiers"):

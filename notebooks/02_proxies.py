@@ -306,9 +306,9 @@ figures.energy_vs_flops(df)
 # %% [markdown]
 # ## The replicate noise floor
 #
-# How far replicates, measured in separate passes of the sweep, fall from their configuration's mean, over every
-# run measured (the summary page's floor: only the runs scored): the noise of one
-# measurement, a yardstick for any model's error ([](06_headline.ipynb)). {glue:text}`host_speed_sentence`
+# How far replicates, measured in separate passes, fall from their configuration's mean, over every run measured:
+# the noise of one measurement, a yardstick for any model's error ([](06_headline.ipynb): only the runs scored).
+# {glue:text}`host_speed_sentence`
 
 # %%
 # hide

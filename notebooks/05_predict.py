@@ -23,7 +23,7 @@ profile = "cpu"
 device = None  # default: the device the profile's runs were measured on
 vocab = None  # default: the vocabulary size of the profile's runs
 models = ["bert-tiny", "bert-mini"]
-seq_lens = [64, 128, 256]
+seq_lens = [64, 256]
 batch_size = 8
 examples = 100000
 epochs = 3
@@ -132,8 +132,7 @@ shown_style
 # %% [markdown]
 # Each row is one fine-tune: {glue:text}`explore_setting`. The roofline columns are the operator roofline in the row's tier; the
 # last is the paper's law fitted on the same runs. Each interval is as wide as its model's errors on runs left
-# out of its fit ([](04_validation.ipynb)); the operator roofline's also widens with the step's share of fixed
-# costs and overheads.
+# out of its fit ([](04_validation.ipynb)).
 # {glue:text}`explore_warnings` (inputs outside its runs, or a layout that may not fit in memory).
 #
 # ## Planning on GPUs never swept here

@@ -27,7 +27,7 @@ from myst_nb import glue
 
 from companion import paths
 from companion.energy import registry, stored
-from companion.report import figures, gpu, numbers, sentences, tables
+from companion.report import figures, numbers, sentences, tables
 from companion.report.stages import SOURCE_ROOT
 from companion.runs.records import write_json
 
@@ -93,12 +93,6 @@ for key, text in (
     ("absolute_answer", answer),
     ("energy_honesty_text", sentences.energy_honesty_text(validation, runs)),
     ("filter_sensitivity_text", sentences.filter_sensitivity_text(validation, runs)),
-    (
-        "gpu_text",
-        gpu.headline_sentence(gpu_numbers)
-        if gpu_numbers
-        else "This build has no GPU reference measurements to score.",
-    ),
 ):
     glue(key, sentences.paragraph(text), display=False)
 glue("split_legend", sentences.legend_html(validation), display=False)

@@ -16,9 +16,8 @@
 # ```{glue:} gpu_intro
 # ```
 #
-# Six machines with the same board ran them: two *one-machine sets*, the *first machine*, the *test machine* and
-# two *modes machines*; a *host-probe machine* timed bare loops. Each {term}`tier <Tier>` predicts the first
-# four's runs unseen; the calibrated tier, the modes runs.
+# Each {term}`tier <Tier>` predicts the runs of the one-machine sets, the first machine and the test machine
+# unseen; the calibrated tier, the modes machines' runs.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -54,7 +53,8 @@ glue(
     "gpu_intro",
     sentences.paragraph(
         f"{total_runs} fine-tunes of BERT-class models ran on {device} boards in bf16, their energy measured by "
-        f"the board's counter (NVML): {power['runs_min']:.0f} to {power['runs_max']:.0f} W on the first machine."
+        f"the board's counter (NVML): {power['runs_min']:.0f} to {power['runs_max']:.0f} W on the first machine. "
+        f"{gpu.machines_text(numbers)}"
     ),
     display=False,
 )

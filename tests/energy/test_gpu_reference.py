@@ -97,24 +97,18 @@ def test_small_steps_sit_on_the_host_floor_and_large_ones_on_the_device():
     assert (floors.x0 < floors.x1).all()
 
 
-def test_the_headline_sentence_quotes_each_tier():
+def test_the_first_and_test_machines_tiers_are_told_in_sentences():
     from companion.report import gpu
 
     numbers = ref.reference_numbers("H200")
-    text = gpu.headline_sentence(numbers)
-    # the one-machine sets' figures lead, as the range over their machines: their test runs by the calibrated
-    # tier and the prior, their reference runs
-    sets = numbers["one_machines"]
-    assert [one["set"] for one in sets] == list(ref.ONE_MACHINE_SETS)
-    for split, tier in (("test", "calibrated"), ("test", "prior"), ("reference", "calibrated")):
-        for target in ("time", "energy"):
-            values = [one["tiers"][split][tier][f"{target}_mape_pct"] for one in sets]
-            assert gpu.span(values) in text
-    assert "NVML" in text and "H200" in text and f"On {len(sets)} H200 machines" in text
-    # without those sets, the first machine's three tiers
-    text = gpu.headline_sentence({**numbers, "one_machines": []})
-    for tier in ("prior", "calibrated", "fitted"):
-        assert f"{numbers['tiers'][tier]['time_mape_pct']:.0f} %" in text
+    assert [one["set"] for one in numbers["one_machines"]] == list(ref.ONE_MACHINE_SETS)
+    # the page counts the machines from the sets the folder holds: each one-machine set, the first, the test
+    # machine and the two modes machines
+    ones = len(ref.ONE_MACHINE_SETS)
+    assert gpu.machines_text(numbers).startswith(
+        f"{ones + 4} machines with the same board ran them: {ones} one-"
+    )
+    assert gpu.machines_text({}) == "1 machine with the same board ran them: the first machine."
     # the first machine's tiers in a sentence, with its calibration's failed checks named once
     text = gpu.first_machine_text(numbers)
     for v in numbers["tiers"].values():
@@ -151,7 +145,10 @@ def test_the_host_speed_rows_come_from_the_files_and_the_probe_passes_its_check(
 
     host = ref.host_speed("H200")
     # the reference sweep's, the test machine's and each one-machine set's runs; two bare loops and a run
-    assert len(host["rows"]) == 7 and {r["how"] for r in host["rows"]} == {"companion run", "bare loop"}
+    assert len(host["rows"]) == 2 + len(ref.ONE_MACHINE_SETS) + 3 and {r["how"] for r in host["rows"]} == {
+        "companion run",
+        "bare loop",
+    }
     lo, hi = host["step_ms_range"]
     assert lo == min(r["step_ms"] for r in host["rows"]) and hi / lo > 1.5
     rec = json.loads((ref.reference_dir("H200") / ref.HOST / "H200.json").read_text())
@@ -183,7 +180,16 @@ def test_the_first_machine_s_own_calibration_predicts_its_runs_within_ten_percen
         row["test configurations: time (%)"]
         == f"{numbers['tiers']['test']['calibrated']['time_mape_pct']:.1f}"
     )
-    assert row["covered: time / energy"] == "13 / 13 of 13" and row["machine"] == "1 (2026-11-26)"
+    assert row["machine"] == "1" and gpu.uncovered_runs(numbers) == 0
+    # a run outside the calibrated tier's time interval is counted, and the text says so
+    short = {**numbers["tiers"]["test"]["calibrated"], "time_covered": 5.0}
+    one = {
+        **numbers,
+        "tiers": {**numbers["tiers"], "test": {**numbers["tiers"]["test"], "calibrated": short}},
+    }
+    assert gpu.uncovered_runs(one) == 1
+    assert "1 of the runs' times and energies fell outside" in gpu.one_machine_text({"one_machines": [one]})
+    assert "Every stated 90 % interval covered its run." in gpu.one_machine_text({"one_machines": [numbers]})
     # the test runs are none of the reference runs, and their fitted tier is the point fitted on those
     test_runs = ref.reference_runs("H200", folder / ref.TESTSET).reset_index(drop=True)
     assert not set(test_runs.run_id) & set(ref.reference_runs("H200", folder).run_id)
@@ -214,6 +220,21 @@ def test_a_second_machine_s_runs_were_slower_than_its_own_probe():
     )
     assert "Machine 1's" not in gpu.one_machine_text(both)
     assert len(gpu.one_machine_table(both)) == 6
+    # a third machine ran the reference configurations alone: its test cells are empty, the text says who ran what
+    third = ref.one_machine_numbers("H200", set_name=ref.ONE_MACHINE_SETS[2])
+    assert third["runs"] == {"reference": 7} and third["calibration"]["flagged"] == []
+    every = {"one_machines": [*both["one_machines"], third]}
+    table = gpu.one_machine_table(every)
+    assert (
+        len(table) == 9
+        and (table[table.machine.str.startswith("3")]["test configurations: time (%)"] == "—").all()
+    )
+    text = gpu.one_machine_text(every)
+    assert "the 7 reference configurations (machines 1 and 2 also the 6 test ones)" in text
+    assert (
+        f"and {third['tiers']['reference']['calibrated']['time_mape_pct']:.0f} % on the reference runs"
+        in text
+    )
 
 
 @pytest.mark.parametrize(

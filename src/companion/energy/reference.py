@@ -329,7 +329,7 @@ ONE_MACHINE = (
     ONE_MACHINE_SET  # a calibration and the runs it predicts from one machine (benchmarks/gpu_check.sh)
 )
 # every such set a reference folder may hold, each from its own machine, in the order they were measured
-ONE_MACHINE_SETS = (ONE_MACHINE, f"{ONE_MACHINE}-2")
+ONE_MACHINE_SETS = (ONE_MACHINE, f"{ONE_MACHINE}-2", f"{ONE_MACHINE}-3")
 MODES = MODES_SET  # execution modes and engines on one machine, with its execution-probed calibration
 # the execution modes again, compiled as the runner compiles them now (attention mask kept, autocast in the graph)
 MASKED_MODES = MASKED_MODES_SET

@@ -101,11 +101,6 @@ def test_text(numbers: dict) -> str:
         },
     )
     out += f" That machine's calibration timed only two depths and put {cal['per_op_us']:.0f} µs on each operator."
-    if test["repeat"]:
-        moved = " and ".join(
-            f"{(r['step_s_again'] / r['step_s_first'] - 1) * 100:+.0f} %" for r in test["repeat"]
-        )
-        out += f" Two reference configurations measured again there moved by {moved} in step time."
     return out
 
 
@@ -123,18 +118,16 @@ def span(values, digits: int = 0) -> str:
 
 
 def machine_words(one: dict, i: int) -> str:
-    """A one-machine set's name in the tables: its number and the day its calibration was taken."""
-    day = (one["calibration"].get("measured_at") or "")[:10]
-    return f"{i + 1}" + (f" ({day})" if day else "")
+    """A one-machine set's name in the tables: its number (the order it was measured in)."""
+    return f"{i + 1}"
 
 
 def one_machine_table(numbers: dict) -> pd.DataFrame:
     """Per machine of the one-machine sets and per tier, on the runs of the machine that took the calibration:
-    the errors on the reference profile and on the test set, and how many runs the stated interval covers over
-    both."""
+    the errors on the reference profile and on the test set (how many runs the stated intervals cover:
+    ``uncovered_runs``, in the text)."""
     rows = []
     for i, one in enumerate(numbers["one_machines"]):
-        n = sum(one["runs"].values())
         for t in one["tiers"]["reference"]:
             row = {
                 "machine": machine_words(one, i),
@@ -145,16 +138,44 @@ def one_machine_table(numbers: dict) -> pd.DataFrame:
                 if v:
                     row[f"{words}: time (%)"] = f"{v['time_mape_pct']:.1f}"
                     row[f"{words}: energy (%)"] = f"{v['energy_mape_pct']:.1f}"
-            cells = [one["tiers"][k][t][c] for k in one["tiers"] for c in ("time_covered", "energy_covered")]
-            cover = [
-                sum(one["tiers"][k][t][c] or 0 for k in one["tiers"])
-                for c in ("time_covered", "energy_covered")
-            ]
-            row["covered: time / energy"] = (
-                f"{cover[0]:.0f} / {cover[1]:.0f} of {n}" if None not in cells else "—"
-            )
             rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).fillna("—")
+
+
+def uncovered_runs(one: dict) -> int:
+    """How many of a one-machine set's runs, in time or energy, lie outside the stated intervals of the tiers
+    that state one (the prior and the calibrated tier; the fitted tier has too few runs)."""
+    return int(
+        sum(
+            v["runs"] - v[f"{target}_covered"]
+            for split in one["tiers"].values()
+            for v in split.values()
+            for target in ("time", "energy")
+            if v.get(f"{target}_covered") is not None
+        )
+    )
+
+
+def _listed(values: list[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
+
+
+def machines_text(numbers: dict) -> str:
+    """Which machines of the board the page draws on, counted from the sets the folder holds."""
+    ones = len(numbers.get("one_machines") or [])
+    modes = sum(1 for k in ("modes", "modes_masked") if numbers.get(k))
+    named = [
+        f"{ones} one-machine set{'s' if ones > 1 else ''}" if ones else "",
+        "the first machine",
+        "the test machine" if numbers.get("test") else "",
+        f"{modes} modes machine{'s' if modes > 1 else ''}" if modes else "",
+    ]
+    count = ones + 1 + bool(numbers.get("test")) + modes
+    machines = f"{count} machine{'s' if count > 1 else ''}"
+    return f"{machines} with the same board ran them: {_listed([n for n in named if n])}" + (
+        "; a host-probe machine timed bare loops." if numbers.get("host_speed") else "."
+    )
 
 
 def one_machine_text(numbers: dict) -> str:
@@ -162,24 +183,34 @@ def one_machine_text(numbers: dict) -> str:
     sets = numbers.get("one_machines") or []
     if not sets:
         return ""
-    ref = [one["tiers"]["reference"]["calibrated"] for one in sets]
-    test = [one["tiers"]["test"]["calibrated"] for one in sets if "test" in one["tiers"]]
-    probes = " and ".join(f"{one['calibration']['per_op_us']:.1f}" for one in sets)
+    tested = [i for i, one in enumerate(sets) if "test" in one["tiers"]]
+    probes = _listed([f"{one['calibration']['per_op_us']:.1f}" for one in sets])
     checks = "some checks failed" if any(one["calibration"]["flagged"] for one in sets) else "no check failed"
-    out = (
-        f"{'Each of' if len(sets) > 1 else 'One of'} {len(sets)} machine{'s' if len(sets) > 1 else ''} took its "
-        f"calibration ({probes} µs of host time per operator; {checks}), then ran the "
-        f"{sets[0]['runs']['reference']} reference"
-        + (f" and {sets[0]['runs']['test']} test configurations" if test else " configurations")
-        + ". Its own calibration, fitted on nothing, puts the calibrated tier's step time off by "
-        + " and ".join(f"{r['time_mape_pct']:.0f} %" for r in ref)
-        + " on the reference runs"
-        + (
-            " and " + " and ".join(f"{r['time_mape_pct']:.0f} %" for r in test) + " on the test runs"
-            if len(test) == len(sets)
-            else ""
+
+    def errors(split, indices):
+        return _listed([f"{sets[i]['tiers'][split]['calibrated']['time_mape_pct']:.0f} %" for i in indices])
+
+    ran = f"the {sets[0]['runs']['reference']} reference configurations"
+    if tested and len(tested) == len(sets):
+        ran = (
+            f"the {sets[0]['runs']['reference']} reference and {sets[0]['runs']['test']} test configurations"
         )
+    elif tested:
+        who = _listed([str(i + 1) for i in tested])
+        ran += f" (machine{'s' if len(tested) > 1 else ''} {who} also the {sets[tested[0]]['runs']['test']} test ones)"
+    out = (
+        f"{f'Each of {len(sets)} machines' if len(sets) > 1 else 'One machine'} took its "
+        f"calibration ({probes} µs of host time per operator; {checks}), then ran {ran}. Its own calibration, "
+        "fitted on nothing, puts "
+        f"the calibrated tier's step time off by {errors('reference', range(len(sets)))} on the reference runs"
+        + (f" and {errors('test', tested)} on the test runs" if tested else "")
         + "."
+    )
+    missed = sum(uncovered_runs(one) for one in sets)
+    out += (
+        " Every stated 90 % interval covered its run."
+        if not missed
+        else f" {missed} of the runs' times and energies fell outside the stated intervals."
     )
     for i, one in enumerate(sets):
         n = sum(one["runs"].values())
@@ -205,42 +236,6 @@ def host_text(numbers: dict) -> str:
         f"({host['probe_per_op_us']:.1f} µs per operator, from three depths that agree) puts the calibrated "
         f"tier's step time off by {other['reference']['time_mape_pct']:.0f} % on the first machine's runs and "
         f"{other['test']['time_mape_pct']:.0f} % on the test machine's."
-    )
-
-
-def headline_sentence(numbers: dict) -> str:
-    """The GPU's figures in one sentence, for the headline beside the CPU's."""
-    t = numbers["tiers"]
-    sets = [one for one in numbers.get("one_machines") or [] if "test" in one["tiers"]]
-    if sets:
-
-        def over(split, tier, target):
-            return span([one["tiers"][split][tier][f"{target}_mape_pct"] for one in sets])
-
-        return (
-            f"On {len(sets)} {numbers['device']} machine{'s' if len(sets) > 1 else ''} (energy measured by the "
-            "NVML counter), each from its own calibration and fitted on nothing, the operator roofline "
-            f"predicts {sets[0]['runs']['test']} test runs' step time within {over('test', 'calibrated', 'time')} "
-            f"and energy within {over('test', 'calibrated', 'energy')} ({sets[0]['runs']['reference']} "
-            f"reference runs: {over('reference', 'calibrated', 'time')} / "
-            f"{over('reference', 'calibrated', 'energy')}; the datasheet prior on the test runs: "
-            f"{over('test', 'prior', 'time')} / {over('test', 'prior', 'energy')})."
-        )
-    return (
-        f"On one {numbers['device']} ({numbers['runs']} runs, energy measured by its NVML counter), the operator "
-        f"model predicts step time within {t['calibrated']['time_mape_pct']:.0f} % and energy within "
-        f"{t['calibrated']['energy_mape_pct']:.0f} % from its calibration alone (prior: "
-        f"{t['prior']['time_mape_pct']:.0f} % / {t['prior']['energy_mape_pct']:.0f} %; fitted, leave one out: "
-        f"{t['fitted']['time_mape_pct']:.0f} % / {t['fitted']['energy_mape_pct']:.0f} %)."
-        + (
-            f" On {numbers['test']['runs']} test runs from another machine, never tuned on: prior "
-            f"{numbers['test']['tiers']['prior']['time_mape_pct']:.0f} % / "
-            f"{numbers['test']['tiers']['prior']['energy_mape_pct']:.0f} %, fitted "
-            f"{numbers['test']['tiers']['fitted']['time_mape_pct']:.0f} % / "
-            f"{numbers['test']['tiers']['fitted']['energy_mape_pct']:.0f} %."
-            if numbers.get("test")
-            else ""
-        )
     )
 
 

@@ -307,7 +307,7 @@ figures.energy_vs_flops(df)
 # ## The replicate noise floor
 #
 # How far replicates, measured in separate passes, fall from their configuration's mean, over every run measured:
-# the noise of one measurement, a yardstick for any model's error ([](06_headline.ipynb): only the runs scored).
+# the noise of one measurement, a yardstick for any model's error ([](06_headline.ipynb) counts the runs scored).
 # {glue:text}`host_speed_sentence`
 
 # %%

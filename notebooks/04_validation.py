@@ -206,11 +206,11 @@ filter_check = {
 }
 glue("model_scores", by_split.round(2), display=False)
 # the primary model's verdict in brief (criterion by criterion: the summary page)
-parts, met = [], {}
+parts, criteria_met = [], {}
 for target, t in mv["targets"].items():
     # the verdict table's criteria (the summary page), each judged where the artifact has it
     keys = [k for k in sentences.VERDICT_KEYS if isinstance(t.get(k), bool)]
-    met[target] = f"{sum(bool(t[k]) for k in keys)} of {len(keys)}"
+    criteria_met[target] = f"{sum(bool(t[k]) for k in keys)} of {len(keys)}"
     first = not parts
     parts.append(
         f"{target} by {t['pooled_mape_pct']:.1f} %{' pooled' if first else ''}, "
@@ -227,7 +227,7 @@ glue(
     "model_verdict_text",
     sentences.paragraph(
         f"The operator roofline misses held-out {'; '.join(parts)}. It meets "
-        + " and ".join(f"{n} criteria for {target}" for target, n in met.items())
+        + " and ".join(f"{n} criteria for {target}" for target, n in criteria_met.items())
         + "."
         if parts
         else val.describe_verdict(mv)

@@ -158,7 +158,7 @@ def test_the_host_speed_rows_come_from_the_files_and_the_probe_passes_its_check(
     assert "not linear in depth" in check_op_counts(bent)[0]
 
 
-def test_the_first_machine_s_own_calibration_predicts_its_runs_within_ten_percent():
+def test_the_first_one_machine_set_s_calibration_predicts_its_runs_within_ten_percent():
     numbers = ref.one_machine_numbers("H200")
     folder = ref.reference_dir("H200") / ref.ONE_MACHINE
     assert numbers["runs"] == {"reference": 7, "test": 6}
@@ -180,15 +180,17 @@ def test_the_first_machine_s_own_calibration_predicts_its_runs_within_ten_percen
         row["test configurations: time (%)"]
         == f"{numbers['tiers']['test']['calibrated']['time_mape_pct']:.1f}"
     )
-    assert row["machine"] == "1" and gpu.uncovered_runs(numbers) == 0
-    # a run outside the calibrated tier's time interval is counted, and the text says so
-    short = {**numbers["tiers"]["test"]["calibrated"], "time_covered": 5.0}
-    one = {
-        **numbers,
-        "tiers": {**numbers["tiers"], "test": {**numbers["tiers"]["test"], "calibrated": short}},
-    }
-    assert gpu.uncovered_runs(one) == 1
-    assert "1 of the runs' times and energies fell outside" in gpu.one_machine_text({"one_machines": [one]})
+    # the prior and the calibrated tier state an interval per run, time and energy: 4 x 13, none missed
+    assert row["set"] == 1 and gpu.interval_misses(numbers) == (0, 52)
+    # intervals of two tiers missing one test run's time count once each, and the text says so
+    test = numbers["tiers"]["test"]
+    short = {t: {**test[t], "time_covered": 5.0} for t in ("prior", "calibrated")}
+    one = {**numbers, "tiers": {**numbers["tiers"], "test": {**test, **short}}}
+    assert gpu.interval_misses(one) == (2, 52)
+    text = gpu.one_machine_text({"one_machines": [one], "interval_level": 0.9})
+    assert (
+        "2 of the 52 stated 90 % intervals (prior and calibrated, time and energy) missed their run" in text
+    )
     assert "Every stated 90 % interval covered its run." in gpu.one_machine_text({"one_machines": [numbers]})
     # the test runs are none of the reference runs, and their fitted tier is the point fitted on those
     test_runs = ref.reference_runs("H200", folder / ref.TESTSET).reset_index(drop=True)
@@ -215,22 +217,19 @@ def test_a_second_machine_s_runs_were_slower_than_its_own_probe():
     from companion.report import gpu
 
     both = {"one_machines": [ref.one_machine_numbers("H200"), numbers]}
-    assert "Machine 2's runs were slower than its probe: the tier is low on all 13" in gpu.one_machine_text(
-        both
-    )
-    assert "Machine 1's" not in gpu.one_machine_text(both)
+    assert "Set 2's runs were slower than its probe: the tier is low on all 13" in gpu.one_machine_text(both)
+    assert "Set 1's" not in gpu.one_machine_text(both)
+    # alone, the set's own page says the same of "its" runs
+    assert "Its runs were slower than its probe" in gpu.one_machine_text({"one_machines": [numbers]})
     assert len(gpu.one_machine_table(both)) == 6
     # a third machine ran the reference configurations alone: its test cells are empty, the text says who ran what
     third = ref.one_machine_numbers("H200", set_name=ref.ONE_MACHINE_SETS[2])
     assert third["runs"] == {"reference": 7} and third["calibration"]["flagged"] == []
     every = {"one_machines": [*both["one_machines"], third]}
     table = gpu.one_machine_table(every)
-    assert (
-        len(table) == 9
-        and (table[table.machine.str.startswith("3")]["test configurations: time (%)"] == "—").all()
-    )
+    assert len(table) == 9 and (table[table.set == 3]["test configurations: time (%)"] == "—").all()
     text = gpu.one_machine_text(every)
-    assert "the 7 reference configurations (machines 1 and 2 also the 6 test ones)" in text
+    assert "the 7 reference configurations (sets 1 and 2 also the 6 test ones)" in text
     assert (
         f"and {third['tiers']['reference']['calibrated']['time_mape_pct']:.0f} % on the reference runs"
         in text
@@ -387,7 +386,7 @@ def test_cpu_modes_are_recomputed_from_their_records_in_rotating_order():
 def test_the_cpu_modes_sentence_says_whether_a_difference_is_beyond_the_noise():
     from companion.report import gpu
 
-    def host(steps: dict, measured=False):
+    def host(steps: dict):
         rows = []
         for (execution, engine), s in steps.items():
             rows.append(
@@ -410,7 +409,7 @@ def test_the_cpu_modes_sentence_says_whether_a_difference_is_beyond_the_noise():
                 else ttest_ind(steps[key], steps[("eager", "native")], equal_var=False).pvalue
             )
         shape = {"layers": 2, "hidden": 128, "seq_len": 128, "batch_size": 8}
-        return {"host": "some-cpu", "shape": shape, "energy_measured": measured, "rows": rows}
+        return {"host": "some-cpu", "shape": shape, "energy_measured": False, "rows": rows}
 
     eager = [50.0, 51.0, 49.0]
     same = gpu.cpu_modes_text([host({("eager", "native"): eager, ("compile", "native"): [50.5, 49.5, 51.5]})])
@@ -419,7 +418,7 @@ def test_the_cpu_modes_sentence_says_whether_a_difference_is_beyond_the_noise():
         "took 1.01 times" in same and "4 % apart: not told apart from eager" in same and "energy" not in same
     )
     apart = gpu.cpu_modes_text(
-        [host({("eager", "native"): eager, ("eager", "accelerate"): [40.0, 40.5, 39.5]}, measured=True)]
+        [host({("eager", "native"): eager, ("eager", "accelerate"): [40.0, 40.5, 39.5]})]
     )
     assert "Accelerate took 0.80 times" in apart and "1 of 1 told apart" in apart
     alone = host({("eager", "native"): eager, ("compile", "native"): [50.0]})

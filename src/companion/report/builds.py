@@ -12,7 +12,7 @@ import pandas as pd
 
 from companion.energy.stored import BAND_PCT, THIS_BUILD
 from companion.energy.validation import SPLIT_WORDS
-from companion.report.numbers import NA, POOLED, TARGETS, host_slug_words, split_label
+from companion.report.numbers import NA, POOLED, TARGETS, host_slug_words, listed, split_label
 
 GROUP_WORDS = {POOLED: "every split pooled", **SPLIT_WORDS}
 
@@ -131,7 +131,7 @@ def sweeps_text(table: pd.DataFrame) -> str:
     )
     where = (
         f"{len(hosts)} kinds of host, "
-        + _and(
+        + listed(
             [
                 f"{host_slug_words(h)} ({n} builds)" if i == 0 else f"{host_slug_words(h)} ({n})"
                 for i, (h, n) in enumerate(hosts.items())
@@ -148,10 +148,6 @@ def sweeps_text(table: pd.DataFrame) -> str:
     return f"{len(names)} stored builds, made {when}{made} on {where}{own}"
 
 
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def hosts_text(table: pd.DataFrame, model: str = "operator_roofline", target: str = "time") -> str:
     """The pooled held-out MAPE per host, the builds' mean (this build apart): a clause, or nothing where the
     scores name fewer than two hosts."""
@@ -163,7 +159,7 @@ def hosts_text(table: pd.DataFrame, model: str = "operator_roofline", target: st
     here = t[t.sweep == THIS_BUILD].mape_pct.dropna()
     return (
         f"its pooled held-out {target} MAPE averages "
-        + _and([f"{m:.1f} % on {host_slug_words(h)}" for h, m in means.items()])
+        + listed([f"{m:.1f} % on {host_slug_words(h)}" for h, m in means.items()])
         + (f" (this build: {here.iloc[0]:.1f} %)" if len(here) else "")
     )
 

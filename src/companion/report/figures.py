@@ -636,7 +636,11 @@ def baseline_comparison(summary: pd.DataFrame, df: pd.DataFrame) -> alt.Chart:
                 alt.Tooltip("median_ape_pct:Q", format=".1f", title="median APE (%)"),
                 alt.Tooltip("max_ape_pct:Q", format=".1f", title="max APE (%)"),
                 alt.Tooltip("r2_log:Q", format=".3f", title="R² (log)"),
-                alt.Tooltip("coverage_pct:Q", format=".0f", title="bootstrap interval's coverage (%)"),
+                alt.Tooltip(
+                    "coverage_pct:Q",
+                    format=".0f",
+                    title="bootstrap interval's coverage (%; too narrow for held-out runs)",
+                ),
             ],
         )
         .properties(width=FACET_WIDTH)

@@ -6,12 +6,15 @@ import pandas as pd
 
 from companion.energy.reference import bert_base_b32
 from companion.report.figures import TIER_WORDS
-from companion.report.numbers import host_slug_words
+from companion.report.numbers import host_slug_words, listed
+
+
+TIER_NAMES = {"prior": "the prior", "calibrated": "the calibrated tier", "fitted": "the fitted tier"}
 
 
 def tiers_text(numbers: dict, words: dict) -> str:
     """Each tier's step-time and energy errors on a set of runs (``numbers``: ``runs``, ``tiers``), in the order
-    of ``words`` ({tier: its name in the sentence}), and whose stated intervals left runs out."""
+    of ``words`` ({tier: its name in the sentence}), then whose stated intervals left runs out."""
     n, t = numbers["runs"], numbers["tiers"]
     pairs = ", ".join(
         f"{w} {t[k]['time_mape_pct']:.1f} % / {t[k]['energy_mape_pct']:.1f} %"
@@ -19,17 +22,13 @@ def tiers_text(numbers: dict, words: dict) -> str:
         if k in t
     )
     short = [
-        f"{words[k]}'s {target} intervals covered {v[f'{target}_covered']:.0f} of {n}"
-        for k, v in t.items()
-        if k in words
+        f"{TIER_NAMES.get(k, k)}'s {target} intervals covered {t[k][f'{target}_covered']:.0f} of {n}"
+        for k in words
+        if k in t
         for target in ("time", "energy")
-        if v.get(f"{target}_covered") is not None and v[f"{target}_covered"] < n
+        if t[k].get(f"{target}_covered") is not None and t[k][f"{target}_covered"] < n
     ]
-    return (
-        f"missed by (time / energy): {pairs}; "
-        + ("; ".join(short) if short else "every stated interval covered its run")
-        + "."
-    )
+    return f"{pairs}; " + ("; ".join(short) if short else "every stated interval covered its run") + "."
 
 
 def facts_table(numbers: dict) -> pd.DataFrame:
@@ -70,20 +69,20 @@ def host_bound_text(numbers: dict) -> str:
 def first_machine_text(numbers: dict) -> str:
     """The tiers on the first machine's runs, and which of its calibration's quantities failed their checks."""
     flagged = [f["quantity"] for f in (numbers.get("flagged") or {}).values()]
-    return f"The {numbers['runs']} runs of the first machine " + tiers_text(
+    out = f"On the first machine's {numbers['runs']} runs the tiers miss by (time / energy): " + tiers_text(
         numbers,
         {
             "prior": "the datasheet prior",
-            "calibrated": "the calibrated tier"
-            + (
-                f" (its calibration failed its checks for the {', '.join(flagged)}: the datasheet's values "
-                "stand in)"
-                if flagged
-                else ""
-            ),
+            "calibrated": "the calibrated tier",
             "fitted": "the fitted tier (leave one out)",
         },
     )
+    if flagged:
+        out += (
+            f" That machine's calibration failed its checks for the {listed(flagged)}: the calibrated tier uses "
+            "the datasheet's values instead."
+        )
+    return out
 
 
 def test_text(numbers: dict) -> str:
@@ -92,34 +91,24 @@ def test_text(numbers: dict) -> str:
     if not test:
         return ""
     cal = test["calibration"]
-    out = f"The same {test['runs']} test configurations, measured on another machine, " + tiers_text(
-        test,
-        {
-            "prior": "the datasheet prior",
-            "fitted": "the fitted tier (on the first machine's runs)",
-            "calibrated": "the calibrated tier",
-        },
+    out = (
+        f"On the same {test['runs']} test configurations, measured on another machine, the tiers miss by "
+        + ("(time / energy): ")
+        + tiers_text(
+            test,
+            {
+                "prior": "the datasheet prior",
+                "fitted": "the fitted tier (on the first machine's runs)",
+                "calibrated": "the calibrated tier",
+            },
+        )
     )
-    out += f" That machine's calibration timed only two depths and put {cal['per_op_us']:.0f} µs on each operator."
+    if cal.get("per_op_us") is not None:
+        out += f" That machine's calibration timed only two depths and put {cal['per_op_us']:.0f} µs on each operator."
     return out
 
 
 ONE_MACHINE_SPLITS = {"reference": "reference runs", "test": "test configurations"}
-
-
-def span(values, digits: int = 0) -> str:
-    """Figures of several machines as one phrase: "7 %" for one, "6–21 %" for a range (``digits`` decimals)."""
-    lo, hi = min(values), max(values)
-    return (
-        f"{lo:.{digits}f} %"
-        if f"{lo:.{digits}f}" == f"{hi:.{digits}f}"
-        else f"{lo:.{digits}f}–{hi:.{digits}f} %"
-    )
-
-
-def machine_words(one: dict, i: int) -> str:
-    """A one-machine set's name in the tables: its number (the order it was measured in)."""
-    return f"{i + 1}"
 
 
 def one_machine_table(numbers: dict) -> pd.DataFrame:
@@ -130,7 +119,7 @@ def one_machine_table(numbers: dict) -> pd.DataFrame:
     for i, one in enumerate(numbers["one_machines"]):
         for t in one["tiers"]["reference"]:
             row = {
-                "machine": machine_words(one, i),
+                "set": i + 1,
                 "tier": "fitted (reference runs, one left out)" if t == "fitted" else TIER_WORDS[t],
             }
             for split, words in ONE_MACHINE_SPLITS.items():
@@ -142,23 +131,17 @@ def one_machine_table(numbers: dict) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("—")
 
 
-def uncovered_runs(one: dict) -> int:
-    """How many of a one-machine set's runs, in time or energy, lie outside the stated intervals of the tiers
-    that state one (the prior and the calibrated tier; the fitted tier has too few runs)."""
-    return int(
-        sum(
-            v["runs"] - v[f"{target}_covered"]
-            for split in one["tiers"].values()
-            for v in split.values()
-            for target in ("time", "energy")
-            if v.get(f"{target}_covered") is not None
-        )
-    )
-
-
-def _listed(values: list[str]) -> str:
-    """ "a", "a and b", "a, b and c"."""
-    return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
+def interval_misses(one: dict) -> tuple[int, int]:
+    """A one-machine set's stated intervals (the prior's and the calibrated tier's, time and energy, per run; the
+    fitted tier states none on so few runs): how many missed their run, and how many there are."""
+    stated = [
+        (v["runs"] - v[f"{target}_covered"], v["runs"])
+        for split in one["tiers"].values()
+        for v in split.values()
+        for target in ("time", "energy")
+        if v.get(f"{target}_covered") is not None
+    ]
+    return int(sum(m for m, _ in stated)), int(sum(n for _, n in stated))
 
 
 def machines_text(numbers: dict) -> str:
@@ -173,50 +156,61 @@ def machines_text(numbers: dict) -> str:
     ]
     count = ones + 1 + bool(numbers.get("test")) + modes
     machines = f"{count} machine{'s' if count > 1 else ''}"
-    return f"{machines} with the same board ran them: {_listed([n for n in named if n])}" + (
-        "; a host-probe machine timed bare loops." if numbers.get("host_speed") else "."
+    bare = {
+        r["machine"] for r in (numbers.get("host_speed") or {}).get("rows", []) if r["how"] == "bare loop"
+    }
+    return f"{machines} with the same board ran them: {listed([n for n in named if n])}" + (
+        f"; {len(bare)} more timed bare loops." if bare else "."
     )
 
 
 def one_machine_text(numbers: dict) -> str:
-    """What the tiers do where the calibration and the runs come from one machine, on each such machine."""
+    """What the tiers do where the calibration and the runs come from one machine, set by set (the sets are
+    numbered in the order they were measured, as in the table)."""
     sets = numbers.get("one_machines") or []
     if not sets:
         return ""
+    level = f"{numbers.get('interval_level', 0.9) * 100:.0f} %"
     tested = [i for i, one in enumerate(sets) if "test" in one["tiers"]]
-    probes = _listed([f"{one['calibration']['per_op_us']:.1f}" for one in sets])
+    probes = [one["calibration"]["per_op_us"] for one in sets]
+    probes = listed([f"{x:.1f}" if x is not None else "no" for x in probes])
     checks = "some checks failed" if any(one["calibration"]["flagged"] for one in sets) else "no check failed"
 
     def errors(split, indices):
-        return _listed([f"{sets[i]['tiers'][split]['calibrated']['time_mape_pct']:.0f} %" for i in indices])
+        return listed([f"{sets[i]['tiers'][split]['calibrated']['time_mape_pct']:.0f} %" for i in indices])
 
-    ran = f"the {sets[0]['runs']['reference']} reference configurations"
+    def counts(split, indices):
+        return listed(sorted({str(sets[i]["runs"][split]) for i in indices}))
+
+    ran = f"the {counts('reference', range(len(sets)))} reference configurations"
     if tested and len(tested) == len(sets):
-        ran = (
-            f"the {sets[0]['runs']['reference']} reference and {sets[0]['runs']['test']} test configurations"
-        )
+        ran = f"the {counts('reference', tested)} reference and {counts('test', tested)} test configurations"
     elif tested:
-        who = _listed([str(i + 1) for i in tested])
-        ran += f" (machine{'s' if len(tested) > 1 else ''} {who} also the {sets[tested[0]]['runs']['test']} test ones)"
+        who = listed([str(i + 1) for i in tested])
+        ran += f" (set{'s' if len(tested) > 1 else ''} {who} also the {counts('test', tested)} test ones)"
+    many = len(sets) > 1
+    whose = "Each machine's" if many else "Its"
     out = (
-        f"{f'Each of {len(sets)} machines' if len(sets) > 1 else 'One machine'} took its "
-        f"calibration ({probes} µs of host time per operator; {checks}), then ran {ran}. Its own calibration, "
-        "fitted on nothing, puts "
-        f"the calibrated tier's step time off by {errors('reference', range(len(sets)))} on the reference runs"
+        f"{f'Each of {len(sets)} machines' if many else 'One machine'} took its calibration ({probes} µs of host "
+        f"time per operator; {checks}), then ran {ran}. {whose} own calibration, "
+        "fitted on nothing, puts the calibrated tier's step time off by "
+        f"{errors('reference', range(len(sets)))} on the reference runs"
         + (f" and {errors('test', tested)} on the test runs" if tested else "")
         + "."
     )
-    missed = sum(uncovered_runs(one) for one in sets)
+    missed, stated = (sum(x) for x in zip(*(interval_misses(one) for one in sets)))
     out += (
-        " Every stated 90 % interval covered its run."
+        f" Every stated {level} interval covered its run."
         if not missed
-        else f" {missed} of the runs' times and energies fell outside the stated intervals."
+        else f" {missed} of the {stated} stated {level} intervals (prior and calibrated, time and energy) missed "
+        "their run."
     )
     for i, one in enumerate(sets):
         n = sum(one["runs"].values())
-        if one["calibrated_low_runs"] == n and len(sets) > 1:
+        if one["calibrated_low_runs"] == n:
+            whose = f"Set {i + 1}'s runs" if many else "Its runs"
             out += (
-                f" Machine {i + 1}'s runs were slower than its probe: the tier is low on all {n}, by "
+                f" {whose} were slower than its probe: the tier is low on all {n}, by "
                 f"{-one['calibrated_signed_pct']:.0f} % on average."
             )
     return out

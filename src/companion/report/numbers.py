@@ -87,6 +87,17 @@ def finite(x) -> float | None:
     return float(x) if math.isfinite(float(x)) else None
 
 
+def listed(items: list[str]) -> str:
+    """Items as a sentence lists them: "a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def span(values, digits: int = 0) -> str:
+    """Figures of several machines or builds as one phrase: "7 %" for one value, "6–21 %" for a range."""
+    lo, hi = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
+
+
 def pct(x, digits: int = 1) -> str:
     v = finite(x)
     return NA if v is None else f"{v:.{digits}f} %"

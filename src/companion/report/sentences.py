@@ -33,6 +33,7 @@ from companion.report.numbers import (
     pct,
     reads_measured_time,
     scores,
+    span,
     split_label,
     verdict_target,
 )
@@ -484,12 +485,11 @@ def answer_box(
     ]
     sets = [one for one in (gpu or {}).get("one_machines") or [] if "test" in one.get("tiers", {})]
     if sets:
-        from companion.report.gpu import span
 
         def over(split, tier, target):
+            """The range over the machines, or None where a machine lacks the figure (no partial range)."""
             values = [(one["tiers"][split].get(tier) or {}).get(f"{target}_mape_pct") for one in sets]
-            finite_values = [v for v in values if finite(v) is not None]
-            return span(finite_values, 1) if finite_values else None
+            return span(values, 1) if all(finite(v) is not None for v in values) else None
 
         # the caveat: a calibration describes its own machine's host (another machine's, on these runs), the
         # first machine's failed some checks, and an earlier calibration of the test machine, from a host probe of
@@ -504,14 +504,14 @@ def answer_box(
         items.append(
             f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured), nothing fitted: "
             + ("each machine's calibration misses" if len(sets) > 1 else "a machine's own calibration misses")
-            + f" {sets[0]['runs']['test']} test runs by {over('test', 'calibrated', 'time')} time, "
-            f"{over('test', 'calibrated', 'energy')} energy"
+            + f" {sets[0]['runs']['test']} test runs by {over('test', 'calibrated', 'time') or NA} time, "
+            f"{over('test', 'calibrated', 'energy') or NA} energy"
             + (f"; datasheet priors by {prior[0]} and {prior[1]}" if None not in prior else "")
             + (
                 f" (other machines' calibrations: {others[0]:.0f}–{others[-1]:.0f} % time)."
                 if others
-                else f" ({over('reference', 'calibrated', 'time')} / {over('reference', 'calibrated', 'energy')}"
-                f" over {sets[0]['runs']['reference']} reference runs)."
+                else f" ({over('reference', 'calibrated', 'time') or NA} / "
+                f"{over('reference', 'calibrated', 'energy') or NA} over {sets[0]['runs']['reference']} reference runs)."
             )
         )
     elif gpu and gpu.get("tiers"):

@@ -185,7 +185,8 @@ def _reference_and_test_sets(device: str) -> None:
         cal = one["calibration"]
         print(
             f"\n{name}: one machine's calibration ({cal['per_op_us']:.3g} us per operator over depths "
-            f"{cal['probe_depths']}, flagged: {cal['flagged'] or 'nothing'}), then its runs; calibrated and prior "
+            f"{cal['probe_depths']}, flagged: {cal['flagged'] or 'nothing'}; the runs' host over the probe's: "
+            f"{one['host_speed_over_probe'] or 'not timed'}), then its runs; calibrated and prior "
             "fitted on nothing, fitted: leave one out (reference), fitted on that machine's reference runs (test)"
         )
         for split, rows in one["scores"].items():

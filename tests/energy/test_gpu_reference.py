@@ -424,3 +424,23 @@ def test_the_cpu_modes_sentence_says_whether_a_difference_is_beyond_the_noise():
     alone = host({("eager", "native"): eager, ("compile", "native"): [50.0]})
     assert "too few replicates to test" in gpu.cpu_modes_text([alone])
     assert gpu.cpu_modes_text([]) == ""
+
+
+def test_the_runs_host_is_compared_with_the_probe_s_where_both_timed_it(tmp_path):
+    # the shipped sets predate the timing: nothing to compare
+    assert all(one["host_speed_over_probe"] is None for one in ref.reference_numbers("H200")["one_machines"])
+    # a set whose calibration and runs both timed the workload: the runs' median over the probe's
+    source = ref.reference_dir("H200") / ref.ONE_MACHINE_SETS[2]
+    cal = json.loads((source / "H200.json").read_text())
+    cal["op_counts"]["host_speed"] = {"before_s": 2e-3, "after_s": 2e-3, "workload": "w"}
+    (tmp_path / "H200.json").write_text(json.dumps(cal))
+    (tmp_path / "runs").mkdir()
+    for i, path in enumerate(sorted((source / "runs").glob("*.json"))[:3]):
+        rec = json.loads(path.read_text())
+        rec["host_speed"] = {
+            "before_s": 2e-3 * (1.2 + 0.3 * i),
+            "after_s": 2e-3 * (1.2 + 0.3 * i),
+            "workload": "w",
+        }
+        (tmp_path / "runs" / path.name).write_text(json.dumps(rec))
+    assert ref.host_speed_over_probe(tmp_path / "H200.json", [tmp_path]) == pytest.approx(1.5)

@@ -92,16 +92,18 @@ def test_the_ram_share_is_the_ram_component_over_all_components():
 def _speed_frame():
     import pandas as pd
 
-    # as records give them: one-rank runs time the reference (on one thread, whatever their own threads); a run
-    # of several ranks, a GPU's and a record from before the reference do not
+    # as records give them: one-rank runs time the reference (on one thread, whatever their own threads), a
+    # GPU's too (the host issuing its kernels: kept, not applied); a run of several ranks and a record from
+    # before the reference do not
     return pd.DataFrame(
         {
             "run_id": ["slow", "fast", "typical", "one-thread", "old", "gpu", "tp2"],
+            "device": ["cpu", "cpu", "cpu", "cpu", "cpu", "cuda", "cpu"],
             "device_name": ["cpu", "cpu", "cpu", "cpu", "cpu", "H100", "cpu"],
             "world_size": [1, 1, 1, 1, 1, 1, 2],
             "threads_per_rank": [2, 2, 2, 1, 2, None, 1],
-            "host_speed_s": [3e-3, 1.5e-3, 2e-3, 2.5e-3, None, None, None],
-            "host_speed_workload": ["w", "w", "w", "w", None, None, None],
+            "host_speed_s": [3e-3, 1.5e-3, 2e-3, 2.5e-3, None, 9e-3, None],
+            "host_speed_workload": ["w", "w", "w", "w", None, "w", None],
             "step_s": [0.3, 0.1, 0.2, 0.5, 0.2, 0.05, 0.4],
             "energy_per_step_j": [6.0, 2.0, 4.0, 10.0, 4.0, 10.0, 8.0],
             "co2_per_step_kg": [3e-6, 1e-6, 2e-6, 5e-6, 2e-6, 5e-6, 4e-6],
@@ -164,8 +166,8 @@ def test_no_reference_or_another_workload_leaves_every_step_as_measured():
 
 
 def test_a_records_host_speed_is_the_geometric_mean_of_its_two_timings():
-    from companion.energy.tables import _host_speed_s
+    from companion.energy.tables import host_speed_seconds
 
-    assert _host_speed_s({"before_s": 1e-3, "after_s": 4e-3}) == pytest.approx(2e-3)
-    assert _host_speed_s(None) is None
-    assert _host_speed_s({"before_s": 1e-3, "after_s": None}) is None
+    assert host_speed_seconds({"before_s": 1e-3, "after_s": 4e-3}) == pytest.approx(2e-3)
+    assert host_speed_seconds(None) is None
+    assert host_speed_seconds({"before_s": 1e-3, "after_s": None}) is None

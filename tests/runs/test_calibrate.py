@@ -121,6 +121,11 @@ def test_short_cpu_calibration_is_complete_and_loads(short_calibration):
     assert len(rec["collectives"]["2"]["passes"]) == 2 and rec["collectives"]["2"]["pass_spread"] >= 1.0
     assert isinstance(rec["warnings"], list)
     assert rec["power"]["measured"] in (True, False) and "method" in rec["power"]
+    # the host probe is timed beside the host-speed workload, as one-rank runs are (runs.hostspeed)
+    speed = rec["op_counts"]["host_speed"]
+    assert (
+        0 < speed["before_s"] < 1 and 0 < speed["after_s"] < 1 and speed["workload"] == "gemm192x10+axpy200k"
+    )
     # finishes; its speed is not asserted here (a 2 s budget takes 12 s alone, 30 s beside the book's build on two
     # cores): `companion calibrate` prints its wall time, the benchmark of the 90 s target
     assert 0 < rec["provenance"]["wall_s"] < 300

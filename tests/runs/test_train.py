@@ -1,6 +1,7 @@
 """The runner in this process (one rank): records, failures, learning, world-size checks."""
 
 import pytest
+import torch
 
 from companion.errors import ConfigError
 from companion.runs.config import build_run
@@ -48,6 +49,17 @@ def test_record_has_every_documented_field(tmp_path):
     assert {"git", "packages", "hardware", "seed", "started_at", "finished_at"} <= set(p)
     assert p["packages"]["torch"].startswith("2.13.0")
     assert rec["memory"]["peak_bytes_max_rank"] > 0
+
+
+def test_a_one_rank_run_times_the_host_on_any_device_a_run_of_several_ranks_on_none():
+    from types import SimpleNamespace
+
+    from companion.runs.train import _host_speed
+
+    # the workload runs on the host's cores whatever the device: a GPU run times the host issuing its kernels
+    for device in (torch.device("cpu"), torch.device("cuda")):
+        assert 0 < _host_speed(SimpleNamespace(world_size=1), device) < 1
+        assert _host_speed(SimpleNamespace(world_size=2), device) is None
 
 
 def test_a_failing_run_becomes_a_failed_record_and_the_plan_goes_on(tmp_path, fixtures, minilm_path):

@@ -429,8 +429,24 @@ def one_machine_numbers(
         "calibration": _probe_summary(cal_path, device),
         "calibrated_signed_pct": float((cal.step_s_predicted / cal.step_s_measured - 1).mean() * 100),
         "calibrated_low_runs": int((cal.step_s_predicted < cal.step_s_measured).sum()),
+        "host_speed_over_probe": host_speed_over_probe(cal_path, [folder, folder / TESTSET]),
         "scores": {k: v.to_dict(orient="records") for k, v in splits.items()},
     }
+
+
+def host_speed_over_probe(cal_path: Path, folders: list[Path]) -> float | None:
+    """How much slower the host ran beside a set's runs than beside its calibration's host probe: the median of
+    the runs' host-speed timings (``runs.hostspeed``, ``tables.host_speed_s``) over the probe's (the geometric
+    mean of its timings before and after; above 1, the runs met a slower host). None where the calibration or
+    the runs predate the timing."""
+    probe = tables.host_speed_seconds(
+        (json.loads(cal_path.read_text()).get("op_counts") or {}).get("host_speed")
+    )
+    runs = [tables.load_runs(f / "runs") for f in folders if (f / "runs").is_dir()]
+    timed = pd.concat(runs).host_speed_s.dropna() if runs else pd.Series(dtype=float)
+    if not probe or timed.empty:
+        return None
+    return float(timed.median() / probe)
 
 
 def compiled_ratio(device: str = "H200", root: Path | None = None) -> dict | None:

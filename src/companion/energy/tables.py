@@ -69,8 +69,9 @@ def run_row(rec: dict) -> dict:
         "attention_pairs": tok.get("attention_pairs_per_step"),
         "step_s": t["step_mean_s"],
         # the host's speed beside the run (runs.hostspeed): the reference workload's time, the geometric mean of
-        # its timings just before and just after the windows (None: a GPU run, or a record from before it)
-        "host_speed_s": _host_speed_s(rec.get("host_speed")),
+        # its timings just before and just after the windows (None: a run of several ranks, or a record from before
+        # it)
+        "host_speed_s": host_speed_seconds(rec.get("host_speed")),
         "host_speed_workload": (rec.get("host_speed") or {}).get("workload"),
         "step_ci95_rel": t["step_ci95_rel"],
         "steps_measured": t["steps_measured"],
@@ -105,7 +106,9 @@ def run_row(rec: dict) -> dict:
     }
 
 
-def _host_speed_s(speed: dict | None) -> float | None:
+def host_speed_seconds(speed: dict | None) -> float | None:
+    """A record's host-speed timing (its ``host_speed``, a run's or a calibration probe's): the geometric mean of
+    the workload's time before and after (s); None where it was not timed."""
     if not speed or not speed.get("before_s") or not speed.get("after_s"):
         return None
     return float(np.sqrt(speed["before_s"] * speed["after_s"]))
@@ -116,13 +119,19 @@ def _host_speed_s(speed: dict | None) -> float | None:
 HOST_SPEED_KIND = ["host_speed_workload", "world_size"]
 
 
+def _on_cpu(runs: pd.DataFrame) -> pd.Series:
+    """The runs whose steps ran on the host's cores (all, in a frame that does not say): the ones the host-speed
+    correction applies to, and the ones its reference is taken over."""
+    return runs["device"] == "cpu" if "device" in runs else pd.Series(True, index=runs.index)
+
+
 def host_speed_reference(runs: pd.DataFrame) -> pd.DataFrame:
     """The sweep's typical host speed per kind of timing (``HOST_SPEED_KIND``): the median of its runs'
     ``host_speed_s`` (column ``host_speed_reference_s``); empty where no run timed the reference."""
     cols = [*HOST_SPEED_KIND, "host_speed_reference_s"]
     if "host_speed_s" not in runs or not runs.host_speed_s.notna().any():
         return pd.DataFrame(columns=cols)
-    timed = runs[runs.host_speed_s.notna() & (runs.host_speed_s > 0)]
+    timed = runs[runs.host_speed_s.notna() & (runs.host_speed_s > 0) & _on_cpu(runs)]
     return (
         timed.groupby(HOST_SPEED_KIND)
         .host_speed_s.median()
@@ -140,7 +149,9 @@ def host_corrected(runs: pd.DataFrame, reference: pd.DataFrame | None) -> pd.Dat
     its step time, energy and CO2 per step divided by it (its samples per second multiplied): the time the step
     takes at the host's typical speed, which is what the models fit and predict. ``step_measured_s`` and
     ``energy_measured_per_step_j`` keep what was measured, for every run; a run without the timing, or of a kind
-    the reference lacks, keeps its measurements (factor NaN). ``reference`` None corrects nothing."""
+    the reference lacks, keeps its measurements (factor NaN), and so does a GPU run: the host sets only a
+    host-bound step, and no model yet says which part of a GPU step is the host's. ``reference`` None corrects
+    nothing."""
     out = runs.copy()
     out["step_measured_s"] = out["step_s"]
     out["energy_measured_per_step_j"] = out["energy_per_step_j"]
@@ -148,7 +159,7 @@ def host_corrected(runs: pd.DataFrame, reference: pd.DataFrame | None) -> pd.Dat
     if reference is not None and len(reference) and "host_speed_s" in out:
         ref = out[HOST_SPEED_KIND].merge(reference, how="left", on=HOST_SPEED_KIND).host_speed_reference_s
         factor = pd.Series(out.host_speed_s.to_numpy(float) / ref.to_numpy(float), index=out.index)
-        factor = factor.where(np.isfinite(factor) & (factor > 0))
+        factor = factor.where(np.isfinite(factor) & (factor > 0) & _on_cpu(out))
     out["host_speed_factor"] = factor
     k = factor.fillna(1.0)
     for col in ("step_s", "energy_per_step_j", "co2_per_step_kg"):

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from companion.errors import ConfigError, raise_if_stopped
+from companion.runs import hostspeed
 from companion.runs.config import check_calibration_request
 from companion.runs.records import CALIBRATION_FORMAT
 
@@ -383,8 +384,13 @@ def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
     per_layer * layers. With a ``budget_s``, the steps are timed too: at the probe's shape a step is almost all
     per-operator cost, so the slope of step time over depth per extra operator is the cost of one operator
     *inside a training step* (autograd and optimizer included), which a loop of bare adds underestimates
-    several-fold. Each depth's increment is kept: they must agree (``calibration.check_op_counts``)."""
+    several-fold. Each depth's increment is kept: they must agree (``calibration.check_op_counts``). With a
+    ``budget_s``, the host-speed reference workload (``runs.hostspeed``) is timed just before and just after the
+    probe (``host_speed``), as one-rank runs time it beside their windows: the host's speed then and in a run can
+    be compared."""
+    speed_before_s = hostspeed.reference_s() if budget_s else None
     found = host_probe(device, budget_s=budget_s)
+    speed_after_s = hostspeed.reference_s() if budget_s else None
     counts, times = found["counts"], found["step_s"]
     depths = sorted(counts)
     per_layer = counts[depths[1]] - counts[depths[0]]
@@ -410,6 +416,7 @@ def op_count_benchmark(device, budget_s: float = 0.0) -> dict:
             per_op_method=f"slope of the best step time over {', '.join(map(str, depths))} layers (timed in turn, "
             f"{HOST_PROBE_ROUNDS} rounds) / operators per layer; hidden {q['hidden']}, {q['batch']} x {q['seq']} "
             "tokens",
+            host_speed={"before_s": speed_before_s, "after_s": speed_after_s, **hostspeed.describe()},
         )
     return out
 

@@ -1,5 +1,5 @@
-"""How fast a shared CPU host runs at a given moment: a fixed reference workload, timed beside every one-rank CPU
-run.
+"""How fast a shared CPU host runs at a given moment: a fixed reference workload, timed beside every one-rank run
+(on a GPU, the host that issues its kernels) and beside a calibration's host probe.
 
 On a shared 2-core host the same training step's time wanders by 10-30 % over seconds: other tenants share the
 caches, the memory and the cores' siblings, and the guest sees neither steal time nor a change of clock (its
@@ -12,7 +12,9 @@ though not in proportion: over 1-s windows of steps of 15, 100 and 650 ms, the c
 the caches; each helps one step size and harms another). A run of several ranks is not timed: on one core, or on
 every rank at once, the workload did not track those runs (docs/decisions.md). The analysis expresses a timed
 run's step at its sweep's typical host speed (``companion.energy.tables.host_corrected``) and keeps the step as
-measured beside it.
+measured beside it; a GPU run's timing is kept and not applied. On a GPU the calibration's host probe and a
+machine's runs minutes later met different hosts (``data/reference/H200/one-machine-2``: every run slower than
+the probe, by 18 % on average), which the two timings can show.
 """
 
 from __future__ import annotations

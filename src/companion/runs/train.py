@@ -551,9 +551,11 @@ def check_compiled(execution: str) -> None:
 
 
 def _host_speed(env, device) -> float | None:
-    """The reference workload's time (s, ``runs.hostspeed``) beside a one-rank CPU run; None on a GPU, whose
-    steps do not run on the host's cores, and for a run of several ranks, which it does not track."""
-    if device.type != "cpu" or env.world_size > 1:
+    """The reference workload's time (s, ``runs.hostspeed``) beside a one-rank run; None for a run of several
+    ranks, which it does not track. On a GPU it times the host that issues the kernels, which sets a host-bound
+    step's time; the calibration's host probe is timed beside the same workload (``op_count_benchmark``), so the
+    two can be compared. The analysis corrects CPU runs by it only (``tables.host_corrected``)."""
+    if env.world_size > 1:
         return None
     return hostspeed.reference_s()
 

@@ -235,6 +235,13 @@ def regime_points(device: str, root: Path | None = None, tier: str = "calibrated
     )
 
 
+def step_signed_error(scores: pd.DataFrame) -> tuple[float | None, int]:
+    """One tier's scores of some runs: the mean signed step-time error (%, predicted / measured - 1; negative:
+    predicted too fast; None for no runs) and on how many runs the prediction is low."""
+    signed = scores.step_s_predicted / scores.step_s_measured - 1
+    return (float(signed.mean() * 100) if len(scores) else None), int((signed < 0).sum())
+
+
 def reference_numbers(device: str, root: Path | None = None, level: float = LEVEL) -> dict:
     """Everything the GPU chapter and the headline quote about ``device``'s reference folder, in one typed
     record (the chapter writes it as its artifact): the tiers' scores, the step profile's, the calibration's
@@ -269,12 +276,8 @@ def reference_numbers(device: str, root: Path | None = None, level: float = LEVE
         "profile_rows": int(len(prof) // max(prof.tier.nunique(), 1)) if len(prof) else 0,
         "host_bound": {
             "runs": int(len(bound)),
-            "calibrated_signed_error_pct": float(
-                (bound.step_s_predicted / bound.step_s_measured - 1).mean() * 100
-            )
-            if len(bound)
-            else None,
-            "calibrated_all_low": bool((bound.step_s_predicted < bound.step_s_measured).all()),
+            "calibrated_signed_error_pct": step_signed_error(bound)[0],
+            "calibrated_all_low": step_signed_error(bound)[1] == len(bound),
             "window_spread_pct": [float(min(spread) * 100), float(max(spread) * 100)] if spread else None,
         },
         "flagged": {
@@ -427,8 +430,8 @@ def one_machine_numbers(
         "runs": {k: int(v.run_id.nunique()) for k, v in splits.items()},
         "tiers": {k: _tier_dict(summary(v)) for k, v in splits.items()},
         "calibration": _probe_summary(cal_path, device),
-        "calibrated_signed_pct": float((cal.step_s_predicted / cal.step_s_measured - 1).mean() * 100),
-        "calibrated_low_runs": int((cal.step_s_predicted < cal.step_s_measured).sum()),
+        "calibrated_signed_pct": step_signed_error(cal)[0],
+        "calibrated_low_runs": step_signed_error(cal)[1],
         "host_speed_over_probe": host_speed_over_probe(cal_path, [folder, folder / TESTSET]),
         "scores": {k: v.to_dict(orient="records") for k, v in splits.items()},
     }

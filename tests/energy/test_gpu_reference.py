@@ -217,10 +217,13 @@ def test_a_second_machine_s_runs_were_slower_than_its_own_probe():
     from companion.report import gpu
 
     both = {"one_machines": [ref.one_machine_numbers("H200"), numbers]}
-    assert "Set 2's runs were slower than its probe: the tier is low on all 13" in gpu.one_machine_text(both)
+    assert (
+        "Set 2 ran slower than its calibration predicts: the calibrated tier is low on all 13 runs"
+        in gpu.one_machine_text(both)
+    )
     assert "Set 1's" not in gpu.one_machine_text(both)
     # alone, the set's own page says the same of "its" runs
-    assert "Its runs were slower than its probe" in gpu.one_machine_text({"one_machines": [numbers]})
+    assert "It ran slower than its calibration predicts" in gpu.one_machine_text({"one_machines": [numbers]})
     assert len(gpu.one_machine_table(both)) == 6
     # a third machine ran the reference configurations alone: its test cells are empty, the text says who ran what
     third = ref.one_machine_numbers("H200", set_name=ref.ONE_MACHINE_SETS[2])

@@ -1063,7 +1063,7 @@ def gpu_predicted_vs_measured(scores: pd.DataFrame, device: str) -> alt.Chart:
             f"{device}: predicted against measured, per tier",
             subtitle=[f"energy measured by the board's NVML energy counter on one {device}"],
         ),
-        description=f"Each of the {scores.run_id.nunique()} runs on the {device} as each tier predicts it, step time "
+        description=f"Each of the first {device} machine's {scores.run_id.nunique()} runs as each tier predicts it, step time "
         "(left) and energy per step (right); points on the dashed diagonal are predicted exactly.",
     )
 

@@ -60,9 +60,9 @@ def host_bound_text(numbers: dict) -> str:
     return (
         f"On the {hb['runs']} host-bound runs (where issuing kernels is the bottleneck), the calibrated "
         f"tier's step time is low{' on every one' if low else ''}, by {-hb['calibrated_signed_error_pct']:.0f} % "
-        "on average; their own "
-        f"step time moved by {hb['window_spread_pct'][0]:.0f} to {hb['window_spread_pct'][1]:.0f} % between "
-        "windows of one run."
+        "on average; their "
+        f"measured step time varied by {hb['window_spread_pct'][0]:.0f} to {hb['window_spread_pct'][1]:.0f} % "
+        "within one run."
     )
 
 
@@ -92,7 +92,7 @@ def test_text(numbers: dict) -> str:
         return ""
     cal = test["calibration"]
     out = (
-        f"On the same {test['runs']} test configurations, measured on another machine, the tiers miss by "
+        f"On the {test['runs']} test configurations, measured on another machine, the tiers miss by "
         + ("(time / energy): ")
         + tiers_text(
             test,
@@ -104,7 +104,7 @@ def test_text(numbers: dict) -> str:
         )
     )
     if cal.get("per_op_us") is not None:
-        out += f" That machine's calibration timed only two depths and put {cal['per_op_us']:.0f} µs on each operator."
+        out += f" Its calibration timed only two model depths ({cal['per_op_us']:.0f} µs per operator)."
     return out
 
 
@@ -120,7 +120,7 @@ def one_machine_table(numbers: dict) -> pd.DataFrame:
         for t in one["tiers"]["reference"]:
             row = {
                 "set": i + 1,
-                "tier": "fitted (reference runs, one left out)" if t == "fitted" else TIER_WORDS[t],
+                "tier": "fitted on the set's reference runs" if t == "fitted" else TIER_WORDS[t],
             }
             for split, words in ONE_MACHINE_SPLITS.items():
                 v = one["tiers"].get(split, {}).get(t)
@@ -208,10 +208,10 @@ def one_machine_text(numbers: dict) -> str:
     for i, one in enumerate(sets):
         n = sum(one["runs"].values())
         if one["calibrated_low_runs"] == n:
-            whose = f"Set {i + 1}'s runs" if many else "Its runs"
+            whose = f"Set {i + 1}" if many else "It"
             out += (
-                f" {whose} were slower than its probe: the tier is low on all {n}, by "
-                f"{-one['calibrated_signed_pct']:.0f} % on average."
+                f" {whose} ran slower than its calibration predicts: the calibrated tier is low on all {n} runs, "
+                f"by {-one['calibrated_signed_pct']:.0f} % on average."
             )
     return out
 
@@ -303,7 +303,7 @@ def modes_text(numbers: dict) -> str:
     long_all = bool((compiled.step_s_predicted > compiled.step_s_measured).all())
     cap = masked["mfu_ceilings"][512]["with_state_mfu_pct"]
     return out + (
-        " Fed the mask, with autocast inside the graph, the second machine's compiled steps take "
+        " Fed the mask, with autocast inside the graph, the second modes machine's compiled steps take "
         f"{now.min():.2f}–{now.max():.2f} of eager's energy at 512 tokens (MFU {long_['mfu_pct']:.0f} % against "
         f"{long_['eager_mfu_pct']:.0f} %; the calibrated roofs allow eager's kernels {cap:.0f} %), and "
         f"{MODE_WORDS[fast['mode']]} at 128 tokens run {fast['speedup']:.1f} times as fast for "

@@ -491,24 +491,26 @@ def answer_box(
             values = [(one["tiers"][split].get(tier) or {}).get(f"{target}_mape_pct") for one in sets]
             return span(values, 1) if all(finite(v) is not None for v in values) else None
 
-        # the caveat: a calibration describes its own machine's host (another machine's, on these runs), the
-        # first machine's failed some checks, and an earlier calibration of the test machine, from a host probe of
-        # two depths, missed its own runs
+        # the caveat: a calibration describes its own machine's host (another machine's, on these runs; and an
+        # earlier calibration of the test machine, from a host probe of two depths, missed its own runs)
         other = [
             *((gpu.get("host_speed") or {}).get("calibrated_from_probe_machine") or {}).values(),
-            ((gpu.get("tiers") or {}).get("calibrated") or {}),
             (((gpu.get("test") or {}).get("tiers") or {}).get("calibrated") or {}),
         ]
         others = sorted(v["time_mape_pct"] for v in other if finite(v.get("time_mape_pct")) is not None)
         prior = [over("test", "prior", t) for t in ("time", "energy")]
         items.append(
             f"<b>On a GPU</b> ({html.escape(str(gpu.get('device')))}, energy measured), nothing fitted: "
-            + ("each machine's calibration misses" if len(sets) > 1 else "a machine's own calibration misses")
+            + (
+                f"{len(sets)} machines' own calibrations miss"
+                if len(sets) > 1
+                else "a machine's own calibration misses"
+            )
             + f" {sets[0]['runs']['test']} test runs by {over('test', 'calibrated', 'time') or NA} time, "
             f"{over('test', 'calibrated', 'energy') or NA} energy"
             + (f"; datasheet priors by {prior[0]} and {prior[1]}" if None not in prior else "")
             + (
-                f" (other machines' calibrations: {others[0]:.0f}–{others[-1]:.0f} % time)."
+                f" (another machine's: {others[0]:.0f}–{others[-1]:.0f} % time)."
                 if others
                 else f" ({over('reference', 'calibrated', 'time') or NA} / "
                 f"{over('reference', 'calibrated', 'energy') or NA} over {sets[0]['runs']['reference']} reference runs)."

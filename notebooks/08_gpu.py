@@ -20,7 +20,7 @@
 # unseen; the calibrated tier, the modes machines' runs.
 
 # %% tags=["parameters"]
-profile = "cpu"
+profile = "cpu"  # the build whose derived folder this page writes its artifact into
 device = "H200"
 attention_device = "H100"  # the board that also ran attention outside the compiled graphs
 level = 0.9

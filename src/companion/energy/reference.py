@@ -258,6 +258,7 @@ def reference_numbers(device: str, root: Path | None = None, level: float = LEVE
     host_bound = set(pts[(pts.source == "fine-tune runs") & (pts.host_s > pts.device_s)].run_id)
     cal = scores[scores.tier == "calibrated"]
     bound = cal[cal.run_id.isin(host_bound)]
+    bound_signed_pct, bound_low_runs = step_signed_error(bound)
     spread = []
     for path in sorted(((folder / "runs").glob("*.json"))):
         rec = json.loads(path.read_text())
@@ -276,8 +277,8 @@ def reference_numbers(device: str, root: Path | None = None, level: float = LEVE
         "profile_rows": int(len(prof) // max(prof.tier.nunique(), 1)) if len(prof) else 0,
         "host_bound": {
             "runs": int(len(bound)),
-            "calibrated_signed_error_pct": step_signed_error(bound)[0],
-            "calibrated_all_low": step_signed_error(bound)[1] == len(bound),
+            "calibrated_signed_error_pct": bound_signed_pct,
+            "calibrated_all_low": bound_low_runs == len(bound),
             "window_spread_pct": [float(min(spread) * 100), float(max(spread) * 100)] if spread else None,
         },
         "flagged": {
@@ -424,14 +425,14 @@ def one_machine_numbers(
             device, folder / TESTSET, level, fitted=fitted_point(device, folder), calibration=cal_path
         )
     every = pd.concat(splits.values())
-    cal = every[every.tier == "calibrated"]
+    signed_pct, low_runs = step_signed_error(every[every.tier == "calibrated"])
     return {
         "set": set_name,
         "runs": {k: int(v.run_id.nunique()) for k, v in splits.items()},
         "tiers": {k: _tier_dict(summary(v)) for k, v in splits.items()},
         "calibration": _probe_summary(cal_path, device),
-        "calibrated_signed_pct": step_signed_error(cal)[0],
-        "calibrated_low_runs": step_signed_error(cal)[1],
+        "calibrated_signed_pct": signed_pct,
+        "calibrated_low_runs": low_runs,
         "host_speed_over_probe": host_speed_over_probe(cal_path, [folder, folder / TESTSET]),
         "scores": {k: v.to_dict(orient="records") for k, v in splits.items()},
     }

@@ -13,8 +13,9 @@ TIER_NAMES = {"prior": "the prior", "calibrated": "the calibrated tier", "fitted
 
 
 def tiers_text(numbers: dict, words: dict) -> str:
-    """Each tier's step-time and energy errors on a set of runs (``numbers``: ``runs``, ``tiers``), in the order
-    of ``words`` ({tier: its name in the sentence}), then whose stated intervals left runs out."""
+    """The clause "the tiers miss by (time / energy): ..." on a set of runs (``numbers``: ``runs``, ``tiers``):
+    each tier's step-time and energy errors, in the order of ``words`` ({tier: its name in the sentence}), then
+    whose stated intervals left runs out."""
     n, t = numbers["runs"], numbers["tiers"]
     pairs = ", ".join(
         f"{w} {t[k]['time_mape_pct']:.1f} % / {t[k]['energy_mape_pct']:.1f} %"
@@ -28,7 +29,8 @@ def tiers_text(numbers: dict, words: dict) -> str:
         for target in ("time", "energy")
         if t[k].get(f"{target}_covered") is not None and t[k][f"{target}_covered"] < n
     ]
-    return f"{pairs}; " + ("; ".join(short) if short else "every stated interval covered its run") + "."
+    covered = "; ".join(short) if short else "every stated interval covered its run"
+    return f"the tiers miss by (time / energy): {pairs}; {covered}."
 
 
 def facts_table(numbers: dict) -> pd.DataFrame:
@@ -69,7 +71,7 @@ def host_bound_text(numbers: dict) -> str:
 def first_machine_text(numbers: dict) -> str:
     """The tiers on the first machine's runs, and which of its calibration's quantities failed their checks."""
     flagged = [f["quantity"] for f in (numbers.get("flagged") or {}).values()]
-    out = f"On the first machine's {numbers['runs']} runs the tiers miss by (time / energy): " + tiers_text(
+    out = f"On the first machine's {numbers['runs']} runs " + tiers_text(
         numbers,
         {
             "prior": "the datasheet prior",
@@ -91,17 +93,13 @@ def test_text(numbers: dict) -> str:
     if not test:
         return ""
     cal = test["calibration"]
-    out = (
-        f"On the {test['runs']} test configurations, measured on another machine, the tiers miss by "
-        + ("(time / energy): ")
-        + tiers_text(
-            test,
-            {
-                "prior": "the datasheet prior",
-                "fitted": "the fitted tier (on the first machine's runs)",
-                "calibrated": "the calibrated tier",
-            },
-        )
+    out = f"On the {test['runs']} test configurations, measured on another machine, " + tiers_text(
+        test,
+        {
+            "prior": "the datasheet prior",
+            "fitted": "the fitted tier (on the first machine's runs)",
+            "calibrated": "the calibrated tier",
+        },
     )
     if cal.get("per_op_us") is not None:
         out += f" Its calibration timed only two model depths ({cal['per_op_us']:.0f} µs per operator)."
@@ -113,8 +111,8 @@ ONE_MACHINE_SPLITS = {"reference": "reference runs", "test": "test configuration
 
 def one_machine_table(numbers: dict) -> pd.DataFrame:
     """Per machine of the one-machine sets and per tier, on the runs of the machine that took the calibration:
-    the errors on the reference profile and on the test set (how many runs the stated intervals cover:
-    ``uncovered_runs``, in the text)."""
+    the errors on the reference profile and on the test set (how many stated intervals missed their run:
+    ``interval_misses``, in the text)."""
     rows = []
     for i, one in enumerate(numbers["one_machines"]):
         for t in one["tiers"]["reference"]:
@@ -208,9 +206,9 @@ def one_machine_text(numbers: dict) -> str:
     for i, one in enumerate(sets):
         n = sum(one["runs"].values())
         if one["calibrated_low_runs"] == n:
-            whose = f"Set {i + 1}" if many else "It"
+            subject = f"Set {i + 1}" if many else "It"
             out += (
-                f" {whose} ran slower than its calibration predicts: the calibrated tier is low on all {n} runs, "
+                f" {subject} ran slower than its calibration predicts: the calibrated tier is low on all {n} runs, "
                 f"by {-one['calibrated_signed_pct']:.0f} % on average."
             )
     return out

@@ -73,7 +73,7 @@ HOLDOUT = OffGrid(
 )
 TEST = OffGrid(
     "testset",
-    seed=20261128,
+    seed=20261129,
     n=10,
     replicates=2,
     prefix="t",

@@ -163,6 +163,13 @@ def main(argv=None) -> int:
     with Pool(max(1, args.workers)) as pool:
         rows = pd.concat(pool.map(off_grid_errors, sources), ignore_index=True)
     table = decompose(rows, args.min_builds)
+    if table.empty:
+        print(
+            f"no configuration was measured by {args.min_builds} of these {len(sources)} builds: give more builds, "
+            "or a smaller --min-builds",
+            file=sys.stderr,
+        )
+        return 2
     table["group"] = table.group.map(GROUPS)
     pd.set_option("display.width", 200)
     print(f"{len(sources)} builds; per host, set and tier (time per step, %):")

@@ -81,7 +81,7 @@ def test_a_group_outside_the_band_is_named_with_its_target():
     )
     assert builds.coverage_over_builds_text(p) == (
         "90.0–90.0 % for time and 90.0–90.0 % for energy per split over 4 builds, every split but the test set within 85–95 %; "
-        "the test set apart, on 1 build: 100.0 % and 100.0 %"
+        "the test set apart, on the 1 build holding its draw: 100.0 % and 100.0 %"
     )
 
 

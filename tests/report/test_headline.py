@@ -857,3 +857,11 @@ def test_the_host_speed_sentence_says_what_the_correction_did_or_that_there_was_
     none = "Every time here is as measured: no run timed the host-speed reference."
     assert host_speed_sentence(runs.assign(host_speed_factor=None), {**noise, "as_measured": None}) == none
     assert host_speed_sentence(pd.DataFrame({"step_s": [1.0]}), None) == none
+
+
+def test_replicates_are_counted_per_configuration_where_groups_differ():
+    replicates_words = sentences.replicates_words
+    runs = pd.DataFrame({"config_id": ["a", "a", "b", "b", "c"], "replicate": [0, 1, 0, 1, 0]})
+    assert replicates_words(runs) == "twice (2 configurations) or once (1)"
+    assert replicates_words(runs[runs.config_id != "c"]) == "twice"
+    assert replicates_words(runs.drop(columns="config_id")) == "twice"  # a frame from before config ids

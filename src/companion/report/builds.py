@@ -237,9 +237,8 @@ def coverage_over_builds_text(
 
     For every target (``target`` None), a sentence for another page: each target's range over the groups, how
     many builds, and whether every group lies within ``band`` ("88.6–95.4 % for time and 87.1–93.0 % for energy
-    per split over 20 builds, not every split but the test set within 85–95 %; the test set apart, on 3 builds:
-    ..."). For one ``target``, the verdict's row beside the
-    one-build criterion: whether every group lies within ``band``, then the range, the builds, with
+    per split over 20 builds, not every split but the test set within 85–95 %; the test set apart, on the 3 builds
+    holding its draw: ..."). For one ``target``, the verdict's row beside the one-build criterion: whether every group lies within ``band``, then the range, the builds, with
     ``predictions`` the held-out predictions per group summed over them, and the groups outside ("no
     (88.6–95.4 % over 20 builds; outside: off-grid 95.4 %)"). "not available" where no build was scored or no
     band is given."""
@@ -259,7 +258,8 @@ def coverage_over_builds_text(
         builds = max(c.builds for c in rest.values())
         test = pooled[(pooled.split == "test") & (pooled.model == model)].set_index("target")
         apart = (
-            f"; the test set apart, on {int(test.sweeps.max())} build{'s' if test.sweeps.max() > 1 else ''}: "
+            f"; the test set apart, on the {int(test.sweeps.max())} build{'s' if test.sweeps.max() > 1 else ''} "
+            "holding its draw: "
             + " and ".join(f"{test.coverage_pct[t]:.1f} %" for t in found if t in test.index)
             if len(test)
             else ""

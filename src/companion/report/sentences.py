@@ -56,7 +56,7 @@ def paragraph(text: str):
 # ---------------------------------------------------------------------------------------- the held-out scores
 # what the off-grid columns hold out (validation.json's model_splits says it of the cross-validation splits)
 HOLDOUT_TEXT = "the validation set, predicted by fits on the whole sweep; constants were chosen by it"
-TEST_TEXT = "other off-grid runs, drawn once; nothing was chosen by them"
+TEST_TEXT = "other off-grid runs, drawn with their own seed; nothing was chosen by them"
 
 
 def split_items(validation: dict) -> list[tuple[str, str]]:
@@ -223,12 +223,27 @@ def host_speed_sentence(runs: pd.DataFrame, noise: dict | None) -> str:
 
 
 def replicates_words(runs: pd.DataFrame) -> str:
-    """How many times each configuration of the sweep was measured, in words ("twice"), from runs.csv."""
+    """How many times each configuration of the sweep was measured, in words, from runs.csv: "twice" where every
+    configuration was, "twice (41 configurations) or once (24)" where a group of the profile sets its own count (the
+    most measured first)."""
+    if not len(runs):
+        return NA
     try:
-        n = int(pd.to_numeric(runs["replicate"], errors="coerce").max()) + 1 if "replicate" in runs else 1
+        passes = pd.to_numeric(runs["replicate"], errors="coerce") + 1 if "replicate" in runs else None
+        if passes is None:
+            per_config = pd.Series([1])
+        elif "config_id" in runs:
+            per_config = passes.groupby(runs["config_id"]).max().astype(int)
+        else:
+            per_config = pd.Series([int(passes.max())])
     except (TypeError, ValueError):
         return NA
-    return {1: "once", 2: "twice", 3: "three times"}.get(n, f"{n} times") if len(runs) else NA
+    counts = per_config.value_counts().sort_index(ascending=False)
+    words = [{1: "once", 2: "twice", 3: "three times"}.get(int(n), f"{int(n)} times") for n in counts.index]
+    if len(counts) == 1:
+        return words[0]
+    first = f"{words[0]} ({counts.iloc[0]} configurations)"
+    return " or ".join([first, *(f"{w} ({c})" for w, c in zip(words[1:], counts.iloc[1:]))])
 
 
 # -------------------------------------------------------------------------------- the runs the scores rest on

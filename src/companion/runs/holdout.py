@@ -82,7 +82,7 @@ TEST = OffGrid(
     hidden=(48, 448),
     seq_lens=(24, 40, 80, 112, 160, 224, 320, 448),
     batches=(1, 3, 5, 10, 20, 28),
-    description="The test set: configurations drawn once with their own seed from ranges between and beyond the "
+    description="The test set: configurations drawn with their own seed from ranges between and beyond the "
     "cpu grid's (layers 1-10, head widths 16-64 including 24 and 48, hidden 48-448, seq_len 24-448, "
     "batch 1-28; single, TP, FSDP and 2-D). Models fitted on the cpu sweep are scored on these runs "
     "and never fitted on them, and no design constant was chosen by their scores. Measured twice each, in two "

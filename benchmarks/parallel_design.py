@@ -1,5 +1,6 @@
 """Which sizes the grid's parallel layouts are measured at: the earlier two sizes twice each, or the four sizes of
-profile cpu once each, compared on the same build's validation set (the test set is printed, never used to choose).
+profile cpu once each, compared on the same build's validation set (the test set is printed, never used to choose;
+the stored design builds hold its second draw, which is no longer scored, so their test column is empty).
 
     python benchmarks/parallel_design.py              # the builds of data/reference/cpu/parallel-design/
     python benchmarks/parallel_design.py DATA [DATA ...]

@@ -3,8 +3,8 @@
     python benchmarks/sweep_launches.py                        # the cpu grid's 4-rank parallel runs, 2 rounds
     python benchmarks/sweep_launches.py --layouts tp1-dp1 --rounds 3
 
-Sweeps a two-replicate profile (the cpu profile's ``parallel`` group by default, on the layouts asked for) into
-fresh folders, alternating the two ways of launching it, A B A B ...:
+Sweeps a two-replicate profile (the cpu profile's earlier ``parallel`` group, two sizes, by default, on the layouts
+asked for) into fresh folders, alternating the two ways of launching it, A B A B ...:
 
 * ``per pass``: every replicate pass starts its launches afresh (as the sweep did before ``sweep.Launches``);
 * ``kept``: each world size's launch serves every pass (``companion sweep`` on CPU).
@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 PROFILE = """
-description: the cpu grid's parallel group on {layouts}, two replicates (benchmarks/sweep_launches.py)
+description: the cpu grid's earlier parallel group on {layouts}, two replicates (benchmarks/sweep_launches.py)
 device: cpu
 base: {{layers: 2, hidden: 128, heads: 4, vocab: 4096, max_positions: 512, seq_len: 128, batch_size: 8,
         warmup_steps: 1, min_window_s: 0.2, min_windows: 5, target_rel_ci: 0.02, max_time_s: 1.5}}

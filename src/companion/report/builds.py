@@ -238,10 +238,10 @@ def coverage_over_builds_text(
     For every target (``target`` None), a sentence for another page: each target's range over the groups, how
     many builds, and whether every group lies within ``band`` ("88.6–95.4 % for time and 87.1–93.0 % for energy
     per split over 20 builds, not every split but the test set within 85–95 %; the test set apart, on the 3 builds
-    holding its draw: ..."). For one ``target``, the verdict's row beside the one-build criterion: whether every group lies within ``band``, then the range, the builds, with
-    ``predictions`` the held-out predictions per group summed over them, and the groups outside ("no
-    (88.6–95.4 % over 20 builds; outside: off-grid 95.4 %)"). "not available" where no build was scored or no
-    band is given."""
+    holding its draw: ..."). For one ``target``, the verdict's row beside the one-build criterion: whether every
+    group lies within ``band``, then the range, the builds, with ``predictions`` the held-out predictions per group
+    summed over them, and the groups outside ("no (88.6–95.4 % over 20 builds; outside: off-grid 95.4 %)"). "not
+    available" where no build was scored or no band is given."""
     found = {}
     if pooled is not None and len(pooled) and band:
         targets = TARGETS if target is None else (target,)

@@ -127,7 +127,8 @@ glue("paper_table", tables.styled_prose(tables.paper_claims(validation, fit)), d
 #
 # A cell gives the held-out MAPE in bold, its {glue:text}`mape_level_pct` % interval over model sizes ([—]: too
 # few sizes), and the coverage of the {glue:text}`level_pct` % prediction intervals, red where exact intervals
-# would rarely show it. Under each split: its runs and the MAPE of an {term}`exact model <Exact model>`.
+# would rarely show it. Under each split: its runs and the MAPE of an {term}`exact model <Exact model>` (none where
+# they were measured once).
 #
 # ```{glue:} scored_runs_text
 # ```

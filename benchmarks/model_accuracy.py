@@ -178,13 +178,10 @@ def _reference_and_test_sets(device: str) -> None:
                 f"measured on both machines: {r['run_id']}: step x{r['step_s_again'] / r['step_s_first']:.3f}, "
                 f"energy x{r['energy_j_again'] / r['energy_j_first']:.3f}"
             )
-    for name in reference.ONE_MACHINE_SETS:
-        one = reference.one_machine_numbers(device, level=LEVEL, set_name=name)
-        if not one:
-            continue
+    for one in reference.one_machines_numbers(device, level=LEVEL):
         cal = one["calibration"]
         print(
-            f"\n{name}: one machine's calibration ({cal['per_op_us']:.3g} us per operator over depths "
+            f"\n{one['set']}: one machine's calibration ({cal['per_op_us']:.3g} us per operator over depths "
             f"{cal['probe_depths']}, flagged: {cal['flagged'] or 'nothing'}; the runs' host over the probe's: "
             f"{one['host_speed_over_probe'] or 'not timed'}), then its runs; calibrated and prior "
             "fitted on nothing, fitted: leave one out (reference), fitted on that machine's reference runs (test)"

@@ -306,11 +306,7 @@ def reference_numbers(device: str, root: Path | None = None, level: float = LEVE
         },
         "scores": scores.to_dict(orient="records"),
         "test": testset_numbers(device, root, level),
-        "one_machines": [
-            n
-            for name in ONE_MACHINE_SETS
-            if (n := one_machine_numbers(device, root, level, name)) is not None
-        ],
+        "one_machines": one_machines_numbers(device, root, level),
         "modes": modes_numbers(device, root, level),
         "modes_masked": modes_numbers(device, root, level, MASKED_MODES),
         "host_speed": host_speed(device, root),
@@ -436,6 +432,12 @@ def one_machine_numbers(
         "host_speed_over_probe": host_speed_over_probe(cal_path, [folder, folder / TESTSET]),
         "scores": {k: v.to_dict(orient="records") for k, v in splits.items()},
     }
+
+
+def one_machines_numbers(device: str, root: Path | None = None, level: float = LEVEL) -> list[dict]:
+    """``one_machine_numbers`` of every one-machine set the folder holds, in ``ONE_MACHINE_SETS``' order."""
+    sets = (one_machine_numbers(device, root, level, name) for name in ONE_MACHINE_SETS)
+    return [one for one in sets if one is not None]
 
 
 def host_speed_over_probe(cal_path: Path, folders: list[Path]) -> float | None:

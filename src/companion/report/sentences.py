@@ -228,22 +228,21 @@ def replicates_words(runs: pd.DataFrame) -> str:
     most measured first)."""
     if not len(runs):
         return NA
+    if "replicate" not in runs:
+        return "once"
+    # a frame from before config ids: one count, its most replicates
+    config = runs["config_id"] if "config_id" in runs else pd.Series(0, index=runs.index)
     try:
-        passes = pd.to_numeric(runs["replicate"], errors="coerce") + 1 if "replicate" in runs else None
-        if passes is None:
-            per_config = pd.Series([1])
-        elif "config_id" in runs:
-            per_config = passes.groupby(runs["config_id"]).max().astype(int)
-        else:
-            per_config = pd.Series([int(passes.max())])
+        per_config = (pd.to_numeric(runs["replicate"], errors="coerce") + 1).groupby(config).max().astype(int)
     except (TypeError, ValueError):
         return NA
     counts = per_config.value_counts().sort_index(ascending=False)
-    words = [{1: "once", 2: "twice", 3: "three times"}.get(int(n), f"{int(n)} times") for n in counts.index]
+    words = [{1: "once", 2: "twice", 3: "three times"}.get(n, f"{n} times") for n in counts.index]
     if len(counts) == 1:
         return words[0]
-    first = f"{words[0]} ({counts.iloc[0]} configurations)"
-    return " or ".join([first, *(f"{w} ({c})" for w, c in zip(words[1:], counts.iloc[1:]))])
+    return " or ".join(
+        f"{w} ({c}{' configurations' if i == 0 else ''})" for i, (w, c) in enumerate(zip(words, counts))
+    )
 
 
 # -------------------------------------------------------------------------------- the runs the scores rest on
